@@ -1,0 +1,31 @@
+# The project's commands. A fresh machine needs only `make run` and `make test` (see README.md).
+SHELL := /bin/bash
+PY := .venv/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup run test test-unit stack-up stack-down stack-status demo clean
+
+setup:
+	@bash scripts/setup.sh
+
+run: setup
+	@$(PY) -m devstack up
+	@$(PY) -m devstack.demo
+
+test: setup
+	@$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: setup
+	@$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+stack-up: setup
+	@$(PY) -m devstack up
+
+stack-down:
+	@if [ -x $(PY) ]; then $(PY) -m devstack down; else echo "nothing to stop (no .venv)"; fi
+
+stack-status:
+	@$(PY) -m devstack status
+
+clean: stack-down
+	rm -rf .stack .pytest_cache

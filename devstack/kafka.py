@@ -1,0 +1,206 @@
+"""One Apache Kafka node in KRaft mode (combined broker + controller), run from the cached jars."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from devstack import paths
+from devstack.errors import SetupMissingError, StackError, StartupTimeoutError
+from devstack.jdk import find_java
+from devstack.net import free_port, is_listening, wait_closed
+from devstack.process import ManagedProcess
+
+# Broker settings for a one-node development cluster. Internal topics get replication factor 1;
+# auto-creation is off so that every topic on `destination` is one the mirror (or a test) created.
+_BROKER_SETTINGS = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "auto.create.topics.enable": "false",
+    "num.partitions": "1",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "10",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "10",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    # Retention is enforced every 5 s so that tests of truncation do not wait minutes.
+    "log.retention.check.interval.ms": "5000",
+    "log.segment.delete.delay.ms": "1000",
+}
+
+_LOG4J2 = """\
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Logger:
+      - name: kafka
+        level: INFO
+      - name: org.apache.kafka
+        level: WARN
+      - name: state.change.logger
+        level: WARN
+    Root:
+      level: INFO
+      AppenderRef:
+        - ref: STDOUT
+"""
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass
+class KafkaNode:
+    """A single-node KRaft cluster with its data under `home`."""
+
+    cluster: str
+    home: Path
+    heap_mb: int = 384
+
+    def __post_init__(self) -> None:
+        self.process = ManagedProcess(f"kafka[{self.cluster}]", self.home)
+
+    @property
+    def _node_file(self) -> Path:
+        return self.home / "node.json"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    def _ports(self) -> dict:
+        return json.loads(self._node_file.read_text())
+
+    @property
+    def port(self) -> int:
+        return self._ports()["broker_port"]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def is_configured(self) -> bool:
+        return self._node_file.is_file() and (self.data_dir / "meta.properties").is_file()
+
+    def configure(self) -> None:
+        """Pick ports, write the config and format the storage (once: a restart keeps all data)."""
+        if self.is_configured():
+            return
+        self.home.mkdir(parents=True, exist_ok=True)
+        broker_port, controller_port = free_port(), free_port()
+        settings = {
+            **_BROKER_SETTINGS,
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+            "log.dirs": str(self.data_dir),
+        }
+        (self.home / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        (self.home / "log4j2.yaml").write_text(_LOG4J2)
+        result = self._run_java(
+            "kafka.tools.StorageTool", "format", "--standalone", "--ignore-formatted",
+            "-t", new_cluster_id(), "-c", str(self.home / "server.properties"),
+        )
+        if result.returncode != 0:
+            raise StackError(f"kafka[{self.cluster}]: storage format failed: {result.stdout.strip()[-500:]}")
+        self._node_file.write_text(json.dumps({"broker_port": broker_port, "controller_port": controller_port}))
+
+    def _java_argv(self, main_class: str, *args: str) -> list[str]:
+        if not any(paths.KAFKA_LIBS.glob("kafka_2.13-*.jar")):
+            raise SetupMissingError(f"Kafka jars missing in {paths.KAFKA_LIBS}: run `make setup`")
+        return [
+            find_java(17),
+            f"-Xmx{self.heap_mb}m",
+            "-Xms64m",
+            "-XX:+UseSerialGC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.home / 'log4j2.yaml'}",
+            f"-Dkafka.logs.dir={self.home}",
+            "-cp",
+            f"{paths.KAFKA_LIBS}/*",
+            main_class,
+            *args,
+        ]
+
+    def _run_java(self, main_class: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            self._java_argv(main_class, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, check=False, stdin=subprocess.DEVNULL,
+        )
+
+    def start(self) -> None:
+        self.configure()
+        if self.process.is_running():
+            return
+        for port in self._ports().values():
+            if is_listening(port):
+                raise StackError(f"kafka[{self.cluster}]: port {port} is taken by another process")
+        self.process.start(self._java_argv("kafka.Kafka", str(self.home / "server.properties")))
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        """Wait until the broker answers a metadata request."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.process.is_running():
+                raise StackError(
+                    f"kafka[{self.cluster}] exited during start-up; see {self.process.log_file}"
+                )
+            if is_listening(self.port) and _answers_metadata(self.bootstrap_servers):
+                return
+            time.sleep(0.3)
+        raise StartupTimeoutError(
+            f"kafka[{self.cluster}] did not answer on {self.bootstrap_servers} within {timeout:.0f}s; "
+            f"see {self.process.log_file}"
+        )
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.process.stop(timeout)
+        if self._node_file.is_file():
+            for port in self._ports().values():
+                wait_closed(port, 10.0)
+
+    def kill(self) -> None:
+        """Crash the broker (SIGKILL); the data stays for the next start."""
+        self.process.kill()
+
+    def restart(self, timeout: float = 90.0) -> None:
+        self.stop()
+        self.start()
+        self.wait_ready(timeout)
+
+
+def _answers_metadata(bootstrap: str) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "logger": _silent_logger()})
+    try:
+        metadata = admin.list_topics(timeout=2)
+    except Exception:  # KafkaException while the broker is still coming up
+        return False
+    return bool(metadata.brokers)
+
+
+def _silent_logger() -> logging.Logger:
+    logger = logging.getLogger("devstack.librdkafka")
+    logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+    return logger
+

@@ -1,0 +1,177 @@
+"""Background processes that outlive the command that started them.
+
+Each process runs in its own session (so its process group id equals its pid) and records its pid in
+`<home>/pid`. A pid is only trusted while `/proc/<pid>/cmdline` still names `home`: a recycled pid
+never gets signalled.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from devstack.errors import StackError
+
+
+def _proc_state(pid: int) -> str | None:
+    """The one-letter state from /proc/<pid>/stat, or None when the pid does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name is in parentheses and may itself contain spaces or parentheses.
+    return stat[stat.rindex(")") + 2]
+
+
+def is_alive(pid: int) -> bool:
+    """True while the pid exists and is not a zombie."""
+    return _proc_state(pid) not in (None, "Z", "X")
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+def rss_mib(pid: int) -> float:
+    """Resident set size of one process in MiB (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0.0
+
+
+@dataclass
+class ManagedProcess:
+    """One long-running server process owned by the stack, identified by its home directory."""
+
+    name: str
+    home: Path
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "server.log"
+
+    def pid(self) -> int | None:
+        """The pid of the running process, or None if it is not running."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        if not is_alive(pid):
+            return None
+        if str(self.home) not in _cmdline(pid):
+            return None
+        return pid
+
+    def is_running(self) -> bool:
+        return self.pid() is not None
+
+    def start(self, argv: list[str], env: dict[str, str] | None = None) -> int:
+        """Start argv detached from this process; argv must mention `home` (see module doc)."""
+        if self.is_running():
+            raise StackError(f"{self.name} is already running (pid {self.pid()})")
+        if not any(str(self.home) in arg for arg in argv):
+            raise StackError(f"{self.name}: command line must name its home {self.home}")
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                cwd=self.home,
+                env={**os.environ, **(env or {})},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.pid_file.write_text(f"{proc.pid}\n")
+        # Keep a reference so that the child is reaped if it dies while we are still alive.
+        _children[proc.pid] = proc
+        return proc.pid
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM the whole process group, SIGKILL it after `timeout` seconds."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return
+        _signal_group(pid, signal.SIGTERM)
+        if not self._wait_gone(pid, timeout):
+            _signal_group(pid, signal.SIGKILL)
+            if not self._wait_gone(pid, 10.0):
+                raise StackError(f"{self.name} (pid {pid}) did not exit after SIGKILL")
+        self.pid_file.unlink(missing_ok=True)
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group at once (a crash, for fault tests)."""
+        pid = self.pid()
+        if pid is not None:
+            _signal_group(pid, signal.SIGKILL)
+            self._wait_gone(pid, 10.0)
+        self.pid_file.unlink(missing_ok=True)
+
+    def _wait_gone(self, pid: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            child = _children.get(pid)
+            if child is not None:
+                child.poll()
+            if not is_alive(pid):
+                _children.pop(pid, None)
+                return _group_gone(pid, deadline)
+            time.sleep(0.1)
+        return False
+
+
+_children: dict[int, subprocess.Popen] = {}
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_gone(pgid: int, deadline: float) -> bool:
+    """Wait until no process of the group is left (children of the server included)."""
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        # Only zombies of our own left? They cannot be signalled further; treat as gone.
+        if _only_zombies(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def _only_zombies(pgid: int) -> bool:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return False
+    return True

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# make setup: everything the project needs, from the package registries only, into git-ignored
+# places of the repo (.venv/, .cache/). Idempotent: each part keeps a stamp of its inputs' hash and
+# a second run only verifies.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+CACHE="$ROOT/.cache"
+STAMPS="$CACHE/stamps"
+mkdir -p "$STAMPS"
+
+say() { printf 'setup: %s\n' "$*"; }
+die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
+
+# --- prerequisites -------------------------------------------------------------------------------
+PYTHON="${PYTHON:-}"
+if [ -z "$PYTHON" ]; then
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 \
+       && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+      PYTHON="$candidate"; break
+    fi
+  done
+fi
+[ -n "$PYTHON" ] || die "Python 3.11 is missing (set PYTHON=/path/to/python3.11 or install python3.11)"
+command -v java >/dev/null 2>&1 || die "Java is missing: install OpenJDK 17 or newer (Debian: apt-get install openjdk-17-jdk-headless)"
+command -v mvn >/dev/null 2>&1 || die "Maven is missing: install it (Debian: apt-get install maven)"
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+[ "${java_major:-0}" -ge 17 ] || die "Java 17 or newer is needed, found: $(java -version 2>&1 | head -1)"
+
+stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
+fresh() { [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
+mark() { echo "$2" > "$STAMPS/$1"; }
+MVN=(mvn -q -B -Dstyle.color=never -s "$ROOT/java/settings.xml")
+
+# --- Python venv -----------------------------------------------------------------------------------
+venv_stamp=$(stamp_of requirements.txt requirements-test.txt constraints.txt)
+if [ -x .venv/bin/python ] && fresh venv "$venv_stamp"; then
+  say "venv ok"
+else
+  say "creating .venv (Airflow, Spark, confluent-kafka: a few minutes the first time)"
+  [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -r requirements.txt -r requirements-test.txt -c constraints.txt
+  mark venv "$venv_stamp"
+fi
+# pyspark-client (from the Spark provider) writes over pyspark's files; with equal pins that is
+# harmless, but verify that pyspark is whole, and reinstall it last if it is not.
+pyspark_pin=$(sed -n 's/^pyspark==//p' requirements.txt)
+if ! .venv/bin/python - "$pyspark_pin" <<'EOF'
+import sys, pathlib, pyspark
+ok = pyspark.__version__ == sys.argv[1] and any((pathlib.Path(pyspark.__file__).parent / "jars").glob("spark-core_*.jar"))
+sys.exit(0 if ok else 1)
+EOF
+then
+  say "reinstalling pyspark==$pyspark_pin over pyspark-client's files"
+  .venv/bin/python -m pip install -q --force-reinstall --no-deps "pyspark==$pyspark_pin"
+fi
+
+# --- Java parts from Maven Central ----------------------------------------------------------------
+kafka_stamp=$(stamp_of java/kafka/pom.xml java/settings.xml)
+if compgen -G "$CACHE/kafka/libs/kafka_2.13-*.jar" >/dev/null && fresh kafka "$kafka_stamp"; then
+  say "kafka jars ok"
+else
+  say "fetching the Apache Kafka broker from Maven Central"
+  rm -rf "$CACHE/kafka/libs"
+  "${MVN[@]}" -f java/kafka/pom.xml dependency:copy-dependencies \
+    -DoutputDirectory="$CACHE/kafka/libs" -DincludeScope=runtime
+  mark kafka "$kafka_stamp"
+fi
+
+spark_stamp=$(stamp_of java/spark/pom.xml java/settings.xml requirements.txt)
+spark_pom_version=$(sed -n 's:.*<spark.version>\(.*\)</spark.version>.*:\1:p' java/spark/pom.xml)
+[ "$spark_pom_version" = "$pyspark_pin" ] \
+  || die "java/spark/pom.xml spark.version ($spark_pom_version) must equal requirements.txt's pyspark ($pyspark_pin)"
+if compgen -G "$CACHE/spark/jars/spark-sql-kafka-*.jar" >/dev/null && fresh spark "$spark_stamp"; then
+  say "spark kafka jars ok"
+else
+  say "fetching spark-sql-kafka-0-10 $spark_pom_version from Maven Central"
+  rm -rf "$CACHE/spark/jars"
+  # Only what pyspark does not ship already.
+  "${MVN[@]}" -f java/spark/pom.xml dependency:copy-dependencies \
+    -DoutputDirectory="$CACHE/spark/jars" -DincludeScope=runtime \
+    -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
+  mark spark "$spark_stamp"
+fi
+
+registry_stamp=$(stamp_of java/apicurio/pom.xml java/apicurio/.mvn/maven.config java/settings.xml)
+if [ -f "$CACHE/apicurio/quarkus-app/quarkus-run.jar" ] && fresh registry "$registry_stamp"; then
+  say "schema registry ok"
+else
+  say "assembling Apicurio Registry (Confluent API) from Maven Central (about 3 minutes the first time)"
+  # The POM unpacks the app, runs Quarkus augmentation and copies the result to .cache/apicurio/.
+  "${MVN[@]}" -f java/apicurio/pom.xml package
+  rm -rf java/apicurio/target
+  [ -f "$CACHE/apicurio/quarkus-app/quarkus-run.jar" ] || die "schema registry build produced no quarkus-run.jar"
+  mark registry "$registry_stamp"
+fi
+
+say "ready"

@@ -1,0 +1,1 @@
+"""Batch plane: PySpark jobs (catch-up, consistency check) over the mirror's clusters."""

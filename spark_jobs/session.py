@@ -1,0 +1,38 @@
+"""SparkSession construction shared by the jobs: Kafka connector jars, small local defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# The connector jars fetched by `make setup` (java/spark/pom.xml); SPARK_KAFKA_JARS overrides.
+_DEFAULT_JARS_DIR = Path(__file__).resolve().parents[1] / ".cache" / "spark" / "jars"
+
+
+def kafka_connector_jars(jars_dir: Path | None = None) -> list[str]:
+    directory = Path(jars_dir or os.environ.get("SPARK_KAFKA_JARS", _DEFAULT_JARS_DIR))
+    jars = sorted(str(p) for p in directory.glob("*.jar"))
+    if not any("spark-sql-kafka" in j for j in jars):
+        raise FileNotFoundError(f"spark-sql-kafka connector jar missing in {directory}: run `make setup`")
+    return jars
+
+
+def create_session(app_name: str, master: str | None = None, extra_conf: dict[str, str] | None = None):
+    """A SparkSession with the Kafka connector; `master` defaults to local[*] unless spark-submit set one."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    elif not os.environ.get("SPARK_MASTER") and "spark.master" not in (extra_conf or {}):
+        builder = builder.master("local[*]")
+    conf = {
+        "spark.jars": ",".join(kafka_connector_jars()),
+        "spark.sql.shuffle.partitions": "8",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": "1g",
+        **(extra_conf or {}),
+    }
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

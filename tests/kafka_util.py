@@ -1,0 +1,64 @@
+"""Small real-client helpers shared by integration tests."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+    futures[name].result(30)
+    deadline = time.monotonic() + 30
+    while name not in admin.list_topics(timeout=10).topics:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {name} not visible after creation")
+        time.sleep(0.2)
+
+
+def topic_exists(bootstrap: str, name: str) -> bool:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return name in admin.list_topics(timeout=10).topics
+
+
+def produce(bootstrap: str, topic: str, records: list[dict]) -> None:
+    """records: dicts with value and optional key, headers, timestamp (ms), partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    errors: list = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errors.append(err)
+
+    for record in records:
+        kwargs = {k: record[k] for k in ("key", "headers", "timestamp", "partition") if k in record}
+        producer.produce(topic, value=record.get("value"), on_delivery=on_delivery, **kwargs)
+        producer.poll(0)
+    remaining = producer.flush(30)
+    if remaining or errors:
+        raise KafkaException(f"produce to {topic} failed: {remaining} undelivered, errors {errors[:3]}")
+
+
+def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list:
+    """Read `expected` records from the beginning of `topic` (no group commits)."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"test-reader-{time.monotonic_ns()}",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    })
+    consumer.subscribe([topic])
+    out = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(500, 1.0):
+                if msg.error():
+                    raise KafkaException(msg.error())
+                out.append(msg)
+    finally:
+        consumer.close()
+    return out

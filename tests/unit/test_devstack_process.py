@@ -1,0 +1,61 @@
+"""ManagedProcess on real child processes: pid tracking, whole-group stop, no signal to a stranger."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import time
+
+import pytest
+
+from devstack.errors import StackError
+from devstack.kafka import new_cluster_id
+from devstack.process import ManagedProcess, is_alive
+
+
+def _group_pids(pgid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "-g", str(pgid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_stop_terminates_the_whole_process_group(tmp_path):
+    proc = ManagedProcess("sleeper", tmp_path)
+    # The parent ignores SIGTERM, so only the SIGKILL escalation can stop it; its child does not.
+    pid = proc.start(["bash", "-c", f"trap '' TERM; sleep 300 & wait # {tmp_path}"])
+    deadline = time.monotonic() + 5
+    while len(_group_pids(pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    members = _group_pids(pid)
+    assert proc.pid() == pid and len(members) == 2
+
+    proc.stop(timeout=1.0)
+
+    assert not proc.is_running()
+    assert not any(is_alive(p) for p in members)
+    assert not proc.pid_file.exists()
+
+
+def test_pid_file_of_an_unrelated_process_is_not_trusted(tmp_path):
+    proc = ManagedProcess("stranger", tmp_path)
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        proc.pid_file.write_text(f"{stranger.pid}\n")
+        assert proc.pid() is None
+        proc.stop()  # must not signal the stranger
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_start_refuses_a_command_that_does_not_name_its_home(tmp_path):
+    with pytest.raises(StackError, match="must name its home"):
+        ManagedProcess("anonymous", tmp_path).start(["sleep", "1"])
+
+
+def test_cluster_id_is_16_bytes_urlsafe_base64_without_padding():
+    ids = {new_cluster_id() for _ in range(50)}
+    assert len(ids) == 50
+    for cluster_id in ids:
+        assert len(cluster_id) == 22 and "=" not in cluster_id
+        assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16
