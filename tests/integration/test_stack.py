@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
@@ -10,11 +12,13 @@ from tests.kafka_util import consume_all, create_topic, produce, topic_exists
 
 pytestmark = pytest.mark.integration
 
+# Recent timestamps: the brokers enforce retention every few seconds, and 7 days is the default.
+NOW_MS = int(time.time() * 1000) - 60_000
 RECORDS = [
-    {"key": b"k-1", "value": b"v-1", "headers": [("h", b"1"), ("trace", b"abc")], "timestamp": 1_700_000_000_001},
-    {"key": b"k-2", "value": b"", "headers": [("h", b"2")], "timestamp": 1_700_000_000_002},
-    {"key": b"k-3", "value": None, "timestamp": 1_700_000_000_003},  # a tombstone
-    {"value": b"no key", "headers": [("dup", b"a"), ("dup", b"b")], "timestamp": 1_700_000_000_004},
+    {"key": b"k-1", "value": b"v-1", "headers": [("h", b"1"), ("trace", b"abc")], "timestamp": NOW_MS + 1},
+    {"key": b"k-2", "value": b"", "headers": [("h", b"2")], "timestamp": NOW_MS + 2},
+    {"key": b"k-3", "value": None, "timestamp": NOW_MS + 3},  # a tombstone
+    {"value": b"no key", "headers": [("dup", b"a"), ("dup", b"b")], "timestamp": NOW_MS + 4},
 ]
 
 

@@ -1,0 +1,1 @@
+"""Data plane: the mirror worker (`python -m mirror_worker`)."""

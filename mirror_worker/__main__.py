@@ -1,0 +1,25 @@
+"""`python -m mirror_worker` — MirrorMaker's flags, or `--config mirrors.yaml --mirror NAME`."""
+
+from __future__ import annotations
+
+import sys
+
+from mirror_worker.cli import config_from_args, parse_args
+from mirror_worker.exceptions import ConfigError
+from mirror_worker.logs import configure_logging
+from mirror_worker.runner import EXIT_BAD_INPUT, fail, run_processes, run_worker
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_logging()
+    try:
+        config = config_from_args(parse_args(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        return fail(str(exc), EXIT_BAD_INPUT)
+    if config.process_count > 1:
+        return run_processes(config)
+    return run_worker(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""MirrorMaker's classic flags, verbatim (`--flag value` and `--flag=value`), into a MirrorConfig."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mirror_worker.client_config import consumer_settings, producer_settings
+from mirror_worker.config import MirrorConfig, build_mirror_config
+from mirror_worker.exceptions import ConfigError
+from mirror_worker.properties import load_properties
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse that raises ConfigError (one line, exit 2 in __main__) instead of printing usage."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        raise ConfigError(message)
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog="python -m mirror_worker",
+        description="Mirror topics from one or more source Kafka clusters into a destination cluster.",
+    )
+    add = parser.add_argument
+    add("--consumer.config", dest="consumer_configs", action="append", default=[], metavar="FILE",
+        help="source cluster consumer .properties (repeat for several source clusters)")
+    add("--producer.config", dest="producer_config", metavar="FILE", help="destination producer .properties")
+    add("--whitelist", metavar="REGEX", help="topics to mirror (a comma means |)")
+    add("--blacklist", metavar="REGEX", help="topics not to mirror (a comma means |)")
+    add("--num.streams", dest="num_streams", type=int, metavar="N", help="consumer streams (processes)")
+    add("--num.producers", dest="num_producers", type=int, metavar="N", help="producers per stream")
+    add("--preserve.partitions", dest="preserve_partitions", type=_bool, nargs="?", const=True,
+        help="destination partition = source partition")
+    add("--preserve.order", dest="preserve_order", type=_bool, nargs="?", const=True,
+        help="keep per-partition order (each source partition feeds one destination partition)")
+    add("--prefix", metavar="PREFIX", help="destination topic = PREFIX + source topic")
+    add("--queue.size", dest="queue_size", type=int, metavar="N", help="records in flight (default 10000)")
+    add("--max.procs", dest="max_procs", type=int, metavar="N", help="cap on worker processes")
+    add("--timings.producer.config", dest="timings_producer_config", metavar="FILE",
+        help="producer .properties for heartbeat records (default: the producer's)")
+    add("--schema.registry.url", dest="schema_registry_url", metavar="URL", help="source schema registry")
+    add("--provenance.headers", dest="provenance_headers", type=_bool, nargs="?", const=True,
+        help="add a header naming each record's source cluster, topic, partition and offset")
+    add("--dead.letter.topic", dest="dead_letter_topic", metavar="TOPIC",
+        help="opt-in: records the destination refuses go here instead of halting their partition")
+    add("--offset.commit.interval.ms", dest="offset_commit_interval_ms", type=int, metavar="MS",
+        help="how often delivered offsets are committed (default 5000)")
+    add("--metrics.port", dest="metrics_port", type=int, metavar="PORT", help="Prometheus endpoint port")
+    add("--name", dest="name", default=None, metavar="NAME", help="mirror name (default: mirror)")
+    add("--config", dest="spec", metavar="FILE", help="YAML mirror spec instead of the flags above")
+    add("--mirror", dest="mirror", metavar="NAME", help="with --config: the mirror to run")
+    return parser
+
+
+_CLI_FIELDS = (
+    "whitelist", "blacklist", "num_streams", "num_producers", "preserve_partitions", "preserve_order",
+    "prefix", "queue_size", "max_procs", "schema_registry_url", "provenance_headers", "dead_letter_topic",
+    "metrics_port",
+)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def config_from_args(args: argparse.Namespace) -> MirrorConfig:
+    if args.spec:
+        from mirror_worker.spec import select_mirror
+
+        flags = [
+            f for f in _CLI_FIELDS + ("producer_config", "offset_commit_interval_ms", "timings_producer_config")
+            if getattr(args, f) not in (None, [])
+        ]
+        if args.consumer_configs or flags:
+            raise ConfigError("--config cannot be combined with the classic flags; put them in the spec")
+        return select_mirror(Path(args.spec), args.mirror)
+    if args.mirror:
+        raise ConfigError("--mirror needs --config")
+    if not args.consumer_configs:
+        raise ConfigError("--consumer.config is required (one per source cluster)")
+    if not args.producer_config:
+        raise ConfigError("--producer.config is required")
+    if (args.whitelist is None) == (args.blacklist is None):
+        raise ConfigError("exactly one of --whitelist and --blacklist is required")
+
+    name = args.name or "mirror"
+    sources, group_ids = [], []
+    for path in args.consumer_configs:
+        where = f"--consumer.config {path}"
+        settings = consumer_settings(load_properties(path), where)
+        group_ids.append(settings.get("group.id"))
+        sources.append({"name": Path(path).stem, "consumer": settings})
+    queue_size = args.queue_size if args.queue_size is not None else 10_000
+    producer = producer_settings(load_properties(args.producer_config), f"--producer.config {args.producer_config}", queue_size)
+    fields = {k: getattr(args, k) for k in _CLI_FIELDS if getattr(args, k) is not None}
+    fields.update(
+        name=name,
+        sources=sources,
+        producer=producer,
+        group_id=next((g for g in group_ids if g), f"kafka-mirror.{name}"),
+        queue_size=queue_size,
+    )
+    if args.offset_commit_interval_ms is not None:
+        fields["commit_interval_s"] = args.offset_commit_interval_ms / 1000
+    if args.timings_producer_config:
+        path = args.timings_producer_config
+        fields["heartbeat_producer"] = producer_settings(load_properties(path), f"--timings.producer.config {path}", 1000)
+    return build_mirror_config(fields, where="flags")

@@ -1,0 +1,130 @@
+"""Kafka client settings: Java-style files in, checked librdkafka settings out.
+
+MirrorMaker users bring Java client `.properties`. Keys that only the Java client knows are translated
+where librdkafka has an equivalent and dropped where they are meaningless here (serializers: the
+mirror copies bytes). Everything else goes to librdkafka as is, which rejects unknown keys; that
+rejection is turned into a one-line ConfigError naming the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from confluent_kafka import Consumer, KafkaException, Producer
+
+from mirror_worker.exceptions import ConfigError
+
+log = logging.getLogger(__name__)
+# The throw-away clients that check settings warn about the missing bootstrap.servers: keep them quiet.
+_probe_log = logging.getLogger("mirror_worker.config_probe")
+_probe_log.addHandler(logging.NullHandler())
+_probe_log.propagate = False
+
+_DROPPED_JAVA_KEYS = {
+    "key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
+    "exclude.internal.topics", "max.poll.records", "interceptor.classes", "metric.reporters",
+}
+_ASSIGNORS = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.StickyAssignor": "cooperative-sticky",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+
+# What the worker needs, whatever the files say. (key, value, why a different value is refused)
+_CONSUMER_FORCED = {
+    "enable.auto.commit": "false",
+    "enable.auto.offset.store": "false",
+}
+_CONSUMER_DEFAULTS = {
+    "auto.offset.reset": "earliest",
+    "partition.assignment.strategy": "cooperative-sticky",
+    # Bounds the consumer's prefetch: with the producer's queue.size this bounds the worker's memory.
+    "queued.max.messages.kbytes": "16384",
+    "fetch.max.bytes": "16777216",
+    # New partitions and topics are seen within seconds, not librdkafka's default 5 minutes.
+    "topic.metadata.refresh.interval.ms": "10000",
+}
+_PRODUCER_REQUIRED = {
+    "acks": ({"all", "-1"}, "at-least-once needs acks=all"),
+    "enable.idempotence": ({"true"}, "per-partition order needs enable.idempotence=true"),
+}
+_PRODUCER_DEFAULTS = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    "linger.ms": "5",
+    "batch.size": "1000000",
+    "compression.type": "lz4",
+    # Never give up on a record: an unavailable destination holds the mirror back instead.
+    "message.timeout.ms": "0",
+    # Same key -> same partition as Java clients (MirrorMaker's default partitioner).
+    "partitioner": "murmur2_random",
+}
+
+
+def translate_java_settings(settings: dict[str, str], where: str) -> dict[str, str]:
+    """Map Java-client keys onto librdkafka's; reject what cannot work at all."""
+    out: dict[str, str] = {}
+    for key, value in settings.items():
+        if key == "zookeeper.connect":
+            raise ConfigError(f"{where}: zookeeper.connect is the removed old consumer; use bootstrap.servers")
+        if key in _DROPPED_JAVA_KEYS:
+            log.debug("ignoring Java-only client key %s from %s", key, where)
+            continue
+        if key == "partition.assignment.strategy":
+            value = ",".join(_ASSIGNORS.get(v.strip(), v.strip()) for v in value.split(","))
+        elif key == "buffer.memory":
+            key, value = "queue.buffering.max.kbytes", str(max(1, int(value) // 1024))
+        elif key == "max.request.size":
+            key = "message.max.bytes"
+        out[key] = str(value)
+    return out
+
+
+def consumer_settings(settings: dict[str, str], where: str) -> dict[str, str]:
+    translated = translate_java_settings(settings, where)
+    for key, forced in _CONSUMER_FORCED.items():
+        if translated.get(key, forced).lower() != forced:
+            raise ConfigError(f"{where}: {key} must be {forced}: the mirror commits offsets itself, after delivery")
+    merged = {**_CONSUMER_DEFAULTS, **translated, **_CONSUMER_FORCED}
+    check_librdkafka(merged, "consumer", where)
+    return merged
+
+
+def producer_settings(settings: dict[str, str], where: str, queue_size: int) -> dict[str, str]:
+    translated = translate_java_settings(settings, where)
+    for key, (allowed, why) in _PRODUCER_REQUIRED.items():
+        if key in translated and translated[key].lower() not in allowed:
+            raise ConfigError(f"{where}: {key}={translated[key]} refused: {why}")
+    merged = {**_PRODUCER_DEFAULTS, "queue.buffering.max.messages": str(queue_size), **translated}
+    check_librdkafka(merged, "producer", where)
+    return merged
+
+
+_NO_SUCH = re.compile(r'No such configuration property: "([^"]+)"')
+_INVALID = re.compile(r'Invalid value (?:"[^"]*" )?for configuration property "([^"]+)"')
+_ALIASES = {"queue.buffering.max.ms": "linger.ms", "batch.num.messages": "batch.size"}
+
+
+def check_librdkafka(settings: dict[str, str], kind: str, where: str) -> None:
+    """Let librdkafka judge keys and values, without connecting anywhere."""
+    probe = {k: v for k, v in settings.items() if k != "bootstrap.servers"}
+    probe["logger"] = _probe_log
+    try:
+        if kind == "consumer":
+            Consumer({"group.id": "config-check", **probe}).close()
+        else:
+            Producer(probe)
+    except KafkaException as exc:
+        text = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
+        if match := _NO_SUCH.search(text):
+            raise ConfigError(f"{where}: unknown key {match.group(1)}") from None
+        if match := _INVALID.search(text):
+            key = match.group(1)
+            if key not in settings and _ALIASES.get(key) in settings:
+                key = _ALIASES[key]
+            raise ConfigError(f"{where}: invalid value {settings.get(key)!r} for {key}") from None
+        raise ConfigError(f"{where}: {text}") from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None

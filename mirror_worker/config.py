@@ -1,0 +1,157 @@
+"""The one validated config model of a mirror, whichever way it was given (flags or YAML spec).
+
+Field names are snake_case; the CLI (`cli.py`) maps MirrorMaker's dotted flags onto them and the spec
+loader (`spec.py`) maps the YAML's kebab-case keys. Kafka client settings stay librdkafka/Java-style
+dotted keys in plain dicts (`ClientSettings`), checked by `client_config.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from mirror_worker.exceptions import ConfigError
+from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, NamingPolicy, PrefixPolicy
+from mirror_worker.topic_filter import TopicFilter
+
+ClientSettings = dict[str, str]
+
+MIRROR_SOURCE = "mirror-source"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TopicCreation(_Strict):
+    """How missing destination topics are created: a fixed count, or the source's, clamped."""
+
+    partitions: int | Literal["mirror-source"] = MIRROR_SOURCE
+    min_partitions: int = Field(1, ge=1)
+    max_partitions: int = Field(10_000, ge=1)
+    replication_factor: int | Literal["mirror-source"] = MIRROR_SOURCE
+    min_replication_factor: int = Field(1, ge=1)
+    max_replication_factor: int = Field(3, ge=1)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "TopicCreation":
+        if self.min_partitions > self.max_partitions:
+            raise ValueError("min_partitions must not exceed max_partitions")
+        if self.min_replication_factor > self.max_replication_factor:
+            raise ValueError("min_replication_factor must not exceed max_replication_factor")
+        for name in ("partitions", "replication_factor"):
+            value = getattr(self, name)
+            if isinstance(value, int) and value < 1:
+                raise ValueError(f"{name} must be at least 1 or {MIRROR_SOURCE!r}")
+        return self
+
+    def partitions_for(self, source_partitions: int) -> int:
+        wanted = source_partitions if self.partitions == MIRROR_SOURCE else self.partitions
+        return max(self.min_partitions, min(self.max_partitions, wanted))
+
+    def replication_factor_for(self, source_replication_factor: int) -> int:
+        wanted = (
+            source_replication_factor if self.replication_factor == MIRROR_SOURCE else self.replication_factor
+        )
+        return max(self.min_replication_factor, min(self.max_replication_factor, wanted))
+
+
+class SourceCluster(_Strict):
+    name: str
+    consumer: ClientSettings
+
+    @field_validator("consumer")
+    @classmethod
+    def _needs_bootstrap(cls, value: ClientSettings) -> ClientSettings:
+        if not value.get("bootstrap.servers"):
+            raise ValueError("bootstrap.servers is required")
+        return value
+
+
+class MirrorConfig(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    sources: list[SourceCluster] = Field(min_length=1)
+    producer: ClientSettings
+    whitelist: str | None = None
+    blacklist: str | None = None
+    prefix: str | None = None
+    topic_map: dict[str, str] = Field(default_factory=dict)
+    group_id: str
+    preserve_partitions: bool = False
+    preserve_order: bool = False
+    num_streams: int = Field(1, ge=1)
+    num_producers: int = Field(1, ge=1)
+    queue_size: int = Field(10_000, ge=10)
+    max_procs: int | None = Field(None, ge=1)
+    topic_creation: TopicCreation = Field(default_factory=TopicCreation)
+    provenance_headers: bool = False
+    dead_letter_topic: str | None = None
+    heartbeat_producer: ClientSettings | None = None
+    heartbeat_topic: str = "mirror.heartbeats"
+    heartbeat_interval_s: float = Field(5.0, gt=0)
+    schema_registry_url: str | None = None
+    commit_interval_s: float = Field(5.0, gt=0)
+    topic_refresh_interval_s: float = Field(10.0, gt=0)
+    startup_timeout_s: float = Field(30.0, gt=0)
+    shutdown_timeout_s: float = Field(25.0, gt=0)
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+
+    @field_validator("producer")
+    @classmethod
+    def _producer_bootstrap(cls, value: ClientSettings) -> ClientSettings:
+        if not value.get("bootstrap.servers"):
+            raise ValueError("bootstrap.servers is required")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "MirrorConfig":
+        if (self.whitelist is None) == (self.blacklist is None):
+            raise ValueError("exactly one of whitelist and blacklist is required")
+        names = [s.name for s in self.sources]
+        if len(set(names)) != len(names):
+            raise ValueError(f"source cluster names must be unique, got {names}")
+        if self.prefix is not None and self.topic_map:
+            raise ValueError("prefix and topic_map cannot be combined")
+        return self
+
+    # Derived, pure views -----------------------------------------------------------------------
+    def topic_filter(self) -> TopicFilter:
+        return TopicFilter.from_expressions(self.whitelist, self.blacklist)
+
+    def naming_policy(self) -> NamingPolicy:
+        if self.topic_map:
+            return ExplicitMapPolicy(dict(self.topic_map))
+        if self.prefix:
+            return PrefixPolicy(self.prefix)
+        return IdentityPolicy()
+
+    @property
+    def process_count(self) -> int:
+        """Worker processes: one per stream, capped by --max.procs."""
+        return min(self.num_streams, self.max_procs or self.num_streams)
+
+
+def build_mirror_config(fields: dict, where: str = "", key_style=str) -> MirrorConfig:
+    """Validate `fields` into a MirrorConfig; the first problem becomes a one-line ConfigError.
+
+    `key_style` spells field names as the input did (the YAML spec uses kebab-case).
+    """
+    try:
+        config = MirrorConfig(**fields)
+        config.topic_filter()  # compiles the regexes: an invalid one is bad input
+        config.naming_policy()
+        return config
+    except ValidationError as exc:
+        raise ConfigError(_first_error(exc, where, key_style)) from None
+
+
+def _first_error(exc: ValidationError, where: str, key_style) -> str:
+    error = exc.errors()[0]
+    location = ".".join(key_style(p) if isinstance(p, str) else str(p) for p in error["loc"])
+    message = re.sub(r"^(Value error|Assertion failed), ", "", error["msg"])
+    if error["type"] == "extra_forbidden":
+        message = "unknown key"
+    prefix = f"{where}: " if where else ""
+    return f"{prefix}{location}: {message}" if location else f"{prefix}{message}"

@@ -1,0 +1,29 @@
+"""Errors of the data plane. Bad input (exit 2) derives from ConfigError; runtime failures do not."""
+
+
+class MirrorError(Exception):
+    """Base class of every mirror worker error."""
+
+
+class ConfigError(MirrorError):
+    """Invalid input: flags, files, spec, client settings. The CLI prints it on one line and exits 2."""
+
+
+class TopicMappingError(ConfigError):
+    """A mapping would mirror a topic into itself or into a cycle."""
+
+
+class UnreachableClusterError(ConfigError):
+    """A cluster did not answer within the bounded start-up wait."""
+
+
+class PartitionHaltedError(MirrorError):
+    """A partition cannot make progress without losing or skipping records; it is stopped."""
+
+    def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
+        self.topic, self.partition, self.offset, self.reason = topic, partition, offset, reason
+        super().__init__(f"partition {topic}[{partition}] halted at offset {offset}: {reason}")
+
+
+class FatalMirrorError(MirrorError):
+    """The worker cannot go on (fatal producer error, lost fencing, ...)."""

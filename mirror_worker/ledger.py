@@ -1,0 +1,73 @@
+"""Which source offsets may be committed: the at-least-once bookkeeping, pure and broker-free.
+
+Invariant: an offset N is committed for a partition only when every record of that partition below N
+was handed to the producer *and* the producer reported all of them delivered (a completed flush with
+no delivery error for that partition since the records were handed over).
+
+    consumed:   0 1 2 3 4 5 6 7        next_offset = 8   (handed to the producer)
+    checkpoint:           ^ taken when next_offset was 5, then the producer flushed
+    committable = 5  ->  records 0..4 are on the destination; 5..7 may not be yet
+
+A delivery error at offset F halts the partition: nothing at or after F is ever committed by this run,
+so a restart re-mirrors from F and nothing is skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass
+class Halt:
+    offset: int
+    reason: str
+
+
+@dataclass
+class OffsetLedger:
+    next_offsets: dict[TopicPartitionKey, int] = field(default_factory=dict)
+    committed: dict[TopicPartitionKey, int] = field(default_factory=dict)
+    halted: dict[TopicPartitionKey, Halt] = field(default_factory=dict)
+
+    def handed_over(self, key: TopicPartitionKey, offset: int) -> None:
+        """The record at `offset` was given to the producer."""
+        self.next_offsets[key] = offset + 1
+
+    def checkpoint(self) -> dict[TopicPartitionKey, int]:
+        """Positions to confirm once the producer has flushed everything handed over so far."""
+        return dict(self.next_offsets)
+
+    def halt(self, key: TopicPartitionKey, offset: int, reason: str) -> None:
+        """Record that `offset` could not be delivered; keep the earliest failure."""
+        current = self.halted.get(key)
+        if current is None or offset < current.offset:
+            self.halted[key] = Halt(offset, reason)
+
+    def is_halted(self, key: TopicPartitionKey) -> bool:
+        return key in self.halted
+
+    def committable(self, checkpoint: dict[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        """Offsets to commit after a flush that followed `checkpoint`, only those that advance."""
+        result = {}
+        for key, offset in checkpoint.items():
+            halt = self.halted.get(key)
+            if halt is not None:
+                offset = min(offset, halt.offset)
+            if offset > self.committed.get(key, -1):
+                result[key] = offset
+        return result
+
+    def mark_committed(self, offsets: dict[TopicPartitionKey, int]) -> None:
+        for key, offset in offsets.items():
+            if offset > self.committed.get(key, -1):
+                self.committed[key] = offset
+
+    def forget(self, keys) -> None:
+        """Partitions revoked from this worker: their state belongs to the next owner now."""
+        for key in keys:
+            self.next_offsets.pop(key, None)
+            self.committed.pop(key, None)
+            self.halted.pop(key, None)
+

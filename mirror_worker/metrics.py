@@ -1,0 +1,39 @@
+"""Prometheus metrics of one worker process (served on --metrics.port when given)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+
+class MirrorMetrics:
+    def __init__(self, mirror: str) -> None:
+        self.registry = CollectorRegistry()
+        labels = ["mirror", "source", "topic"]
+        self.mirror = mirror
+        self.records_consumed = Counter("mirror_records_consumed", "Records read from a source", labels, registry=self.registry)
+        self.bytes_consumed = Counter("mirror_bytes_consumed", "Key+value bytes read from a source", labels, registry=self.registry)
+        self.records_produced = Counter(
+            "mirror_records_produced", "Records confirmed written to the destination (acks=all)", labels, registry=self.registry
+        )
+        self.bytes_produced = Counter("mirror_bytes_produced", "Key+value bytes confirmed on the destination", labels, registry=self.registry)
+        self.partition_lag = Gauge(
+            "mirror_partition_lag", "Source high watermark minus the mirror's position", labels + ["partition"], registry=self.registry
+        )
+        self.committed_offset = Gauge(
+            "mirror_committed_offset", "Last source offset committed by the mirror", labels + ["partition"], registry=self.registry
+        )
+        self.replication_latency = Gauge(
+            "mirror_replication_latency_seconds",
+            "Age of the newest mirrored record (now minus its source timestamp) at its last flush",
+            labels, registry=self.registry,
+        )
+        self.halted_partitions = Gauge(
+            "mirror_partition_halted", "1 when a partition is halted by an error", labels + ["partition"], registry=self.registry
+        )
+        self.errors = Counter("mirror_errors", "Errors by kind", ["mirror", "kind"], registry=self.registry)
+        self.dead_lettered = Counter("mirror_records_dead_lettered", "Records sent to the dead-letter topic", labels, registry=self.registry)
+        self.in_flight = Gauge("mirror_records_in_flight", "Records handed to producers, not yet acknowledged", ["mirror"], registry=self.registry)
+
+    def serve(self, port: int) -> int:
+        server, _thread = start_http_server(port, addr="127.0.0.1", registry=self.registry)
+        return server.server_port

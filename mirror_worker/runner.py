@@ -1,0 +1,100 @@
+"""Running workers: one in this process, or several processes for --num.streams (capped by --max.procs).
+
+Exit codes: 0 clean stop (SIGTERM/SIGINT), 2 bad input (one line on stderr), 1 fatal runtime error.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import signal
+import sys
+import time
+
+from confluent_kafka import KafkaException
+
+from mirror_worker.config import MirrorConfig
+from mirror_worker.exceptions import ConfigError, MirrorError
+from mirror_worker.logs import configure_logging
+from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.worker import MirrorWorker
+
+log = logging.getLogger("mirror_worker")
+
+EXIT_OK, EXIT_FATAL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def fail(message: str, code: int) -> int:
+    print(f"mirror_worker: {message}", file=sys.stderr, flush=True)
+    return code
+
+
+def run_worker(config: MirrorConfig, index: int = 0) -> int:
+    """One worker in this process, until SIGTERM/SIGINT or a fatal error."""
+    metrics = MirrorMetrics(config.name)
+    worker = MirrorWorker(config, metrics)
+
+    def request_stop(signum, _frame):
+        log.info("stop requested", extra={"mirror": config.name, "signal": signal.Signals(signum).name})
+        worker.stop_event.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    if config.metrics_port is not None:
+        port = metrics.serve(config.metrics_port + index if config.metrics_port else 0)
+        log.info("metrics endpoint", extra={"mirror": config.name, "url": f"http://127.0.0.1:{port}/metrics"})
+    started = False
+    try:
+        worker.start()
+        started = True
+        worker.run()
+    except ConfigError as exc:
+        return fail(str(exc), EXIT_BAD_INPUT)
+    except (MirrorError, KafkaException) as exc:
+        return fail(str(exc), EXIT_FATAL)
+    finally:
+        if started:
+            worker.close()
+    return EXIT_OK
+
+
+def _child(config_json: str, index: int) -> None:
+    configure_logging()
+    sys.exit(run_worker(MirrorConfig.model_validate_json(config_json), index))
+
+
+def run_processes(config: MirrorConfig) -> int:
+    """--num.streams N: N worker processes in one consumer group; SIGTERM reaches them all."""
+    context = multiprocessing.get_context("spawn")
+    config_json = config.model_dump_json()
+    children = [
+        context.Process(target=_child, args=(config_json, i), name=f"{config.name}-stream-{i}", daemon=False)
+        for i in range(config.process_count)
+    ]
+    stopping = False
+
+    def request_stop(signum, _frame):
+        nonlocal stopping
+        stopping = True
+        for child in children:
+            if child.is_alive():
+                child.terminate()  # SIGTERM: each child flushes and commits
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    for child in children:
+        child.start()
+    log.info("worker processes started", extra={"mirror": config.name, "pids": [c.pid for c in children]})
+    code = EXIT_OK
+    while any(c.is_alive() for c in children):
+        for child in children:
+            if child.exitcode not in (None, 0) and not stopping:
+                code = child.exitcode if child.exitcode > 0 else EXIT_FATAL
+                request_stop(signal.SIGTERM, None)
+                stopping = True
+        time.sleep(0.2)
+    for child in children:
+        child.join()
+        if child.exitcode not in (0, None) and code == EXIT_OK and not stopping:
+            code = child.exitcode
+    return code

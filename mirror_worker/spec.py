@@ -1,0 +1,192 @@
+"""The YAML mirror spec: groups of mirrors sharing source(s) and destination (as viooh-mirror has).
+
+    group-id-prefix: mirror.            # consumer group = prefix + mirror name, unless group-id is given
+    groups:
+      - name: local
+        source:                          # or `sources:` with a list of these
+          name: source
+          kafka: {bootstrap.servers: "127.0.0.1:9092"}
+          schema-registry-url: http://127.0.0.1:8081/apis/ccompat/v7
+        destination:
+          kafka: {bootstrap.servers: "127.0.0.1:9093"}
+          schema-registry-url: http://...
+        settings: {preserve-partitions: true}     # merged into every mirror; a mirror's own keys win
+        mirrors:
+          - name: orders
+            whitelist: "orders\\..*"
+            prefix: "src."
+            enabled: true
+
+Every mirror is validated on its own: one broken mirror does not hide the others (`load_entries`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from mirror_worker.client_config import consumer_settings, producer_settings
+from mirror_worker.config import MirrorConfig, build_mirror_config
+from mirror_worker.exceptions import ConfigError
+
+_TOP_KEYS = {"group-id-prefix", "groups"}
+_GROUP_KEYS = {"name", "source", "sources", "destination", "settings", "mirrors"}
+_SOURCE_KEYS = {"name", "kafka", "schema-registry-url"}
+_DESTINATION_KEYS = {"kafka", "schema-registry-url", "heartbeat-kafka"}
+_MIRROR_ONLY_KEYS = {"name", "enabled"}
+# Spec keys that are not MirrorConfig fields under their snake_case name.
+_RENAMED = {"topic-map": "topic_map", "group-id": "group_id"}
+
+
+@dataclass(frozen=True)
+class SpecEntry:
+    """One mirror of the spec: its config, or the error that made it invalid."""
+
+    name: str
+    group: str
+    enabled: bool
+    config: MirrorConfig | None
+    error: str | None
+
+
+def read_spec(path: Path) -> dict:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"spec file not found: {path}") from None
+    except (PermissionError, IsADirectoryError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"spec file unreadable: {path}: {exc.__class__.__name__}") from None
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}:{line} invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{path}: a mapping with `groups` is expected")
+    _reject_unknown(spec, _TOP_KEYS, f"{path}")
+    if not isinstance(spec.get("groups"), list) or not spec["groups"]:
+        raise ConfigError(f"{path}: groups: a non-empty list is required")
+    return spec
+
+
+def load_entries(path: Path) -> list[SpecEntry]:
+    """Every mirror of the spec, each validated on its own. File-level problems raise ConfigError."""
+    spec = read_spec(path)
+    prefix = spec.get("group-id-prefix", "kafka-mirror.")
+    entries: list[SpecEntry] = []
+    seen: set[str] = set()
+    for index, group in enumerate(spec["groups"]):
+        if not isinstance(group, dict):
+            raise ConfigError(f"{path}: groups[{index}]: a mapping is expected")
+        group_name = str(group.get("name", f"groups[{index}]"))
+        for mirror in group.get("mirrors") or []:
+            name = str(mirror.get("name", "")) if isinstance(mirror, dict) else ""
+            where = f"{path}: mirror {name or '?'!r}"
+            if name in seen:
+                raise ConfigError(f"{where}: the name is used twice")
+            seen.add(name)
+            enabled = bool(mirror.get("enabled", True)) if isinstance(mirror, dict) else False
+            try:
+                config = _mirror_config(group, mirror, prefix, where)
+                entries.append(SpecEntry(name, group_name, enabled, config, None))
+            except ConfigError as exc:
+                entries.append(SpecEntry(name or "?", group_name, enabled, None, str(exc)))
+    if not entries:
+        raise ConfigError(f"{path}: no mirrors defined")
+    return entries
+
+
+def select_mirror(path: Path, name: str | None) -> MirrorConfig:
+    entries = load_entries(path)
+    if name is None:
+        enabled = [e for e in entries if e.enabled]
+        if len(enabled) != 1:
+            names = ", ".join(e.name for e in enabled) or "none"
+            raise ConfigError(f"{path}: --mirror NAME is required (enabled mirrors: {names})")
+        entry = enabled[0]
+    else:
+        matches = [e for e in entries if e.name == name]
+        if not matches:
+            raise ConfigError(f"{path}: no mirror named {name!r} (have: {', '.join(e.name for e in entries)})")
+        entry = matches[0]
+        if not entry.enabled:
+            raise ConfigError(f"{path}: mirror {name!r} is disabled (enabled: false)")
+    if entry.error:
+        raise ConfigError(entry.error)
+    return entry.config
+
+
+def _mirror_config(group: dict, mirror: dict, prefix: str, where: str) -> MirrorConfig:
+    if not isinstance(mirror, dict):
+        raise ConfigError(f"{where}: a mapping is expected")
+    _reject_unknown(group, _GROUP_KEYS, f"{where}: group")
+    settings = group.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{where}: group settings: a mapping is expected")
+    merged = {**settings, **{k: v for k, v in mirror.items() if k not in _MIRROR_ONLY_KEYS}}
+    fields = {_field_name(k): v for k, v in merged.items()}
+    name = mirror.get("name")
+    if not name:
+        raise ConfigError(f"{where}: name: required")
+
+    raw_sources = group.get("sources")
+    if raw_sources is None and group.get("source") is not None:
+        raw_sources = [group["source"]]
+    if not isinstance(raw_sources, list) or not raw_sources:
+        raise ConfigError(f"{where}: source: required (a mapping with kafka settings)")
+    sources, registries = [], []
+    for i, source in enumerate(raw_sources):
+        _reject_unknown(source, _SOURCE_KEYS, f"{where}: source")
+        source_name = str(source.get("name") or ("source" if len(raw_sources) == 1 else f"source{i}"))
+        kafka = _client_dict(source.get("kafka"), f"{where}: source {source_name!r} kafka")
+        sources.append({"name": source_name, "consumer": consumer_settings(kafka, f"{where}: source {source_name!r} kafka")})
+        registries.append(source.get("schema-registry-url"))
+
+    destination = group.get("destination")
+    _reject_unknown(destination, _DESTINATION_KEYS, f"{where}: destination")
+    queue_size = int(fields.get("queue_size", 10_000)) if str(fields.get("queue_size", "")).isdigit() else 10_000
+    producer = producer_settings(
+        _client_dict(destination.get("kafka"), f"{where}: destination kafka"), f"{where}: destination kafka", queue_size
+    )
+    if destination.get("heartbeat-kafka"):
+        fields["heartbeat_producer"] = producer_settings(
+            _client_dict(destination["heartbeat-kafka"], f"{where}: destination heartbeat-kafka"),
+            f"{where}: destination heartbeat-kafka", 1000,
+        )
+    fields.update(name=name, sources=sources, producer=producer)
+    fields.setdefault("group_id", f"{prefix}{name}")
+    if registries[0] and "schema_registry_url" not in fields:
+        fields["schema_registry_url"] = registries[0]
+    return build_mirror_config(fields, where=where, key_style=_spec_key)
+
+
+def _field_name(key: str) -> str:
+    return _RENAMED.get(key, key.replace("-", "_"))
+
+
+def _spec_key(field: str) -> str:
+    """A model field as the spec spells it; dotted client keys stay as they are."""
+    return field if "." in field else field.replace("_", "-")
+
+
+def _client_dict(value, where: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not value.get("bootstrap.servers"):
+        raise ConfigError(f"{where}: bootstrap.servers is required")
+    return {str(k): _scalar(v) for k, v in value.items()}
+
+
+def _scalar(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _reject_unknown(mapping, allowed: set[str], where: str) -> None:
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"{where}: a mapping is expected")
+    unknown = sorted(set(map(str, mapping)) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: {unknown[0]}: unknown key")

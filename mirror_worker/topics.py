@@ -1,0 +1,110 @@
+"""Topic discovery on the sources and idempotent creation of destination topics (admin I/O edge)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+from mirror_worker.config import TopicCreation
+from mirror_worker.exceptions import MirrorError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+    replication_factor: int
+
+
+def describe_topics(client, timeout: float = 10.0) -> dict[str, TopicInfo]:
+    """Topics visible through any client's metadata (consumer, producer or admin)."""
+    metadata = client.list_topics(timeout=timeout)
+    topics = {}
+    for name, topic in metadata.topics.items():
+        if topic.error is not None or not topic.partitions:
+            continue
+        replicas = max(len(p.replicas) for p in topic.partitions.values())
+        topics[name] = TopicInfo(name, len(topic.partitions), replicas)
+    return topics
+
+
+class TopicCreationError(MirrorError):
+    """A destination topic could not be created or grown."""
+
+
+class DestinationTopics:
+    """Creates what is missing, grows what is too small, treats 'already exists' as success."""
+
+    def __init__(self, admin: AdminClient, creation: TopicCreation, preserve_partitions: bool, timeout: float = 30.0):
+        self.admin = admin
+        self.creation = creation
+        self.preserve_partitions = preserve_partitions
+        self.timeout = timeout
+
+    def wanted_partitions(self, source: TopicInfo) -> int:
+        count = self.creation.partitions_for(source.partitions)
+        # Destination partition = source partition needs every source partition to exist there.
+        return max(count, source.partitions) if self.preserve_partitions else count
+
+    def ensure(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None) -> dict[str, int]:
+        """mapping: destination topic -> its source topic's info. Returns destination partition counts."""
+        existing = describe_topics(self.admin, self.timeout)
+        new_topics = [
+            NewTopic(
+                dest,
+                self.wanted_partitions(src),
+                self.creation.replication_factor_for(src.replication_factor),
+                config=(extra_config or {}).get(dest, {}),
+            )
+            for dest, src in mapping.items()
+            if dest not in existing
+        ]
+        if new_topics:
+            for topic, future in self.admin.create_topics(new_topics, request_timeout=self.timeout).items():
+                try:
+                    future.result(self.timeout)
+                    log.info("created destination topic", extra={"topic": topic})
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                        raise TopicCreationError(f"cannot create destination topic {topic}: {exc.args[0].str()}") from None
+        to_grow = {
+            dest: NewPartitions(dest, self.wanted_partitions(src))
+            for dest, src in mapping.items()
+            if dest in existing and self.preserve_partitions and existing[dest].partitions < src.partitions
+        }
+        if to_grow:
+            for topic, future in self.admin.create_partitions(list(to_grow.values()), request_timeout=self.timeout).items():
+                try:
+                    future.result(self.timeout)
+                    log.info("grew destination topic", extra={"topic": topic, "partitions": to_grow[topic].new_total_count})
+                except KafkaException as exc:
+                    raise TopicCreationError(f"cannot grow destination topic {topic}: {exc.args[0].str()}") from None
+        return self._partition_counts(list(mapping))
+
+    def _partition_counts(self, topics: list[str]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for _ in range(50):
+            current = describe_topics(self.admin, self.timeout)
+            counts = {t: current[t].partitions for t in topics if t in current}
+            if len(counts) == len(topics):
+                return counts
+            time.sleep(0.2)
+        missing = sorted(set(topics) - set(counts))
+        raise TopicCreationError(f"destination topics not visible after creation: {', '.join(missing)}")
+
+    def max_message_bytes(self, topics: list[str]) -> dict[str, int]:
+        """Each topic's max.message.bytes, the largest record batch its broker accepts."""
+        if not topics:
+            return {}
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+        result = {}
+        for resource, future in self.admin.describe_configs(resources, request_timeout=self.timeout).items():
+            entries = future.result(self.timeout)
+            result[resource.name] = int(entries["max.message.bytes"].value)
+        return result

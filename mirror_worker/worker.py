@@ -1,0 +1,540 @@
+"""The mirror loop of one worker process: consume, route, produce, flush, commit.
+
+At-least-once rests on one rule, kept by `OffsetLedger`: offsets are committed from a checkpoint taken
+*before* a producer flush that completed with no delivery error. Everything else (backpressure, topic
+discovery, rebalances, shutdown) is arranged around that rule and never commits past it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror_worker.config import MirrorConfig
+from mirror_worker.exceptions import FatalMirrorError, MirrorError, UnreachableClusterError
+from mirror_worker.ledger import OffsetLedger
+from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.naming import check_mapping
+from mirror_worker.routing import Router
+from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics
+
+log = logging.getLogger("mirror_worker")
+librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
+
+PROVENANCE_HEADER = "mirror.source"
+
+
+def provenance_value(alias: str, cluster_id: str, topic: str, partition: int, offset: int) -> bytes:
+    return f"{alias}:{cluster_id}:{topic}:{partition}:{offset}".encode()
+
+
+def parse_provenance(value: bytes) -> tuple[str, str, str, int, int] | None:
+    parts = value.decode(errors="replace").split(":")
+    if len(parts) != 5:
+        return None
+    alias, cluster_id, topic, partition, offset = parts
+    try:
+        return alias, cluster_id, topic, int(partition), int(offset)
+    except ValueError:
+        return None
+
+
+@dataclass
+class SourceStream:
+    """One source cluster: its consumer, ledger and the topics it mirrors."""
+
+    alias: str
+    consumer: Consumer
+    cluster_id: str
+    same_cluster_as_destination: bool
+    ledger: OffsetLedger = field(default_factory=OffsetLedger)
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    assigned: set[tuple[str, int]] = field(default_factory=set)
+    stash: list = field(default_factory=list)
+    # Handed to the producer since the last completed flush: topic -> [records, bytes, newest timestamp ms]
+    pending: dict[str, list] = field(default_factory=dict)
+
+
+class MirrorWorker:
+    def __init__(self, config: MirrorConfig, metrics: MirrorMetrics | None = None, clock=time.monotonic) -> None:
+        self.config = config
+        self.metrics = metrics or MirrorMetrics(config.name)
+        self.clock = clock
+        self.stop_event = threading.Event()
+        self.batch_size = max(1, min(5000, config.queue_size // 4))
+        self.fatal: str | None = None
+        self.router = Router(
+            config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers
+        )
+        self.topic_filter = config.topic_filter()
+        self.max_bytes: dict[str, int] = {}
+        self.streams: list[SourceStream] = []
+        self.producers: list[Producer] = []
+        self.heartbeat_producer: Producer | None = None
+        self.destination_cluster_id = ""
+        self._paused = False
+        self._closing_deadline: float | None = None
+        self._label = {"mirror": config.name}
+
+    # ---------------------------------------------------------------- start-up
+    def start(self) -> None:
+        """Connect (bounded wait), discover topics, create destination topics, subscribe."""
+        cfg = self.config
+        self.admin = AdminClient(self._client_settings(cfg.producer))
+        self.destination_cluster_id = self._cluster_id(self.admin, "destination")
+        for _ in range(cfg.num_producers):
+            self.producers.append(Producer(self._producer_settings(cfg.producer)))
+        if cfg.heartbeat_producer:
+            self.heartbeat_producer = Producer(self._producer_settings(cfg.heartbeat_producer))
+        self.destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions)
+        for source in cfg.sources:
+            settings = {"group.id": cfg.group_id, **source.consumer}
+            if cfg.metrics_port is not None:
+                settings.setdefault("statistics.interval.ms", "5000")
+            consumer = Consumer(self._client_settings(settings, stats_source=source.name))
+            cluster_id = self._cluster_id(consumer, f"source {source.name!r}")
+            self.streams.append(
+                SourceStream(source.name, consumer, cluster_id, cluster_id == self.destination_cluster_id)
+            )
+        self._ensure_heartbeat_topic()
+        self.refresh_topics()
+        log.info("mirror started", extra={
+            **self._label, "sources": [s.alias for s in self.streams], "group": cfg.group_id,
+            "topics": sorted({t for s in self.streams for t in s.topics}),
+        })
+
+    def _cluster_id(self, client, what: str) -> str:
+        try:
+            metadata = client.list_topics(timeout=self.config.startup_timeout_s)
+        except KafkaException as exc:
+            raise UnreachableClusterError(
+                f"{what} cluster unreachable within {self.config.startup_timeout_s:.0f}s: {exc.args[0].str()}"
+            ) from None
+        return metadata.cluster_id or ""
+
+    def _client_settings(self, settings: dict, stats_source: str | None = None) -> dict:
+        out = {**settings, "logger": librdkafka_log, "error_cb": self._on_client_error}
+        if stats_source is not None and "statistics.interval.ms" in settings:
+            out["stats_cb"] = lambda stats_json: self._on_stats(stats_source, stats_json)
+        return out
+
+    def _producer_settings(self, settings: dict) -> dict:
+        return {
+            **self._client_settings(settings),
+            "delivery.report.only.error": True,
+            "on_delivery": self._on_delivery_error,
+        }
+
+    # ---------------------------------------------------------------- topics
+    def refresh_topics(self) -> None:
+        """Mirror newly matching source topics: create their destination topics, then subscribe."""
+        for stream in self.streams:
+            visible = describe_topics(stream.consumer)
+            selected = self.topic_filter.select(visible)
+            check_mapping(selected, self.router.policy, self.topic_filter, stream.same_cluster_as_destination)
+            current = {t: visible[t] for t in selected}
+            changed = {t: info for t, info in current.items() if stream.topics.get(t) != info}
+            if changed:
+                mapping = {self.router.policy.remote_topic(t): info for t, info in changed.items()}
+                counts = self.destination.ensure(mapping)
+                self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
+                for topic, count in counts.items():
+                    self.router.set_destination_partitions(topic, count)
+                self._check_partition_room(changed, counts)
+            if set(current) != set(stream.topics):
+                added, removed = set(current) - set(stream.topics), set(stream.topics) - set(current)
+                log.info("subscription changed", extra={
+                    **self._label, "source": stream.alias, "added": sorted(added), "removed": sorted(removed),
+                })
+                if current:
+                    stream.consumer.subscribe(
+                        sorted(current),
+                        on_assign=lambda c, p, s=stream: self._on_assign(s, p),
+                        on_revoke=lambda c, p, s=stream: self._on_revoke(s, p),
+                        on_lost=lambda c, p, s=stream: self._on_lost(s, p),
+                    )
+                else:
+                    stream.consumer.unsubscribe()
+            stream.topics = current
+
+    def _check_partition_room(self, sources: dict[str, TopicInfo], counts: dict[str, int]) -> None:
+        if not self.config.preserve_partitions:
+            return
+        for topic, info in sources.items():
+            remote = self.router.policy.remote_topic(topic)
+            if counts.get(remote, 0) < info.partitions:
+                raise MirrorError(
+                    f"destination topic {remote} has {counts.get(remote, 0)} partitions, fewer than source "
+                    f"{topic}'s {info.partitions}: --preserve.partitions cannot place every record"
+                )
+
+    def _ensure_heartbeat_topic(self) -> None:
+        topic = self.config.heartbeat_topic
+        self.destination.ensure({topic: TopicInfo(topic, 1, 1)})
+
+    # ---------------------------------------------------------------- rebalance callbacks
+    def _on_assign(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
+        keys = {(tp.topic, tp.partition) for tp in partitions}
+        stream.assigned |= keys
+        if self._paused:
+            stream.consumer.pause(partitions)
+        log.info("partitions assigned", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
+
+    def _on_revoke(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
+        keys = {(tp.topic, tp.partition) for tp in partitions}
+        # Commit what is done for the partitions that leave, so their next owner starts right there.
+        self.checkpoint_and_commit(only=(stream, keys), deadline=self._shutdown_deadline())
+        stream.ledger.forget(keys)
+        stream.assigned -= keys
+        log.info("partitions revoked", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
+
+    def _on_lost(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
+        keys = {(tp.topic, tp.partition) for tp in partitions}
+        stream.ledger.forget(keys)
+        stream.assigned -= keys
+        log.warning("partitions lost (not committed)", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
+
+    # ---------------------------------------------------------------- main loop
+    def run(self) -> None:
+        cfg = self.config
+        now = self.clock()
+        next_commit = now + cfg.commit_interval_s
+        next_refresh = now + cfg.topic_refresh_interval_s
+        next_heartbeat = now
+        timeout = 0.5 if len(self.streams) == 1 else 0.1
+        while not self.stop_event.is_set() and self.fatal is None:
+            now = self.clock()
+            if now >= next_refresh:
+                self.refresh_topics()
+                next_refresh = now + cfg.topic_refresh_interval_s
+            if now >= next_heartbeat:
+                self.send_heartbeats()
+                next_heartbeat = now + cfg.heartbeat_interval_s
+            if now >= next_commit:
+                self.metrics.in_flight.labels(**self._label).set(self._in_flight())
+                self.checkpoint_and_commit()
+                next_commit = self.clock() + cfg.commit_interval_s
+            self._apply_backpressure()
+            for stream in self.streams:
+                if stream.stash:
+                    batch, stream.stash = stream.stash, []
+                    self._mirror(stream, batch)
+                if not stream.topics:
+                    time.sleep(timeout)
+                    continue
+                batch = stream.consumer.consume(self.batch_size, timeout)
+                if batch:
+                    self._mirror(stream, batch)
+            for producer in self.producers:
+                producer.poll(0)
+        if self.fatal is not None:
+            raise FatalMirrorError(self.fatal)
+
+    def _mirror(self, stream: SourceStream, batch: list) -> None:
+        """The hot path: hand every record of `batch` to its producer, in order, per partition."""
+        route_of = self.router.route
+        producers = self.producers
+        next_offsets = stream.ledger.next_offsets
+        halted = stream.ledger.halted
+        pending = stream.pending
+        provenance = self.config.provenance_headers
+        max_bytes = self.max_bytes
+        before = {topic: (c[0], c[1]) for topic, c in pending.items()}
+        for msg in batch:
+            err = msg.error()
+            if err is not None:
+                self._on_consume_error(stream, msg, err)
+                continue
+            topic = msg.topic()
+            partition = msg.partition()
+            if halted and (topic, partition) in halted:
+                continue
+            route = route_of(topic, partition)
+            key = msg.key()
+            value = msg.value()
+            size = (len(key) if key else 0) + (len(value) if value else 0)
+            headers = msg.headers()
+            ts_type, timestamp = msg.timestamp()
+            if ts_type == TIMESTAMP_NOT_AVAILABLE:
+                timestamp = 0
+            if provenance or headers:
+                headers = self._headers(stream, msg, headers, route.topic)
+                if headers is False:
+                    continue
+            if size > max_bytes.get(route.topic, 1 << 62):
+                self._refuse(stream, msg, f"record of {size} bytes exceeds destination {route.topic} "
+                                          f"max.message.bytes={max_bytes[route.topic]}")
+            else:
+                producer = producers[route.producer_index]
+                while True:
+                    try:
+                        producer.produce(route.topic, value, key, route.partition, timestamp=timestamp, headers=headers)
+                        break
+                    except BufferError:
+                        # queue.size records in flight: let the destination catch up before going on.
+                        producer.poll(0.05)
+                    except KafkaException as exc:
+                        self._refuse(stream, msg, exc.args[0].str())
+                        break
+            if halted and (topic, partition) in halted:
+                continue
+            next_offsets[(topic, partition)] = msg.offset() + 1
+            counts = pending.get(topic)
+            if counts is None:
+                counts = pending[topic] = [0, 0, 0]
+            counts[0] += 1
+            counts[1] += size
+            if timestamp > counts[2]:
+                counts[2] = timestamp
+        for topic, counts in pending.items():
+            records, size = before.get(topic, (0, 0))
+            if counts[0] > records:
+                labels = {**self._label, "source": stream.alias, "topic": topic}
+                self.metrics.records_consumed.labels(**labels).inc(counts[0] - records)
+                self.metrics.bytes_consumed.labels(**labels).inc(counts[1] - size)
+
+    def _headers(self, stream: SourceStream, msg, headers, destination_topic: str):
+        """Copy headers, check for a cycle, add provenance. False means: the record was refused."""
+        out = []
+        for name, value in headers or ():
+            if name == PROVENANCE_HEADER:
+                origin = parse_provenance(value) if value else None
+                if origin and origin[1] and origin[1] == self.destination_cluster_id:
+                    self._refuse(stream, msg, f"cycle: the record came from the destination cluster ({value.decode()})", force_halt=True)
+                    return False
+                if self.config.provenance_headers:
+                    continue  # replaced by this hop's provenance below
+            out.append((name, value))
+        if self.config.provenance_headers:
+            out.append((PROVENANCE_HEADER, provenance_value(
+                stream.alias, stream.cluster_id, msg.topic(), msg.partition(), msg.offset())))
+        return out
+
+    def _on_consume_error(self, stream: SourceStream, msg, err: KafkaError) -> None:
+        self.metrics.errors.labels(kind="consume", **self._label).inc()
+        if err.fatal():
+            self.fatal = f"source {stream.alias!r} consumer failed: {err.str()}"
+        log.warning("consume error", extra={**self._label, "source": stream.alias, "error": err.str(), "topic": msg.topic()})
+
+    def _refuse(self, stream: SourceStream, msg, reason: str, force_halt: bool = False) -> None:
+        """A record the destination will not take: dead-letter it (opt-in) or halt its partition."""
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        labels = {**self._label, "source": stream.alias, "topic": topic}
+        self.metrics.records_consumed.labels(**labels).inc()
+        if self.config.dead_letter_topic and not force_halt:
+            headers = list(msg.headers() or []) + [
+                (PROVENANCE_HEADER, provenance_value(stream.alias, stream.cluster_id, topic, partition, offset)),
+                ("mirror.error", reason.encode()),
+            ]
+            try:
+                self.producers[0].produce(self.config.dead_letter_topic, msg.value(), msg.key(), headers=headers)
+                self.metrics.dead_lettered.labels(**labels).inc()
+                log.error("record dead-lettered", extra={**labels, "partition": partition, "offset": offset, "reason": reason})
+                return
+            except (KafkaException, BufferError) as exc:
+                reason = f"{reason}; dead-letter topic refused it too: {exc}"
+        stream.ledger.halt((topic, partition), offset, reason)
+        stream.consumer.pause([TopicPartition(topic, partition)])
+        self.metrics.halted_partitions.labels(partition=str(partition), **labels).set(1)
+        self.metrics.errors.labels(kind="halt", **self._label).inc()
+        log.error("partition halted", extra={**labels, "partition": partition, "offset": offset, "reason": reason})
+        print(f"mirror_worker: partition {topic}[{partition}] of source {stream.alias!r} halted at offset {offset}: {reason}",
+              file=sys.stderr, flush=True)
+
+    # ---------------------------------------------------------------- backpressure
+    def _in_flight(self) -> int:
+        return sum(len(p) for p in self.producers)
+
+    def _apply_backpressure(self) -> None:
+        high = max(1, self.config.queue_size - self.batch_size)
+        if self._in_flight() <= high:
+            return
+        low = self.config.queue_size // 2
+        self._pause_all(True)
+        started = self.clock()
+        try:
+            while self._in_flight() > low and not self.stop_event.is_set() and self.fatal is None:
+                for producer in self.producers:
+                    producer.poll(0.1)
+                # Keep group membership (max.poll.interval.ms) while paused; nothing is fetched.
+                for stream in self.streams:
+                    msg = stream.consumer.poll(0)
+                    if msg is not None:
+                        stream.stash.append(msg)
+                if self.clock() - started > 10:
+                    log.warning("destination slow: consumption paused", extra={**self._label, "in_flight": self._in_flight()})
+                    started = self.clock()
+        finally:
+            self._pause_all(False)
+
+    def _pause_all(self, pause: bool) -> None:
+        self._paused = pause
+        for stream in self.streams:
+            partitions = [
+                TopicPartition(t, p) for t, p in stream.assigned if pause or (t, p) not in stream.ledger.halted
+            ]
+            if partitions:
+                (stream.consumer.pause if pause else stream.consumer.resume)(partitions)
+
+    # ---------------------------------------------------------------- flush + commit
+    def _shutdown_deadline(self) -> float | None:
+        if self._closing_deadline is not None:
+            return self._closing_deadline
+        return self.clock() + self.config.shutdown_timeout_s if self.stop_event.is_set() else None
+
+    def _flush(self, deadline: float | None) -> bool:
+        """Wait until every producer delivered everything; False if the deadline came first."""
+        last_log = self.clock()
+        while True:
+            remaining = 0
+            for producer in self.producers:
+                remaining += producer.flush(0.5)
+            if remaining == 0:
+                return True
+            now = self.clock()
+            if self.fatal is not None:
+                return False
+            if deadline is None and self.stop_event.is_set():
+                deadline = now + self.config.shutdown_timeout_s
+            if deadline is not None and now >= deadline:
+                return False
+            if now - last_log > 10:
+                log.warning("waiting for the destination to acknowledge", extra={**self._label, "in_flight": remaining})
+                last_log = now
+
+    def checkpoint_and_commit(self, only: tuple[SourceStream, set] | None = None, deadline: float | None = None) -> bool:
+        checkpoints = [(stream, stream.ledger.checkpoint(), stream.pending) for stream in self.streams]
+        for stream in self.streams:
+            stream.pending = {}
+        if not self._flush(deadline) or self.fatal is not None:
+            # Nothing handed over since these checkpoints is known to be delivered: commit nothing.
+            for stream, _, pending in checkpoints:
+                _merge_pending(stream, pending)
+            return False
+        now_ms = time.time() * 1000
+        for stream, checkpoint, pending in checkpoints:
+            for topic, (records, size, newest) in pending.items():
+                labels = {**self._label, "source": stream.alias, "topic": topic}
+                self.metrics.records_produced.labels(**labels).inc(records)
+                self.metrics.bytes_produced.labels(**labels).inc(size)
+                if newest:
+                    self.metrics.replication_latency.labels(**labels).set(max(0.0, (now_ms - newest) / 1000))
+            if only is not None and only[0] is not stream:
+                continue
+            offsets = stream.ledger.committable(checkpoint)
+            if only is not None:
+                offsets = {k: v for k, v in offsets.items() if k in only[1]}
+            if offsets:
+                self._commit(stream, offsets)
+        return True
+
+    def _commit(self, stream: SourceStream, offsets: dict) -> None:
+        try:
+            stream.consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+            )
+        except KafkaException as exc:
+            # Not fatal: the records are on the destination; the next owner re-mirrors from the last commit.
+            self.metrics.errors.labels(kind="commit", **self._label).inc()
+            log.warning("commit failed", extra={**self._label, "source": stream.alias, "error": exc.args[0].str()})
+            return
+        stream.ledger.mark_committed(offsets)
+        for (topic, partition), offset in offsets.items():
+            self.metrics.committed_offset.labels(source=stream.alias, topic=topic, partition=str(partition), **self._label).set(offset)
+
+    # ---------------------------------------------------------------- heartbeats
+    def send_heartbeats(self) -> None:
+        producer = self.heartbeat_producer or self.producers[0]
+        now_ms = int(time.time() * 1000)
+        for stream in self.streams:
+            value = {
+                "mirror": self.config.name,
+                "source": stream.alias,
+                "source_cluster_id": stream.cluster_id,
+                "destination_cluster_id": self.destination_cluster_id,
+                "worker": f"{socket.gethostname()}:{os.getpid()}",
+                "timestamp_ms": now_ms,
+                "assigned_partitions": len(stream.assigned),
+            }
+            try:
+                producer.produce(
+                    self.config.heartbeat_topic, json.dumps(value).encode(), f"{self.config.name}/{stream.alias}".encode(),
+                    timestamp=now_ms,
+                )
+            except (BufferError, KafkaException) as exc:
+                log.warning("heartbeat not sent", extra={**self._label, "error": str(exc)})
+        producer.poll(0)
+
+    # ---------------------------------------------------------------- callbacks from librdkafka threads / poll
+    def _on_delivery_error(self, err: KafkaError, msg) -> None:
+        """Only errors are reported (delivery.report.only.error)."""
+        self.metrics.errors.labels(kind="delivery", **self._label).inc()
+        if msg.topic() == self.config.heartbeat_topic:
+            log.warning("heartbeat delivery failed", extra={**self._label, "error": err.str()})
+            return
+        origin = None
+        for name, value in msg.headers() or ():
+            if name == PROVENANCE_HEADER and value:
+                origin = parse_provenance(value)
+        stream = next((s for s in self.streams if origin and s.alias == origin[0]), None)
+        if origin is not None and stream is not None:
+            _, _, topic, partition, offset = origin
+            stream.ledger.halt((topic, partition), offset, f"destination refused the record: {err.str()}")
+            stream.consumer.pause([TopicPartition(topic, partition)])
+            print(f"mirror_worker: partition {topic}[{partition}] of source {stream.alias!r} halted at offset {offset}: "
+                  f"destination refused the record: {err.str()}", file=sys.stderr, flush=True)
+            return
+        # Without provenance the failed record cannot be traced to its source offset: stop, commit nothing more.
+        self.fatal = f"delivery to {msg.topic()}[{msg.partition()}] failed: {err.str()}"
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self.fatal = f"fatal client error: {err.str()}"
+        log.warning("client error", extra={**self._label, "error": err.str(), "code": err.name()})
+
+    def _on_stats(self, source: str, stats_json: str) -> None:
+        """Per-partition lag of this worker's assignment, from librdkafka's statistics."""
+        stats = json.loads(stats_json)
+        for topic, data in stats.get("topics", {}).items():
+            for partition, pdata in data.get("partitions", {}).items():
+                lag = pdata.get("consumer_lag", -1)
+                if partition != "-1" and lag >= 0:
+                    self.metrics.partition_lag.labels(
+                        source=source, topic=topic, partition=partition, **self._label
+                    ).set(lag)
+
+    # ---------------------------------------------------------------- shutdown
+    def close(self) -> None:
+        """Flush, commit, leave the group. Bounded by shutdown_timeout_s."""
+        self.stop_event.set()
+        self._closing_deadline = self.clock() + self.config.shutdown_timeout_s
+        committed = self.checkpoint_and_commit(deadline=self._closing_deadline)
+        for stream in self.streams:
+            try:
+                stream.consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("consumer close failed", extra={**self._label, "source": stream.alias, "error": str(exc)})
+        if self.heartbeat_producer is not None:
+            self.heartbeat_producer.flush(2)
+        log.info("mirror stopped", extra={**self._label, "final_commit": committed})
+
+
+def _merge_pending(stream: SourceStream, pending: dict) -> None:
+    for topic, (records, size, newest) in pending.items():
+        counts = stream.pending.setdefault(topic, [0, 0, 0])
+        counts[0] += records
+        counts[1] += size
+        counts[2] = max(counts[2], newest)
+
+
+def _fmt(keys) -> list[str]:
+    return sorted(f"{t}[{p}]" for t, p in keys)

@@ -1,0 +1,175 @@
+"""Zero loss under crashes, restarts, rebalances and a destination outage (real brokers, real processes)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.kafka_util import create_topic
+from tests.worker_util import (
+    WorkerProcess, committed_offsets, loss_and_duplicates, read_topic, wait_for_count, write_properties,
+)
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 6
+
+
+class LiveProducer(threading.Thread):
+    """Produces `total` unique records into `topic` at about `rate` per second, in the background."""
+
+    def __init__(self, bootstrap: str, topic: str, total: int, rate: int, tag: str = "r") -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.total, self.rate, self.tag = bootstrap, topic, total, rate, tag
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 5})
+        try:
+            chunk = max(1, self.rate // 10)
+            for start in range(0, self.total, chunk):
+                began = time.monotonic()
+                for i in range(start, min(start + chunk, self.total)):
+                    producer.produce(self.topic, f"{self.tag}-{i:08d}".encode() + b"." * 80, f"k{i % 97}".encode())
+                producer.poll(0)
+                time.sleep(max(0.0, 0.1 - (time.monotonic() - began)))
+            if producer.flush(60):
+                raise RuntimeError("live producer could not deliver everything")
+        except Exception as exc:  # surfaced by finish()
+            self.error = exc
+
+    def finish(self) -> None:
+        self.join(120)
+        assert not self.is_alive(), "live producer did not finish"
+        if self.error:
+            raise self.error
+
+
+@pytest.fixture
+def mirror(stack, tmp_path, topic_name):
+    """A fresh source topic and a function that starts workers mirroring it (same group)."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("fault")
+    create_topic(src, topic, partitions=PARTITIONS)
+    group = f"g-{topic}"
+    consumer = write_properties(tmp_path / "source.properties", {
+        "bootstrap.servers": src, "group.id": group,
+        # A kill -9 leaves a dead member behind until the session times out (45 s by default).
+        "session.timeout.ms": "6000", "heartbeat.interval.ms": "1000",
+    })
+    producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": dst})
+    workers: list[WorkerProcess] = []
+
+    def start(name: str = "worker") -> WorkerProcess:
+        worker = WorkerProcess([
+            "--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
+            "--preserve.partitions", "--offset.commit.interval.ms", "1000",
+        ], tmp_path, name)
+        workers.append(worker)
+        return worker
+
+    start.src, start.dst, start.topic, start.group = src, dst, topic, group
+    yield start
+    for worker in workers:
+        worker.stop_quietly()
+
+
+def _verify(mirror, expected: int, record_property) -> int:
+    source = read_topic(mirror.src, mirror.topic, timeout=30)
+    assert len(source) == expected
+    destination = wait_for_count(mirror.dst, mirror.topic, expected, timeout=120)
+    missing, duplicates, ordered = loss_and_duplicates(source, destination)
+    record_property("duplicates", duplicates)
+    print(f"\n{mirror.topic}: {expected} source records, {len(destination)} mirrored, {duplicates} duplicates")
+    assert missing == [], f"{len(missing)} records lost, first {missing[:3]}"
+    assert ordered, "per-partition order of first occurrences not kept"
+    return duplicates
+
+
+def test_kill_9_mid_stream_then_restart_loses_nothing(mirror, record_property):
+    live = LiveProducer(mirror.src, mirror.topic, total=30_000, rate=5_000)
+    live.start()
+    worker = mirror("first")
+    worker.wait_started()
+    time.sleep(3.5)  # mid-stream, with some commits done
+    assert worker.proc.poll() is None
+    worker.kill()
+    assert len(read_topic(mirror.dst, mirror.topic)) < 30_000  # really mid-stream
+    restarted = mirror("second")
+    restarted.wait_started()
+    live.finish()
+    _verify(mirror, 30_000, record_property)
+    assert restarted.terminate() == 0
+
+
+def test_sigterm_then_restart_has_no_duplicates(mirror, record_property):
+    live = LiveProducer(mirror.src, mirror.topic, total=20_000, rate=5_000)
+    live.start()
+    worker = mirror("first")
+    worker.wait_started()
+    time.sleep(2.0)
+    assert worker.terminate() == 0, worker.stderr
+    restarted = mirror("second")
+    restarted.wait_started()
+    live.finish()
+    assert _verify(mirror, 20_000, record_property) == 0
+    assert restarted.terminate() == 0
+    assert sum(committed_offsets(mirror.src, mirror.group, mirror.topic, PARTITIONS).values()) == 20_000
+
+
+def test_two_workers_share_partitions_and_one_leaves(mirror, record_property):
+    live = LiveProducer(mirror.src, mirror.topic, total=25_000, rate=5_000)
+    live.start()
+    first = mirror("first")
+    first.wait_started()
+    second = mirror("second")
+    second.wait_started()
+    # Both hold partitions of the one group: cooperative rebalancing split the six.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        owned = [_owned(w) for w in (first, second)]
+        if all(owned) and not (owned[0] & owned[1]) and len(owned[0] | owned[1]) == PARTITIONS:
+            break
+        time.sleep(0.5)
+    assert all(owned) and len(owned[0] | owned[1]) == PARTITIONS, owned
+    assert first.terminate() == 0  # leaves the group; its partitions move to the second worker
+    deadline = time.monotonic() + 30
+    while len(_owned(second)) < PARTITIONS and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert len(_owned(second)) == PARTITIONS
+    live.finish()
+    _verify(mirror, 25_000, record_property)
+    assert second.terminate() == 0
+
+
+def _owned(worker: WorkerProcess) -> set[str]:
+    owned: set[str] = set()
+    for entry in worker.logs():
+        if entry.get("msg") == "partitions assigned":
+            owned |= set(entry["partitions"])
+        elif entry.get("msg") in ("partitions revoked", "partitions lost (not committed)"):
+            owned -= set(entry["partitions"])
+    return owned
+
+
+def test_destination_down_30_seconds_loses_nothing(stack, mirror, record_property):
+    live = LiveProducer(mirror.src, mirror.topic, total=20_000, rate=500)
+    live.start()
+    worker = mirror("worker")
+    worker.wait_started()
+    time.sleep(3)
+    destination = stack["destination"].kafka
+    destination.stop()
+    try:
+        time.sleep(30)
+        assert worker.proc.poll() is None, worker.stderr  # waits, never gives up on a record
+    finally:
+        destination.start()
+        destination.wait_ready()
+    live.finish()
+    _verify(mirror, 20_000, record_property)
+    assert worker.terminate() == 0

@@ -1,0 +1,203 @@
+"""The mirror worker on the real stack: fidelity, topic selection, discovery, metrics, heartbeats."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from tests.kafka_util import create_topic, produce, topic_exists
+from tests.worker_util import (
+    WorkerProcess, by_partition, committed_offsets, read_topic, record_tuple, wait_for_count, write_properties,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def mirror_files(stack, tmp_path):
+    """Consumer/producer .properties for source -> destination, with a fresh group per test."""
+
+    def make(group: str, **producer_extra) -> list[str]:
+        consumer = write_properties(tmp_path / "source.properties", {
+            "bootstrap.servers": stack["source"].kafka.bootstrap_servers, "group.id": group,
+        })
+        producer = write_properties(tmp_path / "destination.properties", {
+            "bootstrap.servers": stack["destination"].kafka.bootstrap_servers, **producer_extra,
+        })
+        return ["--consumer.config", consumer, "--producer.config", producer]
+
+    return make
+
+
+def _keyed_records(tag: str, count: int, partitions: int) -> list[dict]:
+    # Recent timestamps: the brokers enforce the default 7-day retention every few seconds.
+    base_ms = int(time.time() * 1000) - 3_600_000
+    records = []
+    for i in range(count):
+        record = {
+            "key": f"{tag}-key-{i % 17}".encode(),
+            "value": f"{tag}-value-{i}".encode(),
+            "partition": i % partitions,
+            "timestamp": base_ms + i,
+            "headers": [("seq", str(i).encode()), ("tag", tag.encode())],
+        }
+        if i % 50 == 49:
+            record["value"] = None  # tombstones are mirrored as tombstones
+        records.append(record)
+    return records
+
+
+def test_prefix_mirror_is_faithful_per_partition_and_picks_up_new_topics(stack, topic_name, mirror_files, tmp_path):
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    base = topic_name("fid")
+    topics = [f"{base}.a", f"{base}.b"]
+    ignored, internal = f"other-{base}", f"{base}.x-internal"
+    for topic in topics + [ignored, internal]:
+        create_topic(src, topic, partitions=3)
+    for topic in topics + [ignored, internal]:
+        produce(src, topic, _keyed_records(topic, 300, 3))
+
+    worker = WorkerProcess(
+        [*mirror_files(f"g-{base}"), "--whitelist", f"{base}\\..*", "--prefix", "dc1.", "--preserve.partitions",
+         "--metrics.port", "0"],
+        tmp_path,
+    )
+    try:
+        worker.wait_started()
+        for topic in topics:
+            mirrored = wait_for_count(dst, f"dc1.{topic}", 300)
+            source = by_partition(read_topic(src, topic))
+            destination = by_partition(mirrored)
+            assert sorted(destination) == [0, 1, 2]
+            for partition in range(3):
+                assert [record_tuple(m) for m in destination[partition]] == [record_tuple(m) for m in source[partition]]
+
+        # A topic created after start is mirrored within 30 s.
+        late = f"{base}.late"
+        started = time.monotonic()
+        create_topic(src, late, partitions=2)
+        produce(src, late, _keyed_records(late, 40, 2))
+        assert len(wait_for_count(dst, f"dc1.{late}", 40, timeout=30)) == 40
+        assert time.monotonic() - started < 30
+
+        # Non-matching and internal topics are left alone.
+        assert not topic_exists(dst, f"dc1.{ignored}") and not topic_exists(dst, ignored)
+        assert not topic_exists(dst, f"dc1.{internal}")
+
+        # Metrics: consumed and produced counters per topic, committed offsets; heartbeats on the destination.
+        url = worker.wait_for_log("metrics endpoint")["url"]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            text = urllib.request.urlopen(url, timeout=5).read().decode()
+            produced = _metric(text, "mirror_records_produced_total", topics[0])
+            if produced == 300:
+                break
+            time.sleep(1)
+        assert _metric(text, "mirror_records_consumed_total", topics[0]) == 300
+        assert produced == 300
+        assert "mirror_replication_latency_seconds" in text
+        heartbeats = [json.loads(m.value()) for m in read_topic(dst, "mirror.heartbeats")]
+        assert any(h["mirror"] == "mirror" and h["source"] == "source" for h in heartbeats)
+    finally:
+        assert worker.terminate() == 0, worker.stderr
+    assert committed_offsets(src, f"g-{base}", topics[0], 3) == {0: 100, 1: 100, 2: 100}
+
+
+def _metric(text: str, name: str, topic: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and f'topic="{topic}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_provenance_header_names_source_coordinates(stack, topic_name, mirror_files, tmp_path):
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("prov")
+    create_topic(src, topic, partitions=2)
+    produce(src, topic, [{"value": f"v{i}".encode(), "partition": i % 2, "headers": [("a", b"1")]} for i in range(10)])
+    worker = WorkerProcess([*mirror_files(f"g-{topic}"), "--whitelist", topic, "--preserve.partitions",
+                            "--provenance.headers"], tmp_path)
+    try:
+        worker.wait_started()
+        mirrored = wait_for_count(dst, topic, 10)
+    finally:
+        assert worker.terminate() == 0
+    for m in mirrored:
+        headers = dict(m.headers())
+        alias, cluster_id, source_topic, partition, offset = headers["mirror.source"].decode().split(":")
+        assert (alias, source_topic, int(partition)) == ("source", topic, m.partition())
+        assert int(offset) == m.offset() and cluster_id
+        assert headers["a"] == b"1"
+
+
+def test_several_source_clusters_into_one_destination(stack, topic_name, tmp_path):
+    """`source` and (as a second source) `destination` itself, both into `destination` under a prefix."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    base = topic_name("multi")
+    create_topic(src, f"{base}-one", partitions=2)
+    create_topic(dst, f"{base}-two", partitions=2)
+    produce(src, f"{base}-one", [{"value": f"one-{i}".encode(), "partition": i % 2} for i in range(50)])
+    produce(dst, f"{base}-two", [{"value": f"two-{i}".encode(), "partition": i % 2} for i in range(60)])
+    first = write_properties(tmp_path / "east.properties", {"bootstrap.servers": src, "group.id": f"g-{base}"})
+    second = write_properties(tmp_path / "west.properties", {"bootstrap.servers": dst, "group.id": f"g-{base}"})
+    producer = write_properties(tmp_path / "dest.properties", {"bootstrap.servers": dst})
+    worker = WorkerProcess(["--consumer.config", first, "--consumer.config", second, "--producer.config", producer,
+                            "--whitelist", f"{base}-.*", "--prefix", "agg.", "--preserve.partitions"], tmp_path)
+    try:
+        worker.wait_for_log("mirror started")
+        one = wait_for_count(dst, f"agg.{base}-one", 50)
+        two = wait_for_count(dst, f"agg.{base}-two", 60)
+    finally:
+        assert worker.terminate() == 0, worker.stderr
+    assert sorted(m.value() for m in one) == sorted(f"one-{i}".encode() for i in range(50))
+    assert sorted(m.value() for m in two) == sorted(f"two-{i}".encode() for i in range(60))
+
+
+def test_record_too_large_halts_only_its_partition(stack, topic_name, mirror_files, tmp_path):
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("big")
+    create_topic(src, topic, partitions=2)
+    create_topic(dst, topic, partitions=2, config={"max.message.bytes": "2000"})
+    records = [{"value": f"small-{i}".encode(), "partition": i % 2} for i in range(20)]
+    records.insert(10, {"value": b"x" * 5000, "partition": 0})  # partition 0, offset 5
+    produce(src, topic, records)
+    group = f"g-{topic}"
+    worker = WorkerProcess([*mirror_files(group), "--whitelist", topic, "--preserve.partitions"], tmp_path)
+    try:
+        worker.wait_started()
+        mirrored = wait_for_count(dst, topic, 15)
+        time.sleep(6)  # one more commit interval
+        assert worker.proc.poll() is None  # the worker keeps mirroring the other partitions
+        assert f"partition {topic}[0] of source 'source' halted at offset 5" in worker.stderr
+        assert "exceeds destination" in worker.stderr and "max.message.bytes=2000" in worker.stderr
+    finally:
+        assert worker.terminate() == 0
+    parts = by_partition(mirrored)
+    assert [m.value() for m in parts[1]] == [f"small-{i}".encode() for i in range(1, 20, 2)]
+    assert [m.value() for m in parts[0]] == [f"small-{i}".encode() for i in range(0, 10, 2)]  # up to the big one
+    assert committed_offsets(src, group, topic, 2) == {0: 5, 1: 10}  # never past the halted record
+
+
+def test_dead_letter_topic_is_opt_in_for_refused_records(stack, topic_name, mirror_files, tmp_path):
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, dlq = topic_name("big"), topic_name("dlq")
+    create_topic(src, topic)
+    create_topic(dst, topic, config={"max.message.bytes": "2000"})
+    create_topic(dst, dlq, config={"max.message.bytes": "100000"})
+    produce(src, topic, [{"value": b"a"}, {"value": b"y" * 5000}, {"value": b"b"}])
+    worker = WorkerProcess([*mirror_files(f"g-{topic}"), "--whitelist", topic, "--dead.letter.topic", dlq], tmp_path)
+    try:
+        worker.wait_started()
+        mirrored = wait_for_count(dst, topic, 2)
+        dead = wait_for_count(dst, dlq, 1)
+    finally:
+        assert worker.terminate() == 0
+    assert [m.value() for m in mirrored] == [b"a", b"b"]
+    assert dead[0].value() == b"y" * 5000
+    headers = dict(dead[0].headers())
+    assert headers["mirror.source"].decode().endswith(f":{topic}:0:1")
+    assert b"max.message.bytes=2000" in headers["mirror.error"]

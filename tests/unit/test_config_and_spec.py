@@ -1,0 +1,146 @@
+import textwrap
+
+import pytest
+
+from mirror_worker.cli import config_from_args, parse_args
+from mirror_worker.config import TopicCreation
+from mirror_worker.exceptions import ConfigError
+from mirror_worker.spec import load_entries, select_mirror
+
+
+@pytest.mark.parametrize("creation, source_partitions, source_rf, partitions, rf", [
+    ({}, 6, 1, 6, 1),                                                          # mirror-source
+    ({"partitions": 3}, 6, 1, 3, 1),                                           # fixed
+    ({"max_partitions": 4}, 6, 1, 4, 1),                                       # clamped down
+    ({"min_partitions": 8}, 6, 1, 8, 1),                                       # clamped up
+    ({"replication_factor": 3, "max_replication_factor": 2}, 6, 1, 6, 2),
+    ({"min_replication_factor": 2}, 6, 1, 6, 2),
+])
+def test_topic_creation_policy(creation, source_partitions, source_rf, partitions, rf):
+    policy = TopicCreation(**creation)
+    assert policy.partitions_for(source_partitions) == partitions
+    assert policy.replication_factor_for(source_rf) == rf
+
+
+@pytest.fixture
+def props(tmp_path):
+    def write(name, text):
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text))
+        return str(path)
+    return write
+
+
+def test_classic_flags_both_spellings(props):
+    consumer = props("source.properties", "bootstrap.servers=127.0.0.1:1\ngroup.id=g1\nkey.deserializer=x\n")
+    producer = props("dest.properties", "bootstrap.servers=127.0.0.1:2\n")
+    config = config_from_args(parse_args([
+        f"--consumer.config={consumer}", "--producer.config", producer, "--whitelist=orders,users",
+        "--num.streams", "2", "--preserve.partitions", "--preserve.order=false", "--prefix=src.",
+        "--queue.size", "500", "--max.procs=1",
+    ]))
+    assert config.sources[0].name == "source"
+    assert config.sources[0].consumer["group.id"] == "g1"
+    assert "key.deserializer" not in config.sources[0].consumer
+    assert config.sources[0].consumer["enable.auto.commit"] == "false"
+    assert config.producer["acks"] == "all" and config.producer["queue.buffering.max.messages"] == "500"
+    assert config.preserve_partitions is True and config.preserve_order is False
+    assert config.naming_policy().remote_topic("orders") == "src.orders"
+    assert config.topic_filter().should_replicate("users")
+    assert config.group_id == "g1" and config.process_count == 1
+
+
+@pytest.mark.parametrize("consumer_text, producer_text, extra, message", [
+    ("bootstrap.servers=a:1\nno.such.key=1\n", "bootstrap.servers=b:1\n", ["--whitelist=x"],
+     r"--consumer.config .*source.properties: unknown key no.such.key"),
+    ("bootstrap.servers=a:1\n", "bootstrap.servers=b:1\nacks=1\n", ["--whitelist=x"],
+     r"acks=1 refused: at-least-once needs acks=all"),
+    ("bootstrap.servers=a:1\nenable.auto.commit=true\n", "bootstrap.servers=b:1\n", ["--whitelist=x"],
+     r"enable.auto.commit must be false"),
+    ("bootstrap.servers=a:1\n", "bootstrap.servers=b:1\n", ["--whitelist=x", "--blacklist=y"],
+     r"exactly one of --whitelist and --blacklist is required"),
+    ("bootstrap.servers=a:1\n", "bootstrap.servers=b:1\n", [],
+     r"exactly one of --whitelist and --blacklist is required"),
+    ("bootstrap.servers=a:1\n", "bootstrap.servers=b:1\n", ["--whitelist=a(b"], r"whitelist: invalid regex"),
+    ("bootstrap.servers=a:1\n", "bootstrap.servers=b:1\n", ["--whitelist=x", "--queue.size=ten"],
+     r"argument --queue.size: invalid int value: 'ten'"),
+    ("zookeeper.connect=z:2181\n", "bootstrap.servers=b:1\n", ["--whitelist=x"], r"zookeeper.connect is the removed old consumer"),
+    ("group.id=g\n", "bootstrap.servers=b:1\n", ["--whitelist=x"], r"sources.0.consumer: bootstrap.servers is required"),
+])
+def test_classic_flags_bad_input(props, consumer_text, producer_text, extra, message):
+    consumer = props("source.properties", consumer_text)
+    producer = props("dest.properties", producer_text)
+    with pytest.raises(ConfigError, match=message):
+        config_from_args(parse_args(["--consumer.config", consumer, "--producer.config", producer, *extra]))
+
+
+SPEC = """
+group-id-prefix: "mirror."
+groups:
+  - name: main
+    source:
+      name: src
+      kafka: {bootstrap.servers: "127.0.0.1:1"}
+    destination:
+      kafka: {bootstrap.servers: "127.0.0.1:2", linger.ms: 20}
+    settings:
+      preserve-partitions: true
+      queue-size: 2000
+    mirrors:
+      - name: orders
+        whitelist: "orders.*"
+        prefix: "src."
+      - name: users
+        whitelist: "users"
+        preserve-partitions: false
+        group-id: custom-users
+      - name: broken
+        whitelist: "x"
+        preserve-partitionz: true
+      - name: paused
+        whitelist: "y"
+        enabled: false
+"""
+
+
+def test_spec_merges_group_settings_and_isolates_broken_mirrors(tmp_path):
+    path = tmp_path / "mirrors.yaml"
+    path.write_text(SPEC)
+    entries = {e.name: e for e in load_entries(path)}
+
+    orders = entries["orders"].config
+    assert orders.preserve_partitions is True and orders.queue_size == 2000
+    assert orders.group_id == "mirror.orders" and orders.sources[0].name == "src"
+    assert orders.producer["linger.ms"] == "20"
+    users = entries["users"].config
+    assert users.preserve_partitions is False and users.group_id == "custom-users"
+    assert entries["broken"].config is None
+    assert entries["broken"].error.endswith("mirror 'broken': preserve-partitionz: unknown key")
+    assert entries["paused"].enabled is False
+
+    assert select_mirror(path, "orders") == orders
+    with pytest.raises(ConfigError, match="preserve-partitionz: unknown key"):
+        select_mirror(path, "broken")
+    with pytest.raises(ConfigError, match="mirror 'paused' is disabled"):
+        select_mirror(path, "paused")
+    with pytest.raises(ConfigError, match="no mirror named 'nope'"):
+        select_mirror(path, "nope")
+    with pytest.raises(ConfigError, match="--mirror NAME is required"):
+        select_mirror(path, None)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("groups: [\n", "invalid YAML"),
+    ("groups: []\n", "groups: a non-empty list is required"),
+    ("groupz: []\n", "groupz: unknown key"),
+])
+def test_spec_file_level_errors(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_entries(path)
+
+
+def test_spec_and_flags_do_not_mix(tmp_path):
+    with pytest.raises(ConfigError, match="--config cannot be combined"):
+        config_from_args(parse_args(["--config", str(tmp_path / "m.yaml"), "--whitelist", "x"]))

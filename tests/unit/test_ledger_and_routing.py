@@ -1,0 +1,62 @@
+from mirror_worker.ledger import OffsetLedger
+from mirror_worker.naming import IdentityPolicy, PrefixPolicy
+from mirror_worker.routing import ANY_PARTITION, Router
+
+TP = ("orders", 0)
+
+
+def test_only_checkpointed_offsets_become_committable():
+    ledger = OffsetLedger()
+    for offset in range(5):
+        ledger.handed_over(TP, offset)
+    checkpoint = ledger.checkpoint()
+    ledger.handed_over(TP, 5)  # handed over after the checkpoint: not covered by its flush
+    assert ledger.committable(checkpoint) == {TP: 5}
+
+
+def test_committable_only_moves_forward():
+    ledger = OffsetLedger()
+    ledger.handed_over(TP, 9)
+    ledger.mark_committed({TP: 10})
+    assert ledger.committable(ledger.checkpoint()) == {}
+    assert ledger.committable({TP: 7}) == {}
+
+
+def test_halt_caps_commits_at_the_first_failed_offset():
+    ledger = OffsetLedger()
+    for offset in range(10):
+        ledger.handed_over(TP, offset)
+    ledger.halt(TP, 6, "too large")
+    ledger.halt(TP, 8, "later failure")  # the earliest failure wins
+    assert ledger.committable(ledger.checkpoint()) == {TP: 6}
+    assert ledger.halted[TP].reason == "too large"
+
+
+def test_forget_drops_revoked_partitions():
+    ledger = OffsetLedger()
+    ledger.handed_over(TP, 1)
+    ledger.halt(TP, 1, "x")
+    ledger.forget([TP])
+    assert ledger.checkpoint() == {} and not ledger.is_halted(TP)
+
+
+def test_routes():
+    router = Router(PrefixPolicy("src."), preserve_partitions=True, preserve_order=False)
+    assert (router.route("orders", 3).topic, router.route("orders", 3).partition) == ("src.orders", 3)
+
+    by_key = Router(IdentityPolicy(), preserve_partitions=False, preserve_order=False)
+    assert by_key.route("orders", 3).partition == ANY_PARTITION
+
+    ordered = Router(IdentityPolicy(), preserve_partitions=False, preserve_order=True)
+    ordered.set_destination_partitions("orders", 2)
+    assert [ordered.route("orders", p).partition for p in range(4)] == [0, 1, 0, 1]
+    ordered.set_destination_partitions("orders", 4)  # growth re-routes
+    assert [ordered.route("orders", p).partition for p in range(4)] == [0, 1, 2, 3]
+
+
+def test_each_source_partition_sticks_to_one_producer():
+    router = Router(IdentityPolicy(), False, True, num_producers=3)
+    router.set_destination_partitions("t", 8)
+    picks = {p: router.route("t", p).producer_index for p in range(8)}
+    assert set(picks.values()) <= {0, 1, 2} and len(set(picks.values())) > 1
+    assert all(router.route("t", p).producer_index == picks[p] for p in range(8))

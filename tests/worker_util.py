@@ -1,0 +1,166 @@
+"""Run the real mirror worker as a subprocess (`python -m mirror_worker`) and read what it mirrored."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from devstack.paths import ROOT
+
+
+def write_properties(path: Path, settings: dict[str, str]) -> str:
+    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    return str(path)
+
+
+class WorkerProcess:
+    """One `python -m mirror_worker` process with its stdout (JSON logs) and stderr in files."""
+
+    def __init__(self, args: list[str], workdir: Path, name: str = "worker") -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.stdout_path = workdir / f"{name}.{time.monotonic_ns()}.out"
+        self.stderr_path = self.stdout_path.with_suffix(".err")
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "mirror_worker", *args],
+                cwd=ROOT, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def logs(self) -> list[dict]:
+        entries = []
+        for line in self.stdout_path.read_text().splitlines():
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                pass
+        return entries
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def wait_for_log(self, message: str, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for entry in self.logs():
+                if entry.get("msg") == message:
+                    return entry
+            if self.proc.poll() is not None:
+                raise AssertionError(f"worker exited {self.proc.returncode} before {message!r}: {self.stderr[-2000:]}")
+            time.sleep(0.2)
+        raise AssertionError(f"worker did not log {message!r} within {timeout}s")
+
+    def wait_started(self, timeout: float = 60.0) -> None:
+        self.wait_for_log("mirror started", timeout)
+        self.wait_for_log("partitions assigned", timeout)
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def wait(self, timeout: float = 60.0) -> int:
+        return self.proc.wait(timeout)
+
+    def stop_quietly(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 10.0, idle: float = 3.0) -> list:
+    """Everything in `topic` now, by assigning every partition from the beginning up to its end."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "test-read-topic", "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    })
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        partitions = sorted(metadata.partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        done, out = set(), []
+        deadline = time.monotonic() + timeout
+        while len(done) < len(partitions) and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 1.0):
+                if msg.error():
+                    if msg.error().code() == -191:  # _PARTITION_EOF
+                        done.add(msg.partition())
+                        continue
+                    raise KafkaException(msg.error())
+                out.append(msg)
+        return out
+    finally:
+        consumer.close()
+
+
+def wait_for_count(bootstrap: str, topic: str, expected: int, timeout: float = 120.0) -> list:
+    """Read `topic` until it holds at least `expected` records (or the timeout passes)."""
+    deadline = time.monotonic() + timeout
+    records: list = []
+    while time.monotonic() < deadline:
+        records = read_topic(bootstrap, topic)
+        if len(records) >= expected:
+            return records
+        time.sleep(1.0)
+    return records
+
+
+def by_partition(messages) -> dict[int, list]:
+    out: dict[int, list] = defaultdict(list)
+    for m in sorted(messages, key=lambda m: (m.partition(), m.offset())):
+        out[m.partition()].append(m)
+    return out
+
+
+def record_tuple(m) -> tuple:
+    return (m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        result = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in result}
+    finally:
+        consumer.close()
+
+
+def loss_and_duplicates(source_messages, destination_messages) -> tuple[list, int, bool]:
+    """(missing source records, duplicate count, order of first occurrences kept per source partition).
+
+    Records are identified by their value, which tests make unique.
+    """
+    source_values = [m.value() for m in source_messages]
+    seen: dict[bytes, int] = defaultdict(int)
+    first_order: dict[int, list] = defaultdict(list)
+    for m in destination_messages:
+        seen[m.value()] += 1
+    missing = [v for v in source_values if seen[v] == 0]
+    duplicates = sum(c - 1 for c in seen.values() if c > 1)
+    source_partition_of = {m.value(): (m.partition(), m.offset()) for m in source_messages}
+    first_seen: set = set()
+    for m in sorted(destination_messages, key=lambda m: (m.partition(), m.offset())):
+        v = m.value()
+        if v in first_seen or v not in source_partition_of:
+            continue
+        first_seen.add(v)
+        sp, so = source_partition_of[v]
+        first_order[sp].append(so)
+    ordered = all(offsets == sorted(offsets) for offsets in first_order.values())
+    return missing, duplicates, ordered
