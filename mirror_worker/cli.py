@@ -30,6 +30,7 @@ def _bool(text: str) -> bool:
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog="python -m mirror_worker",
+        allow_abbrev=False,
         description="Mirror topics from one or more source Kafka clusters into a destination cluster.",
     )
     add = parser.add_argument
