@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-unit stack-up stack-down stack-status demo clean
+.PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker clean
 
 setup:
 	@bash scripts/setup.sh
@@ -26,6 +26,9 @@ stack-down:
 
 stack-status:
 	@$(PY) -m devstack status
+
+bench-worker: setup
+	@$(PY) -m bench.worker_throughput $(BENCH_ARGS)
 
 clean: stack-down
 	rm -rf .stack .pytest_cache

@@ -16,10 +16,10 @@ def _print_status(stack: Stack) -> bool:
     print(f"stack at {stack.root}")
     for row in rows:
         state = f"running pid {row['pid']:<7} rss {row['rss_mib']:>6.0f} MiB" if row["running"] else "stopped"
-        print(f"  {row['cluster']:<12} {row['component']:<9} {state:<38} {row['address'] or '-'}")
+        print(f"  {row['cluster']:<12} {row['component']:<12} {state:<38} {row['address'] or '-'}")
     if stack.is_up():
         print(f"contract: {stack.stack_json}")
-    return all(r["running"] for r in rows)
+    return all(r["running"] for r in rows if r["cluster"] != "-")
 
 
 def main(argv: list[str] | None = None) -> int:

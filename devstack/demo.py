@@ -1,14 +1,17 @@
-"""`make run`'s demo on the local stack: Avro orders through `source` and its registry, read back.
+"""`make run`'s demo on the local stack: a mirror from `source` to `destination`, kept up with live.
 
-The mirror itself (issue #3) and Airflow (issue #5) join this demo as they land.
+Avro orders are produced to `demo.orders` on `source` while a mirror worker (started in the background
+as a stack service, stopped by `make stack-down`) copies them to `source.demo.orders` on `destination`;
+the demo prints both ends until the mirror has caught up.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
@@ -17,6 +20,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from devstack import Stack, paths
 
 TOPIC = "demo.orders"
+MIRRORED_TOPIC = "source.demo.orders"
+GROUP = "demo-mirror"
 ORDER_SCHEMA = """
 {"type": "record", "name": "Order", "namespace": "demo",
  "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"},
@@ -67,24 +72,103 @@ def read_orders(bootstrap: str, registry_url: str, first_id: int, count: int) ->
     return orders
 
 
+def demo_spec(stack: Stack, metrics_port: int) -> str:
+    return json.dumps({
+        "groups": [{
+            "name": "local",
+            "source": {"name": "source", "kafka": {"bootstrap.servers": stack["source"].kafka.bootstrap_servers},
+                       "schema-registry-url": stack["source"].registry.url},
+            "destination": {"kafka": {"bootstrap.servers": stack["destination"].kafka.bootstrap_servers},
+                            "schema-registry-url": stack["destination"].registry.url},
+            "mirrors": [{
+                "name": "demo", "whitelist": r"demo\..*", "prefix": "source.", "preserve-partitions": True,
+                "provenance-headers": True, "group-id": GROUP, "metrics-port": metrics_port,
+            }],
+        }],
+    }, indent=2)
+
+
+def start_mirror(stack: Stack) -> tuple[str, str]:
+    """Start the demo mirror as a stack service unless it runs already; returns (metrics url, log)."""
+    from devstack.net import free_port
+
+    service = stack.service("demo-mirror")
+    spec_path = service.home / "mirrors.yaml"
+    if not service.is_running():
+        service.home.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        spec_path.write_text(demo_spec(stack, port))  # JSON is YAML
+        service.start(
+            [sys.executable, "-m", "mirror_worker", "--config", str(spec_path), "--mirror", "demo"],
+            env={"PYTHONPATH": str(paths.ROOT)},
+        )
+    port = json.loads(spec_path.read_text())["groups"][0]["mirrors"][0]["metrics-port"]
+    return f"http://127.0.0.1:{port}/metrics", str(service.log_file)
+
+
+def end_offsets(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-watch"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return 0
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions)
+    finally:
+        consumer.close()
+
+
+def committed_total(bootstrap: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
+    try:
+        partitions = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
+        committed = consumer.committed([TopicPartition(TOPIC, p) for p in partitions], timeout=10)
+        return sum(max(tp.offset, 0) for tp in committed)
+    finally:
+        consumer.close()
+
+
 def main() -> int:
     stack = Stack(paths.default_stack_dir())
     if not stack.is_up():
         print("demo: the local stack is not running; start it with `make stack-up`", file=sys.stderr)
         return 1
-    source = stack["source"]
+    source, destination = stack["source"], stack["destination"]
     ensure_topic(source.kafka.bootstrap_servers, TOPIC, partitions=3)
-    count = 10
-    first_id = produce_orders(source.kafka.bootstrap_servers, source.registry.url, count)
-    orders = read_orders(source.kafka.bootstrap_servers, source.registry.url, first_id, count)
-    print(f"\nproduced {count} Avro orders to {TOPIC} on source and read back {len(orders)}:")
+    metrics_url, log_file = start_mirror(stack)
+    print(f"\nmirror worker running: {TOPIC} on source -> {MIRRORED_TOPIC} on destination")
+    print(f"  metrics {metrics_url}\n  logs    {log_file}\n")
+    print("  second  produced on source  mirrored on destination  committed by the mirror")
+    started = time.monotonic()
+    for second in range(1, 16):
+        produce_orders(source.kafka.bootstrap_servers, source.registry.url, 200)
+        time.sleep(max(0.0, started + second - time.monotonic()))
+        if second % 3 == 0:
+            _progress(stack, second)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        produced = end_offsets(source.kafka.bootstrap_servers, TOPIC)
+        if end_offsets(destination.kafka.bootstrap_servers, MIRRORED_TOPIC) >= produced:
+            break
+        time.sleep(1)
+    caught_up = _progress(stack, "final")
+    first_id = produce_orders(source.kafka.bootstrap_servers, source.registry.url, 3)
+    orders = read_orders(source.kafka.bootstrap_servers, source.registry.url, first_id, 3)
+    print("\nlatest orders (Avro through the source registry):")
     for order in sorted(orders, key=lambda o: o["id"]):
-        print(f"  p{order['partition']}@{order['offset']:<4} id={order['id']} {order['item']:<6} x{order['quantity']}")
+        print(f"  p{order['partition']}@{order['offset']:<5} id={order['id']} {order['item']:<6} x{order['quantity']}")
     print(f"\nstack contract:   {stack.stack_json}")
     for name, cluster in stack.clusters.items():
         print(f"  {name:<12} kafka {cluster.kafka.bootstrap_servers:<22} registry {cluster.registry.url}")
-    print("status: make stack-status    stop: make stack-down")
-    return 0 if len(orders) == count else 1
+    print("the mirror keeps running in the background.  status: make stack-status    stop: make stack-down")
+    return 0 if caught_up else 1
+
+
+def _progress(stack: Stack, label) -> bool:
+    produced = end_offsets(stack["source"].kafka.bootstrap_servers, TOPIC)
+    mirrored = end_offsets(stack["destination"].kafka.bootstrap_servers, MIRRORED_TOPIC)
+    committed = committed_total(stack["source"].kafka.bootstrap_servers)
+    print(f"  {label!s:>6}  {produced:>17}  {mirrored:>23}  {committed:>22}")
+    return mirrored >= produced
 
 
 if __name__ == "__main__":

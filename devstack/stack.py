@@ -54,6 +54,14 @@ class Stack:
     def processes(self) -> list[ManagedProcess]:
         return [node.process for c in self.clusters.values() for node in (c.kafka, c.registry)]
 
+    def service(self, name: str) -> ManagedProcess:
+        """A process run on top of the stack (the demo mirror, Airflow); `down` stops it too."""
+        return ManagedProcess(name, self.root / "services" / name)
+
+    def services(self) -> list[ManagedProcess]:
+        directory = self.root / "services"
+        return [self.service(p.name) for p in sorted(directory.iterdir())] if directory.is_dir() else []
+
     def is_up(self) -> bool:
         return self.stack_json.is_file() and all(p.is_running() for p in self.processes())
 
@@ -83,6 +91,8 @@ class Stack:
 
     def down(self) -> None:
         """Stop every process the stack started (whole process groups) and wait for their ports."""
+        for service in self.services():
+            service.stop()
         nodes = [node for c in self.clusters.values() for node in (c.registry, c.kafka)]
         with ThreadPoolExecutor(len(nodes)) as pool:
             for future in [pool.submit(n.stop) for n in nodes]:
@@ -114,6 +124,12 @@ class Stack:
                     "address": address,
                     "rss_mib": round(rss_mib(pid), 1) if pid else 0.0,
                 })
+        for service in self.services():
+            pid = service.pid()
+            rows.append({
+                "cluster": "-", "component": service.name, "running": pid is not None, "pid": pid,
+                "address": None, "rss_mib": round(rss_mib(pid), 1) if pid else 0.0,
+            })
         return rows
 
 

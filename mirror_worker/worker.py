@@ -62,6 +62,8 @@ class SourceStream:
     stash: list = field(default_factory=list)
     # Handed to the producer since the last completed flush: topic -> [records, bytes, newest timestamp ms]
     pending: dict[str, list] = field(default_factory=dict)
+    # Bumped by every revoke/loss: a batch fetched across one may hold records this worker no longer owns.
+    rebalances: int = 0
 
 
 class MirrorWorker:
@@ -195,12 +197,16 @@ class MirrorWorker:
         self.checkpoint_and_commit(only=(stream, keys), deadline=self._shutdown_deadline())
         stream.ledger.forget(keys)
         stream.assigned -= keys
+        stream.rebalances += 1
+        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) not in keys]
         log.info("partitions revoked", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
 
     def _on_lost(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
         stream.ledger.forget(keys)
         stream.assigned -= keys
+        stream.rebalances += 1
+        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) not in keys]
         log.warning("partitions lost (not committed)", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
 
     # ---------------------------------------------------------------- main loop
@@ -231,7 +237,10 @@ class MirrorWorker:
                 if not stream.topics:
                     time.sleep(timeout)
                     continue
+                rebalances = stream.rebalances
                 batch = stream.consumer.consume(self.batch_size, timeout)
+                if batch and stream.rebalances != rebalances:
+                    batch = [m for m in batch if m.error() or (m.topic(), m.partition()) in stream.assigned]
                 if batch:
                     self._mirror(stream, batch)
             for producer in self.producers:
@@ -430,9 +439,9 @@ class MirrorWorker:
                     self.metrics.replication_latency.labels(**labels).set(max(0.0, (now_ms - newest) / 1000))
             if only is not None and only[0] is not stream:
                 continue
-            offsets = stream.ledger.committable(checkpoint)
-            if only is not None:
-                offsets = {k: v for k, v in offsets.items() if k in only[1]}
+            owned = only[1] if only is not None else stream.assigned
+            # Only partitions this worker still owns: a commit for others would race their new owner.
+            offsets = {k: v for k, v in stream.ledger.committable(checkpoint).items() if k in owned}
             if offsets:
                 self._commit(stream, offsets)
         return True

@@ -63,6 +63,17 @@ class WorkerProcess:
             time.sleep(0.2)
         raise AssertionError(f"worker did not log {message!r} within {timeout}s")
 
+    def owned(self) -> dict[int, set[str]]:
+        """Partitions each worker process (pid) holds now, from its assign/revoke logs."""
+        owned: dict[int, set[str]] = {}
+        for entry in self.logs():
+            mine = owned.setdefault(entry["pid"], set())
+            if entry.get("msg") == "partitions assigned":
+                mine |= set(entry["partitions"])
+            elif entry.get("msg") in ("partitions revoked", "partitions lost (not committed)"):
+                mine -= set(entry["partitions"])
+        return {pid: parts for pid, parts in owned.items() if parts}
+
     def wait_started(self, timeout: float = 60.0) -> None:
         self.wait_for_log("mirror started", timeout)
         self.wait_for_log("partitions assigned", timeout)
@@ -164,3 +175,7 @@ def loss_and_duplicates(source_messages, destination_messages) -> tuple[list, in
         first_order[sp].append(so)
     ordered = all(offsets == sorted(offsets) for offsets in first_order.values())
     return missing, duplicates, ordered
+
+
+def owned_partitions(worker: WorkerProcess) -> set[str]:
+    return set().union(*worker.owned().values())

@@ -10,7 +10,8 @@ from confluent_kafka import Producer
 
 from tests.kafka_util import create_topic
 from tests.worker_util import (
-    WorkerProcess, committed_offsets, loss_and_duplicates, read_topic, wait_for_count, write_properties,
+    WorkerProcess, committed_offsets, loss_and_duplicates, owned_partitions, read_topic, wait_for_count,
+    write_properties,
 )
 
 pytestmark = pytest.mark.integration
@@ -131,29 +132,19 @@ def test_two_workers_share_partitions_and_one_leaves(mirror, record_property):
     # Both hold partitions of the one group: cooperative rebalancing split the six.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        owned = [_owned(w) for w in (first, second)]
+        owned = [owned_partitions(w) for w in (first, second)]
         if all(owned) and not (owned[0] & owned[1]) and len(owned[0] | owned[1]) == PARTITIONS:
             break
         time.sleep(0.5)
     assert all(owned) and len(owned[0] | owned[1]) == PARTITIONS, owned
     assert first.terminate() == 0  # leaves the group; its partitions move to the second worker
     deadline = time.monotonic() + 30
-    while len(_owned(second)) < PARTITIONS and time.monotonic() < deadline:
+    while len(owned_partitions(second)) < PARTITIONS and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert len(_owned(second)) == PARTITIONS
+    assert len(owned_partitions(second)) == PARTITIONS
     live.finish()
     _verify(mirror, 25_000, record_property)
     assert second.terminate() == 0
-
-
-def _owned(worker: WorkerProcess) -> set[str]:
-    owned: set[str] = set()
-    for entry in worker.logs():
-        if entry.get("msg") == "partitions assigned":
-            owned |= set(entry["partitions"])
-        elif entry.get("msg") in ("partitions revoked", "partitions lost (not committed)"):
-            owned -= set(entry["partitions"])
-    return owned
 
 
 def test_destination_down_30_seconds_loses_nothing(stack, mirror, record_property):

@@ -201,3 +201,26 @@ def test_dead_letter_topic_is_opt_in_for_refused_records(stack, topic_name, mirr
     headers = dict(dead[0].headers())
     assert headers["mirror.source"].decode().endswith(f":{topic}:0:1")
     assert b"max.message.bytes=2000" in headers["mirror.error"]
+
+
+def test_num_streams_runs_worker_processes_in_one_group(stack, topic_name, mirror_files, tmp_path):
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("streams")
+    create_topic(src, topic, partitions=4)
+    produce(src, topic, [{"value": f"v{i}".encode(), "partition": i % 4} for i in range(2000)])
+    group = f"g-{topic}"
+    worker = WorkerProcess([*mirror_files(group), "--whitelist", topic, "--preserve.partitions", "--num.streams", "3",
+                            "--max.procs", "2"], tmp_path)
+    try:
+        mirrored = wait_for_count(dst, topic, 2000)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pids = set(worker.owned())
+            if len(pids) == 2:
+                break
+            time.sleep(0.5)
+        assert len(pids) == 2 and worker.pid not in pids  # --max.procs caps --num.streams
+    finally:
+        assert worker.terminate() == 0, worker.stderr
+    assert sorted(m.value() for m in mirrored) == sorted(f"v{i}".encode() for i in range(2000))
+    assert sum(committed_offsets(src, group, topic, 4).values()) == 2000
