@@ -30,7 +30,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def preload(bootstrap: str, topic: str, records: int, size: int) -> None:
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                          "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
     payload = os.urandom(size)

@@ -128,6 +128,8 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str) -> Mirror
         raise ConfigError(f"{where}: group settings: a mapping is expected")
     merged = {**settings, **{k: v for k, v in mirror.items() if k not in _MIRROR_ONLY_KEYS}}
     fields = {_field_name(k): v for k, v in merged.items()}
+    if isinstance(fields.get("topic_creation"), dict):
+        fields["topic_creation"] = {_field_name(k): v for k, v in fields["topic_creation"].items()}
     name = mirror.get("name")
     if not name:
         raise ConfigError(f"{where}: name: required")

@@ -224,3 +224,41 @@ def test_num_streams_runs_worker_processes_in_one_group(stack, topic_name, mirro
         assert worker.terminate() == 0, worker.stderr
     assert sorted(m.value() for m in mirrored) == sorted(f"v{i}".encode() for i in range(2000))
     assert sum(committed_offsets(src, group, topic, 4).values()) == 2000
+
+
+def test_preserve_order_and_fixed_topic_creation_from_the_spec(stack, topic_name, tmp_path):
+    """4 source partitions into a destination created with 2 (topic-creation: fixed): each source
+    partition lands whole and in order in partition (p mod 2)."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("order")
+    create_topic(src, topic, partitions=4)
+    produce(src, topic, [{"value": f"{i % 4}:{i // 4}".encode(), "partition": i % 4} for i in range(400)])
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(f"""
+groups:
+  - name: g
+    source: {{name: east, kafka: {{bootstrap.servers: "{src}"}}}}
+    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
+    settings:
+      preserve-order: true
+      topic-creation: {{partitions: 2, replication-factor: 1}}
+    mirrors:
+      - name: ordered
+        whitelist: "{topic}"
+        prefix: "o."
+""")
+    worker = WorkerProcess(["--config", str(spec), "--mirror", "ordered"], tmp_path)
+    try:
+        mirrored = wait_for_count(dst, f"o.{topic}", 400)
+    finally:
+        assert worker.terminate() == 0, worker.stderr
+    parts = by_partition(mirrored)
+    assert sorted(parts) == [0, 1]
+    for dest_partition, messages in parts.items():
+        seen: dict[int, list[int]] = {}
+        for m in messages:
+            source_partition, seq = map(int, m.value().decode().split(":"))
+            assert source_partition % 2 == dest_partition
+            seen.setdefault(source_partition, []).append(seq)
+        assert seen == {sp: list(range(100)) for sp in range(dest_partition, 4, 2)}
+    assert committed_offsets(src, "kafka-mirror.ordered", topic, 4) == {0: 100, 1: 100, 2: 100, 3: 100}
