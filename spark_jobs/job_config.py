@@ -1,0 +1,106 @@
+"""What a Spark job works on: a mirror (from the YAML spec, or explicit flags) and its topics.
+
+Both jobs take `--config mirrors.yaml --mirror NAME` or `--source.bootstrap.servers`,
+`--destination.bootstrap.servers`, `--topics a,b`, `--prefix P`; this module turns either into one
+`JobTarget`. Bad input raises `JobInputError`, which the jobs turn into one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+from mirror_worker.exceptions import ConfigError
+from mirror_worker.naming import IdentityPolicy, NamingPolicy, PrefixPolicy
+
+
+class JobInputError(Exception):
+    """Bad input for a Spark job: unknown topic, unreachable cluster, bad window, bad flags."""
+
+
+@dataclass(frozen=True)
+class JobTarget:
+    source_bootstrap: str
+    destination_bootstrap: str
+    topics: tuple[str, ...]
+    policy: NamingPolicy = field(default_factory=IdentityPolicy)
+    group_id: str | None = None
+    preserve_partitions: bool = True
+    source_settings: dict = field(default_factory=dict)       # librdkafka/Java client settings, dotted keys
+    destination_settings: dict = field(default_factory=dict)
+    topic_filter: object | None = None                        # from the spec, when --topics is not given
+
+    def destination_topic(self, source_topic: str) -> str:
+        return self.policy.remote_topic(source_topic)
+
+    def spark_options(self, side: str) -> dict[str, str]:
+        """Kafka client settings as Spark's `kafka.`-prefixed source/sink options."""
+        settings = self.source_settings if side == "source" else self.destination_settings
+        bootstrap = self.source_bootstrap if side == "source" else self.destination_bootstrap
+        passthrough = {k: v for k, v in settings.items() if k.startswith(("security.", "sasl.", "ssl."))}
+        return {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in passthrough.items()}}
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise JobInputError(message)
+
+
+def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog=prog, description=description, allow_abbrev=False)
+    add = parser.add_argument
+    add("--config", help="YAML mirror spec (the worker's)")
+    add("--mirror", help="with --config: the mirror")
+    add("--source.bootstrap.servers", dest="source_bootstrap")
+    add("--destination.bootstrap.servers", dest="destination_bootstrap")
+    add("--topics", help="comma list of source topics (default with --config: all the mirror selects)")
+    add("--prefix", help="destination topic = prefix + source topic")
+    add("--group.id", dest="group_id", help="the mirror's consumer group on the source")
+    add("--master", default=None, help="Spark master (default: local[*] unless spark-submit set one)")
+    return parser
+
+
+def target_from_args(args: argparse.Namespace) -> JobTarget:
+    topics = tuple(t.strip() for t in args.topics.split(",") if t.strip()) if args.topics else ()
+    if args.config:
+        if args.source_bootstrap or args.destination_bootstrap:
+            raise JobInputError("--config cannot be combined with --source/--destination.bootstrap.servers")
+        from pathlib import Path
+
+        from mirror_worker.spec import select_mirror
+
+        try:
+            mirror = select_mirror(Path(args.config), args.mirror)
+        except ConfigError as exc:
+            raise JobInputError(str(exc)) from None
+        source = mirror.sources[0]
+        if len(mirror.sources) > 1:
+            raise JobInputError(f"mirror {mirror.name!r} has several sources; Spark jobs take one")
+        policy = PrefixPolicy(args.prefix) if args.prefix else mirror.naming_policy()
+        return JobTarget(
+            source_bootstrap=source.consumer["bootstrap.servers"],
+            destination_bootstrap=mirror.producer["bootstrap.servers"],
+            topics=topics,
+            policy=policy,
+            group_id=args.group_id or source.consumer.get("group.id") or mirror.group_id,
+            preserve_partitions=mirror.preserve_partitions,
+            source_settings=dict(source.consumer),
+            destination_settings=dict(mirror.producer),
+            topic_filter=mirror.topic_filter(),
+        )
+    missing = [flag for flag, value in (("--source.bootstrap.servers", args.source_bootstrap),
+                                        ("--destination.bootstrap.servers", args.destination_bootstrap),
+                                        ("--topics", topics)) if not value]
+    if missing:
+        raise JobInputError(f"{missing[0]} is required (or --config mirrors.yaml --mirror NAME)")
+    try:
+        policy = PrefixPolicy(args.prefix) if args.prefix else IdentityPolicy()
+    except ConfigError as exc:
+        raise JobInputError(str(exc)) from None
+    return JobTarget(
+        source_bootstrap=args.source_bootstrap,
+        destination_bootstrap=args.destination_bootstrap,
+        topics=topics,
+        policy=policy,
+        group_id=args.group_id,
+    )

@@ -1,0 +1,79 @@
+"""Driver-side Kafka metadata for the Spark jobs: partitions, watermarks, times, committed offsets."""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from spark_jobs.job_config import JobInputError, JobTarget
+
+_quiet = logging.getLogger("spark_jobs.librdkafka")
+_quiet.addHandler(logging.NullHandler())
+_quiet.propagate = False
+
+
+class KafkaMeta:
+    """One metadata client per cluster; `what` names the cluster in error messages."""
+
+    def __init__(self, bootstrap: str, what: str, settings: dict | None = None, group_id: str = "spark-jobs-meta",
+                 timeout: float = 15.0) -> None:
+        self.what, self.timeout = what, timeout
+        self.conf = {
+            **{k: v for k, v in (settings or {}).items() if k.startswith(("security.", "sasl.", "ssl.", "client."))},
+            "bootstrap.servers": bootstrap, "enable.auto.commit": False, "logger": _quiet,
+        }
+        self.consumer = Consumer({**self.conf, "group.id": group_id})
+        try:
+            self.topics = {
+                name: len(meta.partitions)
+                for name, meta in self.consumer.list_topics(timeout=timeout).topics.items()
+                if meta.error is None
+            }
+        except KafkaException as exc:
+            self.consumer.close()
+            raise JobInputError(f"{what} cluster unreachable at {bootstrap} within {timeout:.0f}s: {exc.args[0].str()}") from None
+
+    def partitions(self, topic: str) -> int:
+        if topic not in self.topics:
+            raise JobInputError(f"unknown topic {topic!r} on the {self.what} cluster")
+        return self.topics[topic]
+
+    def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
+        return {
+            p: self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout)
+            for p in range(self.partitions(topic))
+        }
+
+    def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[int, int]:
+        """First offset at or after `timestamp_ms` per partition (the end offset when there is none)."""
+        wanted = [TopicPartition(topic, p, timestamp_ms) for p in range(self.partitions(topic))]
+        found = self.consumer.offsets_for_times(wanted, timeout=self.timeout)
+        ends = self.watermarks(topic)
+        return {tp.partition: tp.offset if tp.offset >= 0 else ends[tp.partition][1] for tp in found}
+
+    def committed(self, group: str, topic: str) -> dict[int, int | None]:
+        reader = Consumer({**self.conf, "group.id": group})
+        try:
+            result = reader.committed([TopicPartition(topic, p) for p in range(self.partitions(topic))],
+                                      timeout=self.timeout)
+        finally:
+            reader.close()
+        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in result}
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def resolve_topics(target: JobTarget, source: KafkaMeta) -> list[str]:
+    """The job's source topics: those given (each must exist), or all the mirror's filter selects."""
+    if target.topics:
+        for topic in target.topics:
+            source.partitions(topic)
+        return list(target.topics)
+    if target.topic_filter is None:
+        raise JobInputError("--topics is required")
+    topics = target.topic_filter.select(source.topics)
+    if not topics:
+        raise JobInputError("the mirror selects no topic on the source cluster")
+    return topics
