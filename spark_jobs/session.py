@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 # The connector jars fetched by `make setup` (java/spark/pom.xml); SPARK_KAFKA_JARS overrides.
@@ -21,6 +22,9 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     """A SparkSession with the Kafka connector; `master` defaults to local[*] unless spark-submit set one."""
     from pyspark.sql import SparkSession
 
+    # Python workers run the jobs' functions (confluent-kafka inside): same interpreter as the driver
+    # unless the deployment says otherwise.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)

@@ -1,0 +1,309 @@
+"""Catch-up: copy a mirror's backlog in parallel with Spark, then hand over to the worker.
+
+    python spark_jobs/catchup.py --config mirrors.yaml --mirror NAME [--topics a,b] [--from-timestamp T]
+    python spark_jobs/catchup.py --source.bootstrap.servers S --destination.bootstrap.servers D \\
+        --topics a,b --group.id G [--prefix P] [--from-offsets topic:partition:offset,...]
+
+1. Per source partition, a range [start, end): start is the mirror group's committed offset (or the
+   earliest offset when none is committed, as the worker would start), or given offsets/timestamps;
+   end is the high watermark when the job starts.
+2. Spark's Kafka source reads exactly those ranges (batch, explicit starting and ending offsets), one
+   Spark task per source partition.
+3. Each task writes its records to the destination (same partition with preserve-partitions; keys,
+   values, headers and timestamps kept) through an idempotent acks=all producer, flushes, and only
+   then commits the mirror group's offset at its range end.
+
+Hand-over: the worker resumes from the committed offsets, i.e. exactly at the range ends: no gap,
+no overlap. The mirror's workers must be stopped while the job runs (checked: the group must have
+no active member). Rerun bound: a partition whose task completed is never copied again (its
+commit moved the start); a task that failed before its commit is copied again from its start on the
+rerun, so duplicates are at most the records of the ranges whose tasks failed.
+
+Exit codes: 0 done, 1 runtime failure, 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script (spark-submit / python spark_jobs/catchup.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args  # noqa: E402
+from spark_jobs.kafka_meta import KafkaMeta, resolve_topics  # noqa: E402
+
+log = logging.getLogger("spark_jobs.catchup")
+
+Range = tuple[str, int, int, int]  # (topic, partition, start, end)
+
+
+def _parse_arguments(args: list[str]):
+    parser = base_parser("catchup.py", "Copy a mirror's backlog with Spark, then hand over to the worker.")
+    parser.add_argument("--from-offsets", help="topic:partition:offset,... (default: the group's committed offsets)")
+    parser.add_argument("--from-timestamp", help="start at this time (epoch ms or ISO-8601) instead")
+    parser.add_argument("--no-commit", action="store_true", help="copy without moving the mirror group's offsets")
+    return parser.parse_args(args)
+
+
+def parse_timestamp(text: str) -> int:
+    """Epoch milliseconds from `1700000000000` or an ISO-8601 time (UTC unless it says otherwise)."""
+    from datetime import datetime, timezone
+
+    if text.strip().lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise JobInputError(f"bad timestamp {text!r}: use epoch milliseconds or ISO-8601") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def parse_offsets(text: str) -> dict[tuple[str, int], int]:
+    """`topic:partition:offset,...` into {(topic, partition): offset}."""
+    result = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        pieces = item.rsplit(":", 2)
+        if len(pieces) != 3 or not pieces[1].isdigit() or not pieces[2].isdigit():
+            raise JobInputError(f"bad --from-offsets entry {item!r}: expected topic:partition:offset")
+        result[(pieces[0], int(pieces[1]))] = int(pieces[2])
+    if not result:
+        raise JobInputError("--from-offsets is empty")
+    return result
+
+
+def plan_ranges(
+    watermarks: dict[str, dict[int, tuple[int, int]]],
+    starts: dict[tuple[str, int], int | None],
+) -> list[Range]:
+    """Ranges to copy, start clamped into [low, high]; a missing start means the low watermark."""
+    ranges = []
+    for topic, partitions in sorted(watermarks.items()):
+        for partition, (low, high) in sorted(partitions.items()):
+            start = starts.get((topic, partition))
+            start = low if start is None else min(max(start, low), high)
+            ranges.append((topic, partition, start, high))
+    return ranges
+
+
+def offsets_json(ranges: list[Range], index: int) -> str:
+    """Spark's startingOffsets (index 2) / endingOffsets (index 3) JSON for the ranges."""
+    spec: dict[str, dict[str, int]] = {}
+    for r in ranges:
+        spec.setdefault(r[0], {})[str(r[1])] = r[index]
+    return json.dumps(spec)
+
+
+def read_ranges(spark, target: JobTarget, ranges: list[Range]):
+    """The records of `ranges` as a DataFrame (one Spark partition per Kafka partition)."""
+    from pyspark.sql import functions as F
+
+    topics = sorted({r[0] for r in ranges})
+    reader = spark.read.format("kafka").options(**target.spark_options("source"))
+    frame = (
+        reader.option("subscribe", ",".join(topics))
+        .option("startingOffsets", offsets_json(ranges, 2))
+        .option("endingOffsets", offsets_json(ranges, 3))
+        .option("includeHeaders", "true")
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+    return frame.select(
+        "topic", "partition", "offset", "key", "value", "headers",
+        F.unix_millis(F.col("timestamp")).alias("timestamp_ms"),
+    )
+
+
+def copy_partition(rows, destination_conf: dict, topic_map: dict, preserve_partitions: bool,
+                   commit_conf: dict | None, ends: dict):
+    """Runs in an executor: produce one Kafka partition's range, flush, then commit its end."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    errors: list[str] = []
+    producer = Producer({**destination_conf, "on_delivery": lambda err, _m: err and errors.append(err.str())})
+    copied, seen = 0, set()
+    for row in rows:
+        key = (row.topic, row.partition)
+        seen.add(key)
+        headers = [(h.key, bytes(h.value) if h.value is not None else None) for h in row.headers] if row.headers else None
+        while True:
+            try:
+                producer.produce(
+                    topic_map[row.topic],
+                    bytes(row.value) if row.value is not None else None,
+                    bytes(row.key) if row.key is not None else None,
+                    row.partition if preserve_partitions else -1,
+                    timestamp=row.timestamp_ms or 0,
+                    headers=headers,
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+        copied += 1
+        if copied % 50_000 == 0:
+            producer.poll(0)
+            print(f"catchup: {row.topic}[{row.partition}] {copied} records so far", file=sys.stderr, flush=True)
+    if producer.flush(300) or errors:
+        raise KafkaException(f"catch-up delivery failed for {sorted(seen)}: {errors[:3] or 'flush timed out'}")
+    if commit_conf is not None and seen:
+        committer = Consumer(commit_conf)
+        try:
+            committer.commit(offsets=[TopicPartition(t, p, ends[f"{t}:{p}"]) for t, p in seen], asynchronous=False)
+        finally:
+            committer.close()
+    for topic, partition in sorted(seen):
+        print(f"catchup: {topic}[{partition}] copied {copied} records up to offset {ends[f'{topic}:{partition}']}",
+              file=sys.stderr, flush=True)
+        yield (topic, partition, copied)
+
+
+def producer_conf(target: JobTarget) -> dict:
+    settings = {k: v for k, v in target.destination_settings.items() if k.startswith(("security.", "sasl.", "ssl."))}
+    return {
+        **settings, "bootstrap.servers": target.destination_bootstrap, "acks": "all", "enable.idempotence": True,
+        "linger.ms": 20, "batch.size": 1_000_000, "compression.type": "lz4", "message.timeout.ms": 300_000,
+        "queue.buffering.max.messages": 200_000, "partitioner": "murmur2_random",
+    }
+
+
+def check_group_idle(target: JobTarget) -> None:
+    """The worker must not run during a catch-up: both would write the same ranges."""
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": target.source_bootstrap})
+    description = admin.describe_consumer_groups([target.group_id], request_timeout=15)[target.group_id].result(20)
+    if description.members and description.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
+        raise JobInputError(
+            f"mirror group {target.group_id!r} has {len(description.members)} active member(s): "
+            "stop the mirror's workers before a catch-up"
+        )
+
+
+def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_worker.config import TopicCreation
+    from mirror_worker.topics import DestinationTopics, describe_topics
+
+    admin = AdminClient({"bootstrap.servers": target.destination_bootstrap})
+    infos = describe_topics(source.consumer)
+    DestinationTopics(admin, TopicCreation(), target.preserve_partitions).ensure(
+        {target.destination_topic(t): infos[t] for t in topics}
+    )
+
+
+def run(target: JobTarget, args) -> dict:
+    if not target.group_id and not args.no_commit:
+        raise JobInputError("--group.id is required (the mirror's consumer group), or --no-commit")
+    if args.from_offsets and args.from_timestamp:
+        raise JobInputError("--from-offsets and --from-timestamp cannot be combined")
+    explicit = parse_offsets(args.from_offsets) if args.from_offsets else None
+    from_ms = parse_timestamp(args.from_timestamp) if args.from_timestamp else None
+
+    source = KafkaMeta(target.source_bootstrap, "source", target.source_settings, timeout=10)
+    try:
+        KafkaMeta(target.destination_bootstrap, "destination", target.destination_settings, timeout=10).close()
+        topics = resolve_topics(target, source)
+        if explicit:
+            unknown = sorted({t for t, _ in explicit} - set(topics))
+            if unknown:
+                raise JobInputError(f"--from-offsets names topic {unknown[0]!r}, which the job does not copy")
+            for (topic, partition) in explicit:
+                if partition >= source.partitions(topic):
+                    raise JobInputError(f"--from-offsets: {topic} has no partition {partition}")
+        if target.group_id and not args.no_commit:
+            check_group_idle(target)
+        watermarks = {t: source.watermarks(t) for t in topics}
+        starts: dict[tuple[str, int], int | None] = {}
+        for topic in topics:
+            if explicit is not None:
+                starts.update({k: v for k, v in explicit.items() if k[0] == topic})
+            elif from_ms is not None:
+                starts.update({(topic, p): o for p, o in source.offsets_for_time(topic, from_ms).items()})
+            elif target.group_id:
+                starts.update({(topic, p): o for p, o in source.committed(target.group_id, topic).items()})
+        ranges = plan_ranges(watermarks, starts)
+        ensure_destination_topics(target, source, topics)
+    finally:
+        source.close()
+
+    to_copy = [r for r in ranges if r[3] > r[2]]
+    for topic, partition, start, end in ranges:
+        log.info("range %s[%d]: [%d, %d) %d records", topic, partition, start, end, end - start)
+    copied = 0
+    started = time.monotonic()
+    if to_copy:
+        copied = _copy_with_spark(target, args, to_copy)
+    if target.group_id and not args.no_commit:
+        _commit_empty(target, [r for r in ranges if r[3] == r[2]])
+    seconds = time.monotonic() - started
+    summary = {
+        "topics": topics, "records": copied, "seconds": round(seconds, 2),
+        "msgs_per_s": round(copied / seconds) if copied and seconds else 0,
+        "ranges": [{"topic": t, "partition": p, "start": s, "end": e} for t, p, s, e in ranges],
+    }
+    print(json.dumps(summary), flush=True)
+    return summary
+
+
+def _copy_with_spark(target: JobTarget, args, ranges: list[Range]) -> int:
+    from spark_jobs.session import create_session
+
+    spark = create_session("mirror-catchup", master=args.master)
+    try:
+        spark.sparkContext.setJobDescription(
+            f"catch-up {len(ranges)} partitions, {sum(r[3] - r[2] for r in ranges)} records"
+        )
+        frame = read_ranges(spark, target, ranges)
+        topic_map = {t: target.destination_topic(t) for t in {r[0] for r in ranges}}
+        ends = {f"{t}:{p}": e for t, p, _, e in ranges}
+        commit_conf = None
+        if target.group_id and not args.no_commit:
+            commit_conf = {"bootstrap.servers": target.source_bootstrap, "group.id": target.group_id,
+                           "enable.auto.commit": False}
+        conf, preserve = producer_conf(target), target.preserve_partitions
+        results = frame.rdd.mapPartitions(
+            lambda rows: copy_partition(rows, conf, topic_map, preserve, commit_conf, ends)
+        ).collect()
+        return sum(count for _, _, count in results)
+    finally:
+        spark.stop()
+
+
+def _commit_empty(target: JobTarget, ranges: list[Range]) -> None:
+    """Partitions with nothing to copy still get their start committed, so the worker starts there."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    if not ranges:
+        return
+    committer = Consumer({"bootstrap.servers": target.source_bootstrap, "group.id": target.group_id,
+                          "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[TopicPartition(t, p, e) for t, p, _, e in ranges], asynchronous=False)
+    finally:
+        committer.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stdout)
+    try:
+        args = _parse_arguments(sys.argv[1:] if argv is None else argv)
+        run(target_from_args(args), args)
+    except JobInputError as exc:
+        print(f"catchup: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except Exception as exc:  # runtime failure: nothing committed past what was delivered
+        print(f"catchup: failed: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+              file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
