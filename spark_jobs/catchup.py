@@ -111,6 +111,9 @@ def read_ranges(spark, target: JobTarget, ranges: list[Range]):
         .option("endingOffsets", offsets_json(ranges, 3))
         .option("includeHeaders", "true")
         .option("failOnDataLoss", "true")
+        # Fewer, larger fetches than the Java consumer's defaults (500 records a poll).
+        .option("kafka.max.poll.records", "20000")
+        .option("kafka.max.partition.fetch.bytes", str(16 << 20))
         .load()
     )
     return frame.select(
@@ -119,47 +122,47 @@ def read_ranges(spark, target: JobTarget, ranges: list[Range]):
     )
 
 
-def copy_partition(rows, destination_conf: dict, topic_map: dict, preserve_partitions: bool,
+def copy_partition(batches, destination_conf: dict, topic_map: dict, preserve_partitions: bool,
                    commit_conf: dict | None, ends: dict):
-    """Runs in an executor: produce one Kafka partition's range, flush, then commit its end."""
+    """Runs in an executor on Arrow batches of one Kafka partition's range: produce, flush, commit its end."""
+    import pyarrow as pa
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
     errors: list[str] = []
     producer = Producer({**destination_conf, "on_delivery": lambda err, _m: err and errors.append(err.str())})
-    copied, seen = 0, set()
-    for row in rows:
-        key = (row.topic, row.partition)
-        seen.add(key)
-        headers = [(h.key, bytes(h.value) if h.value is not None else None) for h in row.headers] if row.headers else None
-        while True:
-            try:
-                producer.produce(
-                    topic_map[row.topic],
-                    bytes(row.value) if row.value is not None else None,
-                    bytes(row.key) if row.key is not None else None,
-                    row.partition if preserve_partitions else -1,
-                    timestamp=row.timestamp_ms or 0,
-                    headers=headers,
-                )
-                break
-            except BufferError:
-                producer.poll(0.1)
-        copied += 1
-        if copied % 50_000 == 0:
-            producer.poll(0)
-            print(f"catchup: {row.topic}[{row.partition}] {copied} records so far", file=sys.stderr, flush=True)
+    counts: dict[tuple[str, int], int] = {}
+    for batch in batches:
+        columns = batch.to_pydict()
+        rows = zip(columns["topic"], columns["partition"], columns["key"], columns["value"], columns["headers"],
+                   columns["timestamp_ms"])
+        for topic, partition, key, value, headers, timestamp_ms in rows:
+            if headers:
+                headers = [(h["key"], h["value"]) for h in headers]
+            while True:
+                try:
+                    producer.produce(topic_map[topic], value, key, partition if preserve_partitions else -1,
+                                     timestamp=timestamp_ms or 0, headers=headers or None)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        for topic, partition in set(zip(columns["topic"], columns["partition"])):
+            counts[(topic, partition)] = counts.get((topic, partition), 0) + columns["partition"].count(partition)
+        producer.poll(0)
     if producer.flush(300) or errors:
-        raise KafkaException(f"catch-up delivery failed for {sorted(seen)}: {errors[:3] or 'flush timed out'}")
-    if commit_conf is not None and seen:
+        raise KafkaException(f"catch-up delivery failed for {sorted(counts)}: {errors[:3] or 'flush timed out'}")
+    if commit_conf is not None and counts:
         committer = Consumer(commit_conf)
         try:
-            committer.commit(offsets=[TopicPartition(t, p, ends[f"{t}:{p}"]) for t, p in seen], asynchronous=False)
+            committer.commit(offsets=[TopicPartition(t, p, ends[f"{t}:{p}"]) for t, p in counts], asynchronous=False)
         finally:
             committer.close()
-    for topic, partition in sorted(seen):
+    for (topic, partition), copied in sorted(counts.items()):
         print(f"catchup: {topic}[{partition}] copied {copied} records up to offset {ends[f'{topic}:{partition}']}",
               file=sys.stderr, flush=True)
-        yield (topic, partition, copied)
+    yield pa.RecordBatch.from_pydict(
+        {"topic": [t for t, _ in counts], "partition": [p for _, p in counts], "copied": list(counts.values())},
+        schema=pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("copied", pa.int64())]),
+    )
 
 
 def producer_conf(target: JobTarget) -> dict:
@@ -268,10 +271,11 @@ def _copy_with_spark(target: JobTarget, args, ranges: list[Range]) -> int:
             commit_conf = {"bootstrap.servers": target.source_bootstrap, "group.id": target.group_id,
                            "enable.auto.commit": False}
         conf, preserve = producer_conf(target), target.preserve_partitions
-        results = frame.rdd.mapPartitions(
-            lambda rows: copy_partition(rows, conf, topic_map, preserve, commit_conf, ends)
+        results = frame.mapInArrow(
+            lambda batches: copy_partition(batches, conf, topic_map, preserve, commit_conf, ends),
+            "topic string, partition int, copied long",
         ).collect()
-        return sum(count for _, _, count in results)
+        return sum(row.copied for row in results)
     finally:
         spark.stop()
 

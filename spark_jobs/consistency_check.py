@@ -1,0 +1,588 @@
+"""Consistency check: prove, record by record, that a mirror copied a window of its source.
+
+    python spark_jobs/consistency_check.py --source.bootstrap.servers S --destination.bootstrap.servers D \\
+        --topics orders [--prefix dc1.] [--group.id mirror-orders] --report out/check.json \\
+        [--from-timestamp T] [--to-timestamp T | --offsets orders:0:100-200,orders:1:0-50]
+
+(or `--config mirrors.yaml --mirror NAME`; also runs through spark-submit.)
+
+Window: by default every source record from the low to the high watermark of each partition.
+`--from-timestamp`/`--to-timestamp` (epoch milliseconds or ISO-8601, UTC when no zone is given) select,
+per partition, the offsets from the first record at or after the from-time up to (excluded) the first
+record at or after the to-time, as Kafka's offsetsForTimes does. `--offsets topic:partition:from-to`
+(from included, to excluded) checks exactly the listed partitions. Ranges are clamped to the watermarks.
+The destination topics are read whole (from low to high watermark): their offsets do not follow the
+source's, so a destination record is placed by the source coordinates it maps to.
+
+Mapping a destination record back to its source record:
+- provenance: header `mirror.source` = `alias:cluster-id:topic:partition:offset` (the worker's
+  `--provenance.headers`), used when it parses, names a checked source topic that maps to this
+  destination topic, and names the source cluster (or no cluster);
+- positional, for every other record: the destination record matches the source record of the same
+  topic with the same key and timestamp, in the same partition when partitions are preserved (the
+  default with flags; the spec's `preserve-partitions` otherwise). When several source records share
+  partition, key and timestamp, the k-th destination copy (in destination order) matches the k-th
+  source record (in offset order), extra copies cycling over them as duplicates. So a lost record
+  followed by a copy of a same-key, same-timestamp sibling reads as one altered record, not as
+  missing plus duplicated, and a window edge that splits such a group can pair the wrong records.
+Destination records that map to no source record of the window are ignored.
+
+Per source partition the report counts: source records in the window, destination copies of them,
+missing (no copy; records at or after the mirror group's committed offset are not missing, they are
+`beyond_committed`; no committed offset or no group: nothing is excluded), duplicated (copies beyond
+the first), altered (records with a copy whose key, value or headers differ; a key or value starting
+with magic byte 0 and at least 5 bytes long compares without its schema id, bytes 1..4; the
+provenance header is left out of the header comparison, header order counts), out of order (first
+copies, taken in destination order, whose source offset is below the highest one seen before them).
+
+Writes the JSON report at --report and an HTML summary beside it (.html). Exit 0: consistent,
+1: inconsistent, 2: bad input (one line on stderr), 3: the check could not complete (one line on
+stderr, details in the JSON logs on stdout).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script (python spark_jobs/..., spark-submit): make the repo importable
+    _ROOT = str(Path(__file__).resolve().parents[1])
+    if _ROOT not in sys.path:
+        sys.path.insert(0, _ROOT)
+
+import argparse
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from itertools import chain
+
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from mirror_worker.logs import configure_logging
+from mirror_worker.worker import PROVENANCE_HEADER
+from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args
+from spark_jobs.kafka_meta import KafkaMeta, resolve_topics
+from spark_jobs.report import write_report
+
+PROG = "consistency_check"
+METADATA_TIMEOUT_S = 8.0
+MAX_EXAMPLES = 20
+MAX_RECORDS_PER_SPARK_PARTITION = 50_000
+KINDS = ("missing", "duplicated", "altered", "out_of_order")
+
+KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
+                "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
+
+log = logging.getLogger("spark_jobs.consistency_check")
+
+Ranges = dict[tuple[str, int], tuple[int, int]]          # (topic, partition) -> [from, to)
+
+
+# ------------------------------------------------------------------ input
+
+
+@dataclass(frozen=True)
+class CheckWindow:
+    kind: str                       # "all" | "timestamps" | "offsets"
+    from_ms: int | None = None
+    to_ms: int | None = None
+    offsets: tuple[tuple[str, int, int, int], ...] = ()   # (topic, partition, from, to)
+
+    def describe(self) -> dict:
+        out: dict = {"kind": self.kind}
+        if self.kind == "timestamps":
+            out["from_timestamp"] = self.from_ms
+            out["to_timestamp"] = self.to_ms
+        return out
+
+
+def format_ms(ms: int) -> str:
+    moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def parse_timestamp(text: str, flag: str) -> int:
+    """Epoch milliseconds, or ISO-8601 (UTC unless it carries a zone), as epoch milliseconds."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise JobInputError(f"{flag}: {text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+_OFFSET_RANGE = re.compile(r"^([^:,\s]+):(\d+):(\d+)-(\d+)$")
+
+
+def parse_offsets(text: str) -> tuple[tuple[str, int, int, int], ...]:
+    """`topic:partition:from-to,...` (from included, to excluded) into (topic, partition, from, to) tuples."""
+    entries = [e.strip() for e in text.split(",") if e.strip()]
+    if not entries:
+        raise JobInputError("--offsets: no range given (topic:partition:from-to,...)")
+    out, seen = [], set()
+    for entry in entries:
+        match = _OFFSET_RANGE.match(entry)
+        if not match:
+            raise JobInputError(f"--offsets: {entry!r} is not topic:partition:from-to")
+        topic, partition, start, end = match[1], int(match[2]), int(match[3]), int(match[4])
+        if start >= end:
+            raise JobInputError(f"bad window: --offsets {entry!r}: from {start} is not below to {end}")
+        if (topic, partition) in seen:
+            raise JobInputError(f"--offsets: {topic}:{partition} is given twice")
+        seen.add((topic, partition))
+        out.append((topic, partition, start, end))
+    return tuple(out)
+
+
+def window_from_args(args: argparse.Namespace) -> CheckWindow:
+    timed = args.from_timestamp is not None or args.to_timestamp is not None
+    if args.offsets is not None:
+        if timed:
+            raise JobInputError("--offsets cannot be combined with --from-timestamp/--to-timestamp")
+        return CheckWindow("offsets", offsets=parse_offsets(args.offsets))
+    if not timed:
+        return CheckWindow("all")
+    start = parse_timestamp(args.from_timestamp, "--from-timestamp") if args.from_timestamp is not None else None
+    end = parse_timestamp(args.to_timestamp, "--to-timestamp") if args.to_timestamp is not None else None
+    if start is not None and end is not None and start >= end:
+        raise JobInputError(f"bad window: --from-timestamp {format_ms(start)} is not before "
+                            f"--to-timestamp {format_ms(end)}")
+    return CheckWindow("timestamps", from_ms=start, to_ms=end)
+
+
+def _parse_arguments(args: list[str]) -> argparse.Namespace:
+    parser = base_parser(PROG, "Record-by-record check that a mirror copied a window of its source.")
+    add = parser.add_argument
+    add("--report", required=True, help="where the JSON report goes (the HTML summary goes beside it, .html)")
+    add("--from-timestamp", help="window start: epoch ms or ISO-8601 (included)")
+    add("--to-timestamp", help="window end: epoch ms or ISO-8601 (excluded)")
+    add("--offsets", help="window as topic:partition:from-to,... (from included, to excluded)")
+    parsed = parser.parse_args(args)
+    parsed.window = window_from_args(parsed)
+    if not parsed.topics and not parsed.config and parsed.window.kind == "offsets":
+        parsed.topics = ",".join(dict.fromkeys(t for t, *_ in parsed.window.offsets))
+    report = Path(parsed.report)
+    if report.suffix == ".html":
+        raise JobInputError("--report: give the JSON path; the HTML summary is written beside it")
+    if report.is_dir():
+        raise JobInputError(f"--report: {report} is a directory")
+    try:
+        report.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise JobInputError(f"--report: cannot create {report.parent}: {exc.strerror}") from None
+    if not os.access(report.parent, os.W_OK):
+        raise JobInputError(f"--report: {report.parent} is not writable")
+    return parsed
+
+
+# ------------------------------------------------------------------ plan (driver, no Spark)
+
+
+def source_ranges(window: CheckWindow, topics: list[str], watermarks: dict[str, dict[int, tuple[int, int]]],
+                  time_offsets: dict[tuple[str, int], tuple[int | None, int | None]] | None = None) -> Ranges:
+    """The window as offset ranges per source partition, clamped to [low, high) watermarks.
+
+    time_offsets: for a timestamp window, (offset for --from, offset for --to) per partition, None
+    where that bound was not given.
+    """
+    ranges: Ranges = {}
+    if window.kind == "offsets":
+        for topic, partition, start, end in window.offsets:
+            if topic not in topics:
+                raise JobInputError(f"--offsets: topic {topic!r} is not among the checked topics")
+            if partition not in watermarks[topic]:
+                raise JobInputError(f"--offsets: topic {topic!r} has {len(watermarks[topic])} partitions "
+                                    f"on the source cluster; {partition} is not one")
+            low, high = watermarks[topic][partition]
+            clamped = (min(max(start, low), high), max(min(end, high), low))
+            if clamped != (start, end):
+                log.warning("offset range clamped to the watermarks", extra={
+                    "topic": topic, "partition": partition, "requested": [start, end], "range": list(clamped)})
+            ranges[(topic, partition)] = clamped
+        return ranges
+    for topic in topics:
+        for partition, (low, high) in sorted(watermarks[topic].items()):
+            start, end = low, high
+            if window.kind == "timestamps":
+                by_time = (time_offsets or {}).get((topic, partition), (None, None))
+                start = low if by_time[0] is None else max(by_time[0], low)
+                end = high if by_time[1] is None else min(by_time[1], high)
+            ranges[(topic, partition)] = (start, max(start, end))
+    return ranges
+
+
+@dataclass
+class CheckPlan:
+    target: JobTarget
+    window: CheckWindow
+    topics: list[str]                                   # source topics
+    topic_map: dict[str, str]                           # destination topic -> source topic
+    source_ranges: Ranges
+    destination_ranges: Ranges
+    committed: dict[tuple[str, int], int | None]
+    source_cluster_id: str | None
+    report: Path
+
+
+def plan_check(args: argparse.Namespace) -> CheckPlan:
+    """Every Kafka question the job needs answered before Spark starts; bad input fails here, fast."""
+    target = target_from_args(args)
+    window: CheckWindow = args.window
+    source = KafkaMeta(target.source_bootstrap, "source", target.source_settings, timeout=METADATA_TIMEOUT_S)
+    try:
+        destination = KafkaMeta(target.destination_bootstrap, "destination", target.destination_settings,
+                                timeout=METADATA_TIMEOUT_S)
+    except JobInputError:
+        source.close()
+        raise
+    try:
+        topics = resolve_topics(target, source)
+        topic_map = {target.destination_topic(t): t for t in topics}
+        for destination_topic in topic_map:
+            destination.partitions(destination_topic)
+        watermarks = {t: source.watermarks(t) for t in topics}
+        time_offsets = None
+        if window.kind == "timestamps":
+            starts = {t: source.offsets_for_time(t, window.from_ms) for t in topics} if window.from_ms is not None else {}
+            ends = {t: source.offsets_for_time(t, window.to_ms) for t in topics} if window.to_ms is not None else {}
+            time_offsets = {(t, p): (starts.get(t, {}).get(p), ends.get(t, {}).get(p))
+                            for t in topics for p in watermarks[t]}
+        ranges = source_ranges(window, topics, watermarks, time_offsets)
+        committed: dict[tuple[str, int], int | None] = {tp: None for tp in ranges}
+        if target.group_id:
+            for topic in topics:
+                for partition, offset in source.committed(target.group_id, topic).items():
+                    if (topic, partition) in committed:
+                        committed[(topic, partition)] = offset
+        # Destination watermarks are taken after the committed offsets: every record the group had
+        # committed was on the destination by then, so none of them falls past the snapshot.
+        destination_ranges = {
+            (d, p): (low, high)
+            for d in topic_map for p, (low, high) in sorted(destination.watermarks(d).items())
+        }
+        cluster_id = source.consumer.list_topics(timeout=METADATA_TIMEOUT_S).cluster_id or None
+    finally:
+        source.close()
+        destination.close()
+    for (topic, partition), (start, end) in sorted(ranges.items()):
+        log.info("partition planned", extra={
+            "topic": topic, "partition": partition, "from": start, "to": end,
+            "committed": committed[(topic, partition)]})
+    return CheckPlan(target, window, topics, topic_map, ranges, destination_ranges, committed, cluster_id,
+                     Path(args.report))
+
+
+# ------------------------------------------------------------------ Spark: read
+
+
+def offset_options(ranges: Ranges) -> dict[str, str]:
+    """Spark Kafka source options `assign`, `startingOffsets`, `endingOffsets` for exact ranges."""
+    assign: dict[str, list[int]] = {}
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for (topic, partition), (start, end) in sorted(ranges.items()):
+        assign.setdefault(topic, []).append(partition)
+        starting.setdefault(topic, {})[str(partition)] = start
+        ending.setdefault(topic, {})[str(partition)] = end
+    return {"assign": json.dumps(assign), "startingOffsets": json.dumps(starting),
+            "endingOffsets": json.dumps(ending)}
+
+
+def read_kafka(spark: SparkSession, client_options: dict[str, str], ranges: Ranges) -> DataFrame:
+    wanted = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
+    if not wanted:
+        return spark.createDataFrame([], KAFKA_SCHEMA)
+    return (spark.read.format("kafka")
+            .options(**client_options)
+            .options(**offset_options(wanted))
+            .option("includeHeaders", "true")
+            .option("maxRecordsPerPartition", str(MAX_RECORDS_PER_SPARK_PARTITION))
+            .load())
+
+
+# ------------------------------------------------------------------ Spark: pure transformations
+
+
+def normalise_schema_id(column: str) -> Column:
+    """A key or value in schema-registry framing (magic byte 0, 4-byte schema id) without its schema id.
+
+    Framed and unframed bytes are tagged apart, so dropping the id never makes two different values equal.
+    """
+    return F.expr(
+        f"CASE WHEN length({column}) >= 5 AND substring({column}, 1, 1) = X'00' "
+        f"THEN concat(X'00', substring({column}, 6)) ELSE concat(X'01', {column}) END"
+    )
+
+
+def normalise_headers(column: str = "headers") -> Column:
+    """Headers as one canonical string, in order, without the provenance header; no headers -> ''."""
+    return F.expr(
+        f"coalesce(array_join(transform(filter({column}, h -> h.key != '{PROVENANCE_HEADER}'), "
+        f"h -> concat(hex(encode(h.key, 'UTF-8')), ':', coalesce(hex(h.value), '-'))), ','), '')"
+    )
+
+
+def _digest(column: Column) -> Column:
+    return F.unhex(F.sha2(column, 256))
+
+
+def fingerprint(df: DataFrame, provenance: bool = False) -> DataFrame:
+    """Kafka rows reduced to coordinates, timestamp and digests of normalised key, value and headers."""
+    columns = [
+        "topic", "partition", "offset", "timestamp",
+        _digest(normalise_schema_id("key")).alias("key_d"),
+        _digest(normalise_schema_id("value")).alias("value_d"),
+        _digest(F.encode(normalise_headers("headers"), "UTF-8")).alias("headers_d"),
+    ]
+    if provenance:
+        columns.append(F.expr(
+            f"CAST(try_element_at(filter(headers, h -> h.key = '{PROVENANCE_HEADER}'), -1).value AS STRING)"
+        ).alias("provenance"))
+    return df.select(*columns)
+
+
+MAPPED_COLUMNS = ("src_topic", "src_partition", "src_offset", "dest_partition", "dest_offset",
+                  "d_key", "d_value", "d_headers")
+
+
+def map_to_source(destination_df: DataFrame, source_df: DataFrame, topic_map: dict[str, str],
+                  preserve_partitions: bool = True, source_cluster_id: str | None = None) -> DataFrame:
+    """Destination fingerprints (with provenance) -> the source coordinates each record copies.
+
+    Provenance when usable, positional (key + timestamp, see the module docstring) otherwise.
+    """
+    to_source = F.create_map(*chain.from_iterable((F.lit(d), F.lit(s)) for d, s in topic_map.items()))
+    parts = F.split(F.col("provenance"), ":")
+    cluster = F.try_element_at(parts, F.lit(2))
+    cluster_ok = F.lit(True) if source_cluster_id is None else (cluster == "") | (cluster == source_cluster_id)
+    dest = destination_df.select(
+        F.try_element_at(to_source, F.col("topic")).alias("src_topic"),
+        F.col("partition").alias("dest_partition"), F.col("offset").alias("dest_offset"), "timestamp",
+        F.col("key_d").alias("d_key"), F.col("value_d").alias("d_value"), F.col("headers_d").alias("d_headers"),
+        F.when(F.size(parts) == 5, F.try_element_at(parts, F.lit(3))).alias("p_topic"),
+        F.when(F.size(parts) == 5, F.try_element_at(parts, F.lit(4)).try_cast("int")).alias("p_partition"),
+        F.when(F.size(parts) == 5, F.try_element_at(parts, F.lit(5)).try_cast("bigint")).alias("p_offset"),
+        cluster_ok.alias("p_cluster_ok"),
+    )
+    usable = F.coalesce(
+        (F.col("p_topic") == F.col("src_topic")) & F.col("p_partition").isNotNull()
+        & F.col("p_offset").isNotNull() & F.col("p_cluster_ok"),
+        F.lit(False),
+    )
+    by_provenance = dest.filter(usable).select(
+        "src_topic", F.col("p_partition").alias("src_partition"), F.col("p_offset").alias("src_offset"),
+        "dest_partition", "dest_offset", "d_key", "d_value", "d_headers")
+
+    positional = dest.filter(~usable)
+    group = ["src_topic", "partition", "key_d", "timestamp"] if preserve_partitions else ["src_topic", "key_d", "timestamp"]
+    source = source_df.select(F.col("topic").alias("src_topic"), "partition", "offset", "key_d", "timestamp")
+    source = (source
+              .withColumn("s_rank", F.row_number().over(Window.partitionBy(*group).orderBy("offset")))
+              .withColumn("s_count", F.count(F.lit(1)).over(Window.partitionBy(*group))))
+    d_group = ["src_topic", "dest_partition", "d_key", "timestamp"] if preserve_partitions else ["src_topic", "d_key", "timestamp"]
+    positional = positional.withColumn(
+        "d_rank", F.row_number().over(Window.partitionBy(*d_group).orderBy("dest_partition", "dest_offset")))
+    d, s = positional.alias("d"), source.alias("s")
+    condition = [
+        F.col("d.src_topic") == F.col("s.src_topic"),
+        F.col("d.d_key").eqNullSafe(F.col("s.key_d")),
+        F.col("d.timestamp") == F.col("s.timestamp"),
+        F.col("s.s_rank") == ((F.col("d.d_rank") - 1) % F.col("s.s_count")) + 1,
+    ]
+    if preserve_partitions:
+        condition.append(F.col("d.dest_partition") == F.col("s.partition"))
+    by_position = d.join(s, condition, "inner").select(
+        F.col("s.src_topic").alias("src_topic"), F.col("s.partition").alias("src_partition"),
+        F.col("s.offset").alias("src_offset"), "d.dest_partition", "d.dest_offset", "d.d_key", "d.d_value",
+        "d.d_headers")
+    return by_provenance.unionByName(by_position)
+
+
+def record_outcomes(source_df: DataFrame, mapped_df: DataFrame,
+                    committed: dict[tuple[str, int], int | None]) -> DataFrame:
+    """One row per source record of the window: copies, and the missing/duplicated/altered/out-of-order flags."""
+    spark = source_df.sparkSession
+    committed_df = spark.createDataFrame(
+        [(t, p, c) for (t, p), c in committed.items() if c is not None],
+        "topic STRING, partition INT, committed BIGINT")
+    source = source_df.select("topic", "partition", "offset", "key_d", "value_d", "headers_d")
+    copies = mapped_df.join(
+        source,
+        (mapped_df["src_topic"] == source["topic"]) & (mapped_df["src_partition"] == source["partition"])
+        & (mapped_df["src_offset"] == source["offset"]),
+        "inner",
+    ).select(
+        "topic", "partition", "offset", "dest_partition", "dest_offset",
+        (~(F.col("d_key").eqNullSafe(F.col("key_d")) & F.col("d_value").eqNullSafe(F.col("value_d"))
+           & F.col("d_headers").eqNullSafe(F.col("headers_d")))).alias("differs"),
+    )
+    per_record = copies.groupBy("topic", "partition", "offset").agg(
+        F.count(F.lit(1)).alias("copies"),
+        F.max(F.col("differs").cast("int")).alias("differs"),
+        F.min(F.struct("dest_partition", "dest_offset")).alias("first"),
+    )
+    outcomes = (
+        source.select("topic", "partition", "offset")
+        .join(per_record, ["topic", "partition", "offset"], "left")
+        .join(F.broadcast(committed_df), ["topic", "partition"], "left")
+        .select(
+            "topic", "partition", "offset", "first",
+            F.coalesce(F.col("copies"), F.lit(0)).alias("copies"),
+            F.coalesce(F.col("committed").isNotNull() & (F.col("offset") >= F.col("committed")),
+                       F.lit(False)).alias("beyond_committed"),
+            F.coalesce(F.col("differs") == 1, F.lit(False)).alias("altered"),
+        )
+    )
+    return with_out_of_order(outcomes).select(
+        "topic", "partition", "offset", "copies", "beyond_committed",
+        ((F.col("copies") == 0) & ~F.col("beyond_committed")).alias("missing"),
+        F.greatest(F.col("copies") - 1, F.lit(0)).alias("duplicated"),
+        "altered", "out_of_order",
+    )
+
+
+def with_out_of_order(outcomes: DataFrame) -> DataFrame:
+    """Adds `out_of_order`: the record's first copy comes after the first copy of a higher source offset.
+
+    Expects topic, partition, offset and `first` (struct dest_partition, dest_offset; null: no copy).
+    """
+    before = (Window.partitionBy("topic", "partition")
+              .orderBy(F.col("first.dest_partition"), F.col("first.dest_offset"))
+              .rowsBetween(Window.unboundedPreceding, -1))
+    highest_before = F.max(F.when(F.col("first").isNotNull(), F.col("offset"))).over(before)
+    return outcomes.withColumn(
+        "out_of_order", F.coalesce(F.col("first").isNotNull() & (F.col("offset") < highest_before), F.lit(False)))
+
+
+def summarise(outcomes: DataFrame) -> DataFrame:
+    """Per source partition: source_count, destination_count, missing, duplicated, altered, out_of_order, beyond_committed."""
+    count_of = lambda flag: F.sum(F.col(flag).cast("long")).alias(flag)  # noqa: E731
+    return outcomes.groupBy("topic", "partition").agg(
+        F.count(F.lit(1)).alias("source_count"),
+        F.sum("copies").alias("destination_count"),
+        count_of("missing"),
+        F.sum("duplicated").alias("duplicated"),
+        count_of("altered"),
+        count_of("out_of_order"),
+        count_of("beyond_committed"),
+    ).orderBy("topic", "partition")
+
+
+def compare(source_df: DataFrame, mapped_df: DataFrame, committed: dict[tuple[str, int], int | None]) -> DataFrame:
+    """Per-partition counts for source fingerprints against destination records mapped to source coordinates."""
+    return summarise(record_outcomes(source_df, mapped_df, committed))
+
+
+def offending_examples(outcomes: DataFrame, kinds=KINDS, limit: int = MAX_EXAMPLES) -> dict[str, list[str]]:
+    """At most `limit` source coordinates `topic:partition:offset` per kind, lowest first."""
+    out = {}
+    for kind in kinds:
+        flag = F.col(kind) > 0 if kind == "duplicated" else F.col(kind)
+        rows = (outcomes.filter(flag).orderBy("topic", "partition", "offset").limit(limit)
+                .select("topic", "partition", "offset").collect())
+        out[kind] = [f"{r.topic}:{r.partition}:{r.offset}" for r in rows]
+    return out
+
+
+# ------------------------------------------------------------------ report
+
+
+PARTITION_FIELDS = ("source_count", "destination_count", "missing", "duplicated", "altered", "out_of_order",
+                    "beyond_committed")
+
+
+def complete_partitions(rows: list[dict], ranges: Ranges) -> list[dict]:
+    """Every partition of the window, with zero counts where it had no source record."""
+    found = {(r["topic"], r["partition"]): r for r in rows}
+    return [
+        {"topic": t, "partition": p, **{k: int(found.get((t, p), {}).get(k) or 0) for k in PARTITION_FIELDS}}
+        for t, p in sorted(ranges)
+    ]
+
+
+def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, list[str]], now: float) -> dict:
+    totals = {"checked": sum(p["source_count"] for p in partitions),
+              **{k: sum(p[k] for p in partitions) for k in KINDS}}
+    status = "ok" if not any(totals[k] for k in KINDS) else "inconsistent"
+    window = {
+        **plan.window.describe(),
+        "ranges": [{"topic": t, "partition": p, "from": s, "to": e, "committed": plan.committed[(t, p)]}
+                   for (t, p), (s, e) in sorted(plan.source_ranges.items())],
+    }
+    return {
+        "status": status,
+        "totals": totals,
+        "partitions": partitions,
+        "window": window,
+        "source": {"bootstrap_servers": plan.target.source_bootstrap, "cluster_id": plan.source_cluster_id,
+                   "topics": plan.topics, "group_id": plan.target.group_id},
+        "destination": {"bootstrap_servers": plan.target.destination_bootstrap, "topics": sorted(plan.topic_map),
+                        "preserve_partitions": plan.target.preserve_partitions},
+        "generated_at": datetime.fromtimestamp(now, tz=timezone.utc).isoformat(timespec="seconds"),
+        "examples": {k: examples.get(k, []) for k in KINDS},
+    }
+
+
+# ------------------------------------------------------------------ job
+
+
+def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
+    target = plan.target
+    source = fingerprint(read_kafka(spark, target.spark_options("source"), plan.source_ranges)).cache()
+    destination = fingerprint(read_kafka(spark, target.spark_options("destination"), plan.destination_ranges),
+                              provenance=True).cache()
+    mapped = map_to_source(destination, source, plan.topic_map, target.preserve_partitions, plan.source_cluster_id)
+    outcomes = record_outcomes(source, mapped, plan.committed).cache()
+    partitions = complete_partitions([r.asDict() for r in summarise(outcomes).collect()], plan.source_ranges)
+    for row in partitions:
+        log.info("partition checked", extra=row)
+    flagged = [k for k in KINDS if any(p[k] for p in partitions)]
+    examples = offending_examples(outcomes, flagged) if flagged else {}
+    for df in (outcomes, destination, source):
+        df.unpersist()
+    return build_report(plan, partitions, examples, time.time())
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_logging()
+    try:
+        args = _parse_arguments(sys.argv[1:] if argv is None else argv)
+        plan = plan_check(args)
+    except JobInputError as exc:
+        print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    from spark_jobs.session import create_session
+
+    spark = None
+    try:
+        spark = create_session(PROG, args.master)
+        spark.sparkContext.setLogLevel("WARN")
+        report = run_check(spark, plan)
+        html = write_report(report, plan.report)
+    except (PySparkException, Py4JError, OSError) as exc:
+        log.exception("check failed")
+        print(f"{PROG}: check failed: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
+        return 3
+    finally:
+        if spark is not None:
+            spark.stop()
+    log.info("check finished", extra={
+        "status": report["status"], **report["totals"], "seconds": round(time.monotonic() - started, 2),
+        "report": str(plan.report), "html": str(html)})
+    return 0 if report["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

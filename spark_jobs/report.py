@@ -1,0 +1,117 @@
+"""The consistency check's report on disk: the JSON document and a readable HTML summary beside it."""
+
+from __future__ import annotations
+
+import json
+import os
+from html import escape
+from pathlib import Path
+
+COUNT_COLUMNS = ("source_count", "destination_count", "missing", "duplicated", "altered", "out_of_order",
+                 "beyond_committed")
+PROBLEMS = ("missing", "duplicated", "altered", "out_of_order")
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+.status { display: inline-block; padding: .3em .8em; border-radius: .3em; font-weight: bold; color: #fff; }
+.status.ok { background: #2e7d32; } .status.inconsistent { background: #c62828; }
+table { border-collapse: collapse; margin: 1em 0; } th, td { border: 1px solid #ccc; padding: .25em .6em; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; } tr.bad td { background: #fdecea; }
+td.bad { font-weight: bold; color: #c62828; } code { font-size: .95em; }
+"""
+
+
+def html_path(json_path: Path) -> Path:
+    return Path(json_path).with_suffix(".html")
+
+
+def write_report(report: dict, json_path: Path) -> Path:
+    """Writes the JSON report and its HTML summary (each atomically); returns the HTML path."""
+    json_path = Path(json_path)
+    html = html_path(json_path)
+    _write_atomically(json_path, json.dumps(report, indent=2) + "\n")
+    _write_atomically(html, render_html(report))
+    return html
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def render_html(report: dict) -> str:
+    status = report["status"]
+    totals = report["totals"]
+    source, destination, window = report["source"], report["destination"], report["window"]
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>Consistency check: {escape(status)}</title><style>{_STYLE}</style></head><body>",
+        f'<h1>Consistency check <span class="status {escape(status)}">{escape(status)}</span></h1>',
+        "<p>",
+        f"source <code>{escape(str(source.get('bootstrap_servers')))}</code> "
+        f"topics <code>{escape(', '.join(source.get('topics', [])))}</code>"
+        + (f" group <code>{escape(str(source['group_id']))}</code>" if source.get("group_id") else "")
+        + "<br>",
+        f"destination <code>{escape(str(destination.get('bootstrap_servers')))}</code> "
+        f"topics <code>{escape(', '.join(destination.get('topics', [])))}</code><br>",
+        f"window: {escape(_describe_window(window))}<br>",
+        f"generated at {escape(report['generated_at'])}",
+        "</p>",
+        "<h2>Totals</h2>",
+        _table(["checked", *PROBLEMS], [[totals.get(k, 0) for k in ("checked", *PROBLEMS)]], bad_from=1),
+        "<h2>Partitions</h2>",
+        _partition_table(report["partitions"]),
+    ]
+    examples = {k: v for k, v in (report.get("examples") or {}).items() if v}
+    if examples:
+        parts.append("<h2>Offending source records</h2>")
+        for kind in PROBLEMS:
+            if kind in examples:
+                shown = examples[kind]
+                more = totals.get(kind, len(shown)) - len(shown)
+                parts.append(f"<h3>{escape(kind.replace('_', ' '))} ({totals.get(kind, len(shown))})</h3><ul>")
+                parts.extend(f"<li><code>{escape(c)}</code></li>" for c in shown)
+                if more > 0:
+                    parts.append(f"<li>... and {more} more</li>")
+                parts.append("</ul>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def _describe_window(window: dict) -> str:
+    kind = window.get("kind")
+    if kind == "timestamps":
+        return f"timestamps from {window.get('from_timestamp')} to {window.get('to_timestamp')} (epoch ms)"
+    if kind == "offsets":
+        ranges = ", ".join(f"{r['topic']}:{r['partition']}:{r['from']}-{r['to']}" for r in window.get("ranges", []))
+        return f"offsets {ranges}"
+    return "everything from the low to the high watermark"
+
+
+def _table(header: list[str], rows: list[list], bad_from: int) -> str:
+    out = ["<table><tr>", *(f"<th>{escape(h.replace('_', ' '))}</th>" for h in header), "</tr>"]
+    for row in rows:
+        out.append("<tr>")
+        for i, value in enumerate(row):
+            bad = i >= bad_from and isinstance(value, int) and value > 0
+            out.append(f'<td class="n{" bad" if bad else ""}">{escape(str(value))}</td>')
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _partition_table(partitions: list[dict]) -> str:
+    header = ["topic", "partition", *COUNT_COLUMNS]
+    out = ["<table><tr>", *(f"<th>{escape(h.replace('_', ' '))}</th>" for h in header), "</tr>"]
+    for p in partitions:
+        bad = any(p.get(k) for k in PROBLEMS)
+        out.append(f'<tr class="{"bad" if bad else "ok"}"><td>{escape(p["topic"])}</td>'
+                   f'<td class="n">{p["partition"]}</td>')
+        for k in COUNT_COLUMNS:
+            cls = "n bad" if k in PROBLEMS and p.get(k) else "n"
+            out.append(f'<td class="{cls}">{int(p.get(k) or 0)}</td>')
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
