@@ -32,7 +32,16 @@ java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
 fresh() { [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
 mark() { echo "$2" > "$STAMPS/$1"; }
-MVN=(mvn -q -B -Dstyle.color=never -s "$ROOT/java/settings.xml")
+MVN=(mvn -q -B -s "$ROOT/java/settings.xml")
+# mvn NAME ARGS...: Maven with its output in .cache/logs/NAME.log, shown only when it fails.
+mvn_logged() {
+  local name=$1; shift
+  mkdir -p "$CACHE/logs"
+  if ! "${MVN[@]}" "$@" > "$CACHE/logs/$name.log" 2>&1; then
+    tail -n 30 "$CACHE/logs/$name.log" >&2
+    die "Maven failed for $name (full log: $CACHE/logs/$name.log)"
+  fi
+}
 
 # --- Python venv -----------------------------------------------------------------------------------
 venv_stamp=$(stamp_of requirements.txt requirements-test.txt constraints.txt)
@@ -65,7 +74,7 @@ if compgen -G "$CACHE/kafka/libs/kafka_2.13-*.jar" >/dev/null && fresh kafka "$k
 else
   say "fetching the Apache Kafka broker from Maven Central"
   rm -rf "$CACHE/kafka/libs"
-  "${MVN[@]}" -f java/kafka/pom.xml dependency:copy-dependencies \
+  mvn_logged kafka -f java/kafka/pom.xml dependency:copy-dependencies \
     -DoutputDirectory="$CACHE/kafka/libs" -DincludeScope=runtime
   mark kafka "$kafka_stamp"
 fi
@@ -80,7 +89,7 @@ else
   say "fetching spark-sql-kafka-0-10 $spark_pom_version from Maven Central"
   rm -rf "$CACHE/spark/jars"
   # Only what pyspark does not ship already.
-  "${MVN[@]}" -f java/spark/pom.xml dependency:copy-dependencies \
+  mvn_logged spark -f java/spark/pom.xml dependency:copy-dependencies \
     -DoutputDirectory="$CACHE/spark/jars" -DincludeScope=runtime \
     -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
   mark spark "$spark_stamp"
@@ -92,7 +101,7 @@ if [ -f "$CACHE/apicurio/quarkus-app/quarkus-run.jar" ] && fresh registry "$regi
 else
   say "assembling Apicurio Registry (Confluent API) from Maven Central (about 3 minutes the first time)"
   # The POM unpacks the app, runs Quarkus augmentation and copies the result to .cache/apicurio/.
-  "${MVN[@]}" -f java/apicurio/pom.xml package
+  mvn_logged registry -f java/apicurio/pom.xml package
   rm -rf java/apicurio/target
   [ -f "$CACHE/apicurio/quarkus-app/quarkus-run.jar" ] || die "schema registry build produced no quarkus-run.jar"
   mark registry "$registry_stamp"
