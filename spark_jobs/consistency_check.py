@@ -4,7 +4,8 @@
         --topics orders [--prefix dc1.] [--group.id mirror-orders] --report out/check.json \\
         [--from-timestamp T] [--to-timestamp T | --offsets orders:0:100-200,orders:1:0-50]
 
-(or `--config mirrors.yaml --mirror NAME`; also runs through spark-submit.)
+(or `--config mirrors.yaml --mirror NAME`.) Through spark-submit, give the Kafka connector jars to the
+driver: `spark-submit --jars "$(ls .cache/spark/jars/*.jar | paste -sd,)" spark_jobs/consistency_check.py ...`.
 
 Window: by default every source record from the low to the high watermark of each partition.
 `--from-timestamp`/`--to-timestamp` (epoch milliseconds or ISO-8601, UTC when no zone is given) select,
@@ -57,7 +58,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from itertools import chain
 
 from py4j.protocol import Py4JError
@@ -70,12 +71,14 @@ from mirror_worker.worker import PROVENANCE_HEADER
 from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args
 from spark_jobs.kafka_meta import KafkaMeta, resolve_topics
 from spark_jobs.report import write_report
+from spark_jobs.session import create_session
 
 PROG = "consistency_check"
 METADATA_TIMEOUT_S = 8.0
 MAX_EXAMPLES = 20
 MAX_RECORDS_PER_SPARK_PARTITION = 50_000
 KINDS = ("missing", "duplicated", "altered", "out_of_order")
+PARTITION_FIELDS = ("source_count", "destination_count", *KINDS, "beyond_committed")
 
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
                 "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
@@ -103,8 +106,14 @@ class CheckWindow:
         return out
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def format_ms(ms: int) -> str:
-    moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    try:
+        moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    except (OverflowError, ValueError, OSError):
+        return str(ms)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
@@ -119,7 +128,10 @@ def parse_timestamp(text: str, flag: str) -> int:
         raise JobInputError(f"{flag}: {text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1000)
+    ms = (moment - _EPOCH) // timedelta(milliseconds=1)
+    if ms < 0:  # negative times mean "latest"/"earliest" to offsetsForTimes
+        raise JobInputError(f"{flag}: {text!r} is before 1970-01-01T00:00:00Z")
+    return ms
 
 
 _OFFSET_RANGE = re.compile(r"^([^:,\s]+):(\d+):(\d+)-(\d+)$")
@@ -172,18 +184,21 @@ def _parse_arguments(args: list[str]) -> argparse.Namespace:
     parsed.window = window_from_args(parsed)
     if not parsed.topics and not parsed.config and parsed.window.kind == "offsets":
         parsed.topics = ",".join(dict.fromkeys(t for t, *_ in parsed.window.offsets))
-    report = Path(parsed.report)
+    check_report_path(Path(parsed.report))
+    return parsed
+
+
+def check_report_path(report: Path) -> None:
+    """Fails before the check runs when its report could not be written (missing folders are created then)."""
     if report.suffix == ".html":
         raise JobInputError("--report: give the JSON path; the HTML summary is written beside it")
     if report.is_dir():
         raise JobInputError(f"--report: {report} is a directory")
-    try:
-        report.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise JobInputError(f"--report: cannot create {report.parent}: {exc.strerror}") from None
-    if not os.access(report.parent, os.W_OK):
-        raise JobInputError(f"--report: {report.parent} is not writable")
-    return parsed
+    existing = report.absolute().parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise JobInputError(f"--report: cannot write under {existing}")
 
 
 # ------------------------------------------------------------------ plan (driver, no Spark)
@@ -254,8 +269,10 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
         watermarks = {t: source.watermarks(t) for t in topics}
         time_offsets = None
         if window.kind == "timestamps":
-            starts = {t: source.offsets_for_time(t, window.from_ms) for t in topics} if window.from_ms is not None else {}
-            ends = {t: source.offsets_for_time(t, window.to_ms) for t in topics} if window.to_ms is not None else {}
+            def at(ms: int | None) -> dict[str, dict[int, int]]:
+                return {t: source.offsets_for_time(t, ms) for t in topics} if ms is not None else {}
+
+            starts, ends = at(window.from_ms), at(window.to_ms)
             time_offsets = {(t, p): (starts.get(t, {}).get(p), ends.get(t, {}).get(p))
                             for t in topics for p in watermarks[t]}
         ranges = source_ranges(window, topics, watermarks, time_offsets)
@@ -338,12 +355,15 @@ def _digest(column: Column) -> Column:
 
 
 def fingerprint(df: DataFrame, provenance: bool = False) -> DataFrame:
-    """Kafka rows reduced to coordinates, timestamp and digests of normalised key, value and headers."""
+    """Kafka rows reduced to coordinates, timestamp, a digest of the normalised key (`key_d`, for
+    positional mapping) and `content_d`, equal exactly when normalised key, value and headers are."""
+    key_d = _digest(normalise_schema_id("key"))
+    value_d = _digest(normalise_schema_id("value"))
+    headers_d = _digest(F.encode(normalise_headers("headers"), "UTF-8"))
+    absent = F.lit(b"\xff")                          # one byte: never mistaken for a 32-byte digest
     columns = [
-        "topic", "partition", "offset", "timestamp",
-        _digest(normalise_schema_id("key")).alias("key_d"),
-        _digest(normalise_schema_id("value")).alias("value_d"),
-        _digest(F.encode(normalise_headers("headers"), "UTF-8")).alias("headers_d"),
+        "topic", "partition", "offset", "timestamp", key_d.alias("key_d"),
+        F.concat(F.coalesce(key_d, absent), F.coalesce(value_d, absent), headers_d).alias("content_d"),
     ]
     if provenance:
         columns.append(F.expr(
@@ -352,27 +372,28 @@ def fingerprint(df: DataFrame, provenance: bool = False) -> DataFrame:
     return df.select(*columns)
 
 
-MAPPED_COLUMNS = ("src_topic", "src_partition", "src_offset", "dest_partition", "dest_offset",
-                  "d_key", "d_value", "d_headers")
+MAPPED_COLUMNS = ("src_topic", "src_partition", "src_offset", "dest_partition", "dest_offset", "d_content")
 
 
-def map_to_source(destination_df: DataFrame, source_df: DataFrame, topic_map: dict[str, str],
-                  preserve_partitions: bool = True, source_cluster_id: str | None = None) -> DataFrame:
-    """Destination fingerprints (with provenance) -> the source coordinates each record copies.
+def split_by_provenance(destination_df: DataFrame, topic_map: dict[str, str],
+                        source_cluster_id: str | None = None) -> tuple[DataFrame, DataFrame]:
+    """(records mapped by their provenance header: MAPPED_COLUMNS, the others: for `map_by_position`).
 
-    Provenance when usable, positional (key + timestamp, see the module docstring) otherwise.
+    A header is used when it parses, names the source topic this destination topic mirrors, and names
+    the source cluster or no cluster; otherwise the record is left to positional mapping.
     """
     to_source = F.create_map(*chain.from_iterable((F.lit(d), F.lit(s)) for d, s in topic_map.items()))
     parts = F.split(F.col("provenance"), ":")
+    parsed = F.size(parts) == 5
     cluster = F.try_element_at(parts, F.lit(2))
     cluster_ok = F.lit(True) if source_cluster_id is None else (cluster == "") | (cluster == source_cluster_id)
     dest = destination_df.select(
         F.try_element_at(to_source, F.col("topic")).alias("src_topic"),
         F.col("partition").alias("dest_partition"), F.col("offset").alias("dest_offset"), "timestamp",
-        F.col("key_d").alias("d_key"), F.col("value_d").alias("d_value"), F.col("headers_d").alias("d_headers"),
-        F.when(F.size(parts) == 5, F.try_element_at(parts, F.lit(3))).alias("p_topic"),
-        F.when(F.size(parts) == 5, F.try_element_at(parts, F.lit(4)).try_cast("int")).alias("p_partition"),
-        F.when(F.size(parts) == 5, F.try_element_at(parts, F.lit(5)).try_cast("bigint")).alias("p_offset"),
+        F.col("key_d").alias("d_key"), F.col("content_d").alias("d_content"),
+        F.when(parsed, F.try_element_at(parts, F.lit(3))).alias("p_topic"),
+        F.when(parsed, F.try_element_at(parts, F.lit(4)).try_cast("int")).alias("p_partition"),
+        F.when(parsed, F.try_element_at(parts, F.lit(5)).try_cast("bigint")).alias("p_offset"),
         cluster_ok.alias("p_cluster_ok"),
     )
     usable = F.coalesce(
@@ -382,18 +403,24 @@ def map_to_source(destination_df: DataFrame, source_df: DataFrame, topic_map: di
     )
     by_provenance = dest.filter(usable).select(
         "src_topic", F.col("p_partition").alias("src_partition"), F.col("p_offset").alias("src_offset"),
-        "dest_partition", "dest_offset", "d_key", "d_value", "d_headers")
+        "dest_partition", "dest_offset", "d_content")
+    rest = dest.filter(~usable).select("src_topic", "dest_partition", "dest_offset", "timestamp", "d_key", "d_content")
+    return by_provenance, rest
 
-    positional = dest.filter(~usable)
-    group = ["src_topic", "partition", "key_d", "timestamp"] if preserve_partitions else ["src_topic", "key_d", "timestamp"]
-    source = source_df.select(F.col("topic").alias("src_topic"), "partition", "offset", "key_d", "timestamp")
-    source = (source
+
+def map_by_position(rest_df: DataFrame, source_df: DataFrame, preserve_partitions: bool = True) -> DataFrame:
+    """Destination records without usable provenance -> source coordinates by key and timestamp (in the
+    same partition when partitions are preserved); the k-th copy of a (key, timestamp) group takes the
+    k-th source record of the group, cycling. Records matching no source record are dropped."""
+    partition = ["partition"] if preserve_partitions else []
+    group = ["src_topic", *partition, "key_d", "timestamp"]
+    source = (source_df.select(F.col("topic").alias("src_topic"), "partition", "offset", "key_d", "timestamp")
               .withColumn("s_rank", F.row_number().over(Window.partitionBy(*group).orderBy("offset")))
               .withColumn("s_count", F.count(F.lit(1)).over(Window.partitionBy(*group))))
-    d_group = ["src_topic", "dest_partition", "d_key", "timestamp"] if preserve_partitions else ["src_topic", "d_key", "timestamp"]
-    positional = positional.withColumn(
+    d_group = ["src_topic", *(["dest_partition"] if preserve_partitions else []), "d_key", "timestamp"]
+    rest = rest_df.withColumn(
         "d_rank", F.row_number().over(Window.partitionBy(*d_group).orderBy("dest_partition", "dest_offset")))
-    d, s = positional.alias("d"), source.alias("s")
+    d, s = rest.alias("d"), source.alias("s")
     condition = [
         F.col("d.src_topic") == F.col("s.src_topic"),
         F.col("d.d_key").eqNullSafe(F.col("s.key_d")),
@@ -402,47 +429,59 @@ def map_to_source(destination_df: DataFrame, source_df: DataFrame, topic_map: di
     ]
     if preserve_partitions:
         condition.append(F.col("d.dest_partition") == F.col("s.partition"))
-    by_position = d.join(s, condition, "inner").select(
+    return d.join(s, condition, "inner").select(
         F.col("s.src_topic").alias("src_topic"), F.col("s.partition").alias("src_partition"),
-        F.col("s.offset").alias("src_offset"), "d.dest_partition", "d.dest_offset", "d.d_key", "d.d_value",
-        "d.d_headers")
-    return by_provenance.unionByName(by_position)
+        F.col("s.offset").alias("src_offset"), "d.dest_partition", "d.dest_offset", "d.d_content")
+
+
+def map_to_source(destination_df: DataFrame, source_df: DataFrame, topic_map: dict[str, str],
+                  preserve_partitions: bool = True, source_cluster_id: str | None = None) -> DataFrame:
+    """Destination fingerprints (with provenance) -> MAPPED_COLUMNS: the source coordinates each record copies."""
+    by_provenance, rest = split_by_provenance(destination_df, topic_map, source_cluster_id)
+    return by_provenance.unionByName(map_by_position(rest, source_df, preserve_partitions)).select(*MAPPED_COLUMNS)
 
 
 def record_outcomes(source_df: DataFrame, mapped_df: DataFrame,
                     committed: dict[tuple[str, int], int | None]) -> DataFrame:
-    """One row per source record of the window: copies, and the missing/duplicated/altered/out-of-order flags."""
+    """One row per source record of the window: copies, and the missing/duplicated/altered/out-of-order flags.
+
+    Source records and mapped copies meet in one aggregation per source coordinate, clustered by
+    source partition so that the out-of-order window needs no second shuffle.
+    """
     spark = source_df.sparkSession
     committed_df = spark.createDataFrame(
         [(t, p, c) for (t, p), c in committed.items() if c is not None],
         "topic STRING, partition INT, committed BIGINT")
-    source = source_df.select("topic", "partition", "offset", "key_d", "value_d", "headers_d")
-    copies = mapped_df.join(
-        source,
-        (mapped_df["src_topic"] == source["topic"]) & (mapped_df["src_partition"] == source["partition"])
-        & (mapped_df["src_offset"] == source["offset"]),
-        "inner",
-    ).select(
-        "topic", "partition", "offset", "dest_partition", "dest_offset",
-        (~(F.col("d_key").eqNullSafe(F.col("key_d")) & F.col("d_value").eqNullSafe(F.col("value_d"))
-           & F.col("d_headers").eqNullSafe(F.col("headers_d")))).alias("differs"),
-    )
-    per_record = copies.groupBy("topic", "partition", "offset").agg(
-        F.count(F.lit(1)).alias("copies"),
-        F.max(F.col("differs").cast("int")).alias("differs"),
-        F.min(F.struct("dest_partition", "dest_offset")).alias("first"),
-    )
-    outcomes = (
-        source.select("topic", "partition", "offset")
-        .join(per_record, ["topic", "partition", "offset"], "left")
-        .join(F.broadcast(committed_df), ["topic", "partition"], "left")
-        .select(
-            "topic", "partition", "offset", "first",
-            F.coalesce(F.col("copies"), F.lit(0)).alias("copies"),
-            F.coalesce(F.col("committed").isNotNull() & (F.col("offset") >= F.col("committed")),
-                       F.lit(False)).alias("beyond_committed"),
-            F.coalesce(F.col("differs") == 1, F.lit(False)).alias("altered"),
+    no_position = F.lit(None).cast("struct<dest_partition: INT, dest_offset: BIGINT>")
+    records = source_df.select("topic", "partition", "offset", F.lit(True).alias("is_source"), "content_d",
+                               no_position.alias("position"))
+    copies = mapped_df.select(
+        F.col("src_topic").alias("topic"), F.col("src_partition").alias("partition"),
+        F.col("src_offset").alias("offset"), F.lit(False).alias("is_source"), F.col("d_content").alias("content_d"),
+        F.struct("dest_partition", "dest_offset").alias("position"))
+    copy = ~F.col("is_source")
+    per_record = (
+        records.unionByName(copies)
+        .repartition("topic", "partition")
+        .groupBy("topic", "partition", "offset")
+        .agg(
+            F.max("is_source").alias("in_window"),
+            F.count(F.when(copy, 1)).alias("copies"),
+            F.max(F.when(F.col("is_source"), F.col("content_d"))).alias("source_content"),
+            F.min(F.when(copy, F.col("content_d"))).alias("lowest_copy"),
+            F.max(F.when(copy, F.col("content_d"))).alias("highest_copy"),
+            F.min(F.when(copy, F.col("position"))).alias("first"),
         )
+        .filter("in_window")                          # copies of records outside the window are ignored
+    )
+    # Every copy equals the source record exactly when the lowest and the highest copy do.
+    altered = (F.col("copies") > 0) & ((F.col("lowest_copy") != F.col("source_content"))
+                                       | (F.col("highest_copy") != F.col("source_content")))
+    outcomes = per_record.join(F.broadcast(committed_df), ["topic", "partition"], "left").select(
+        "topic", "partition", "offset", "first", "copies",
+        F.coalesce(F.col("committed").isNotNull() & (F.col("offset") >= F.col("committed")),
+                   F.lit(False)).alias("beyond_committed"),
+        altered.alias("altered"),
     )
     return with_out_of_order(outcomes).select(
         "topic", "partition", "offset", "copies", "beyond_committed",
@@ -466,7 +505,7 @@ def with_out_of_order(outcomes: DataFrame) -> DataFrame:
 
 
 def summarise(outcomes: DataFrame) -> DataFrame:
-    """Per source partition: source_count, destination_count, missing, duplicated, altered, out_of_order, beyond_committed."""
+    """Per source partition: the PARTITION_FIELDS counts."""
     count_of = lambda flag: F.sum(F.col(flag).cast("long")).alias(flag)  # noqa: E731
     return outcomes.groupBy("topic", "partition").agg(
         F.count(F.lit(1)).alias("source_count"),
@@ -496,10 +535,6 @@ def offending_examples(outcomes: DataFrame, kinds=KINDS, limit: int = MAX_EXAMPL
 
 
 # ------------------------------------------------------------------ report
-
-
-PARTITION_FIELDS = ("source_count", "destination_count", "missing", "duplicated", "altered", "out_of_order",
-                    "beyond_committed")
 
 
 def complete_partitions(rows: list[dict], ranges: Ranges) -> list[dict]:
@@ -542,7 +577,12 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
     source = fingerprint(read_kafka(spark, target.spark_options("source"), plan.source_ranges)).cache()
     destination = fingerprint(read_kafka(spark, target.spark_options("destination"), plan.destination_ranges),
                               provenance=True).cache()
-    mapped = map_to_source(destination, source, plan.topic_map, target.preserve_partitions, plan.source_cluster_id)
+    mapped, rest = split_by_provenance(destination, plan.topic_map, plan.source_cluster_id)
+    positional = rest.count()
+    log.info("destination read", extra={"positional": positional})
+    if positional:
+        # The positional join ranks the whole source; it is only paid for when a record needs it.
+        mapped = mapped.unionByName(map_by_position(rest, source, target.preserve_partitions))
     outcomes = record_outcomes(source, mapped, plan.committed).cache()
     partitions = complete_partitions([r.asDict() for r in summarise(outcomes).collect()], plan.source_ranges)
     for row in partitions:
@@ -556,6 +596,7 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         args = _parse_arguments(sys.argv[1:] if argv is None else argv)
         plan = plan_check(args)
@@ -563,12 +604,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     started = time.monotonic()
-    from spark_jobs.session import create_session
-
     spark = None
     try:
         spark = create_session(PROG, args.master)
         spark.sparkContext.setLogLevel("WARN")
+        log.info("spark session ready", extra={"master": spark.sparkContext.master,
+                                               "seconds": round(time.monotonic() - started, 2)})
         report = run_check(spark, plan)
         html = write_report(report, plan.report)
     except (PySparkException, Py4JError, OSError) as exc:

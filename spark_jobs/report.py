@@ -29,6 +29,7 @@ def write_report(report: dict, json_path: Path) -> Path:
     """Writes the JSON report and its HTML summary (each atomically); returns the HTML path."""
     json_path = Path(json_path)
     html = html_path(json_path)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
     _write_atomically(json_path, json.dumps(report, indent=2) + "\n")
     _write_atomically(html, render_html(report))
     return html

@@ -28,7 +28,7 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
-    elif not os.environ.get("SPARK_MASTER") and "spark.master" not in (extra_conf or {}):
+    elif not _launched_by_spark_submit() and "spark.master" not in (extra_conf or {}):
         builder = builder.master("local[*]")
     conf = {
         "spark.jars": ",".join(kafka_connector_jars()),
@@ -40,3 +40,8 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _launched_by_spark_submit() -> bool:
+    """spark-submit starts the Python driver with a gateway port and its own --master."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("SPARK_MASTER"))
