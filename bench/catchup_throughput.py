@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 from bench.worker_throughput import RESULTS, measure, preload
+from bench.common import bench_stack
 from devstack import Stack, paths
 
 
@@ -48,11 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=100)
     args = parser.parse_args(argv)
-    stack = Stack(paths.default_stack_dir())
-    if not stack.is_up():
-        print("bench: start the local stack first (make stack-up)", file=sys.stderr)
-        return 1
-    with tempfile.TemporaryDirectory() as workdir:
+    with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir:
         rows = [measure_catchup(stack, args.records, args.size), measure(stack, args.records, args.size, Path(workdir))]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "catchup_throughput.json").write_text(json.dumps(rows, indent=2) + "\n")

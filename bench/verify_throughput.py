@@ -25,6 +25,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.common import bench_stack
 from devstack import Stack, paths
 from mirror_worker.worker import PROVENANCE_HEADER, provenance_value
 
@@ -126,17 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=6)
     args = parser.parse_args(argv)
 
-    stack = Stack(paths.default_stack_dir())
-    own = None
-    if not stack.is_up():
-        own = stack = Stack(Path(tempfile.mkdtemp(prefix="bench-stack-")))
-        stack.up()
-    try:
-        with tempfile.TemporaryDirectory() as workdir:
-            row = measure(stack, args.records, args.size, args.partitions, Path(workdir))
-    finally:
-        if own is not None:
-            own.down()
+    with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir:
+        row = measure(stack, args.records, args.size, args.partitions, Path(workdir))
     print(json.dumps(row), flush=True)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "verify_throughput.json").write_text(json.dumps([row], indent=2) + "\n")

@@ -23,6 +23,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.common import bench_stack
 from devstack import Stack, paths
 
 PARTITIONS = 6
@@ -108,22 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args(argv)
 
-    stack = Stack(paths.default_stack_dir())
-    own = None
-    if not stack.is_up():
-        own = stack = Stack(Path(tempfile.mkdtemp(prefix="bench-stack-")))
-        stack.up()
     rows = []
-    try:
-        with tempfile.TemporaryDirectory() as workdir:
-            for _ in range(args.repeats):
-                for size in (int(s) for s in args.sizes.split(",")):
-                    row = measure(stack, args.records, size, Path(workdir))
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
-    finally:
-        if own is not None:
-            own.down()
+    with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir:
+        for _ in range(args.repeats):
+            for size in (int(s) for s in args.sizes.split(",")):
+                row = measure(stack, args.records, size, Path(workdir))
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "worker_throughput.json").write_text(json.dumps(rows, indent=2) + "\n")
     print("\n| record bytes | msgs/s | MB/s | CPU s | peak RSS MiB |\n|---|---|---|---|---|")

@@ -8,15 +8,25 @@ dotted keys in plain dicts (`ClientSettings`), checked by `client_config.py`.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, NamingPolicy, PrefixPolicy
 from mirror_worker.topic_filter import TopicFilter
 
 ClientSettings = dict[str, str]
+
+
+def _require_bootstrap(value: ClientSettings) -> ClientSettings:
+    if not value.get("bootstrap.servers"):
+        raise ValueError("bootstrap.servers is required")
+    return value
+
+
+# Settings of a client that connects somewhere: bootstrap.servers is required.
+ConnectingClientSettings = Annotated[ClientSettings, AfterValidator(_require_bootstrap)]
 
 MIRROR_SOURCE = "mirror-source"
 
@@ -60,20 +70,13 @@ class TopicCreation(_Strict):
 
 class SourceCluster(_Strict):
     name: str
-    consumer: ClientSettings
-
-    @field_validator("consumer")
-    @classmethod
-    def _needs_bootstrap(cls, value: ClientSettings) -> ClientSettings:
-        if not value.get("bootstrap.servers"):
-            raise ValueError("bootstrap.servers is required")
-        return value
+    consumer: ConnectingClientSettings
 
 
 class MirrorConfig(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     sources: list[SourceCluster] = Field(min_length=1)
-    producer: ClientSettings
+    producer: ConnectingClientSettings
     whitelist: str | None = None
     blacklist: str | None = None
     prefix: str | None = None
@@ -97,13 +100,6 @@ class MirrorConfig(_Strict):
     startup_timeout_s: float = Field(30.0, gt=0)
     shutdown_timeout_s: float = Field(25.0, gt=0)
     metrics_port: int | None = Field(None, ge=0, le=65535)
-
-    @field_validator("producer")
-    @classmethod
-    def _producer_bootstrap(cls, value: ClientSettings) -> ClientSettings:
-        if not value.get("bootstrap.servers"):
-            raise ValueError("bootstrap.servers is required")
-        return value
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "MirrorConfig":
