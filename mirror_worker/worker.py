@@ -351,6 +351,11 @@ class MirrorWorker:
                 return
             except (KafkaException, BufferError) as exc:
                 reason = f"{reason}; dead-letter topic refused it too: {exc}"
+        self._halt(stream, topic, partition, offset, reason)
+
+    def _halt(self, stream: SourceStream, topic: str, partition: int, offset: int, reason: str) -> None:
+        """Stop one partition at `offset`: nothing at or after it is committed by this run."""
+        labels = {**self._label, "source": stream.alias, "topic": topic}
         stream.ledger.halt((topic, partition), offset, reason)
         stream.consumer.pause([TopicPartition(topic, partition)])
         self.metrics.halted_partitions.labels(partition=str(partition), **labels).set(1)
@@ -497,10 +502,7 @@ class MirrorWorker:
         stream = next((s for s in self.streams if origin and s.alias == origin[0]), None)
         if origin is not None and stream is not None:
             _, _, topic, partition, offset = origin
-            stream.ledger.halt((topic, partition), offset, f"destination refused the record: {err.str()}")
-            stream.consumer.pause([TopicPartition(topic, partition)])
-            print(f"mirror_worker: partition {topic}[{partition}] of source {stream.alias!r} halted at offset {offset}: "
-                  f"destination refused the record: {err.str()}", file=sys.stderr, flush=True)
+            self._halt(stream, topic, partition, offset, f"destination refused the record: {err.str()}")
             return
         # Without provenance the failed record cannot be traced to its source offset: stop, commit nothing more.
         self.fatal = f"delivery to {msg.topic()}[{msg.partition()}] failed: {err.str()}"

@@ -125,6 +125,8 @@ def read_ranges(spark, target: JobTarget, ranges: list[Range]):
 def copy_partition(batches, destination_conf: dict, topic_map: dict, preserve_partitions: bool,
                    commit_conf: dict | None, ends: dict):
     """Runs in an executor on Arrow batches of one Kafka partition's range: produce, flush, commit its end."""
+    from collections import Counter
+
     import pyarrow as pa
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -145,8 +147,8 @@ def copy_partition(batches, destination_conf: dict, topic_map: dict, preserve_pa
                     break
                 except BufferError:
                     producer.poll(0.1)
-        for topic, partition in set(zip(columns["topic"], columns["partition"])):
-            counts[(topic, partition)] = counts.get((topic, partition), 0) + columns["partition"].count(partition)
+        for key, count in Counter(zip(columns["topic"], columns["partition"])).items():
+            counts[key] = counts.get(key, 0) + count
         producer.poll(0)
     if producer.flush(300) or errors:
         raise KafkaException(f"catch-up delivery failed for {sorted(counts)}: {errors[:3] or 'flush timed out'}")
