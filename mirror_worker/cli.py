@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="opt-in: records the destination refuses go here instead of halting their partition")
     add("--offset.commit.interval.ms", dest="offset_commit_interval_ms", type=int, metavar="MS",
         help="how often delivered offsets are committed (default 5000)")
+    add("--exactly.once", dest="exactly_once", type=_bool, nargs="?", const=True,
+        help="write records and source positions in one destination transaction per source partition")
     add("--metrics.port", dest="metrics_port", type=int, metavar="PORT", help="Prometheus endpoint port")
     add("--name", dest="name", default=None, metavar="NAME", help="mirror name (default: mirror)")
     add("--config", dest="spec", metavar="FILE", help="YAML mirror spec instead of the flags above")
@@ -80,7 +82,8 @@ def config_from_args(args: argparse.Namespace) -> MirrorConfig:
         from mirror_worker.spec import select_mirror
 
         flags = [
-            f for f in _CLI_FIELDS + ("producer_config", "offset_commit_interval_ms", "timings_producer_config")
+            f for f in _CLI_FIELDS + ("producer_config", "offset_commit_interval_ms", "timings_producer_config",
+                                      "exactly_once")
             if getattr(args, f) not in (None, [])
         ]
         if args.consumer_configs or flags:
@@ -112,6 +115,8 @@ def config_from_args(args: argparse.Namespace) -> MirrorConfig:
         group_id=next((g for g in group_ids if g), f"kafka-mirror.{name}"),
         queue_size=queue_size,
     )
+    if args.exactly_once:
+        fields["delivery"] = "exactly-once"
     if args.offset_commit_interval_ms is not None:
         fields["commit_interval_s"] = args.offset_commit_interval_ms / 1000
     if args.timings_producer_config:

@@ -100,6 +100,7 @@ class MirrorConfig(_Strict):
     startup_timeout_s: float = Field(30.0, gt=0)
     shutdown_timeout_s: float = Field(25.0, gt=0)
     metrics_port: int | None = Field(None, ge=0, le=65535)
+    delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "MirrorConfig":
@@ -110,6 +111,14 @@ class MirrorConfig(_Strict):
             raise ValueError(f"source cluster names must be unique, got {names}")
         if self.prefix is not None and self.topic_map:
             raise ValueError("prefix and topic_map cannot be combined")
+        if self.exactly_once:
+            for source in self.sources:
+                if source.consumer.get("isolation.level", "read_committed") != "read_committed":
+                    raise ValueError(f"exactly-once needs a read_committed consumer (source {source.name!r} "
+                                     f"sets isolation.level={source.consumer['isolation.level']})")
+            if "transactional.id" in self.producer:
+                raise ValueError("exactly-once chooses transactional.id per source partition: remove it "
+                                 "from the producer settings")
         return self
 
     # Derived, pure views -----------------------------------------------------------------------
@@ -122,6 +131,10 @@ class MirrorConfig(_Strict):
         if self.prefix:
             return PrefixPolicy(self.prefix)
         return IdentityPolicy()
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery == "exactly-once"
 
     @property
     def process_count(self) -> int:

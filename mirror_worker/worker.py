@@ -20,6 +20,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafka
 from confluent_kafka.admin import AdminClient
 
 from mirror_worker.config import MirrorConfig
+from mirror_worker.exactly_once import PartitionTransactions, ProducerFenced, TransactionAborted
 from mirror_worker.exceptions import FatalMirrorError, MirrorError, UnreachableClusterError
 from mirror_worker.ledger import OffsetLedger
 from mirror_worker.metrics import MirrorMetrics
@@ -64,6 +65,12 @@ class SourceStream:
     pending: dict[str, list] = field(default_factory=dict)
     # Bumped by every revoke/loss: a batch fetched across one may hold records this worker no longer owns.
     rebalances: int = 0
+    # Where the hot path finds a record's producer: the worker's shared list (indexed by Route.producer_index),
+    # or, exactly-once, the transactional producer of each source partition (keyed by (topic, partition)).
+    producers: list | dict = field(default_factory=list)
+    transactions: PartitionTransactions | None = None
+    reset_policy: str = "earliest"
+    incremental_assignment: bool = False  # cooperative-sticky or the KIP-848 consumer protocol
 
 
 class MirrorWorker:
@@ -75,7 +82,8 @@ class MirrorWorker:
         self.batch_size = max(1, min(5000, config.queue_size // 4))
         self.fatal: str | None = None
         self.router = Router(
-            config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers
+            config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers,
+            producer_per_partition=config.exactly_once,
         )
         self.topic_filter = config.topic_filter()
         self.max_bytes: dict[str, int] = {}
@@ -93,20 +101,35 @@ class MirrorWorker:
         cfg = self.config
         self.admin = AdminClient(self._client_settings(cfg.producer))
         self.destination_cluster_id = self._cluster_id(self.admin, "destination")
-        for _ in range(cfg.num_producers):
-            self.producers.append(Producer(self._producer_settings(cfg.producer)))
-        if cfg.heartbeat_producer:
-            self.heartbeat_producer = Producer(self._producer_settings(cfg.heartbeat_producer))
-        self.destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions)
+        if not cfg.exactly_once:
+            for _ in range(cfg.num_producers):
+                self.producers.append(Producer(self._producer_settings(cfg.producer)))
+        if cfg.heartbeat_producer or cfg.exactly_once:
+            # Exactly-once producers are transactional: heartbeats go through a plain one.
+            self.heartbeat_producer = Producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
+        # Exactly-once keys positions by source partition on the destination topic: it needs the room.
+        self.destination = DestinationTopics(
+            self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once
+        )
         for source in cfg.sources:
             settings = {"group.id": cfg.group_id, **source.consumer}
             if cfg.metrics_port is not None:
                 settings.setdefault("statistics.interval.ms", "5000")
+            if cfg.exactly_once:
+                settings["isolation.level"] = "read_committed"
             consumer = Consumer(self._client_settings(settings, stats_source=source.name))
             cluster_id = self._cluster_id(consumer, f"source {source.name!r}")
-            self.streams.append(
-                SourceStream(source.name, consumer, cluster_id, cluster_id == self.destination_cluster_id)
-            )
+            stream = SourceStream(source.name, consumer, cluster_id, cluster_id == self.destination_cluster_id,
+                                  producers=self.producers,
+                                  reset_policy=settings.get("auto.offset.reset", "latest"),
+                                  incremental_assignment=_incremental(settings))
+            if cfg.exactly_once:
+                stream.transactions = PartitionTransactions(
+                    cfg.name, source.name, self._producer_settings(cfg.producer), _connection_settings(cfg.producer),
+                    self.router.policy.remote_topic, cfg.startup_timeout_s,
+                )
+                stream.producers = stream.transactions.producers
+            self.streams.append(stream)
         self._ensure_heartbeat_topic()
         self.refresh_topics()
         log.info("mirror started", extra={
@@ -169,14 +192,16 @@ class MirrorWorker:
             stream.topics = current
 
     def _check_partition_room(self, sources: dict[str, TopicInfo], counts: dict[str, int]) -> None:
-        if not self.config.preserve_partitions:
+        if not (self.config.preserve_partitions or self.config.exactly_once):
             return
         for topic, info in sources.items():
             remote = self.router.policy.remote_topic(topic)
             if counts.get(remote, 0) < info.partitions:
                 raise MirrorError(
                     f"destination topic {remote} has {counts.get(remote, 0)} partitions, fewer than source "
-                    f"{topic}'s {info.partitions}: --preserve.partitions cannot place every record"
+                    f"{topic}'s {info.partitions}: "
+                    f"{'--exactly.once' if self.config.exactly_once else '--preserve.partitions'} "
+                    "needs a destination partition per source partition"
                 )
 
     def _ensure_heartbeat_topic(self) -> None:
@@ -186,6 +211,8 @@ class MirrorWorker:
     # ---------------------------------------------------------------- rebalance callbacks
     def _on_assign(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
+        if stream.transactions is not None:
+            self._assign_exactly_once(stream, partitions)
         stream.assigned |= keys
         if self._paused:
             stream.consumer.pause(partitions)
@@ -195,6 +222,8 @@ class MirrorWorker:
         keys = {(tp.topic, tp.partition) for tp in partitions}
         # Commit what is done for the partitions that leave, so their next owner starts right there.
         self.checkpoint_and_commit(only=(stream, keys), deadline=self._shutdown_deadline())
+        if stream.transactions is not None:
+            stream.transactions.close(keys)
         stream.ledger.forget(keys)
         stream.assigned -= keys
         stream.rebalances += 1
@@ -203,6 +232,8 @@ class MirrorWorker:
 
     def _on_lost(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
+        if stream.transactions is not None:
+            stream.transactions.close(keys)
         stream.ledger.forget(keys)
         stream.assigned -= keys
         stream.rebalances += 1
@@ -243,7 +274,7 @@ class MirrorWorker:
                     batch = [m for m in batch if m.error() or (m.topic(), m.partition()) in stream.assigned]
                 if batch:
                     self._mirror(stream, batch)
-            for producer in self.producers:
+            for producer in self._all_producers():
                 producer.poll(0)
         if self.fatal is not None:
             raise FatalMirrorError(self.fatal)
@@ -251,7 +282,7 @@ class MirrorWorker:
     def _mirror(self, stream: SourceStream, batch: list) -> None:
         """The hot path: hand every record of `batch` to its producer, in order, per partition."""
         route_of = self.router.route
-        producers = self.producers
+        producers = stream.producers
         next_offsets = stream.ledger.next_offsets
         halted = stream.ledger.halted
         pending = stream.pending
@@ -345,7 +376,8 @@ class MirrorWorker:
                 ("mirror.error", reason.encode()),
             ]
             try:
-                self.producers[0].produce(self.config.dead_letter_topic, msg.value(), msg.key(), headers=headers)
+                stream.producers[self.router.route(topic, partition).producer_index].produce(
+                    self.config.dead_letter_topic, msg.value(), msg.key(), headers=headers)
                 self.metrics.dead_lettered.labels(**labels).inc()
                 log.error("record dead-lettered", extra={**labels, "partition": partition, "offset": offset, "reason": reason})
                 return
@@ -366,7 +398,12 @@ class MirrorWorker:
 
     # ---------------------------------------------------------------- backpressure
     def _in_flight(self) -> int:
-        return sum(len(p) for p in self.producers)
+        return sum(len(p) for p in self._all_producers())
+
+    def _all_producers(self) -> list[Producer]:
+        if not self.config.exactly_once:
+            return self.producers
+        return [p for stream in self.streams for p in stream.producers.values()]
 
     def _apply_backpressure(self) -> None:
         high = max(1, self.config.queue_size - self.batch_size)
@@ -377,7 +414,7 @@ class MirrorWorker:
         started = self.clock()
         try:
             while self._in_flight() > low and not self.stop_event.is_set() and self.fatal is None:
-                for producer in self.producers:
+                for producer in self._all_producers():
                     producer.poll(0.1)
                 # Keep group membership (max.poll.interval.ms) while paused; nothing is fetched.
                 for stream in self.streams:
@@ -410,7 +447,7 @@ class MirrorWorker:
         last_log = self.clock()
         while True:
             remaining = 0
-            for producer in self.producers:
+            for producer in self._all_producers():
                 remaining += producer.flush(0.5)
             if remaining == 0:
                 return True
@@ -426,6 +463,8 @@ class MirrorWorker:
                 last_log = now
 
     def checkpoint_and_commit(self, only: tuple[SourceStream, set] | None = None, deadline: float | None = None) -> bool:
+        if self.config.exactly_once:
+            return self._commit_transactions(only, deadline)
         checkpoints = [(stream, stream.ledger.checkpoint(), stream.pending) for stream in self.streams]
         for stream in self.streams:
             stream.pending = {}
@@ -434,14 +473,8 @@ class MirrorWorker:
             for stream, _, pending in checkpoints:
                 _merge_pending(stream, pending)
             return False
-        now_ms = time.time() * 1000
         for stream, checkpoint, pending in checkpoints:
-            for topic, (records, size, newest) in pending.items():
-                labels = {**self._label, "source": stream.alias, "topic": topic}
-                self.metrics.records_produced.labels(**labels).inc(records)
-                self.metrics.bytes_produced.labels(**labels).inc(size)
-                if newest:
-                    self.metrics.replication_latency.labels(**labels).set(max(0.0, (now_ms - newest) / 1000))
+            self._count_delivered(stream, pending)
             if only is not None and only[0] is not stream:
                 continue
             owned = only[1] if only is not None else stream.assigned
@@ -450,6 +483,91 @@ class MirrorWorker:
             if offsets:
                 self._commit(stream, offsets)
         return True
+
+    def _count_delivered(self, stream: SourceStream, pending: dict) -> None:
+        now_ms = time.time() * 1000
+        for topic, (records, size, newest) in pending.items():
+            labels = {**self._label, "source": stream.alias, "topic": topic}
+            self.metrics.records_produced.labels(**labels).inc(records)
+            self.metrics.bytes_produced.labels(**labels).inc(size)
+            if newest:
+                self.metrics.replication_latency.labels(**labels).set(max(0.0, (now_ms - newest) / 1000))
+
+    # ---------------------------------------------------------------- exactly-once
+    def _assign_exactly_once(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
+        """Fence the partitions' previous owners, then start each one where its committed position says."""
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        positions = stream.transactions.open(keys)
+        missing = [TopicPartition(t, p) for (t, p), offset in positions.items() if offset is None]
+        # First run in this mode: continue from the source group's offsets, else the reset policy.
+        group_offsets = {}
+        if missing:
+            for tp in stream.consumer.committed(missing, timeout=self.config.startup_timeout_s):
+                if tp.offset >= 0:
+                    group_offsets[(tp.topic, tp.partition)] = tp.offset
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            start = positions.get(key)
+            if start is None:
+                start = group_offsets.get(key)
+            if start is None:
+                low, high = stream.consumer.get_watermark_offsets(tp, timeout=self.config.startup_timeout_s)
+                start = low if stream.reset_policy in ("earliest", "smallest", "beginning") else high
+            tp.offset = start
+            stream.ledger.forget([key])
+            stream.ledger.mark_committed({key: start})
+        log.info("exactly-once positions", extra={
+            **self._label, "source": stream.alias,
+            "positions": sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions),
+        })
+        if stream.incremental_assignment:
+            stream.consumer.incremental_assign(partitions)
+        else:
+            stream.consumer.assign(partitions)
+
+    def _commit_transactions(self, only: tuple[SourceStream, set] | None, deadline: float | None) -> bool:
+        """Commit every partition that progressed, its records and its position in one transaction."""
+        all_committed = True
+        for stream in self.streams:
+            if only is not None and only[0] is not stream:
+                continue
+            owned = only[1] if only is not None else stream.assigned
+            ledger = stream.ledger
+            progressed = {
+                key: offset for key, offset in ledger.committable(ledger.checkpoint()).items()
+                if key in owned and key in stream.producers
+            }
+            pending, stream.pending = stream.pending, {}
+            committed = {}
+            for key, offset in progressed.items():
+                timeout = self.config.shutdown_timeout_s if deadline is None else max(0.5, deadline - self.clock())
+                try:
+                    stream.transactions.commit(key, offset, timeout)
+                except TransactionAborted as exc:
+                    all_committed = False
+                    self._rewind(stream, key, str(exc))
+                    continue
+                except ProducerFenced as exc:
+                    self.fatal = f"exactly-once producer fenced by another worker: {exc}"
+                    return False
+                committed[key] = offset
+            self._count_delivered(stream, pending)
+            if committed:
+                ledger.mark_committed(committed)
+                # Also on the source group, for lag monitoring; positions come from the destination.
+                self._commit(stream, committed)
+        return all_committed
+
+    def _rewind(self, stream: SourceStream, key: tuple[str, int], reason: str) -> None:
+        """An aborted transaction: re-send the partition from its last committed position."""
+        start = stream.ledger.committed[key]
+        stream.ledger.next_offsets.pop(key, None)
+        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) != key]
+        stream.consumer.seek(TopicPartition(key[0], key[1], start))
+        self.metrics.errors.labels(kind="transaction_aborted", **self._label).inc()
+        log.warning("transaction aborted, re-sending from the committed position", extra={
+            **self._label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]", "offset": start, "error": reason,
+        })
 
     def _commit(self, stream: SourceStream, offsets: dict) -> None:
         try:
@@ -530,6 +648,8 @@ class MirrorWorker:
         self._closing_deadline = self.clock() + self.config.shutdown_timeout_s
         committed = self.checkpoint_and_commit(deadline=self._closing_deadline)
         for stream in self.streams:
+            if stream.transactions is not None:
+                stream.transactions.close_all()
             try:
                 stream.consumer.close()
             except (KafkaException, RuntimeError) as exc:
@@ -545,6 +665,20 @@ def _merge_pending(stream: SourceStream, pending: dict) -> None:
         counts[0] += records
         counts[1] += size
         counts[2] = max(counts[2], newest)
+
+
+_CONNECTION_KEYS = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.id", "socket.",
+                    "broker.address.family")
+
+
+def _incremental(consumer_settings: dict) -> bool:
+    return (consumer_settings.get("group.protocol") == "consumer"
+            or "cooperative" in consumer_settings.get("partition.assignment.strategy", ""))
+
+
+def _connection_settings(settings: dict) -> dict:
+    """Only how to reach and authenticate to a cluster: for a consumer made from producer settings."""
+    return {k: v for k, v in settings.items() if k.startswith(_CONNECTION_KEYS)}
 
 
 def _fmt(keys) -> list[str]:
