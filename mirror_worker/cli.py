@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often delivered offsets are committed (default 5000)")
     add("--exactly.once", dest="exactly_once", type=_bool, nargs="?", const=True,
         help="write records and source positions in one destination transaction per source partition")
+    add("--on.data.loss", dest="on_data_loss", choices=("halt", "reset"),
+        help="when source records were deleted before being mirrored: halt the partition (default) or resume "
+             "at the earliest record still there")
     add("--metrics.port", dest="metrics_port", type=int, metavar="PORT", help="Prometheus endpoint port")
     add("--name", dest="name", default=None, metavar="NAME", help="mirror name (default: mirror)")
     add("--config", dest="spec", metavar="FILE", help="YAML mirror spec instead of the flags above")
@@ -69,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 _CLI_FIELDS = (
     "whitelist", "blacklist", "num_streams", "num_producers", "preserve_partitions", "preserve_order",
     "prefix", "queue_size", "max_procs", "schema_registry_url", "provenance_headers", "dead_letter_topic",
-    "metrics_port",
+    "metrics_port", "on_data_loss",
 )
 
 

@@ -101,6 +101,7 @@ class MirrorConfig(_Strict):
     shutdown_timeout_s: float = Field(25.0, gt=0)
     metrics_port: int | None = Field(None, ge=0, le=65535)
     delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    on_data_loss: Literal["halt", "reset"] = "halt"
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "MirrorConfig":

@@ -50,11 +50,12 @@ class PartitionTransactions:
     """The transactional producers of one source cluster's assigned partitions, and their positions."""
 
     def __init__(self, mirror: str, alias: str, producer_settings: dict, group_settings: dict,
-                 destination_topic, timeout_s: float) -> None:
+                 destination_topic, topic_id, timeout_s: float) -> None:
         self.mirror = mirror
         self.alias = alias
         self.producer_settings = producer_settings
         self.destination_topic = destination_topic  # source topic -> destination topic
+        self.topic_id = topic_id  # source topic -> its id now, kept with each position (recreation check)
         self.timeout_s = timeout_s
         self.group = Consumer({
             **group_settings,
@@ -66,9 +67,9 @@ class PartitionTransactions:
         self.producers: dict[PositionKey, Producer] = {}
 
     def _slot(self, key: PositionKey, offset: int = -1001) -> TopicPartition:
-        return TopicPartition(self.destination_topic(key[0]), key[1], offset)
+        return TopicPartition(self.destination_topic(key[0]), key[1], offset, self.topic_id(key[0]) or "")
 
-    def open(self, keys: list[PositionKey]) -> dict[PositionKey, int | None]:
+    def open(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
         """Fence earlier owners, open a transaction per partition, and read where each one stands."""
         for key in keys:
             if key in self.producers:
@@ -82,7 +83,8 @@ class PartitionTransactions:
             self.producers[key] = producer
         return self.positions(keys)
 
-    def positions(self, keys: list[PositionKey]) -> dict[PositionKey, int | None]:
+    def positions(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
+        """Each partition's committed (next offset, source topic id), or None before its first commit."""
         if not keys:
             return {}
         deadline = time.monotonic() + self.timeout_s
@@ -96,7 +98,7 @@ class PartitionTransactions:
                     raise MirrorError(f"cannot read exactly-once positions of source {self.alias!r}: "
                                       f"{exc.args[0].str()}") from None
                 time.sleep(0.2)
-        return {key: (tp.offset if tp.offset >= 0 else None) for key, tp in zip(keys, committed)}
+        return {key: ((tp.offset, tp.metadata) if tp.offset >= 0 else None) for key, tp in zip(keys, committed)}
 
     def commit(self, key: PositionKey, next_offset: int, timeout_s: float) -> None:
         """Add the position to the partition's transaction, commit it, open the next one."""

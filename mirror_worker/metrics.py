@@ -30,6 +30,10 @@ class MirrorMetrics:
         self.halted_partitions = Gauge(
             "mirror_partition_halted", "1 when a partition is halted by an error", labels + ["partition"], registry=self.registry
         )
+        self.data_loss = Counter(
+            "mirror_data_loss", "Source records lost before they were mirrored (retention, topic recreated), by kind",
+            labels + ["kind"], registry=self.registry,
+        )
         self.errors = Counter("mirror_errors", "Errors by kind", ["mirror", "kind"], registry=self.registry)
         self.dead_lettered = Counter("mirror_records_dead_lettered", "Records sent to the dead-letter topic", labels, registry=self.registry)
         self.in_flight = Gauge("mirror_records_in_flight", "Records handed to producers, not yet acknowledged", ["mirror"], registry=self.registry)

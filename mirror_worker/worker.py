@@ -17,9 +17,11 @@ import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from mirror_worker.config import MirrorConfig
+from mirror_worker.data_loss import StartDecision, Verdict, decide_start
 from mirror_worker.exactly_once import PartitionTransactions, ProducerFenced, TransactionAborted
 from mirror_worker.exceptions import FatalMirrorError, MirrorError, UnreachableClusterError
 from mirror_worker.ledger import OffsetLedger
@@ -71,6 +73,11 @@ class SourceStream:
     transactions: PartitionTransactions | None = None
     reset_policy: str = "earliest"
     incremental_assignment: bool = False  # cooperative-sticky or the KIP-848 consumer protocol
+    admin: AdminClient | None = None
+    # Source topic ids, kept in commit metadata: a deleted-and-recreated topic is told from the old one.
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    recreated: dict[str, str] = field(default_factory=dict)  # topic -> its id before it was recreated
+    reported_loss: set[tuple[str, int]] = field(default_factory=set)
 
 
 class MirrorWorker:
@@ -117,16 +124,20 @@ class MirrorWorker:
                 settings.setdefault("statistics.interval.ms", "5000")
             if cfg.exactly_once:
                 settings["isolation.level"] = "read_committed"
+            reset_policy = settings.get("auto.offset.reset", "latest")
+            # The worker picks every start position itself (see _on_assign); a fetch that falls off the log
+            # later must surface as an error, never as librdkafka's silent reset.
+            settings["auto.offset.reset"] = "error"
             consumer = Consumer(self._client_settings(settings, stats_source=source.name))
             cluster_id = self._cluster_id(consumer, f"source {source.name!r}")
             stream = SourceStream(source.name, consumer, cluster_id, cluster_id == self.destination_cluster_id,
                                   producers=self.producers,
-                                  reset_policy=settings.get("auto.offset.reset", "latest"),
-                                  incremental_assignment=_incremental(settings))
+                                  reset_policy=reset_policy, incremental_assignment=_incremental(settings),
+                                  admin=AdminClient(self._client_settings(_connection_settings(source.consumer))))
             if cfg.exactly_once:
                 stream.transactions = PartitionTransactions(
                     cfg.name, source.name, self._producer_settings(cfg.producer), _connection_settings(cfg.producer),
-                    self.router.policy.remote_topic, cfg.startup_timeout_s,
+                    self.router.policy.remote_topic, stream.topic_ids.get, cfg.startup_timeout_s,
                 )
                 stream.producers = stream.transactions.producers
             self.streams.append(stream)
@@ -167,6 +178,7 @@ class MirrorWorker:
             selected = self.topic_filter.select(visible)
             check_mapping(selected, self.router.policy, self.topic_filter, stream.same_cluster_as_destination)
             current = {t: visible[t] for t in selected}
+            self._check_topic_ids(stream, list(current))
             changed = {t: info for t, info in current.items() if stream.topics.get(t) != info}
             if changed:
                 mapping = {self.router.policy.remote_topic(t): info for t, info in changed.items()}
@@ -211,11 +223,12 @@ class MirrorWorker:
     # ---------------------------------------------------------------- rebalance callbacks
     def _on_assign(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
-        if stream.transactions is not None:
-            self._assign_exactly_once(stream, partitions)
+        halts = self._assign_checked(stream, partitions)
         stream.assigned |= keys
         if self._paused:
             stream.consumer.pause(partitions)
+        for (topic, partition), offset, reason in halts:
+            self._halt(stream, topic, partition, offset, reason)
         log.info("partitions assigned", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
 
     def _on_revoke(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
@@ -360,6 +373,17 @@ class MirrorWorker:
         return out
 
     def _on_consume_error(self, stream: SourceStream, msg, err: KafkaError) -> None:
+        if err.code() == KafkaError._AUTO_OFFSET_RESET and msg.topic() and msg.partition() is not None:
+            topic, partition = msg.topic(), msg.partition()
+            position = stream.ledger.next_offsets.get((topic, partition), stream.ledger.committed.get((topic, partition)))
+            recreated = self._fetch_topic_ids(stream, [topic])
+            low, high = stream.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            decision = decide_start(position, recreated.get(topic), stream.topic_ids.get(topic), low, high, True,
+                                    f"{topic}[{partition}]")
+            if decision.verdict is Verdict.RESUME:  # librdkafka saw a log that moved; ours is inside it now
+                decision = StartDecision(Verdict.TRUNCATED, low, f"{topic}[{partition}]: {err.str()}")
+            self._on_data_loss(stream, topic, partition, position, decision)
+            return
         self.metrics.errors.labels(kind="consume", **self._label).inc()
         if err.fatal():
             self.fatal = f"source {stream.alias!r} consumer failed: {err.str()}"
@@ -494,29 +518,39 @@ class MirrorWorker:
                 self.metrics.replication_latency.labels(**labels).set(max(0.0, (now_ms - newest) / 1000))
 
     # ---------------------------------------------------------------- exactly-once
-    def _assign_exactly_once(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
-        """Fence the partitions' previous owners, then start each one where its committed position says."""
+    def _assign_checked(self, stream: SourceStream, partitions: list[TopicPartition]) -> list:
+        """Start each partition at its position, unless records between it and the log were lost.
+
+        Positions: exactly-once, the destination's (after fencing the partitions' previous owners); else,
+        or before the first exactly-once commit, the source group's. Returns the partitions to halt.
+        """
         keys = [(tp.topic, tp.partition) for tp in partitions]
-        positions = stream.transactions.open(keys)
-        missing = [TopicPartition(t, p) for (t, p), offset in positions.items() if offset is None]
-        # First run in this mode: continue from the source group's offsets, else the reset policy.
-        group_offsets = {}
+        positions = stream.transactions.open(keys) if stream.transactions is not None else {}
+        missing = [TopicPartition(t, p) for t, p in keys if positions.get((t, p)) is None]
         if missing:
             for tp in stream.consumer.committed(missing, timeout=self.config.startup_timeout_s):
                 if tp.offset >= 0:
-                    group_offsets[(tp.topic, tp.partition)] = tp.offset
+                    positions[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
+        recreated = self._fetch_topic_ids(stream, sorted({t for t, _ in keys}))
+        reset_to_earliest = stream.reset_policy in ("earliest", "smallest", "beginning")
+        halts = []
         for tp in partitions:
             key = (tp.topic, tp.partition)
-            start = positions.get(key)
-            if start is None:
-                start = group_offsets.get(key)
-            if start is None:
-                low, high = stream.consumer.get_watermark_offsets(tp, timeout=self.config.startup_timeout_s)
-                start = low if stream.reset_policy in ("earliest", "smallest", "beginning") else high
-            tp.offset = start
+            position, position_topic_id = positions.get(key) or (None, None)
+            low, high = stream.consumer.get_watermark_offsets(tp, timeout=self.config.startup_timeout_s)
+            if tp.topic in recreated and position_topic_id in (None, "", recreated[tp.topic]):
+                # Seen recreated while this worker ran; the broker dropped the old topic's offsets with it.
+                position, position_topic_id = position or 0, recreated[tp.topic]
+            decision = decide_start(position, position_topic_id, stream.topic_ids.get(tp.topic), low, high,
+                                    reset_to_earliest, f"{tp.topic}[{tp.partition}]")
+            tp.offset = decision.offset
             stream.ledger.forget([key])
-            stream.ledger.mark_committed({key: start})
-        log.info("exactly-once positions", extra={
+            stream.ledger.mark_committed({key: position if decision.lost and self._halts_on_loss else decision.offset})
+            if decision.lost:
+                self._report_data_loss(stream, tp.topic, tp.partition, decision)
+                if self._halts_on_loss:
+                    halts.append((key, position, decision.reason))
+        log.info("start positions", extra={
             **self._label, "source": stream.alias,
             "positions": sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions),
         })
@@ -524,6 +558,68 @@ class MirrorWorker:
             stream.consumer.incremental_assign(partitions)
         else:
             stream.consumer.assign(partitions)
+        return halts
+
+    # ---------------------------------------------------------------- data loss
+    @property
+    def _halts_on_loss(self) -> bool:
+        return self.config.on_data_loss == "halt"
+
+    def _fetch_topic_ids(self, stream: SourceStream, topics: list[str]) -> dict[str, str]:
+        """Refresh the ids of `topics`; returns {topic: previous id} of those recreated since last seen.
+
+        A recreated topic stays marked for the rest of this run, so its partitions halt whenever assigned.
+        """
+        if not topics:
+            return {}
+        futures = stream.admin.describe_topics(TopicCollection(topics), request_timeout=self.config.startup_timeout_s)
+        for topic, future in futures.items():
+            try:
+                topic_id = str(future.result().topic_id)
+            except KafkaException:
+                continue  # deleted meanwhile: the subscription change handles it
+            old = stream.topic_ids.get(topic)
+            if old is not None and old != topic_id and topic not in stream.recreated:
+                stream.recreated[topic] = old
+                log.error("source topic deleted and recreated", extra={
+                    **self._label, "source": stream.alias, "topic": topic, "old_id": old, "new_id": topic_id,
+                })
+            stream.topic_ids[topic] = topic_id
+        return {t: old for t, old in stream.recreated.items() if t in topics}
+
+    def _check_topic_ids(self, stream: SourceStream, topics: list[str]) -> None:
+        """A topic deleted and recreated between two looks: its assigned partitions lost their records."""
+        for topic, old in self._fetch_topic_ids(stream, topics).items():
+            for t, partition in sorted(stream.assigned):
+                key = (t, partition)
+                if t != topic or key in stream.ledger.halted or key in stream.reported_loss:
+                    continue
+                position = stream.ledger.next_offsets.get(key, stream.ledger.committed.get(key))
+                decision = decide_start(position, old, stream.topic_ids[topic], 0, 0, True, f"{topic}[{partition}]")
+                self._on_data_loss(stream, topic, partition, position, decision)
+
+    def _report_data_loss(self, stream: SourceStream, topic: str, partition: int, decision: StartDecision) -> None:
+        stream.reported_loss.add((topic, partition))
+        labels = {**self._label, "source": stream.alias, "topic": topic}
+        self.metrics.data_loss.labels(kind=decision.verdict.value, **labels).inc()
+        action = "partition halted" if self._halts_on_loss else f"resuming at offset {decision.offset} (on_data_loss=reset)"
+        log.error("source data lost before it was mirrored", extra={
+            **labels, "partition": partition, "kind": decision.verdict.value, "reason": decision.reason, "action": action,
+        })
+        print(f"mirror_worker: data loss on source {stream.alias!r}: {decision.reason}; {action}",
+              file=sys.stderr, flush=True)
+
+    def _on_data_loss(self, stream: SourceStream, topic: str, partition: int, position: int | None,
+                      decision: StartDecision) -> None:
+        """A running partition's position fell off the source log: halt it, or (opt-in) jump to the log."""
+        self._report_data_loss(stream, topic, partition, decision)
+        key = (topic, partition)
+        if self._halts_on_loss:
+            self._halt(stream, topic, partition, position if position is not None else decision.offset, decision.reason)
+            return
+        stream.ledger.next_offsets[key] = decision.offset
+        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) != key]
+        stream.consumer.seek(TopicPartition(topic, partition, decision.offset))
 
     def _commit_transactions(self, only: tuple[SourceStream, set] | None, deadline: float | None) -> bool:
         """Commit every partition that progressed, its records and its position in one transaction."""
@@ -572,7 +668,8 @@ class MirrorWorker:
     def _commit(self, stream: SourceStream, offsets: dict) -> None:
         try:
             stream.consumer.commit(
-                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+                offsets=[TopicPartition(t, p, o, stream.topic_ids.get(t, "")) for (t, p), o in offsets.items()],
+                asynchronous=False,
             )
         except KafkaException as exc:
             # Not fatal: the records are on the destination; the next owner re-mirrors from the last commit.

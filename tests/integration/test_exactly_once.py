@@ -61,7 +61,7 @@ def test_ten_kill9_leave_every_record_exactly_once_in_order(stack, tmp_path, top
         while kills < 10:
             worker = WorkerProcess(args, tmp_path, f"eos-{kills}")
             workers.append(worker)
-            worker.wait_for_log("exactly-once positions", timeout=90)
+            worker.wait_for_log("start positions", timeout=90)
             time.sleep(rng.uniform(1.0, 3.0))  # mid-stream: transactions open, records in flight
             assert worker.proc.poll() is None, worker.stderr[-2000:]
             worker.kill()
@@ -69,7 +69,7 @@ def test_ten_kill9_leave_every_record_exactly_once_in_order(stack, tmp_path, top
         live.finish()
         final = WorkerProcess(args, tmp_path, "eos-final")
         workers.append(final)
-        final.wait_for_log("exactly-once positions", timeout=90)
+        final.wait_for_log("start positions", timeout=90)
         source = read_topic(src, topic)
         assert len(source) == 24_000
         mirrored = _wait_until_mirrored(dst, topic, len(source))

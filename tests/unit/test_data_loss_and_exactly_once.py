@@ -1,0 +1,81 @@
+"""Start-position decisions (data-loss detection) and exactly-once config rules, without a broker."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirror_worker.config import build_mirror_config
+from mirror_worker.data_loss import Verdict, decide_start
+from mirror_worker.exactly_once import positions_group, transactional_id
+from mirror_worker.exceptions import ConfigError
+from mirror_worker.routing import Router
+from mirror_worker.naming import PrefixPolicy
+
+# position, position's topic id, topic id now, low, high, reset to earliest -> verdict, start offset
+CASES = [
+    (None, None, "A", 0, 10, True, Verdict.FRESH, 0),
+    (None, None, "A", 5, 10, False, Verdict.FRESH, 10),
+    (5, "A", "A", 0, 10, True, Verdict.RESUME, 5),
+    (0, "A", "A", 0, 10, True, Verdict.RESUME, 0),       # low edge: nothing deleted yet
+    (10, "A", "A", 0, 10, True, Verdict.RESUME, 10),     # high edge: caught up
+    (4, "A", "A", 5, 10, True, Verdict.TRUNCATED, 5),    # off by one: offset 4 is gone
+    (11, "A", "A", 0, 10, True, Verdict.BEYOND_END, 0),
+    (5, "A", "B", 0, 10, True, Verdict.RECREATED, 0),    # offsets look fine, the topic is another one
+    (5, "", "B", 0, 10, True, Verdict.RESUME, 5),        # commits from before ids were kept
+    (5, "A", None, 0, 10, True, Verdict.RESUME, 5),
+]
+
+
+@pytest.mark.parametrize("position,position_id,topic_id,low,high,earliest,verdict,start", CASES)
+def test_decide_start(position, position_id, topic_id, low, high, earliest, verdict, start):
+    decision = decide_start(position, position_id, topic_id, low, high, earliest, "t[0]")
+    assert (decision.verdict, decision.offset) == (verdict, start)
+    assert decision.lost == (verdict in (Verdict.TRUNCATED, Verdict.BEYOND_END, Verdict.RECREATED))
+    assert bool(decision.reason) == decision.lost
+
+
+def test_truncation_reason_names_the_lost_range():
+    decision = decide_start(100, "A", "A", 150, 200, True, "orders[3]")
+    assert decision.reason == ("orders[3]: records 100..149 were deleted from the source (retention) before they "
+                               "were mirrored; earliest offset now 150")
+
+
+def _fields(**extra):
+    return {
+        "name": "m", "sources": [{"name": "src", "consumer": {"bootstrap.servers": "a:1"}}],
+        "producer": {"bootstrap.servers": "b:1"}, "whitelist": "t", "group_id": "g", **extra,
+    }
+
+
+def test_exactly_once_needs_read_committed():
+    with pytest.raises(ConfigError) as err:
+        build_mirror_config(_fields(
+            delivery="exactly-once",
+            sources=[{"name": "src", "consumer": {"bootstrap.servers": "a:1", "isolation.level": "read_uncommitted"}}],
+        ))
+    assert str(err.value) == ("exactly-once needs a read_committed consumer (source 'src' sets "
+                              "isolation.level=read_uncommitted)")
+
+
+def test_exactly_once_refuses_a_fixed_transactional_id():
+    with pytest.raises(ConfigError, match="exactly-once chooses transactional.id per source partition"):
+        build_mirror_config(_fields(delivery="exactly-once",
+                                    producer={"bootstrap.servers": "b:1", "transactional.id": "x"}))
+
+
+def test_delivery_and_data_loss_values_are_checked():
+    assert build_mirror_config(_fields(delivery="exactly-once")).exactly_once
+    assert not build_mirror_config(_fields()).exactly_once
+    with pytest.raises(ConfigError, match="on_data_loss"):
+        build_mirror_config(_fields(on_data_loss="skip"))
+
+
+def test_transactional_names_are_stable_per_source_partition():
+    assert transactional_id("orders", "east", "o.v1", 3) == "kafka-mirror.orders.east.o.v1.3"
+    assert positions_group("orders", "east") == "kafka-mirror-eos.orders.east"
+
+
+def test_router_gives_each_source_partition_its_own_producer_in_exactly_once_mode():
+    router = Router(PrefixPolicy("src."), preserve_partitions=True, preserve_order=False, producer_per_partition=True)
+    assert router.route("t", 2).producer_index == ("t", 2)
+    assert router.route("t", 2).topic == "src.t"
