@@ -1,0 +1,128 @@
+"""Schema sync without a registry: the planning table, schema comparison, the byte-level id rewrite, config."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mirror_worker import wire_format
+from mirror_worker.config import build_mirror_config
+from mirror_worker.exceptions import ConfigError
+from mirror_worker.schema_registry import redact
+from mirror_worker.schema_sync import STRICT, LENIENT, canonical_text, plan_subject
+
+
+def versions(*fingerprints: str) -> list[tuple[int, str]]:
+    return [(i + 1, fp) for i, fp in enumerate(fingerprints)]
+
+
+# (mode, source fingerprints, destination fingerprints, versions to register (indexes), conflict expected)
+PLANS = [
+    (STRICT, "abc", "", (0, 1, 2), False),
+    (STRICT, "abc", "ab", (2,), False),
+    (STRICT, "abc", "abc", (), False),
+    (STRICT, "", "", (), False),
+    (STRICT, "abc", "ax", (), True),          # same length prefix, different schema
+    (STRICT, "abc", "abcd", (), True),        # an extra destination version
+    (STRICT, "abc", "b", (), True),           # not a prefix
+    (STRICT, "ab", "xab", (), True),
+    (LENIENT, "abc", "", (0, 1, 2), False),
+    (LENIENT, "abc", "xaybzc", (), False),    # extras interleaved, order kept
+    (LENIENT, "abc", "xab", (2,), False),     # the missing one goes after the extras
+    (LENIENT, "abc", "abcx", (), False),
+    (LENIENT, "abc", "xy", (0, 1, 2), False),
+    (LENIENT, "abc", "ba", (), True),         # relative order broken
+    (LENIENT, "abc", "ac", (), True),         # b missing but c (later) there: appending b breaks the order
+    (LENIENT, "abc", "xbc", (), True),        # a missing, later ones present
+]
+
+
+@pytest.mark.parametrize("mode, source, destination, register, conflict", PLANS)
+def test_plan_subject(mode, source, destination, register, conflict):
+    plan = plan_subject(versions(*source), versions(*destination), mode)
+    if conflict:
+        assert plan.conflict and not plan.register
+    else:
+        assert plan.conflict is None
+        assert plan.register == register
+
+
+def test_conflict_names_versions():
+    plan = plan_subject(versions("a", "b"), versions("a", "x"), STRICT)
+    assert plan.conflict == "destination version 2 differs from source version 2 (strict mode needs an exact copy)"
+    plan = plan_subject(versions("a", "b", "c"), versions("a", "c"), LENIENT)
+    assert "source version 2 is missing" in plan.conflict and "source version 3" in plan.conflict
+
+
+def test_avro_compares_by_canonical_form():
+    a = {"type": "record", "name": "O", "namespace": "d", "doc": "an order", "fields": [{"name": "id", "type": "long"}]}
+    b = {"fields": [{"type": "long", "name": "id"}], "name": "d.O", "type": "record"}
+    c = {"type": "record", "name": "O", "namespace": "d", "fields": [{"name": "id", "type": "int"}]}
+    assert canonical_text("AVRO", json.dumps(a)) == canonical_text("AVRO", json.dumps(b, indent=2))
+    assert canonical_text("AVRO", json.dumps(a)) != canonical_text("AVRO", json.dumps(c))
+
+
+def test_json_and_protobuf_compare_modulo_layout():
+    assert canonical_text("JSON", '{"type": "object", "a": 1}') == canonical_text("JSON", '{"a":1,"type":"object"}')
+    assert canonical_text("PROTOBUF", 'syntax = "proto3";\nmessage M {  int32 a = 1; }\n') == \
+        canonical_text("PROTOBUF", 'syntax = "proto3"; message M { int32 a = 1; }')
+    assert canonical_text("PROTOBUF", "message M { int32 a = 1; }") != canonical_text("PROTOBUF", "message M { int64 a = 1; }")
+
+
+def test_rewrite_replaces_only_the_schema_id():
+    source, destination = wire_format.header(7), wire_format.header(70000)
+    framed = source + b"payload\x00\x01"
+    assert wire_format.is_framed(framed) and wire_format.schema_id(framed) == 7
+    rewritten = wire_format.rewrite(framed, {source: destination})
+    assert rewritten == b"\x00\x00\x01\x11\x70payload\x00\x01"
+    assert wire_format.schema_id(rewritten) == 70000
+    assert wire_format.rewrite(framed, {source: source}) is framed  # same id: the record's own bytes
+    with pytest.raises(KeyError):
+        wire_format.rewrite(wire_format.header(8) + b"x", {source: destination})
+
+
+@pytest.mark.parametrize("data", [None, b"", b"\x00\x00\x00\x01", b"\x01\x00\x00\x00\x07abc", b"plain text"])
+def test_unframed_is_recognised(data):
+    assert not wire_format.is_framed(data)
+
+
+def test_framed_minimum_is_five_bytes():
+    assert wire_format.is_framed(b"\x00\x00\x00\x00\x01")
+
+
+BASE = {
+    "name": "m", "sources": [{"name": "s", "consumer": {"bootstrap.servers": "a:1"}}],
+    "producer": {"bootstrap.servers": "b:1"}, "whitelist": "t", "group_id": "g",
+}
+
+
+def test_registry_config_defaults_and_levels():
+    config = build_mirror_config({**BASE, "schema_registry_url": "http://src", "destination_schema_registry_url": "http://dst"})
+    assert config.syncs_schemas and config.schema_sync == "strict" and config.schema_compatibility == "MIRROR"
+    assert config.source_registry_url(config.sources[0]) == "http://src"
+    forced = build_mirror_config({**BASE, "schema_registry_url": "http://src", "destination_schema_registry_url": "http://dst",
+                                  "schema_compatibility": "backward_transitive", "schema_sync": "lenient"})
+    assert forced.schema_compatibility == "BACKWARD_TRANSITIVE" and forced.schema_sync == "lenient"
+    assert not build_mirror_config(BASE).syncs_schemas
+
+
+@pytest.mark.parametrize("extra, error", [
+    ({"destination_schema_registry_url": "http://dst"},
+     "a destination schema registry needs a source schema registry (--schema.registry.url or the source's "
+     "schema-registry-url)"),
+    ({"schema_registry_url": "http://src"}, "a source schema registry needs a destination schema registry"),
+    ({"schema_registry_url": "http://src", "destination_schema_registry_url": "http://dst", "schema_sync": "loose"},
+     "schema_sync: Input should be 'strict' or 'lenient'"),
+    ({"schema_registry_url": "ftp://user:s3cret@src", "destination_schema_registry_url": "http://dst"},
+     "schema_registry_url: a schema registry URL must start with http:// or https://"),
+])
+def test_registry_config_errors(extra, error):
+    with pytest.raises(ConfigError) as info:
+        build_mirror_config({**BASE, **extra}, where="flags")
+    assert error in str(info.value)
+    assert "s3cret" not in str(info.value)
+
+
+def test_redact_drops_credentials():
+    assert redact("https://user:s3cret@registry:8081/apis/ccompat/v7") == "https://registry:8081/apis/ccompat/v7"
