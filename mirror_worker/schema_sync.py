@@ -273,7 +273,8 @@ def sync_mirror_schemas(config: MirrorConfig, topics: Iterable[str] | None = Non
         syncer = syncers.get(source.name)
         if syncer is None:
             continue
-        names = wanted if wanted is not None else config.topic_filter().select(_source_topics(source.consumer))
+        names = wanted if wanted is not None else config.topic_filter().select(
+            _source_topics({"group.id": config.group_id, **source.consumer}))
         for topic in names:
             try:
                 syncer.sync_topic(topic)

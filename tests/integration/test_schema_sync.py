@@ -98,7 +98,7 @@ def test_avro_records_read_the_same_through_both_registries_across_evolution(sta
     _produce_avro(stack, topic, ORDER_V1, 0, 30, 2)
     _pad_destination_ids(stack)
 
-    worker = WorkerProcess(_worker_args(stack, tmp_path, f"g-{topic}", "--whitelist", topic, "--prefix", "dc1.",
+    worker = WorkerProcess(_worker_args(stack, tmp_path, f"g-{topic}", "--whitelist", topic, "--prefix", "dc1.", "--preserve.partitions",
                                         "--metrics.port", "0"), tmp_path)
     try:
         worker.wait_started()
