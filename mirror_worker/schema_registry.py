@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+from confluent_kafka.schema_registry.common._httpx_compat import httpx  # the HTTP library the client uses
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from mirror_worker.exceptions import SchemaRegistryUnavailable, UnknownSchemaId
@@ -56,7 +56,7 @@ class Registry:
     def __init__(self, url: str, role: str, timeout_s: float = 30.0) -> None:
         self.role = role
         self._secret_parts = [p for p in (urlsplit(url).username, urlsplit(url).password) if p]
-        self._client = SchemaRegistryClient({"url": url, "timeout": timeout_s})
+        self._client = SchemaRegistryClient({"url": url, "timeout": timeout_s, "retries.wait.ms": 200})
 
     # ---------------------------------------------------------------- reads
     def versions(self, subject: str) -> list[SubjectVersion]:

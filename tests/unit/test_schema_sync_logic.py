@@ -126,3 +126,50 @@ def test_registry_config_errors(extra, error):
 
 def test_redact_drops_credentials():
     assert redact("https://user:s3cret@registry:8081/apis/ccompat/v7") == "https://registry:8081/apis/ccompat/v7"
+
+
+def test_flags_set_the_registries(tmp_path):
+    from mirror_worker.cli import config_from_args, parse_args
+
+    consumer = tmp_path / "dc1.properties"
+    consumer.write_text("bootstrap.servers=127.0.0.1:1\ngroup.id=g\n")
+    producer = tmp_path / "dest.properties"
+    producer.write_text("bootstrap.servers=127.0.0.1:2\n")
+    config = config_from_args(parse_args([
+        "--consumer.config", str(consumer), "--producer.config", str(producer), "--whitelist", "t",
+        "--schema.registry.url", "http://src:8081", "--destination.schema.registry.url=http://dst:8081",
+        "--schema.sync.mode", "lenient", "--schema.compatibility", "full",
+    ]))
+    assert config.source_registry_url(config.sources[0]) == "http://src:8081"
+    assert config.destination_schema_registry_url == "http://dst:8081"
+    assert (config.schema_sync, config.schema_compatibility) == ("lenient", "FULL")
+
+
+def test_spec_registries_per_source_and_destination(tmp_path):
+    from mirror_worker.spec import select_mirror
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"groups": [{
+        "name": "g",
+        "sources": [
+            {"name": "a", "kafka": {"bootstrap.servers": "h:1"}, "schema-registry-url": "http://reg-a"},
+            {"name": "b", "kafka": {"bootstrap.servers": "h:2"}},
+        ],
+        "destination": {"kafka": {"bootstrap.servers": "h:3"}, "schema-registry-url": "https://reg-dst"},
+        "settings": {"schema-sync": "lenient"},
+        "mirrors": [{"name": "m", "whitelist": "t", "schema-compatibility": "NONE"}],
+    }]}))
+    config = select_mirror(spec, "m")
+    assert [config.source_registry_url(s) for s in config.sources] == ["http://reg-a", None]
+    assert config.destination_schema_registry_url == "https://reg-dst"
+    assert (config.schema_sync, config.schema_compatibility) == ("lenient", "NONE")
+
+
+def test_unreachable_registry_error_hides_credentials():
+    from mirror_worker.exceptions import SchemaRegistryUnavailable
+    from mirror_worker.schema_registry import Registry
+
+    with pytest.raises(SchemaRegistryUnavailable) as info:
+        Registry("http://user:s3cret@127.0.0.1:1/apis/ccompat/v7", "source 'dc1'").versions("orders-value")
+    assert str(info.value).startswith("source 'dc1' schema registry unreachable: ")
+    assert "s3cret" not in str(info.value) and "user" not in str(info.value)
