@@ -173,3 +173,25 @@ def test_unreachable_registry_error_hides_credentials():
         Registry("http://user:s3cret@127.0.0.1:1/apis/ccompat/v7", "source 'dc1'").versions("orders-value")
     assert str(info.value).startswith("source 'dc1' schema registry unreachable: ")
     assert "s3cret" not in str(info.value) and "user" not in str(info.value)
+
+
+@pytest.mark.parametrize("registries, argv, error", [
+    (True, [], "the following arguments are required: --config"),
+    (True, ["--mirror", "nope"], "no mirror named 'nope' (have: m)"),
+    (False, ["--mirror", "m"], "mirror 'm' has no schema registries"),
+    (True, ["--mirror", "m", "--topics", ","], "--topics: at least one topic name is required"),
+])
+def test_sync_schemas_bad_input_exits_2(tmp_path, capsys, registries, argv, error):
+    from mirror_worker.__main__ import main
+
+    spec = tmp_path / "spec.yaml"
+    source = {"kafka": {"bootstrap.servers": "h:1"}}
+    destination = {"kafka": {"bootstrap.servers": "h:2"}}
+    if registries:
+        source["schema-registry-url"], destination["schema-registry-url"] = "http://a", "http://b"
+    spec.write_text(json.dumps({"groups": [{"name": "g", "source": source, "destination": destination,
+                                            "mirrors": [{"name": "m", "whitelist": "t"}]}]}))
+    config = [] if argv == [] else ["--config", str(spec)]
+    assert main(["sync-schemas", *config, *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mirror_worker: ") and error in err and len(err.strip().splitlines()) == 1
