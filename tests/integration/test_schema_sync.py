@@ -279,3 +279,25 @@ def test_unframed_records_pass_through_and_an_unknown_schema_id_halts_its_partit
     assert f"partition {bad}[0] of source" in worker.stderr and "halted at offset 1" in worker.stderr
     # The halted partition wrote nothing after the bad record.
     assert sorted(m.value() for m in read_topic(dst, bad)) == [b"first", b"other partition"]
+
+
+def test_unknown_schema_id_goes_to_the_dead_letter_topic_when_asked(stack, topic_name, tmp_path):
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, dead = topic_name("dlq-src"), topic_name("dlq")
+    create_topic(src, topic, partitions=1)
+    create_topic(dst, dead, partitions=1)
+    unknown = wire_format.header(0x7FFFFFF1) + b"payload"
+    produce(src, topic, [{"value": b"first"}, {"value": unknown}, {"value": b"after"}])
+
+    worker = WorkerProcess(_worker_args(stack, tmp_path, f"g-{topic}", "--whitelist", topic,
+                                        "--dead.letter.topic", dead), tmp_path)
+    try:
+        worker.wait_started()
+        assert [m.value() for m in wait_for_count(dst, topic, 2)] == [b"first", b"after"]
+        [dead_lettered] = wait_for_count(dst, dead, 1)
+    finally:
+        assert worker.terminate() == 0, worker.stderr
+    assert dead_lettered.value() == unknown  # the source's bytes, not rewritten
+    headers = dict(dead_lettered.headers())
+    assert headers["mirror.error"].decode().startswith("unknown schema: schema id 2147483633 is not in the source")
+    assert "partition halted" not in [e.get("msg") for e in worker.logs()]
