@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import TopicCollection
@@ -29,8 +30,10 @@ from mirror_worker.ledger import OffsetLedger
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.naming import check_mapping
 from mirror_worker.routing import Router
-from mirror_worker.schema_sync import SchemaSyncer, syncers_for
 from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics
+
+if TYPE_CHECKING:
+    from mirror_worker.schema_sync import SchemaSyncer
 
 log = logging.getLogger("mirror_worker")
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
@@ -145,9 +148,12 @@ class MirrorWorker:
                 )
                 stream.producers = stream.transactions.producers
             self.streams.append(stream)
-        syncers = syncers_for(cfg, on_register=self.metrics.schemas_registered.labels(**self._label).inc)
-        for stream in self.streams:
-            stream.schemas = syncers.get(stream.alias)
+        if cfg.syncs_schemas:  # the registry client and fastavro are only loaded by mirrors that use them
+            from mirror_worker.schema_sync import syncers_for
+
+            syncers = syncers_for(cfg, on_register=self.metrics.schemas_registered.labels(**self._label).inc)
+            for stream in self.streams:
+                stream.schemas = syncers.get(stream.alias)
         self._ensure_heartbeat_topic()
         self.refresh_topics()
         log.info("mirror started", extra={
