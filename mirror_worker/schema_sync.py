@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fastavro.schema import parse_schema, to_parsing_canonical_form
+from fastavro.schema import SchemaParseException, UnknownType, parse_schema, to_parsing_canonical_form
 
 from mirror_worker import wire_format
 from mirror_worker.config import MirrorConfig
@@ -50,7 +50,7 @@ def canonical_text(schema_type: str, schema_str: str) -> str:
     if schema_type == "AVRO":
         try:
             return to_parsing_canonical_form(parse_schema(json.loads(schema_str), _write_hint=False))
-        except Exception:  # noqa: BLE001 - named types from references are unknown to fastavro here
+        except (SchemaParseException, UnknownType):  # named types from references are unknown here
             return json.dumps(json.loads(schema_str), sort_keys=True, separators=(",", ":"))
     if schema_type == "JSON":
         return json.dumps(json.loads(schema_str), sort_keys=True, separators=(",", ":"))
@@ -102,6 +102,10 @@ def plan_subject(source: Sequence[tuple[int, Hashable]], destination: Sequence[t
 # ------------------------------------------------------------------ registry I/O
 
 
+class SubjectConflict(Exception):
+    """A subject cannot be synced under the mode; the topic that needs it gets a SchemaConflict."""
+
+
 class SchemaSyncer:
     """Syncs subjects from one source registry to the destination registry; keeps their id map."""
 
@@ -122,11 +126,11 @@ class SchemaSyncer:
         """Copy the topic's key and value subjects; returns schemas registered. SchemaConflict if not possible."""
         before = self.registered
         remote = self.policy.remote_topic(topic)
-        for suffix in SUBJECT_SUFFIXES:
-            try:
+        try:
+            for suffix in SUBJECT_SUFFIXES:
                 self.sync_subject(topic + suffix, remote + suffix)
-            except SchemaConflict as exc:
-                raise SchemaConflict(topic, exc.reason) from None
+        except SubjectConflict as exc:
+            raise SchemaConflict(topic, str(exc)) from None
         return self.registered - before
 
     def destination_header(self, topic: str, source_id: int) -> bytes:
@@ -140,16 +144,17 @@ class SchemaSyncer:
             self.sync_topic(topic)
         if header not in self.id_headers:
             # Registered under other subjects only (another strategy, or shared): copy those, names kept.
-            for subject in self.source.subjects_of_id(source_id):
-                try:
+            try:
+                for subject in self.source.subjects_of_id(source_id):
                     self.sync_subject(subject, subject)
-                except SchemaConflict as exc:
-                    raise SchemaConflict(topic, exc.reason) from None
+            except SubjectConflict as exc:
+                raise SchemaConflict(topic, str(exc)) from None
         if header not in self.id_headers:
             raise UnknownSchemaId(f"schema id {source_id} is in no subject of the {self.source.role} registry")
         return self.id_headers[header]
 
     def sync_subject(self, subject: str, destination_subject: str, _visiting: frozenset = frozenset()) -> None:
+        """Copy `subject` (references first) to `destination_subject` and map its ids; SubjectConflict if not."""
         source_versions = self.source.versions(subject)
         if not source_versions:
             return
@@ -167,7 +172,7 @@ class SchemaSyncer:
         )
         where = f"subject {subject} -> {destination_subject}"
         if plan.conflict:
-            raise SchemaConflict("", f"{where}: {plan.conflict}")
+            raise SubjectConflict(f"{where}: {plan.conflict}")
         if plan.register:
             # The level goes on before what it governs; a registry may only configure a subject that exists.
             exists = bool(destination_versions)
@@ -178,7 +183,7 @@ class SchemaSyncer:
                 try:
                     self.destination.register(destination_subject, version, translated[index])
                 except SchemaRejected as exc:
-                    raise SchemaConflict("", f"{where}: source version {version.version}: {exc}") from None
+                    raise SubjectConflict(f"{where}: source version {version.version}: {exc}") from None
                 self.registered += 1
                 if self.on_register is not None:
                     self.on_register()
@@ -190,7 +195,7 @@ class SchemaSyncer:
         for version, fp in zip(source_versions, source_fps):
             copy = by_fingerprint.get(fp)
             if copy is None:
-                raise SchemaConflict("", f"{where}: source version {version.version} is not on the destination "
+                raise SubjectConflict(f"{where}: source version {version.version} is not on the destination "
                                          "after registering it (the registry changed it)")
             self._versions[(subject, version.version)] = copy.version
             self.id_headers[wire_format.header(version.schema_id)] = wire_format.header(copy.schema_id)
@@ -205,7 +210,7 @@ class SchemaSyncer:
         for ref in version.references:
             copied = self._versions.get((ref.subject, ref.version))
             if copied is None:
-                raise SchemaConflict("", f"subject {subject} version {version.version}: its reference "
+                raise SubjectConflict(f"subject {subject} version {version.version}: its reference "
                                          f"{ref.subject} version {ref.version} could not be copied")
             out.append(Reference(ref.name, ref.subject, copied))
         return tuple(out)

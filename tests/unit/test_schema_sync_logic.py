@@ -195,3 +195,93 @@ def test_sync_schemas_bad_input_exits_2(tmp_path, capsys, registries, argv, erro
     assert main(["sync-schemas", *config, *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("mirror_worker: ") and error in err and len(err.strip().splitlines()) == 1
+
+
+class FakeRegistry:
+    """The few registry calls SchemaSyncer makes, in memory (ids global, versions per subject)."""
+
+    def __init__(self, role: str, first_id: int = 1) -> None:
+        self.role, self.next_id = role, first_id
+        self.subjects: dict[str, list] = {}
+        self.levels: dict[str | None, str] = {None: "BACKWARD"}
+
+    def register(self, subject, version, references=()):
+        from mirror_worker.schema_registry import SubjectVersion
+
+        versions = self.subjects.setdefault(subject, [])
+        for existing in versions:
+            if (existing.schema_str, existing.references) == (version.schema_str, tuple(references)):
+                return existing.schema_id
+        self.next_id += 1
+        versions.append(SubjectVersion(len(versions) + 1, self.next_id, version.schema_type, version.schema_str,
+                                       tuple(references)))
+        return self.next_id
+
+    def versions(self, subject):
+        return list(self.subjects.get(subject, []))
+
+    def subjects_of_id(self, schema_id):
+        from mirror_worker.exceptions import UnknownSchemaId
+
+        found = sorted(s for s, vs in self.subjects.items() if any(v.schema_id == schema_id for v in vs))
+        if not found:
+            raise UnknownSchemaId(f"schema id {schema_id} is not in the {self.role} registry")
+        return found
+
+    def compatibility(self, subject):
+        return self.levels.get(subject)
+
+    def set_compatibility(self, subject, level):
+        self.levels[subject] = level
+
+
+def _avro(name: str, *fields: str) -> str:
+    return json.dumps({"type": "record", "name": name, "fields": [{"name": f, "type": "long"} for f in fields]})
+
+
+def test_syncer_translates_references_and_maps_ids():
+    from mirror_worker.naming import PrefixPolicy
+    from mirror_worker.schema_registry import Reference, SubjectVersion
+    from mirror_worker.schema_sync import SchemaSyncer
+
+    source, destination = FakeRegistry("source"), FakeRegistry("destination", first_id=100)
+    common = SubjectVersion(0, 0, "AVRO", _avro("Common", "a"), ())
+    source.register("common", common)
+    destination.register("common", SubjectVersion(0, 0, "AVRO", _avro("Extra", "x"), ()))  # common v1 there is another
+    order = SubjectVersion(0, 0, "AVRO", _avro("Order", "id"), ())
+    ref = (Reference("Common", "common", 1),)
+    source.register("orders-value", order, ref)
+    source.levels["orders-value"] = "FULL"
+    syncer = SchemaSyncer(source, destination, PrefixPolicy("dc1."), LENIENT, "MIRROR")
+
+    assert syncer.sync_topic("orders") == 2
+    [copy] = destination.versions("dc1.orders-value")
+    assert copy.references == (Reference("Common", "common", 2),)  # the copy of common v1 is v2 there
+    assert destination.levels["dc1.orders-value"] == "FULL" and destination.levels["common"] == "BACKWARD"
+    order_id = source.versions("orders-value")[0].schema_id
+    assert syncer.id_headers[wire_format.header(order_id)] == wire_format.header(copy.schema_id)
+    assert syncer.sync_topic("orders") == 0
+
+    # A version registered on the source later is synced when a record first carries its id.
+    new_id = source.register("orders-value", SubjectVersion(0, 0, "AVRO", _avro("Order", "id", "qty"), ()), ref)
+    header = syncer.destination_header("orders", new_id)
+    assert header == wire_format.header(destination.versions("dc1.orders-value")[1].schema_id)
+
+
+def test_syncer_conflicts_and_unknown_ids():
+    from mirror_worker.exceptions import SchemaConflict, UnknownSchemaId
+    from mirror_worker.naming import IdentityPolicy
+    from mirror_worker.schema_registry import SubjectVersion
+    from mirror_worker.schema_sync import SchemaSyncer
+
+    source, destination = FakeRegistry("source"), FakeRegistry("destination", first_id=50)
+    source.register("t-value", SubjectVersion(0, 0, "AVRO", _avro("A", "a"), ()))
+    destination.register("t-value", SubjectVersion(0, 0, "AVRO", _avro("B", "b"), ()))
+    syncer = SchemaSyncer(source, destination, IdentityPolicy(), STRICT, "NONE")
+    with pytest.raises(SchemaConflict) as info:
+        syncer.sync_topic("t")
+    assert str(info.value) == ("schema conflict on topic t: subject t-value -> t-value: destination version 1 "
+                               "differs from source version 1 (strict mode needs an exact copy)")
+    assert len(destination.versions("t-value")) == 1
+    with pytest.raises(UnknownSchemaId):
+        syncer.destination_header("u", 12345)
