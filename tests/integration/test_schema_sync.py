@@ -301,3 +301,18 @@ def test_unknown_schema_id_goes_to_the_dead_letter_topic_when_asked(stack, topic
     headers = dict(dead_lettered.headers())
     assert headers["mirror.error"].decode().startswith("unknown schema: schema id 2147483633 is not in the source")
     assert "partition halted" not in [e.get("msg") for e in worker.logs()]
+
+
+def test_unreachable_registry_stops_the_worker_without_leaking_credentials(stack, topic_name, tmp_path):
+    src = stack["source"].kafka.bootstrap_servers
+    topic = topic_name("noreg")
+    create_topic(src, topic, partitions=1)
+    args = _worker_args(stack, tmp_path, f"g-{topic}", "--whitelist", topic)
+    args[args.index("--schema.registry.url") + 1] = "http://mirror:s3cret-pw@127.0.0.1:1/apis/ccompat/v7"
+
+    worker = WorkerProcess(args, tmp_path)
+    assert worker.wait(120) == 1
+    assert worker.stderr.strip().splitlines() == [
+        "mirror_worker: source 'g-{}.source' schema registry unreachable: ConnectError: [Errno 111] Connection "
+        "refused".format(topic)]
+    assert "s3cret" not in worker.stdout_path.read_text()
