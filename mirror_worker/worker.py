@@ -318,7 +318,7 @@ class MirrorWorker:
         provenance = self.config.provenance_headers
         max_bytes = self.max_bytes
         id_map = stream.schemas.id_headers if stream.schemas is not None else None
-        rewrite = wire_format.rewrite
+        rewrite, magic, header_size = wire_format.rewrite, wire_format.MAGIC_BYTE, wire_format.HEADER_SIZE
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
         for msg in batch:
             err = msg.error()
@@ -344,9 +344,9 @@ class MirrorWorker:
             refused = False
             if id_map is not None:
                 try:
-                    if key and key[0] == 0 and len(key) >= 5:
+                    if key and key[0] == magic and len(key) >= header_size:
                         key = rewrite(key, id_map)
-                    if value and value[0] == 0 and len(value) >= 5:
+                    if value and value[0] == magic and len(value) >= header_size:
                         value = rewrite(value, id_map)
                 except KeyError:
                     rewritten = self._new_schema_ids(stream, msg)
