@@ -50,7 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max.procs", dest="max_procs", type=int, metavar="N", help="cap on worker processes")
     add("--timings.producer.config", dest="timings_producer_config", metavar="FILE",
         help="producer .properties for heartbeat records (default: the producer's)")
-    add("--schema.registry.url", dest="schema_registry_url", metavar="URL", help="source schema registry")
+    add("--schema.registry.url", dest="schema_registry_url", metavar="URL",
+        help="source schema registry (of every --consumer.config cluster)")
+    add("--destination.schema.registry.url", dest="destination_schema_registry_url", metavar="URL",
+        help="destination schema registry: schemas are synced to it and schema ids rewritten")
+    add("--schema.sync.mode", dest="schema_sync", choices=("strict", "lenient"),
+        help="strict (default): destination subjects are exact copies; lenient: they may hold extra versions")
+    add("--schema.compatibility", dest="schema_compatibility", metavar="LEVEL",
+        help="destination subjects' compatibility: MIRROR (default, the source's) or a level such as BACKWARD")
     add("--provenance.headers", dest="provenance_headers", type=_bool, nargs="?", const=True,
         help="add a header naming each record's source cluster, topic, partition and offset")
     add("--dead.letter.topic", dest="dead_letter_topic", metavar="TOPIC",
@@ -73,6 +80,7 @@ _CLI_FIELDS = (
     "whitelist", "blacklist", "num_streams", "num_producers", "preserve_partitions", "preserve_order",
     "prefix", "queue_size", "max_procs", "schema_registry_url", "provenance_headers", "dead_letter_topic",
     "metrics_port", "on_data_loss",
+    "destination_schema_registry_url", "schema_sync", "schema_compatibility",
 )
 
 

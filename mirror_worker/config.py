@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, NamingPolicy, PrefixPolicy
@@ -25,10 +25,23 @@ def _require_bootstrap(value: ClientSettings) -> ClientSettings:
     return value
 
 
+def _registry_url(value: str | None) -> str | None:
+    # The message never echoes the URL: it may carry credentials (http://user:secret@host).
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise ValueError("a schema registry URL must start with http:// or https://")
+    return value
+
+
+RegistryUrl = Annotated[str | None, AfterValidator(_registry_url)]
+
 # Settings of a client that connects somewhere: bootstrap.servers is required.
 ConnectingClientSettings = Annotated[ClientSettings, AfterValidator(_require_bootstrap)]
 
 MIRROR_SOURCE = "mirror-source"
+# MIRROR: each destination subject gets its source subject's level (else the source registry's global level).
+SchemaCompatibility = Literal[
+    "MIRROR", "NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE"
+]
 
 
 class _Strict(BaseModel):
@@ -71,6 +84,7 @@ class TopicCreation(_Strict):
 class SourceCluster(_Strict):
     name: str
     consumer: ConnectingClientSettings
+    schema_registry_url: RegistryUrl = None  # this cluster's registry; MirrorConfig.schema_registry_url if unset
 
 
 class MirrorConfig(_Strict):
@@ -94,7 +108,10 @@ class MirrorConfig(_Strict):
     heartbeat_producer: ClientSettings | None = None
     heartbeat_topic: str = "mirror.heartbeats"
     heartbeat_interval_s: float = Field(5.0, gt=0)
-    schema_registry_url: str | None = None
+    schema_registry_url: RegistryUrl = None  # every source's registry unless the source names its own
+    destination_schema_registry_url: RegistryUrl = None
+    schema_sync: Literal["strict", "lenient"] = "strict"
+    schema_compatibility: Annotated[SchemaCompatibility, BeforeValidator(lambda v: v.upper() if isinstance(v, str) else v)] = "MIRROR"
     commit_interval_s: float = Field(5.0, gt=0)
     topic_refresh_interval_s: float = Field(10.0, gt=0)
     startup_timeout_s: float = Field(30.0, gt=0)
@@ -120,6 +137,14 @@ class MirrorConfig(_Strict):
             if "transactional.id" in self.producer:
                 raise ValueError("exactly-once chooses transactional.id per source partition: remove it "
                                  "from the producer settings")
+        has_source_registry = any(self.source_registry_url(s) for s in self.sources)
+        if self.destination_schema_registry_url and not has_source_registry:
+            raise ValueError("a destination schema registry needs a source schema registry "
+                             "(--schema.registry.url or the source's schema-registry-url)")
+        if has_source_registry and not self.destination_schema_registry_url:
+            raise ValueError("a source schema registry needs a destination schema registry to sync schemas and "
+                             "rewrite schema ids (--destination.schema.registry.url or the destination's "
+                             "schema-registry-url)")
         return self
 
     # Derived, pure views -----------------------------------------------------------------------
@@ -132,6 +157,13 @@ class MirrorConfig(_Strict):
         if self.prefix:
             return PrefixPolicy(self.prefix)
         return IdentityPolicy()
+
+    def source_registry_url(self, source: SourceCluster) -> str | None:
+        return source.schema_registry_url or self.schema_registry_url
+
+    @property
+    def syncs_schemas(self) -> bool:
+        return self.destination_schema_registry_url is not None
 
     @property
     def exactly_once(self) -> bool:

@@ -27,3 +27,19 @@ class PartitionHaltedError(MirrorError):
 
 class FatalMirrorError(MirrorError):
     """The worker cannot go on (fatal producer error, lost fencing, ...)."""
+
+
+class SchemaConflict(MirrorError):
+    """A destination subject does not hold what the schema-sync mode requires; its topic is not mirrored."""
+
+    def __init__(self, topic: str, reason: str) -> None:
+        self.topic, self.reason = topic, reason
+        super().__init__(f"schema conflict on topic {topic}: {reason}")
+
+
+class UnknownSchemaId(MirrorError):
+    """A record is framed with a schema id the source registry does not know."""
+
+
+class SchemaRegistryUnavailable(MirrorError):
+    """A schema registry did not answer, or answered with an unexpected error."""

@@ -139,13 +139,13 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str) -> Mirror
         raw_sources = [group["source"]]
     if not isinstance(raw_sources, list) or not raw_sources:
         raise ConfigError(f"{where}: source: required (a mapping with kafka settings)")
-    sources, registries = [], []
+    sources = []
     for i, source in enumerate(raw_sources):
         _reject_unknown(source, _SOURCE_KEYS, f"{where}: source")
         source_name = str(source.get("name") or ("source" if len(raw_sources) == 1 else f"source{i}"))
         kafka = _client_dict(source.get("kafka"), f"{where}: source {source_name!r} kafka")
-        sources.append({"name": source_name, "consumer": consumer_settings(kafka, f"{where}: source {source_name!r} kafka")})
-        registries.append(source.get("schema-registry-url"))
+        sources.append({"name": source_name, "consumer": consumer_settings(kafka, f"{where}: source {source_name!r} kafka"),
+                        "schema_registry_url": source.get("schema-registry-url")})
 
     destination = group.get("destination")
     _reject_unknown(destination, _DESTINATION_KEYS, f"{where}: destination")
@@ -160,8 +160,8 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str) -> Mirror
         )
     fields.update(name=name, sources=sources, producer=producer)
     fields.setdefault("group_id", f"{prefix}{name}")
-    if registries[0] and "schema_registry_url" not in fields:
-        fields["schema_registry_url"] = registries[0]
+    if destination.get("schema-registry-url"):
+        fields["destination_schema_registry_url"] = destination["schema-registry-url"]
     return build_mirror_config(fields, where=where, key_style=_spec_key)
 
 

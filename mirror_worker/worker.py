@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import TopicCollection
@@ -23,12 +24,16 @@ from confluent_kafka.admin import AdminClient
 from mirror_worker.config import MirrorConfig
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
 from mirror_worker.exactly_once import PartitionTransactions, ProducerFenced, TransactionAborted
-from mirror_worker.exceptions import FatalMirrorError, MirrorError, UnreachableClusterError
+from mirror_worker import wire_format
+from mirror_worker.exceptions import FatalMirrorError, MirrorError, SchemaConflict, UnknownSchemaId, UnreachableClusterError
 from mirror_worker.ledger import OffsetLedger
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.naming import check_mapping
 from mirror_worker.routing import Router
 from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics
+
+if TYPE_CHECKING:
+    from mirror_worker.schema_sync import SchemaSyncer
 
 log = logging.getLogger("mirror_worker")
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
@@ -78,6 +83,8 @@ class SourceStream:
     topic_ids: dict[str, str] = field(default_factory=dict)
     recreated: dict[str, str] = field(default_factory=dict)  # topic -> its id before it was recreated
     reported_loss: set[tuple[str, int]] = field(default_factory=set)
+    schemas: SchemaSyncer | None = None  # when this source and the destination have registries
+    schema_conflicts: dict[str, str] = field(default_factory=dict)  # topic -> why it is not mirrored
 
 
 class MirrorWorker:
@@ -141,6 +148,12 @@ class MirrorWorker:
                 )
                 stream.producers = stream.transactions.producers
             self.streams.append(stream)
+        if cfg.syncs_schemas:  # the registry client and fastavro are only loaded by mirrors that use them
+            from mirror_worker.schema_sync import syncers_for
+
+            syncers = syncers_for(cfg, on_register=self.metrics.schemas_registered.labels(**self._label).inc)
+            for stream in self.streams:
+                stream.schemas = syncers.get(stream.alias)
         self._ensure_heartbeat_topic()
         self.refresh_topics()
         log.info("mirror started", extra={
@@ -189,6 +202,7 @@ class MirrorWorker:
                 self._check_partition_room(changed, counts)
             if set(current) != set(stream.topics):
                 added, removed = set(current) - set(stream.topics), set(stream.topics) - set(current)
+                self._sync_schemas(stream, sorted(added))
                 log.info("subscription changed", extra={
                     **self._label, "source": stream.alias, "added": sorted(added), "removed": sorted(removed),
                 })
@@ -227,6 +241,8 @@ class MirrorWorker:
         stream.assigned |= keys
         if self._paused:
             stream.consumer.pause(partitions)
+        halts += [((tp.topic, tp.partition), tp.offset, stream.schema_conflicts[tp.topic])
+                  for tp in partitions if tp.topic in stream.schema_conflicts]
         for (topic, partition), offset, reason in halts:
             self._halt(stream, topic, partition, offset, reason)
         log.info("partitions assigned", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
@@ -301,6 +317,8 @@ class MirrorWorker:
         pending = stream.pending
         provenance = self.config.provenance_headers
         max_bytes = self.max_bytes
+        id_map = stream.schemas.id_headers if stream.schemas is not None else None
+        rewrite, magic, header_size = wire_format.rewrite, wire_format.MAGIC_BYTE, wire_format.HEADER_SIZE
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
         for msg in batch:
             err = msg.error()
@@ -323,7 +341,21 @@ class MirrorWorker:
                 headers = self._headers(stream, msg, headers, route.topic)
                 if headers is False:
                     continue
-            if size > max_bytes.get(route.topic, 1 << 62):
+            refused = False
+            if id_map is not None:
+                try:
+                    if key and key[0] == magic and len(key) >= header_size:
+                        key = rewrite(key, id_map)
+                    if value and value[0] == magic and len(value) >= header_size:
+                        value = rewrite(value, id_map)
+                except KeyError:
+                    rewritten = self._new_schema_ids(stream, msg)
+                    refused = rewritten is None
+                    if not refused:
+                        key, value = rewritten
+            if refused:
+                pass  # dead-lettered, or its partition halted
+            elif size > max_bytes.get(route.topic, 1 << 62):
                 self._refuse(stream, msg, f"record of {size} bytes exceeds destination {route.topic} "
                                           f"max.message.bytes={max_bytes[route.topic]}")
             else:
@@ -354,6 +386,62 @@ class MirrorWorker:
                 labels = {**self._label, "source": stream.alias, "topic": topic}
                 self.metrics.records_consumed.labels(**labels).inc(counts[0] - records)
                 self.metrics.bytes_consumed.labels(**labels).inc(counts[1] - size)
+
+    # ---------------------------------------------------------------- schemas
+    def _sync_schemas(self, stream: SourceStream, topics: list[str]) -> None:
+        """Copy the subjects of newly mirrored topics before any of their records is produced."""
+        if stream.schemas is None:
+            return
+        for topic in topics:
+            try:
+                stream.schemas.sync_topic(topic)
+            except SchemaConflict as exc:
+                self._schema_conflict(stream, topic, str(exc))
+        self.metrics.schema_id_cache_size.labels(source=stream.alias, **self._label).set(len(stream.schemas.id_headers))
+
+    def _new_schema_ids(self, stream: SourceStream, msg) -> tuple | None:
+        """A key or value framed with a schema id not mapped yet: sync its subjects, then map it.
+
+        Returns the rewritten (key, value), or None when the record was refused (unknown id: dead-lettered or
+        its partition halted) or its topic halted (schema conflict). A registry that does not answer stops
+        the worker (SchemaRegistryUnavailable): the next run resumes from the last commit.
+        """
+        topic, syncer = msg.topic(), stream.schemas
+        self.metrics.schema_id_cache_misses.labels(source=stream.alias, **self._label).inc()
+        if topic in stream.schema_conflicts:
+            self._schema_conflict(stream, topic, stream.schema_conflicts[topic], at=msg)
+            return None
+        key, value = msg.key(), msg.value()
+        try:
+            for data in (key, value):
+                if wire_format.is_framed(data) and data[:wire_format.HEADER_SIZE] not in syncer.id_headers:
+                    syncer.destination_header(topic, wire_format.schema_id(data))
+        except UnknownSchemaId as exc:
+            self._refuse(stream, msg, f"unknown schema: {exc}")
+            return None
+        except SchemaConflict as exc:
+            self._schema_conflict(stream, topic, str(exc), at=msg)
+            return None
+        finally:
+            self.metrics.schema_id_cache_size.labels(source=stream.alias, **self._label).set(len(syncer.id_headers))
+        return (wire_format.rewrite(key, syncer.id_headers) if wire_format.is_framed(key) else key,
+                wire_format.rewrite(value, syncer.id_headers) if wire_format.is_framed(value) else value)
+
+    def _schema_conflict(self, stream: SourceStream, topic: str, reason: str, at=None) -> None:
+        """The topic's subjects cannot be synced: halt every partition of it this worker holds."""
+        if topic not in stream.schema_conflicts:
+            stream.schema_conflicts[topic] = reason
+            labels = {**self._label, "source": stream.alias, "topic": topic}
+            self.metrics.schema_conflicts.labels(**labels).set(1)
+            log.error("schema conflict: topic not mirrored", extra={**labels, "error": reason})
+            print(f"mirror_worker: {reason} (source {stream.alias!r}; the topic is not mirrored)",
+                  file=sys.stderr, flush=True)
+        if at is not None:
+            self._halt(stream, topic, at.partition(), at.offset(), reason)
+        ledger = stream.ledger
+        for key in sorted(stream.assigned):
+            if key[0] == topic and key not in ledger.halted:
+                self._halt(stream, topic, key[1], ledger.next_offsets.get(key, ledger.committed.get(key, 0)), reason)
 
     def _headers(self, stream: SourceStream, msg, headers, destination_topic: str):
         """Copy headers, check for a cycle, add provenance. False means: the record was refused."""
