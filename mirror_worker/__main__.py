@@ -12,8 +12,12 @@ from mirror_worker.runner import EXIT_BAD_INPUT, fail, run_processes, run_worker
 
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["translate-offsets"]:
+        from mirror_worker.offset_translation import main as translate_offsets
+        return translate_offsets(argv[1:])
     try:
-        config = config_from_args(parse_args(sys.argv[1:] if argv is None else argv))
+        config = config_from_args(parse_args(argv))
     except ConfigError as exc:
         return fail(str(exc), EXIT_BAD_INPUT)
     if config.process_count > 1:
