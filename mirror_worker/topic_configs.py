@@ -75,8 +75,13 @@ def explicit_configs(entries: dict[str, ConfigEntry]) -> TopicConfigs:
     """Entries set on the topic itself (not inherited from the broker or a default); secrets never."""
     return {
         name: entry.value for name, entry in entries.items()
-        if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG and not entry.is_sensitive and entry.value is not None
+        if _source_of(entry) == ConfigSource.DYNAMIC_TOPIC_CONFIG and not entry.is_sensitive and entry.value is not None
     }
+
+
+def _source_of(entry: ConfigEntry) -> ConfigSource:
+    # describe_configs results carry the source as a plain int, not the enum.
+    return ConfigSource(getattr(entry.source, "value", entry.source))
 
 
 def describe_explicit_configs(admin: AdminClient, topics: list[str], timeout: float = 30.0) -> dict[str, TopicConfigs]:

@@ -7,7 +7,9 @@ import pytest
 from mirror_worker.config import build_mirror_config
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.offset_syncs import OffsetSync, slot_for, translate_offset, translate_positions
-from mirror_worker.topic_configs import ConfigChange, copied_configs, exclusion_pattern, plan_config_changes
+from mirror_worker.topic_configs import (
+    ConfigChange, copied_configs, exclusion_pattern, explicit_configs, plan_config_changes,
+)
 
 DEFAULT = exclusion_pattern()
 
@@ -115,3 +117,16 @@ def test_sync_records_round_trip_and_foreign_records_are_ignored():
     assert sync.key(0) != sync.key(1)  # each slot its own compacted key
     assert OffsetSync.decode(sync.key(0), None) is None
     assert OffsetSync.decode(b"junk", b"{}") is None
+
+
+def test_explicit_configs_keeps_only_topic_level_non_secret_entries():
+    from confluent_kafka.admin import ConfigEntry, ConfigSource
+
+    entries = {
+        "retention.ms": ConfigEntry("retention.ms", "10", source=ConfigSource.DYNAMIC_TOPIC_CONFIG.value),  # as returned
+        "cleanup.policy": ConfigEntry("cleanup.policy", "compact", source=ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        "segment.ms": ConfigEntry("segment.ms", "5", source=ConfigSource.STATIC_BROKER_CONFIG.value),
+        "flush.ms": ConfigEntry("flush.ms", "9", source=ConfigSource.DEFAULT_CONFIG.value),
+        "secret": ConfigEntry("secret", "x", source=ConfigSource.DYNAMIC_TOPIC_CONFIG.value, is_sensitive=True),
+    }
+    assert explicit_configs(entries) == {"retention.ms": "10", "cleanup.policy": "compact"}
