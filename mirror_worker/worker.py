@@ -619,6 +619,11 @@ class MirrorWorker:
             **self._label, "source": stream.alias,
             "positions": sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions),
         })
+        # A first sync per partition before this worker produces any of its records: a consumer that
+        # committed anywhere from here on translates, even before the first commit of this worker.
+        halted = {key for key, _, _ in halts}
+        self._write_offset_syncs(stream, {(tp.topic, tp.partition): tp.offset for tp in partitions
+                                          if (tp.topic, tp.partition) not in halted})
         if stream.incremental_assignment:
             stream.consumer.incremental_assign(partitions)
         else:
