@@ -23,9 +23,10 @@ latest sync still translates, with a bounded number of records in the compacted 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 SLOTS = 8  # per partition: syncs numbered n land in slot min(trailing zeros of n, SLOTS - 1)
@@ -139,21 +140,41 @@ class OffsetSyncWriter:
         self.sequence: dict[tuple[str, str, int], int] = {}
         self.written: dict[tuple[str, str, int], int] = {}  # last S written per (alias, topic, partition)
 
-    def write(self, producer, alias: str, positions: dict[tuple[str, int], int], topic_ids: dict[str, str]) -> list[OffsetSync]:
+    def write(self, producer, alias: str, positions: dict[tuple[str, int], int],
+              topic_ids: dict[str, str]) -> tuple[list[OffsetSync], dict[str, str]]:
+        """Returns the syncs written and {"topic[partition]": error} of the partitions without one."""
         moved = {key: offset for key, offset in positions.items() if self.written.get((alias, *key)) != offset}
         if not moved:
-            return []
-        requests = {TopicPartition(self.remote_topic(t), p): OffsetSpec.latest() for t, p in moved}
-        futures = self.admin.list_offsets(requests, request_timeout=self.timeout)
-        highs = {(tp.topic, tp.partition): future.result(self.timeout).offset for tp, future in futures.items()}
+            return [], {}
+        highs, errors = self._high_watermarks({(self.remote_topic(t), p) for t, p in moved})
         syncs = []
         for (topic, partition), offset in sorted(moved.items()):
-            sync = OffsetSync(alias, topic, partition, offset, highs[(self.remote_topic(topic), partition)],
-                              topic_ids.get(topic, ""))
+            high = highs.get((self.remote_topic(topic), partition))
+            if high is None:
+                continue
+            sync = OffsetSync(alias, topic, partition, offset, high, topic_ids.get(topic, ""))
             full_key = (alias, topic, partition)
             self.sequence[full_key] = self.sequence.get(full_key, 0) + 1
             producer.produce(self.topic, sync.value(), sync.key(slot_for(self.sequence[full_key])))
             self.written[full_key] = offset
             syncs.append(sync)
         producer.flush(self.timeout)
-        return syncs
+        return syncs, errors
+
+    def _high_watermarks(self, partitions: set[tuple[str, int]], attempts: int = 5) -> tuple[dict, dict]:
+        """Destination high watermarks; a partition just created may need a few tries (leader not known yet)."""
+        highs, errors = {}, {}
+        for attempt in range(attempts):
+            requests = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions if (t, p) not in highs}
+            if not requests:
+                break
+            if attempt:
+                time.sleep(0.2 * attempt)
+            errors = {}
+            for tp, future in self.admin.list_offsets(requests, request_timeout=self.timeout).items():
+                try:
+                    highs[(tp.topic, tp.partition)] = future.result(self.timeout).offset
+                except KafkaException as exc:
+                    errors[f"{tp.topic}[{tp.partition}]"] = exc.args[0].str()
+        return highs, errors
+

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicCollection, TopicPartition
@@ -103,11 +103,11 @@ def read_offset_syncs(config: MirrorConfig, timeout: float = 30.0) -> list[Offse
                 ends[partition] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in ends] or [])
         syncs, done = [], set()
+        deadline = time.monotonic() + timeout
         while len(done) < len(ends):
-            batch = consumer.consume(1000, timeout)
-            if not batch:
+            if time.monotonic() > deadline:
                 raise TranslationError(f"reading {topic} on the destination timed out")
-            for msg in batch:
+            for msg in consumer.consume(1000, 0.5):
                 if msg.error() is not None:
                     if msg.error().code() == -191:  # _PARTITION_EOF
                         done.add(msg.partition())

@@ -562,14 +562,15 @@ class MirrorWorker:
         """Right after a completed flush or transaction commit, before anything else is produced."""
         if self.offset_sync_writer is None:
             return
+        producer = self.producers[0] if self.producers else self.heartbeat_producer
         try:
-            syncs = self.offset_sync_writer.write(self.producers[0] if self.producers else self.heartbeat_producer, stream.alias,
-                                                  positions, stream.topic_ids)
+            syncs, errors = self.offset_sync_writer.write(producer, stream.alias, positions, stream.topic_ids)
         except (KafkaException, BufferError) as exc:
-            # Not fatal: the syncs only get older; translation uses the latest one written.
+            syncs, errors = [], {"*": str(exc)}
+        if errors:
+            # Not fatal: translation uses the syncs written before (or after) this one.
             self.metrics.errors.labels(kind="offset_sync", **self._label).inc()
-            log.warning("offset syncs not written", extra={**self._label, "source": stream.alias, "error": str(exc)})
-            return
+            log.warning("offset syncs not written", extra={**self._label, "source": stream.alias, "errors": errors})
         for sync in syncs:
             self.metrics.offset_syncs.labels(source=stream.alias, topic=sync.topic, **self._label).inc()
 

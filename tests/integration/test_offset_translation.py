@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from devstack.paths import ROOT
-from mirror_worker.offset_translation import read_offset_syncs, translate_group_offsets
+from mirror_worker.offset_translation import read_offset_syncs, translate_group, translate_group_offsets
 from mirror_worker.spec import select_mirror
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import WorkerProcess, wait_for_count
@@ -152,7 +152,7 @@ def test_consumer_fails_over_with_translated_offsets(stack, topic_name, tmp_path
     _commit_after_reading(src, topic, group, committed)
 
     offsets = translate_group_offsets(config, group)
-    assert set(offsets) == {(f"dr.{topic}", p) for p in range(PARTITIONS)}
+    assert set(offsets) == {(f"dr.{topic}", p) for p in range(PARTITIONS)}, (translate_group(config, group), syncs)
     _check_resume(_read_from(dst, f"dr.{topic}", {p: o for (_, p), o in offsets.items()}), committed, syncs, 2 * ROUND)
 
     applied = _cli("--config", str(spec), "--mirror", mirror, "--group", group, "--apply")
