@@ -235,6 +235,9 @@ class MirrorWorker:
                 changes, errors = sync_topic_configs(stream.admin, self.admin, mapping, self.config_exclusions)
             except KafkaException as exc:
                 errors, changes = {"*": exc.args[0].str()}, {}
+            resized = [t for t, topic_changes in changes.items() if any(c.name == "max.message.bytes" for c in topic_changes)]
+            if resized:  # the hot path refuses records above the cached limit
+                self.max_bytes.update(self.destination.max_message_bytes(resized))
             for topic, topic_changes in changes.items():
                 labels = {**self._label, "source": stream.alias, "topic": topic}
                 for change in topic_changes:

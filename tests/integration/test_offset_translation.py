@@ -144,8 +144,9 @@ def test_consumer_fails_over_with_translated_offsets(stack, topic_name, tmp_path
         _produce_round(src, topic, 1)
         wait_for_count(dst, f"dr.{topic}", 2 * ROUND * PARTITIONS)
         syncs = _wait_for_syncs(config, 2 * ROUND)
+        assert worker.terminate() == 0
     finally:
-        worker.terminate()
+        worker.stop_quietly()
 
     # The application read part of the source and committed; then the source cluster is lost.
     committed = {0: 37, 1: ROUND, 2: ROUND + 50}

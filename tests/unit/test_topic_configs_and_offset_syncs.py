@@ -130,3 +130,33 @@ def test_explicit_configs_keeps_only_topic_level_non_secret_entries():
         "secret": ConfigEntry("secret", "x", source=ConfigSource.DYNAMIC_TOPIC_CONFIG.value, is_sensitive=True),
     }
     assert explicit_configs(entries) == {"retention.ms": "10", "cleanup.policy": "compact"}
+
+
+def test_config_sync_flags_and_spec_keys(tmp_path):
+    from mirror_worker.cli import config_from_args, parse_args
+    from mirror_worker.spec import select_mirror
+
+    (tmp_path / "s.properties").write_text("bootstrap.servers=a:1\n")
+    (tmp_path / "d.properties").write_text("bootstrap.servers=b:1\n")
+    flags = config_from_args(parse_args([
+        "--consumer.config", str(tmp_path / "s.properties"), "--producer.config", str(tmp_path / "d.properties"),
+        "--whitelist", "x", "--config.sync.interval.ms", "0", "--config.sync.exclude", "segment\\..*, retention\\.bytes",
+    ]))
+    assert flags.config_sync_interval_ms == 0
+    assert flags.config_sync_exclude == ["segment\\..*", "retention\\.bytes"]
+    assert flags.offset_syncs_topic == "mirror.mirror.offset-syncs" and not flags.writes_offset_syncs
+
+    spec = tmp_path / "m.yaml"
+    spec.write_text("""
+groups:
+  - source: {kafka: {bootstrap.servers: "a:1"}}
+    destination: {kafka: {bootstrap.servers: "b:1"}}
+    mirrors:
+      - {name: m, whitelist: x, preserve-partitions: true, config-sync-interval-ms: 5000,
+         config-sync-exclude: ["retention\\\\.ms"]}
+""")
+    config = select_mirror(spec, "m")
+    assert config.config_sync_interval_ms == 5000 and config.config_sync_exclude == ["retention\\.ms"]
+    assert config.writes_offset_syncs
+    from mirror_worker.topic_filter import is_internal_topic
+    assert is_internal_topic(config.offset_syncs_topic)
