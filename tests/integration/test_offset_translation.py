@@ -23,7 +23,8 @@ PARTITIONS = 3
 ROUND = 100  # records per partition per round
 
 
-def _spec(path: Path, src: str, dst: str, mirror: str, topic: str, preserve: bool = True) -> Path:
+def _spec(path: Path, src: str, dst: str, mirror: str, topic: str, preserve: bool = True,
+          delivery: str = "at-least-once") -> Path:
     path.write_text(f"""
 groups:
   - name: failover
@@ -35,6 +36,7 @@ groups:
         prefix: "dr."
         preserve-partitions: {str(preserve).lower()}
         commit-interval-s: 1
+        delivery: {delivery}
 """)
     return path
 
@@ -129,11 +131,12 @@ def _check_resume(read: dict[int, list[int]], committed: dict[int, int], syncs, 
         assert len(reread) <= position - last_sync.source_offset
 
 
-def test_consumer_fails_over_with_translated_offsets(stack, topic_name, tmp_path):
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_consumer_fails_over_with_translated_offsets(stack, topic_name, tmp_path, delivery):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("fo")
     mirror, group = f"fo-{topic}", f"app-{topic}"
-    spec = _spec(tmp_path / "mirrors.yaml", src, dst, mirror, topic)
+    spec = _spec(tmp_path / "mirrors.yaml", src, dst, mirror, topic, delivery=delivery)
     config = select_mirror(spec, mirror)
     create_topic(src, topic, partitions=PARTITIONS)
     worker = WorkerProcess(["--config", str(spec), "--mirror", mirror], tmp_path)
