@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
@@ -81,7 +82,7 @@ def test_topic_configs_copied_at_creation_and_kept_in_sync(stack, topic_name, tm
     })
     worker = WorkerProcess([
         *_flags(stack, tmp_path, f"g-{topic}"), "--whitelist", topic, "--prefix", "dc.",
-        "--config.sync.interval.ms", "2000", "--config.sync.exclude", "segment\\.ms",
+        "--config.sync.interval.ms", "2000", "--config.sync.exclude", "segment\\.ms", "--metrics.port", "0",
     ], tmp_path)
     source_admin, destination_admin = AdminClient({"bootstrap.servers": src}), AdminClient({"bootstrap.servers": dst})
     remote = f"dc.{topic}"
@@ -109,6 +110,10 @@ def test_topic_configs_copied_at_creation_and_kept_in_sync(stack, topic_name, tm
         synced = [(e["topic"], e["config"], e["new"]) for e in worker.logs() if e.get("msg") == "topic config synced"]
         assert (remote, "retention.ms", "7200000") in synced
         assert not [s for s in synced if s[1] in ("min.insync.replicas", "message.timestamp.type", "segment.ms")]
+        metrics = urllib.request.urlopen(worker.wait_for_log("metrics endpoint")["url"], timeout=10).read().decode()
+        counted = [line for line in metrics.splitlines()
+                   if line.startswith("mirror_topic_configs_synced_total{") and f'topic="{remote}"' in line]
+        assert len(counted) == 1 and float(counted[0].split()[-1]) == len([s for s in synced if s[0] == remote])
     finally:
         worker.stop_quietly()
 
