@@ -52,6 +52,15 @@ class DestinationTopics:
         # Destination partition = source partition needs every source partition to exist there.
         return max(count, source.partitions) if self.preserve_partitions else count
 
+    def grown_count(self, source: TopicInfo, current: int) -> int | None:
+        """What a destination topic of `current` partitions grows to, or None to leave it.
+
+        Grown whatever the routing when the source has more partitions than the destination (a source that
+        gained partitions carries more load), to the count a new topic would get. Never shrunk.
+        """
+        wanted = self.wanted_partitions(source)
+        return wanted if current < min(source.partitions, wanted) else None
+
     def ensure(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None) -> dict[str, int]:
         """mapping: destination topic -> its source topic's info. Returns destination partition counts."""
         existing = describe_topics(self.admin, self.timeout)
@@ -73,12 +82,10 @@ class DestinationTopics:
                 except KafkaException as exc:
                     if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise TopicCreationError(f"cannot create destination topic {topic}: {exc.args[0].str()}") from None
-        # Grown whatever the routing, when the source has more partitions than the destination (a source
-        # that gained partitions carries more load), up to the count a new topic would get. Never shrunk.
         to_grow = {
-            dest: NewPartitions(dest, self.wanted_partitions(src))
+            dest: NewPartitions(dest, count)
             for dest, src in mapping.items()
-            if dest in existing and existing[dest].partitions < min(src.partitions, self.wanted_partitions(src))
+            if dest in existing and (count := self.grown_count(src, existing[dest].partitions)) is not None
         }
         if to_grow:
             self._grow(to_grow, {dest: existing[dest].partitions for dest in to_grow})

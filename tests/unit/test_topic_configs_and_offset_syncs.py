@@ -160,3 +160,22 @@ groups:
     assert config.writes_offset_syncs
     from mirror_worker.topic_filter import is_internal_topic
     assert is_internal_topic(config.offset_syncs_topic)
+
+
+@pytest.mark.parametrize("creation, preserve, source, current, expected", [
+    ({}, False, 4, 2, 4),                                   # mirror-source count, any routing: grows with the source
+    ({}, True, 4, 2, 4),
+    ({}, False, 4, 4, None),                                # already there (another worker grew it)
+    ({}, False, 2, 4, None),                                # never shrunk
+    ({"partitions": 6}, False, 4, 6, None),                 # a fixed, larger count is left alone
+    ({"partitions": 3}, False, 8, 3, None),                 # a fixed count is kept without preserve-partitions
+    ({"partitions": 3}, True, 8, 3, 8),                     # preserve-partitions needs every source partition
+    ({"max_partitions": 5}, False, 8, 4, 5),                # clamped like creation
+    ({"min_partitions": 3}, False, 1, 3, None),             # heartbeat-like single-partition topics stay
+])
+def test_destination_growth_rule(creation, preserve, source, current, expected):
+    from mirror_worker.config import TopicCreation
+    from mirror_worker.topics import DestinationTopics, TopicInfo
+
+    topics = DestinationTopics(None, TopicCreation(**creation), preserve)
+    assert topics.grown_count(TopicInfo("t", source, 1), current) == expected
