@@ -1,6 +1,8 @@
 """`python -m mirror_worker` — MirrorMaker's flags, or `--config mirrors.yaml --mirror NAME`.
 
 `python -m mirror_worker sync-schemas --config SPEC --mirror NAME [--topics a,b]` copies the schemas only.
+`python -m mirror_worker translate-offsets --config SPEC --mirror NAME --group G [--apply]` translates a
+source consumer group's offsets to the destination (failover).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["sync-schemas"]:
         from mirror_worker.schema_sync import main as sync_schemas
         return sync_schemas(argv[1:])
+    if argv[:1] == ["translate-offsets"]:
+        from mirror_worker.offset_translation import main as translate_offsets
+        return translate_offsets(argv[1:])
     try:
         config = config_from_args(parse_args(argv))
     except ConfigError as exc:

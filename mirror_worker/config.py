@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator,
+)
 
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, NamingPolicy, PrefixPolicy
@@ -119,6 +121,21 @@ class MirrorConfig(_Strict):
     metrics_port: int | None = Field(None, ge=0, le=65535)
     delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
     on_data_loss: Literal["halt", "reset"] = "halt"
+    # Topic-config sync (topic_configs.py): every N ms, 0 disables it (creation copies nothing either).
+    config_sync_interval_ms: int = Field(60_000, ge=0)
+    config_sync_exclude: list[str] = Field(default_factory=list)  # regexes, on top of MM2's defaults
+    # Offset syncs for failover (offset_syncs.py); written only with preserve_partitions.
+    offset_syncs: bool = True
+
+    @field_validator("config_sync_exclude")
+    @classmethod
+    def _regexes(cls, value: list[str]) -> list[str]:
+        for expression in value:
+            try:
+                re.compile(expression)
+            except re.error as exc:
+                raise ValueError(f"invalid regex {expression!r}: {exc}") from None
+        return value
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "MirrorConfig":
@@ -164,6 +181,15 @@ class MirrorConfig(_Strict):
     @property
     def syncs_schemas(self) -> bool:
         return self.destination_schema_registry_url is not None
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        """Compacted, on the destination; `topic_filter.INTERNAL_TOPIC_PATTERNS` keeps it from being mirrored."""
+        return f"{self.name}.mirror.offset-syncs"
+
+    @property
+    def writes_offset_syncs(self) -> bool:
+        return self.offset_syncs and self.preserve_partitions
 
     @property
     def exactly_once(self) -> bool:

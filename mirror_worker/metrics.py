@@ -34,6 +34,13 @@ class MirrorMetrics:
             "mirror_data_loss", "Source records lost before they were mirrored (retention, topic recreated), by kind",
             labels + ["kind"], registry=self.registry,
         )
+        self.configs_synced = Counter(
+            "mirror_topic_configs_synced", "Destination topic config entries set from the source topic's", labels,
+            registry=self.registry,
+        )
+        self.offset_syncs = Counter(
+            "mirror_offset_syncs", "Offset syncs (source offset -> destination offset) written", labels, registry=self.registry
+        )
         self.errors = Counter("mirror_errors", "Errors by kind", ["mirror", "kind"], registry=self.registry)
         self.dead_lettered = Counter("mirror_records_dead_lettered", "Records sent to the dead-letter topic", labels, registry=self.registry)
         self.schemas_registered = Counter(

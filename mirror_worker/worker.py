@@ -29,7 +29,9 @@ from mirror_worker.exceptions import FatalMirrorError, MirrorError, SchemaConfli
 from mirror_worker.ledger import OffsetLedger
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.naming import check_mapping
+from mirror_worker.offset_syncs import OffsetSyncWriter
 from mirror_worker.routing import Router
+from mirror_worker.topic_configs import copied_configs, describe_explicit_configs, exclusion_pattern, sync_topic_configs
 from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics
 
 if TYPE_CHECKING:
@@ -100,12 +102,14 @@ class MirrorWorker:
             producer_per_partition=config.exactly_once,
         )
         self.topic_filter = config.topic_filter()
+        self.config_exclusions = exclusion_pattern(config.config_sync_exclude)
         self.max_bytes: dict[str, int] = {}
         self.streams: list[SourceStream] = []
         self.producers: list[Producer] = []
         self.heartbeat_producer: Producer | None = None
         self.destination_cluster_id = ""
         self._paused = False
+        self.offset_sync_writer: OffsetSyncWriter | None = None
         self._closing_deadline: float | None = None
         self._label = {"mirror": config.name}
 
@@ -155,6 +159,10 @@ class MirrorWorker:
             for stream in self.streams:
                 stream.schemas = syncers.get(stream.alias)
         self._ensure_heartbeat_topic()
+        if cfg.writes_offset_syncs:
+            topic = cfg.offset_syncs_topic
+            self.destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
+            self.offset_sync_writer = OffsetSyncWriter(topic, self.admin, self.router.policy.remote_topic)
         self.refresh_topics()
         log.info("mirror started", extra={
             **self._label, "sources": [s.alias for s in self.streams], "group": cfg.group_id,
@@ -195,7 +203,8 @@ class MirrorWorker:
             changed = {t: info for t, info in current.items() if stream.topics.get(t) != info}
             if changed:
                 mapping = {self.router.policy.remote_topic(t): info for t, info in changed.items()}
-                counts = self.destination.ensure(mapping)
+                counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
+                self.sync_topic_configs({stream.alias: list(changed)})
                 self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
                 for topic, count in counts.items():
                     self.router.set_destination_partitions(topic, count)
@@ -216,6 +225,45 @@ class MirrorWorker:
                 else:
                     stream.consumer.unsubscribe()
             stream.topics = current
+
+    def _creation_configs(self, stream: SourceStream, topics: list[str]) -> dict[str, dict[str, str]]:
+        """{destination topic: the source's configs it is created with} (empty when config sync is off)."""
+        if not self.config.config_sync_interval_ms:
+            return {}
+        remote = self.router.policy.remote_topic
+        return {
+            remote(topic): copied_configs(configs, self.config_exclusions)
+            for topic, configs in describe_explicit_configs(stream.admin, topics).items()
+        }
+
+    def sync_topic_configs(self, only: dict[str, list[str]] | None = None) -> None:
+        """Set on each destination topic the source configs it lacks or holds differently (SET only)."""
+        if not self.config.config_sync_interval_ms:
+            return
+        for stream in self.streams:
+            topics = sorted(stream.topics) if only is None else only.get(stream.alias, [])
+            if not topics:
+                continue
+            mapping = {t: self.router.policy.remote_topic(t) for t in topics}
+            try:
+                changes, errors = sync_topic_configs(stream.admin, self.admin, mapping, self.config_exclusions)
+            except KafkaException as exc:
+                errors, changes = {"*": exc.args[0].str()}, {}
+            resized = [t for t, topic_changes in changes.items() if any(c.name == "max.message.bytes" for c in topic_changes)]
+            if resized:  # the hot path refuses records above the cached limit
+                self.max_bytes.update(self.destination.max_message_bytes(resized))
+            for topic, topic_changes in changes.items():
+                labels = {**self._label, "source": stream.alias, "topic": topic}
+                for change in topic_changes:
+                    self.metrics.configs_synced.labels(**labels).inc()
+                    log.info("topic config synced", extra={
+                        **labels, "config": change.name, "old": change.old, "new": change.new,
+                    })
+            for topic, error in errors.items():
+                self.metrics.errors.labels(kind="config_sync", **self._label).inc()
+                log.warning("topic config sync failed", extra={
+                    **self._label, "source": stream.alias, "topic": topic, "error": error,
+                })
 
     def _check_partition_room(self, sources: dict[str, TopicInfo], counts: dict[str, int]) -> None:
         if not (self.config.preserve_partitions or self.config.exactly_once):
@@ -275,6 +323,7 @@ class MirrorWorker:
         now = self.clock()
         next_commit = now + cfg.commit_interval_s
         next_refresh = now + cfg.topic_refresh_interval_s
+        next_config_sync = now + cfg.config_sync_interval_ms / 1000
         next_heartbeat = now
         timeout = 0.5 if len(self.streams) == 1 else 0.1
         while not self.stop_event.is_set() and self.fatal is None:
@@ -282,6 +331,9 @@ class MirrorWorker:
             if now >= next_refresh:
                 self.refresh_topics()
                 next_refresh = now + cfg.topic_refresh_interval_s
+            if cfg.config_sync_interval_ms and now >= next_config_sync:
+                self.sync_topic_configs()
+                next_config_sync = self.clock() + cfg.config_sync_interval_ms / 1000
             if now >= next_heartbeat:
                 self.send_heartbeats()
                 next_heartbeat = now + cfg.heartbeat_interval_s
@@ -594,7 +646,24 @@ class MirrorWorker:
             offsets = {k: v for k, v in stream.ledger.committable(checkpoint).items() if k in owned}
             if offsets:
                 self._commit(stream, offsets)
+                self._write_offset_syncs(stream, offsets)
         return True
+
+    def _write_offset_syncs(self, stream: SourceStream, positions: dict) -> None:
+        """Right after a completed flush or transaction commit, before anything else is produced."""
+        if self.offset_sync_writer is None:
+            return
+        producer = self.producers[0] if self.producers else self.heartbeat_producer
+        try:
+            syncs, errors = self.offset_sync_writer.write(producer, stream.alias, positions, stream.topic_ids)
+        except (KafkaException, BufferError) as exc:
+            syncs, errors = [], {"*": str(exc)}
+        if errors:
+            # Not fatal: translation uses the syncs written before (or after) this one.
+            self.metrics.errors.labels(kind="offset_sync", **self._label).inc()
+            log.warning("offset syncs not written", extra={**self._label, "source": stream.alias, "errors": errors})
+        for sync in syncs:
+            self.metrics.offset_syncs.labels(source=stream.alias, topic=sync.topic, **self._label).inc()
 
     def _count_delivered(self, stream: SourceStream, pending: dict) -> None:
         now_ms = time.time() * 1000
@@ -642,6 +711,11 @@ class MirrorWorker:
             **self._label, "source": stream.alias,
             "positions": sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions),
         })
+        # A first sync per partition before this worker produces any of its records: a consumer that
+        # committed anywhere from here on translates, even before the first commit of this worker.
+        halted = {key for key, _, _ in halts}
+        self._write_offset_syncs(stream, {(tp.topic, tp.partition): tp.offset for tp in partitions
+                                          if (tp.topic, tp.partition) not in halted})
         if stream.incremental_assignment:
             stream.consumer.incremental_assign(partitions)
         else:
@@ -738,6 +812,7 @@ class MirrorWorker:
             self._count_delivered(stream, pending)
             if committed:
                 ledger.mark_committed(committed)
+                self._write_offset_syncs(stream, committed)
                 # Also on the source group, for lag monitoring; positions come from the destination.
                 self._commit(stream, committed)
         return all_committed
@@ -795,8 +870,8 @@ class MirrorWorker:
     def _on_delivery_error(self, err: KafkaError, msg) -> None:
         """Only errors are reported (delivery.report.only.error)."""
         self.metrics.errors.labels(kind="delivery", **self._label).inc()
-        if msg.topic() == self.config.heartbeat_topic:
-            log.warning("heartbeat delivery failed", extra={**self._label, "error": err.str()})
+        if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic):
+            log.warning("heartbeat or offset sync delivery failed", extra={**self._label, "error": err.str()})
             return
         origin = None
         for name, value in msg.headers() or ():
