@@ -1,4 +1,4 @@
-"""A test-only secured Kafka node: a SASL_SSL listener (SCRAM-SHA-256/512) with certificates made here.
+"""A test-only secured Kafka node: a SASL_SSL listener (SCRAM-SHA-256/512, PLAIN) with certificates made here.
 
 The PLAINTEXT listener stays for bootstrapping (SCRAM users are created through it with the admin
 API) and for the test's own reads and writes; clients under test use the SASL_SSL one.
@@ -75,14 +75,18 @@ def make_certificates(directory: Path) -> Certificates:
     return certs
 
 
-def secure_node(home: Path, certs: Certificates, heap_mb: int = 320) -> KafkaNode:
-    """A KafkaNode with a SASL_SSL listener; not started."""
+def secure_node(home: Path, certs: Certificates, plain_users: dict[str, str] | None = None,
+                heap_mb: int = 320) -> KafkaNode:
+    """A KafkaNode with a SASL_SSL listener; not started. PLAIN users live in the broker's JAAS line."""
     mechanisms = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+    plain = "".join(f' user_{user}="{password}"' for user, password in (plain_users or {}).items())
     settings = {
-        "sasl.enabled.mechanisms": ",".join(mechanisms),
+        "sasl.enabled.mechanisms": ",".join(mechanisms + ("PLAIN",)),
         "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
         "listener.name.sasl_ssl.ssl.keystore.location": str(certs.broker_pem),
         **{f"listener.name.sasl_ssl.{m.lower()}.sasl.jaas.config": SCRAM_LOGIN for m in mechanisms},
+        "listener.name.sasl_ssl.plain.sasl.jaas.config":
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required{plain};",
     }
     return KafkaNode("secure", home, heap_mb=heap_mb, extra_listeners={"SASL_SSL": "SASL_SSL"},
                      extra_settings=settings)

@@ -1,0 +1,215 @@
+"""Secured clusters: a dedicated broker with a SASL_SSL listener (SCRAM-SHA-512/256, certificates made here).
+
+The mirror reads a secured source and writes a secured destination with Java-style and librdkafka-style
+settings, credentials from `${file:...}` secrets files; a wrong password fails fast and clearly. No
+password, nor the JAAS line, appears in anything a worker printed.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from mirror_worker.client_config import settings_from_connection
+from tests.kafka_util import create_topic, produce, topic_exists
+from tests.secure_kafka import create_scram_user, make_certificates, secure_node
+from tests.worker_util import WorkerProcess, read_topic, wait_for_count, write_properties
+
+pytestmark = pytest.mark.integration
+
+SOURCE_USER, SOURCE_PASSWORD = "mirror-reader", "Src-Pa55word-7f3a"
+DEST_USER, DEST_PASSWORD = "mirror-writer", "Dst-Pa55word-91c2"
+PLAIN_USER, PLAIN_PASSWORD = "airflowuser", "Plain-Pa55word-5e6d"
+WRONG_PASSWORD = "Wrong-Pa55word-0000"
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory):
+    """A started secured node, its certificates and its SCRAM users (both mechanisms)."""
+    home = tmp_path_factory.mktemp("secure-kafka")
+    certs = make_certificates(home / "certs")
+    node = secure_node(home / "node", certs, plain_users={PLAIN_USER: PLAIN_PASSWORD})
+    node.start()
+    try:
+        node.wait_ready(120)
+        create_scram_user(node, certs, SOURCE_USER, SOURCE_PASSWORD, "SCRAM-SHA-512")
+        create_scram_user(node, certs, DEST_USER, DEST_PASSWORD, "SCRAM-SHA-256")
+        yield node, certs
+    finally:
+        node.stop()
+
+
+@pytest.fixture
+def secrets_file(tmp_path):
+    path = tmp_path / "secrets.properties"
+    path.write_text(f"source.password={SOURCE_PASSWORD}\ndestination.password={DEST_PASSWORD}\n")
+    return path
+
+
+def _records(n: int) -> list[dict]:
+    return [{"key": f"k{i % 17}".encode(), "value": f"secure-{i}".encode(), "partition": i % 3} for i in range(n)]
+
+
+def _assert_no_secret(*workers: WorkerProcess) -> None:
+    for worker in workers:
+        printed = worker.stdout_path.read_text() + worker.stderr_path.read_text()
+        for secret in (SOURCE_PASSWORD, DEST_PASSWORD, WRONG_PASSWORD, "ScramLoginModule", "required username"):
+            assert secret not in printed, f"{secret!r} printed by the worker ({worker.stdout_path})"
+
+
+def _java_source_properties(path, node, certs, password_value: str) -> str:
+    """A consumer file as a MirrorMaker user brings it: JAAS line, PEM truststore, config providers."""
+    return write_properties(path, {
+        "bootstrap.servers": node.listener_bootstrap("SASL_SSL"),
+        "group.id": f"secure-{time.monotonic_ns()}",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'{SCRAM} required username="{SOURCE_USER}" password="{password_value}";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(certs.ca_pem),
+        "ssl.endpoint.identification.algorithm": "https",
+        "config.providers": "file",
+        "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+    })
+
+
+def test_mirror_from_a_sasl_ssl_scram_source_with_the_password_in_a_file(stack, secure, secrets_file, tmp_path,
+                                                                         topic_name):
+    node, certs = secure
+    topic = topic_name("secure-src")
+    create_topic(node.bootstrap_servers, topic, partitions=3)
+    produce(node.bootstrap_servers, topic, _records(300))
+    consumer = _java_source_properties(tmp_path / "source.properties", node, certs,
+                                       f"${{file:{secrets_file}:source.password}}")
+    producer = write_properties(tmp_path / "destination.properties",
+                                {"bootstrap.servers": stack["destination"].kafka.bootstrap_servers})
+    worker = WorkerProcess(["--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
+                            "--offset.commit.interval.ms", "1000"], tmp_path)
+    try:
+        worker.wait_started(90)
+        mirrored = wait_for_count(stack["destination"].kafka.bootstrap_servers, topic, 300, timeout=120)
+        assert sorted(m.value() for m in mirrored) == sorted(r["value"] for r in _records(300))
+        assert worker.terminate(60) == 0
+    finally:
+        worker.stop_quietly()
+    _assert_no_secret(worker)
+
+
+def test_mirror_into_a_sasl_ssl_scram_destination_from_a_yaml_spec(stack, secure, secrets_file, tmp_path,
+                                                                    topic_name):
+    """librdkafka-style keys in the spec's kafka mapping; both sides' passwords from the secrets file."""
+    node, certs = secure
+    topic = topic_name("secure-dst")
+    create_topic(node.bootstrap_servers, topic, partitions=3)
+    produce(node.bootstrap_servers, topic, _records(120))
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(f"""
+groups:
+  - name: secured
+    source:
+      name: secured
+      kafka:
+        bootstrap.servers: "{node.listener_bootstrap('SASL_SSL')}"
+        security.protocol: SASL_SSL
+        sasl.mechanism: SCRAM-SHA-512
+        sasl.jaas.config: '{SCRAM} required username="{SOURCE_USER}" password="${{file:{secrets_file}:source.password}}";'
+        ssl.ca.location: "{certs.ca_pem}"
+    destination:
+      kafka:
+        bootstrap.servers: "{node.listener_bootstrap('SASL_SSL')}"
+        security.protocol: SASL_SSL
+        sasl.mechanisms: SCRAM-SHA-256
+        sasl.username: {DEST_USER}
+        sasl.password: "${{file:{secrets_file}:destination.password}}"
+        ssl.truststore.location: "{certs.ca_p12}"
+        ssl.truststore.type: PKCS12
+        ssl.truststore.password: "{certs.truststore_password}"
+    mirrors:
+      - name: secured-copy
+        whitelist: "{topic}"
+        prefix: "copy."
+        commit-interval-s: 1
+""")
+    worker = WorkerProcess(["--config", str(spec), "--mirror", "secured-copy"], tmp_path)
+    try:
+        worker.wait_started(90)
+        mirrored = wait_for_count(node.bootstrap_servers, f"copy.{topic}", 120, timeout=120)
+        assert sorted(m.value() for m in mirrored) == sorted(r["value"] for r in _records(120))
+        assert worker.terminate(60) == 0
+    finally:
+        worker.stop_quietly()
+    _assert_no_secret(worker)
+
+
+def test_a_wrong_password_fails_fast_with_one_clear_line_and_produces_nothing(secure, tmp_path, topic_name):
+    node, certs = secure
+    topic = topic_name("secure-wrong")
+    create_topic(node.bootstrap_servers, topic, partitions=3)
+    produce(node.bootstrap_servers, topic, _records(10))
+    consumer = _java_source_properties(tmp_path / "source.properties", node, certs, WRONG_PASSWORD)
+    # The destination is the secured node's PLAINTEXT listener: this test depends on no other cluster.
+    producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": node.bootstrap_servers})
+    started = time.monotonic()
+    # startup_timeout stays at its 30 s default: the failure must come from the refusal, not the timeout.
+    worker = WorkerProcess(["--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
+                            "--prefix", "copy."], tmp_path)
+    try:
+        code = worker.wait(90)
+    finally:
+        worker.stop_quietly()
+    elapsed = time.monotonic() - started
+    lines = worker.stderr.strip().splitlines()
+    assert code == 2
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("mirror_worker: source 'source' cluster refused the connection: ")
+    assert "SASL authentication error" in lines[0] and "SCRAM-SHA-512" in lines[0]
+    assert elapsed < 30, f"failed only after {elapsed:.0f}s: the refusal should stop start-up at once"
+    assert not topic_exists(node.bootstrap_servers, f"copy.{topic}")
+    assert any(e.get("msg") == "client error" and e.get("code") == "_AUTHENTICATION" for e in worker.logs())
+    _assert_no_secret(worker)
+
+
+def test_an_untrusted_certificate_is_refused_clearly(secure, tmp_path, topic_name):
+    """TLS without the CA: the handshake fails, the worker says so in one line and exits 2."""
+    node, _certs = secure
+    other = make_certificates(tmp_path / "other-ca")
+    consumer = write_properties(tmp_path / "source.properties", {
+        "bootstrap.servers": node.listener_bootstrap("SASL_SSL"), "group.id": "untrusted",
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": SOURCE_USER, "sasl.password": SOURCE_PASSWORD, "ssl.ca.location": str(other.ca_pem),
+    })
+    producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": node.bootstrap_servers})
+    worker = WorkerProcess(["--consumer.config", consumer, "--producer.config", producer,
+                            "--whitelist", topic_name("never")], tmp_path)
+    try:
+        code = worker.wait(90)
+    finally:
+        worker.stop_quietly()
+    lines = worker.stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("mirror_worker: source 'source' cluster refused the connection: ")
+    assert "certificate verify failed" in lines[0]
+    _assert_no_secret(worker)
+
+
+def test_airflow_connection_settings_reach_a_sasl_ssl_plain_cluster(secure, topic_name):
+    """settings_from_connection: the connection's login/password become PLAIN credentials."""
+    node, certs = secure
+    topic = topic_name("secure-conn")
+    create_topic(node.bootstrap_servers, topic, partitions=1)
+    extra = {"bootstrap.servers": node.listener_bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
+             "sasl.mechanism": "PLAIN", "ssl.truststore.location": str(certs.ca_pem)}
+    settings = settings_from_connection(PLAIN_USER, PLAIN_PASSWORD, extra, "kafka_secure")
+    assert topic in AdminClient(settings).list_topics(timeout=30).topics
+    errors = []
+    refused = AdminClient({**settings_from_connection(PLAIN_USER, WRONG_PASSWORD, extra),
+                           "error_cb": errors.append})
+    with pytest.raises(KafkaException):
+        refused.list_topics(timeout=5)
+    refused.poll(1)
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
