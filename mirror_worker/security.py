@@ -190,3 +190,44 @@ def _pkcs12_certificates(path: Path, password: str | None, where: str) -> str:
     if not certificates:
         raise ConfigError(f"{where}: {path} holds no certificate")
     return "".join(c.public_bytes(Encoding.PEM).decode() for c in certificates)
+
+
+_JAVA_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def java_security_settings(settings: dict[str, str]) -> dict[str, str]:
+    """The security part of librdkafka settings as Java client keys (for Spark's Kafka source and sink).
+
+    The inverse of translate_security for what both clients can express; other keys are left out.
+    """
+    out = {k: v for k, v in settings.items() if k == "security.protocol"}
+    mechanism = settings.get("sasl.mechanisms") or settings.get("sasl.mechanism")
+    if mechanism:
+        out["sasl.mechanism"] = mechanism
+    if mechanism in _JAVA_LOGIN_MODULES and "sasl.username" in settings:
+        quote = lambda v: v.replace("\\", "\\\\").replace('"', '\\"')  # noqa: E731
+        out["sasl.jaas.config"] = (f'{_JAVA_LOGIN_MODULES[mechanism]} required '
+                                   f'username="{quote(settings["sasl.username"])}" '
+                                   f'password="{quote(settings.get("sasl.password", ""))}";')
+    if "ssl.ca.location" in settings:
+        out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": settings["ssl.ca.location"]})
+    elif "ssl.ca.pem" in settings:
+        out.update({"ssl.truststore.type": "PEM", "ssl.truststore.certificates": settings["ssl.ca.pem"]})
+    if "ssl.keystore.location" in settings:
+        out.update({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": settings["ssl.keystore.location"]})
+        if "ssl.keystore.password" in settings:
+            out["ssl.keystore.password"] = settings["ssl.keystore.password"]
+    elif "ssl.key.location" in settings and settings.get("ssl.certificate.location") == settings["ssl.key.location"]:
+        out.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": settings["ssl.key.location"]})
+    elif "ssl.key.pem" in settings and "ssl.certificate.pem" in settings:
+        out.update({"ssl.keystore.type": "PEM", "ssl.keystore.key": settings["ssl.key.pem"],
+                    "ssl.keystore.certificate.chain": settings["ssl.certificate.pem"]})
+    if "ssl.key.password" in settings and "ssl.keystore.type" in out:
+        out["ssl.key.password"] = settings["ssl.key.password"]
+    if settings.get("ssl.endpoint.identification.algorithm") == "none":
+        out["ssl.endpoint.identification.algorithm"] = ""
+    return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.naming import IdentityPolicy, NamingPolicy, PrefixPolicy
+from mirror_worker.security import java_security_settings
 
 
 class JobInputError(Exception):
@@ -37,8 +38,9 @@ class JobTarget:
         """Kafka client settings as Spark's `kafka.`-prefixed source/sink options."""
         settings = self.source_settings if side == "source" else self.destination_settings
         bootstrap = self.source_bootstrap if side == "source" else self.destination_bootstrap
-        passthrough = {k: v for k, v in settings.items() if k.startswith(("security.", "sasl.", "ssl."))}
-        return {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in passthrough.items()}}
+        # Spark's Kafka client is the Java one: the spec's settings are librdkafka's (see mirror_worker/security.py).
+        security = java_security_settings(settings)
+        return {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in security.items()}}
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.client_config import settings_from_connection
+from mirror_worker.client_config import consumer_settings, settings_from_connection
 from tests.kafka_util import create_topic, produce, topic_exists
 from tests.secure_kafka import create_scram_user, make_certificates, secure_node
 from tests.worker_util import WorkerProcess, read_topic, wait_for_count, write_properties
@@ -213,3 +213,25 @@ def test_airflow_connection_settings_reach_a_sasl_ssl_plain_cluster(secure, topi
         refused.list_topics(timeout=5)
     refused.poll(1)
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+@pytest.mark.spark
+def test_spark_reads_a_sasl_ssl_scram_cluster_from_the_mirror_spec_settings(secure, secrets_file, spark, topic_name):
+    """The Spark jobs' Kafka client is Java's: spark_options turns the spec's librdkafka settings back."""
+    from spark_jobs.job_config import JobTarget
+
+    node, certs = secure
+    topic = topic_name("secure-spark")
+    create_topic(node.bootstrap_servers, topic, partitions=3)
+    produce(node.bootstrap_servers, topic, _records(60))
+    settings = consumer_settings({
+        "bootstrap.servers": node.listener_bootstrap("SASL_SSL"), "group.id": "spark",
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'{SCRAM} required username="{SOURCE_USER}" '
+                            f'password="${{file:{secrets_file}:source.password}}";',
+        "ssl.truststore.location": str(certs.ca_p12), "ssl.truststore.password": certs.truststore_password,
+    }, "spark test")
+    target = JobTarget(settings["bootstrap.servers"], node.bootstrap_servers, (topic,), source_settings=settings)
+    rows = (spark.read.format("kafka").options(**target.spark_options("source"))
+            .option("subscribe", topic).load().selectExpr("CAST(value AS STRING) AS v").collect())
+    assert sorted(r.v for r in rows) == sorted(r["value"].decode() for r in _records(60))

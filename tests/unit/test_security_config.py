@@ -12,7 +12,7 @@ from mirror_worker.client_config import consumer_settings, producer_settings, se
 from mirror_worker.config import build_mirror_config
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.logs import JsonFormatter
-from mirror_worker.security import resolve_placeholders, translate_security
+from mirror_worker.security import java_security_settings, resolve_placeholders, translate_security
 from mirror_worker.spec import select_mirror
 from tests.secure_kafka import make_certificates
 
@@ -246,3 +246,36 @@ def test_validation_errors_and_reprs_hide_client_settings():
     redaction.forget_secrets()
     type(config).model_validate_json(config.model_dump_json())
     assert redaction.redact_text("model-pw-1 model-pw-2") == "[redacted] [redacted]"
+
+
+# ------------------------------------------------------------------ back to Java keys (Spark's Kafka client)
+def test_java_security_settings_round_trip(certs):
+    librdkafka = translate_security({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": SCRAM_JAAS,
+        "ssl.truststore.location": str(certs.ca_pem), "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certs.broker_pem), "ssl.key.password": "kp-1234",
+        "ssl.endpoint.identification.algorithm": "",
+    }, "w")
+    java = java_security_settings({**librdkafka, "linger.ms": "5"})
+    assert java == {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                            'username="mirror" password="pa55-w0rd\\"q";',
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca_pem),
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.broker_pem), "ssl.key.password": "kp-1234",
+        "ssl.endpoint.identification.algorithm": "",
+    }
+    assert translate_security(java, "w") == librdkafka
+
+
+def test_spark_options_carry_java_security_keys():
+    from spark_jobs.job_config import JobTarget
+
+    target = JobTarget("s:1", "d:2", ("t",), source_settings={
+        "bootstrap.servers": "s:1", "group.id": "g", "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "PLAIN", "sasl.username": "u", "sasl.password": "p-123"})
+    assert target.spark_options("source") == {
+        "kafka.bootstrap.servers": "s:1", "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                  'username="u" password="p-123";'}
+    assert target.spark_options("destination") == {"kafka.bootstrap.servers": "d:2"}
