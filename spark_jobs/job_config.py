@@ -27,8 +27,9 @@ class JobTarget:
     policy: NamingPolicy = field(default_factory=IdentityPolicy)
     group_id: str | None = None
     preserve_partitions: bool = True
-    source_settings: dict = field(default_factory=dict)       # librdkafka/Java client settings, dotted keys
-    destination_settings: dict = field(default_factory=dict)
+    # librdkafka client settings, dotted keys; kept out of repr: they hold credentials.
+    source_settings: dict = field(default_factory=dict, repr=False)
+    destination_settings: dict = field(default_factory=dict, repr=False)
     topic_filter: object | None = None                        # from the spec, when --topics is not given
 
     def destination_topic(self, source_topic: str) -> str:

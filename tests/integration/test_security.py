@@ -62,6 +62,25 @@ def _assert_no_secret(*workers: WorkerProcess) -> None:
             assert secret not in printed, f"{secret!r} printed by the worker ({worker.stdout_path})"
 
 
+def _topic_with_records(node, name: str, count: int) -> str:
+    create_topic(node.bootstrap_servers, name, partitions=3)
+    produce(node.bootstrap_servers, name, _records(count))
+    return name
+
+
+def _mirror_all(args: list[str], workdir, read_from: str, topic: str, count: int) -> None:
+    """Run the worker until `topic` on `read_from` holds the `count` records, stop it, check its output."""
+    worker = WorkerProcess(args, workdir)
+    try:
+        worker.wait_started(90)
+        mirrored = wait_for_count(read_from, topic, count, timeout=120)
+        assert sorted(m.value() for m in mirrored) == sorted(r["value"] for r in _records(count))
+        assert worker.terminate(60) == 0
+    finally:
+        worker.stop_quietly()
+    _assert_no_secret(worker)
+
+
 def _java_source_properties(path, node, certs, password_value: str) -> str:
     """A consumer file as a MirrorMaker user brings it: JAAS line, PEM truststore, config providers."""
     return write_properties(path, {
@@ -81,32 +100,21 @@ def _java_source_properties(path, node, certs, password_value: str) -> str:
 def test_mirror_from_a_sasl_ssl_scram_source_with_the_password_in_a_file(stack, secure, secrets_file, tmp_path,
                                                                          topic_name):
     node, certs = secure
-    topic = topic_name("secure-src")
-    create_topic(node.bootstrap_servers, topic, partitions=3)
-    produce(node.bootstrap_servers, topic, _records(300))
+    topic = _topic_with_records(node, topic_name("secure-src"), 300)
     consumer = _java_source_properties(tmp_path / "source.properties", node, certs,
                                        f"${{file:{secrets_file}:source.password}}")
     producer = write_properties(tmp_path / "destination.properties",
                                 {"bootstrap.servers": stack["destination"].kafka.bootstrap_servers})
-    worker = WorkerProcess(["--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
-                            "--offset.commit.interval.ms", "1000"], tmp_path)
-    try:
-        worker.wait_started(90)
-        mirrored = wait_for_count(stack["destination"].kafka.bootstrap_servers, topic, 300, timeout=120)
-        assert sorted(m.value() for m in mirrored) == sorted(r["value"] for r in _records(300))
-        assert worker.terminate(60) == 0
-    finally:
-        worker.stop_quietly()
-    _assert_no_secret(worker)
+    _mirror_all(["--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
+                 "--offset.commit.interval.ms", "1000"], tmp_path, stack["destination"].kafka.bootstrap_servers,
+                topic, 300)
 
 
 def test_mirror_into_a_sasl_ssl_scram_destination_from_a_yaml_spec(stack, secure, secrets_file, tmp_path,
                                                                     topic_name):
     """librdkafka-style keys in the spec's kafka mapping; both sides' passwords from the secrets file."""
     node, certs = secure
-    topic = topic_name("secure-dst")
-    create_topic(node.bootstrap_servers, topic, partitions=3)
-    produce(node.bootstrap_servers, topic, _records(120))
+    topic = _topic_with_records(node, topic_name("secure-dst"), 120)
     spec = tmp_path / "mirrors.yaml"
     spec.write_text(f"""
 groups:
@@ -135,22 +143,13 @@ groups:
         prefix: "copy."
         commit-interval-s: 1
 """)
-    worker = WorkerProcess(["--config", str(spec), "--mirror", "secured-copy"], tmp_path)
-    try:
-        worker.wait_started(90)
-        mirrored = wait_for_count(node.bootstrap_servers, f"copy.{topic}", 120, timeout=120)
-        assert sorted(m.value() for m in mirrored) == sorted(r["value"] for r in _records(120))
-        assert worker.terminate(60) == 0
-    finally:
-        worker.stop_quietly()
-    _assert_no_secret(worker)
+    _mirror_all(["--config", str(spec), "--mirror", "secured-copy"], tmp_path, node.bootstrap_servers,
+                f"copy.{topic}", 120)
 
 
 def test_a_wrong_password_fails_fast_with_one_clear_line_and_produces_nothing(secure, tmp_path, topic_name):
     node, certs = secure
-    topic = topic_name("secure-wrong")
-    create_topic(node.bootstrap_servers, topic, partitions=3)
-    produce(node.bootstrap_servers, topic, _records(10))
+    topic = _topic_with_records(node, topic_name("secure-wrong"), 10)
     consumer = _java_source_properties(tmp_path / "source.properties", node, certs, WRONG_PASSWORD)
     # The destination is the secured node's PLAINTEXT listener: this test depends on no other cluster.
     producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": node.bootstrap_servers})
@@ -221,9 +220,7 @@ def test_spark_reads_a_sasl_ssl_scram_cluster_from_the_mirror_spec_settings(secu
     from spark_jobs.job_config import JobTarget
 
     node, certs = secure
-    topic = topic_name("secure-spark")
-    create_topic(node.bootstrap_servers, topic, partitions=3)
-    produce(node.bootstrap_servers, topic, _records(60))
+    topic = _topic_with_records(node, topic_name("secure-spark"), 60)
     settings = consumer_settings({
         "bootstrap.servers": node.listener_bootstrap("SASL_SSL"), "group.id": "spark",
         "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
