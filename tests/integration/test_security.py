@@ -99,6 +99,7 @@ def _java_source_properties(path, node, certs, password_value: str) -> str:
 
 def test_mirror_from_a_sasl_ssl_scram_source_with_the_password_in_a_file(stack, secure, secrets_file, tmp_path,
                                                                          topic_name):
+    """MirrorMaker-style files, two worker processes (each rebuilds the config, and its redaction, from JSON)."""
     node, certs = secure
     topic = _topic_with_records(node, topic_name("secure-src"), 300)
     consumer = _java_source_properties(tmp_path / "source.properties", node, certs,
@@ -106,7 +107,7 @@ def test_mirror_from_a_sasl_ssl_scram_source_with_the_password_in_a_file(stack, 
     producer = write_properties(tmp_path / "destination.properties",
                                 {"bootstrap.servers": stack["destination"].kafka.bootstrap_servers})
     _mirror_all(["--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
-                 "--offset.commit.interval.ms", "1000"], tmp_path, stack["destination"].kafka.bootstrap_servers,
+                 "--offset.commit.interval.ms", "1000", "--num.streams", "2"], tmp_path, stack["destination"].kafka.bootstrap_servers,
                 topic, 300)
 
 
