@@ -111,7 +111,7 @@ def test_mirror_from_a_sasl_ssl_scram_source_with_the_password_in_a_file(stack, 
                 topic, 300)
 
 
-def test_mirror_into_a_sasl_ssl_scram_destination_from_a_yaml_spec(stack, secure, secrets_file, tmp_path,
+def test_mirror_into_a_sasl_ssl_scram_destination_from_a_yaml_spec(secure, secrets_file, tmp_path,
                                                                     topic_name):
     """librdkafka-style keys in the spec's kafka mapping; both sides' passwords from the secrets file."""
     node, certs = secure
