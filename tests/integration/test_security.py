@@ -113,7 +113,8 @@ def test_mirror_from_a_sasl_ssl_scram_source_with_the_password_in_a_file(stack, 
 
 def test_mirror_into_a_sasl_ssl_scram_destination_from_a_yaml_spec(secure, secrets_file, tmp_path,
                                                                     topic_name):
-    """librdkafka-style keys in the spec's kafka mapping; both sides' passwords from the secrets file."""
+    """librdkafka-style keys in the spec's kafka mapping; both sides' passwords from the secrets file;
+    exactly-once, so transactions and destination-kept positions go through SASL_SSL too."""
     node, certs = secure
     topic = _topic_with_records(node, topic_name("secure-dst"), 120)
     spec = tmp_path / "mirrors.yaml"
@@ -143,6 +144,7 @@ groups:
         whitelist: "{topic}"
         prefix: "copy."
         commit-interval-s: 1
+        delivery: exactly-once
 """)
     _mirror_all(["--config", str(spec), "--mirror", "secured-copy"], tmp_path, node.bootstrap_servers,
                 f"copy.{topic}", 120)
