@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from mirror_worker.client_config import consumer_settings, settings_from_connection
 from tests.kafka_util import create_topic, produce, topic_exists
 from tests.secure_kafka import create_scram_user, make_certificates, secure_node
-from tests.worker_util import WorkerProcess, read_topic, wait_for_count, write_properties
+from tests.worker_util import WorkerProcess, committed_offsets, wait_for_count, write_properties
 
 pytestmark = pytest.mark.integration
 
@@ -148,6 +148,9 @@ groups:
 """)
     _mirror_all(["--config", str(spec), "--mirror", "secured-copy"], tmp_path, node.bootstrap_servers,
                 f"copy.{topic}", 120)
+    # Exactly-once keeps each source partition's position on the destination: 40 records each.
+    positions = committed_offsets(node.bootstrap_servers, "kafka-mirror-eos.secured-copy.secured", f"copy.{topic}", 3)
+    assert positions == {0: 40, 1: 40, 2: 40}
 
 
 @pytest.mark.parametrize("side", ["source", "destination"])
