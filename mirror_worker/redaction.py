@@ -54,16 +54,18 @@ def register_secrets(settings: Mapping) -> None:
 
 
 def redact_settings(settings: Mapping) -> dict:
-    """A copy of `settings` that can be shown: secret values replaced, nested mappings too."""
-    out = {}
-    for key, value in settings.items():
-        if isinstance(value, Mapping):
-            out[key] = redact_settings(value)
-        elif is_secret_key(str(key)) and value not in (None, ""):
-            out[key] = REDACTED
-        else:
-            out[key] = value
-    return out
+    """A copy of `settings` that can be shown: secret values replaced, in nested mappings and lists too
+    (e.g. `redact_settings(config.model_dump())`)."""
+    return {key: REDACTED if is_secret_key(str(key)) and value not in (None, "") and not isinstance(value, Mapping)
+            else _redact_nested(value) for key, value in settings.items()}
+
+
+def _redact_nested(value):
+    if isinstance(value, Mapping):
+        return redact_settings(value)
+    if isinstance(value, (list, tuple)):
+        return [_redact_nested(v) for v in value]
+    return value
 
 
 def redact_text(text: str) -> str:

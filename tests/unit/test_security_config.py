@@ -242,6 +242,8 @@ def test_validation_errors_and_reprs_hide_client_settings():
     assert "model-pw" not in str(err.value)
     config = build_mirror_config({**fields, "queue_size": 100})
     assert "model-pw" not in repr(config) and "model-pw" not in str(config.sources)
+    dumped = redaction.redact_settings(config.model_dump())
+    assert dumped["sources"][0]["consumer"]["sasl.password"] == "[redacted]" and "model-pw" not in str(dumped)
     # A config rebuilt from JSON (a --num.streams child) registers its secrets again.
     redaction.forget_secrets()
     type(config).model_validate_json(config.model_dump_json())
