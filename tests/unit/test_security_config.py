@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import logging
 
 import pytest
@@ -281,3 +283,17 @@ def test_spark_options_carry_java_security_keys():
         "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
                                   'username="u" password="p-123";'}
     assert target.spark_options("destination") == {"kafka.bootstrap.servers": "d:2"}
+
+
+@pytest.mark.skipif(not shutil.which("keytool"), reason="keytool (JDK) not installed")
+def test_truststores_made_by_keytool(certs, tmp_path):
+    """What MirrorMaker users really have: keytool's PKCS12 is converted, its JKS refused."""
+    for kind in ("PKCS12", "JKS"):
+        subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(certs.ca_pem),
+                        "-keystore", str(tmp_path / f"ts.{kind}"), "-storetype", kind, "-storepass", "changeit"],
+                       check=True, capture_output=True)
+    out = translate_security({"ssl.truststore.location": str(tmp_path / "ts.PKCS12"),
+                              "ssl.truststore.password": "changeit"}, "w")
+    assert out == {"ssl.ca.pem": certs.ca_pem.read_text()}
+    with pytest.raises(ConfigError, match="librdkafka cannot read a JKS truststore"):
+        translate_security({"ssl.truststore.location": str(tmp_path / "ts.JKS")}, "w")
