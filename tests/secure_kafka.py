@@ -1,4 +1,5 @@
-"""A test-only secured Kafka node: a SASL_SSL listener (SCRAM-SHA-256/512, PLAIN) with certificates made here.
+"""A test-only secured Kafka node: a SASL_SSL listener (SCRAM-SHA-256/512, PLAIN) and an SSL listener that
+requires client certificates, with certificates made here.
 
 The PLAINTEXT listener stays for bootstrapping (SCRAM users are created through it with the admin
 API) and for the test's own reads and writes; clients under test use the SASL_SSL one.
@@ -25,7 +26,9 @@ class Certificates:
     ca_pem: Path         # the CA certificate clients trust
     broker_pem: Path     # the broker's private key (PKCS#8) and certificate chain
     ca_p12: Path         # the CA certificate as a PKCS12 truststore (password `truststore_password`)
+    client_p12: Path     # a client key and certificate as a PKCS12 keystore (password `keystore_password`)
     truststore_password: str = "trust-store-pw"
+    keystore_password: str = "Client-Ks-Pw-4411"
 
 
 def make_certificates(directory: Path) -> Certificates:
@@ -60,9 +63,11 @@ def make_certificates(directory: Path) -> Certificates:
     ca_cert = build("mirror-test-ca", ca_name, ca_key, ca_key, ca=True)
     broker_key = ec.generate_private_key(ec.SECP256R1())
     broker_cert = build("localhost", ca_name, ca_key, broker_key, ca=False)
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client_cert = build("mirror-client", ca_name, ca_key, client_key, ca=False)
 
     pem = serialization.Encoding.PEM
-    certs = Certificates(directory / "ca.pem", directory / "broker.pem", directory / "ca.p12")
+    certs = Certificates(directory / "ca.pem", directory / "broker.pem", directory / "ca.p12", directory / "client.p12")
     certs.ca_pem.write_bytes(ca_cert.public_bytes(pem))
     certs.broker_pem.write_bytes(
         broker_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
@@ -71,6 +76,10 @@ def make_certificates(directory: Path) -> Certificates:
     certs.ca_p12.write_bytes(pkcs12.serialize_key_and_certificates(
         None, None, None, [ca_cert],
         serialization.BestAvailableEncryption(certs.truststore_password.encode()),
+    ))
+    certs.client_p12.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"mirror-client", client_key, client_cert, [ca_cert],
+        serialization.BestAvailableEncryption(certs.keystore_password.encode()),
     ))
     return certs
 
@@ -87,8 +96,13 @@ def secure_node(home: Path, certs: Certificates, plain_users: dict[str, str] | N
         **{f"listener.name.sasl_ssl.{m.lower()}.sasl.jaas.config": SCRAM_LOGIN for m in mechanisms},
         "listener.name.sasl_ssl.plain.sasl.jaas.config":
             f"org.apache.kafka.common.security.plain.PlainLoginModule required{plain};",
+        "listener.name.ssl.ssl.keystore.type": "PEM",
+        "listener.name.ssl.ssl.keystore.location": str(certs.broker_pem),
+        "listener.name.ssl.ssl.truststore.type": "PEM",
+        "listener.name.ssl.ssl.truststore.location": str(certs.ca_pem),
+        "listener.name.ssl.ssl.client.auth": "required",
     }
-    return KafkaNode("secure", home, heap_mb=heap_mb, extra_listeners={"SASL_SSL": "SASL_SSL"},
+    return KafkaNode("secure", home, heap_mb=heap_mb, extra_listeners={"SASL_SSL": "SASL_SSL", "SSL": "SSL"},
                      extra_settings=settings)
 
 

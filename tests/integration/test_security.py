@@ -58,7 +58,8 @@ def _records(n: int) -> list[dict]:
 def _assert_no_secret(*workers: WorkerProcess) -> None:
     for worker in workers:
         printed = worker.stdout_path.read_text() + worker.stderr_path.read_text()
-        for secret in (SOURCE_PASSWORD, DEST_PASSWORD, WRONG_PASSWORD, "ScramLoginModule", "required username"):
+        for secret in (SOURCE_PASSWORD, DEST_PASSWORD, WRONG_PASSWORD, PLAIN_PASSWORD, "Client-Ks-Pw-4411",
+                       "ScramLoginModule", "required username"):
             assert secret not in printed, f"{secret!r} printed by the worker ({worker.stdout_path})"
 
 
@@ -151,6 +152,23 @@ groups:
     # Exactly-once keeps each source partition's position on the destination: 40 records each.
     positions = committed_offsets(node.bootstrap_servers, "kafka-mirror-eos.secured-copy.secured", f"copy.{topic}", 3)
     assert positions == {0: 40, 1: 40, 2: 40}
+
+
+def test_mirror_over_mutual_tls_with_a_pkcs12_keystore(secure, tmp_path, topic_name):
+    """TLS only, the broker requires a client certificate: Java keystore keys, its password from a file."""
+    node, certs = secure
+    topic = _topic_with_records(node, topic_name("secure-mtls"), 90)
+    secrets = tmp_path / "tls.properties"
+    secrets.write_text(f"keystore.password={certs.keystore_password}\n")
+    consumer = write_properties(tmp_path / "source.properties", {
+        "bootstrap.servers": node.listener_bootstrap("SSL"), "group.id": f"mtls-{time.monotonic_ns()}",
+        "security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca_pem),
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(certs.client_p12),
+        "ssl.keystore.password": f"${{file:{secrets}:keystore.password}}",
+    })
+    producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": node.bootstrap_servers})
+    _mirror_all(["--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
+                 "--prefix", "mtls."], tmp_path, node.bootstrap_servers, f"mtls.{topic}", 90)
 
 
 @pytest.mark.parametrize("side", ["source", "destination"])
