@@ -16,9 +16,16 @@ from pydantic import (
 
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, NamingPolicy, PrefixPolicy
+from mirror_worker.redaction import redact_settings, register_secrets
 from mirror_worker.topic_filter import TopicFilter
 
-ClientSettings = dict[str, str]
+def _register_secrets(value: dict[str, str]) -> dict[str, str]:
+    # A config rebuilt elsewhere (a --num.streams child process) must redact the same secrets.
+    register_secrets(value)
+    return value
+
+
+ClientSettings = Annotated[dict[str, str], AfterValidator(_register_secrets)]
 
 
 def _require_bootstrap(value: ClientSettings) -> ClientSettings:
@@ -47,7 +54,12 @@ SchemaCompatibility = Literal[
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Validation errors never echo input values: client settings hold credentials.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    def __repr_args__(self):
+        for name, value in super().__repr_args__():
+            yield name, redact_settings(value) if isinstance(value, dict) else value
 
 
 class TopicCreation(_Strict):

@@ -17,6 +17,10 @@ class UnreachableClusterError(ConfigError):
     """A cluster did not answer within the bounded start-up wait."""
 
 
+class ClusterRefusedError(ConfigError):
+    """A cluster refused the worker's credentials (SASL) or the TLS handshake failed."""
+
+
 class PartitionHaltedError(MirrorError):
     """A partition cannot make progress without losing or skipping records; it is stopped."""
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from mirror_worker.client_config import consumer_settings, producer_settings
+from mirror_worker.client_config import consumer_settings, producer_settings, setting_value
 from mirror_worker.config import MirrorConfig, build_mirror_config
 from mirror_worker.exceptions import ConfigError
 
@@ -177,13 +177,7 @@ def _spec_key(field: str) -> str:
 def _client_dict(value, where: str) -> dict[str, str]:
     if not isinstance(value, dict) or not value.get("bootstrap.servers"):
         raise ConfigError(f"{where}: bootstrap.servers is required")
-    return {str(k): _scalar(v) for k, v in value.items()}
-
-
-def _scalar(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return {str(k): setting_value(v) for k, v in value.items()}
 
 
 def _reject_unknown(mapping, allowed: set[str], where: str) -> None:

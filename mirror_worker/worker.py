@@ -25,7 +25,9 @@ from mirror_worker.config import MirrorConfig
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
 from mirror_worker.exactly_once import PartitionTransactions, ProducerFenced, TransactionAborted
 from mirror_worker import wire_format
-from mirror_worker.exceptions import FatalMirrorError, MirrorError, SchemaConflict, UnknownSchemaId, UnreachableClusterError
+from mirror_worker.exceptions import (
+    ClusterRefusedError, FatalMirrorError, MirrorError, SchemaConflict, UnknownSchemaId, UnreachableClusterError,
+)
 from mirror_worker.ledger import OffsetLedger
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.naming import check_mapping
@@ -97,6 +99,7 @@ class MirrorWorker:
         self.stop_event = threading.Event()
         self.batch_size = max(1, min(5000, config.queue_size // 4))
         self.fatal: str | None = None
+        self.refused: str | None = None  # the last authentication or TLS failure reported by a client
         self.router = Router(
             config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers,
             producer_per_partition=config.exactly_once,
@@ -170,13 +173,21 @@ class MirrorWorker:
         })
 
     def _cluster_id(self, client, what: str) -> str:
-        try:
-            metadata = client.list_topics(timeout=self.config.startup_timeout_s)
-        except KafkaException as exc:
-            raise UnreachableClusterError(
-                f"{what} cluster unreachable within {self.config.startup_timeout_s:.0f}s: {exc.args[0].str()}"
-            ) from None
-        return metadata.cluster_id or ""
+        """The cluster's id, within startup_timeout_s; refused credentials or certificates fail at once."""
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        self.refused = None
+        while True:
+            try:
+                return client.list_topics(timeout=max(0.1, min(2.0, deadline - time.monotonic()))).cluster_id or ""
+            except KafkaException as exc:
+                error = exc.args[0].str()
+            client.poll(0)  # serves error_cb, which sees why the connection failed
+            if self.refused:
+                raise ClusterRefusedError(f"{what} cluster refused the connection: {self.refused}")
+            if time.monotonic() >= deadline:
+                raise UnreachableClusterError(
+                    f"{what} cluster unreachable within {self.config.startup_timeout_s:.0f}s: {error}"
+                )
 
     def _client_settings(self, settings: dict, stats_source: str | None = None) -> dict:
         out = {**settings, "logger": librdkafka_log, "error_cb": self._on_client_error}
@@ -888,6 +899,8 @@ class MirrorWorker:
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
             self.fatal = f"fatal client error: {err.str()}"
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            self.refused = err.str()
         log.warning("client error", extra={**self._label, "error": err.str(), "code": err.name()})
 
     def _on_stats(self, source: str, stats_json: str) -> None:
