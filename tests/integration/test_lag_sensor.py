@@ -57,7 +57,7 @@ def receiver():
     server.close()
 
 
-def _write_mirror(tmp_path, stack, name: str, topic: str, alerts: dict):
+def _write_mirror(tmp_path, stack, name: str, topic: str, alerts: dict, lag: dict = LAG):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     spec = tmp_path / "mirrors.yaml"
     spec.write_text(f"""
@@ -77,7 +77,7 @@ from pathlib import Path
 from mirror_airflow.lag_dag import build_lag_dag
 from mirror_worker.spec import select_mirror
 
-dag = build_lag_dag(select_mirror(Path({str(spec)!r}), {name!r}), {LAG!r}, {alerts!r})
+dag = build_lag_dag(select_mirror(Path({str(spec)!r}), {name!r}), {lag!r}, {alerts!r})
 """)
     return spec, load_dag_file(dag_file)
 
@@ -129,8 +129,9 @@ def test_healthy_mirror_passes(stack, topic_name, tmp_path, airflow_db, receiver
     assert sorted((s[1], s[2]) for s in samples if s[3] > first_done) == [(topic, 0), (topic, 1)]
 
 
+@pytest.mark.parametrize("deferrable", [True, False], ids=["deferred", "reschedule"])
 def test_stalled_mirror_fails_and_notifies_within_two_minutes(stack, topic_name, tmp_path, airflow_db, receiver,
-                                                               caplog):
+                                                               caplog, deferrable):
     name = f"lag-stall-{uuid.uuid4().hex[:8]}"
     topic = topic_name("lagstall")
     src = stack["source"].kafka.bootstrap_servers
@@ -142,7 +143,7 @@ def test_stalled_mirror_fails_and_notifies_within_two_minutes(stack, topic_name,
     group.close()
     token = uuid.uuid4().hex
     alerts = {"webhook-url": f"{receiver.url}/hook?token={token}", "slack-webhook-url": f"{receiver.url}/slack"}
-    _spec, dag = _write_mirror(tmp_path, stack, name, topic, alerts)
+    _spec, dag = _write_mirror(tmp_path, stack, name, topic, alerts, {**LAG, "deferrable": deferrable})
 
     started = time.monotonic()
     run = dag.test()
