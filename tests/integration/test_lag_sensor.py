@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.airflow_support import dags_folder, load_dag_file
 from tests.kafka_util import create_topic, produce
-from tests.worker_util import WorkerProcess
+from tests.worker_util import WorkerProcess, write_mirror_spec
 
 pytestmark = pytest.mark.integration
 
@@ -58,18 +58,7 @@ def receiver():
 
 
 def _write_mirror(tmp_path, stack, name: str, topic: str, alerts: dict, lag: dict = LAG):
-    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    spec = tmp_path / "mirrors.yaml"
-    spec.write_text(f"""
-groups:
-  - name: g
-    source: {{name: east, kafka: {{bootstrap.servers: "{src}"}}}}
-    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    mirrors:
-      - name: {name}
-        whitelist: "{topic}"
-        prefix: "lag."
-""")
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, name, topic, prefix="lag.")
     dag_file = dags_folder() / f"lag_{name.replace('-', '_')}.py"
     dag_file.write_text(f"""
 from pathlib import Path
