@@ -179,7 +179,7 @@ def test_healthy_mirror_passes(stack, topic_name, tmp_path, airflow_db, receiver
 
 @pytest.mark.parametrize("deferrable", [True, False], ids=["deferred", "reschedule"])
 def test_stalled_mirror_fails_and_notifies_within_two_minutes(stack, topic_name, tmp_path, airflow_db, receiver,
-                                                               smtp, caplog, deferrable):
+                                                               smtp, caplog, monkeypatch, deferrable):
     name = f"lag-stall-{uuid.uuid4().hex[:8]}"
     topic = topic_name("lagstall")
     src = stack["source"].kafka.bootstrap_servers
@@ -191,7 +191,10 @@ def test_stalled_mirror_fails_and_notifies_within_two_minutes(stack, topic_name,
     group.close()
     token = uuid.uuid4().hex
     alerts = {"webhook-url": f"{receiver.url}/hook?token={token}", "slack-webhook-url": f"{receiver.url}/slack",
-              "email": ["oncall@example.com"], "email-connection": "smtp_lag_test"}
+              "webhook-connection": "lag_hook", "email": ["oncall@example.com"], "email-connection": "smtp_lag_test"}
+    host, port = receiver.server.server_address
+    monkeypatch.setenv("AIRFLOW_CONN_LAG_HOOK", json.dumps(
+        {"conn_type": "http", "host": host, "port": port, "schema": "http", "extra": {"endpoint": "/conn"}}))
     _spec, dag = _write_mirror(tmp_path, stack, name, topic, alerts, {**LAG, "deferrable": deferrable})
 
     started = time.monotonic()
@@ -199,7 +202,8 @@ def test_stalled_mirror_fails_and_notifies_within_two_minutes(stack, topic_name,
     assert run.state == "failed"
 
     posts = {path.split("?")[0]: (body, at) for path, body, at in receiver.posts}
-    assert sorted(posts) == ["/hook", "/slack"]
+    assert sorted(posts) == ["/conn", "/hook", "/slack"]
+    assert posts["/conn"][0] == posts["/hook"][0]
     hook, hook_at = posts["/hook"]
     assert hook_at - started < 120
     assert hook["mirror"] == name
