@@ -1,8 +1,8 @@
 """Measuring a mirror (the I/O edge of the lag sensor): partition samples and newest heartbeats.
 
 - Lag: for every source partition the mirror replicates (its topic filter over the source's topics),
-  the mirror group's committed offset and the partition's watermarks. The group is only read
-  (OffsetFetch), never joined. In exactly-once mode positions live on the destination, in the
+  the mirror group's committed offset and the partition's log start and end (the last stable offset
+  for a read_committed consumer). The group is only read (OffsetFetch), never joined. In exactly-once mode positions live on the destination, in the
   positions group keyed by (destination topic, source partition) — see mirror_worker/exactly_once.py.
 - Latency: the newest heartbeat the worker wrote to the destination's heartbeat topic for this mirror,
   per source (key `<mirror>/<source>`, JSON value with `timestamp_ms`), searched back `lookback_s`.
