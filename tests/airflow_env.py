@@ -24,10 +24,13 @@ AIRFLOW_HOME = Path(os.environ["_MIRROR_TEST_AIRFLOW_HOME"])
 os.environ.update({
     "AIRFLOW_HOME": str(AIRFLOW_HOME),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+    # dag.test() syncs the DAGs folder to the DB: tests render the stubs of their own spec there.
+    "AIRFLOW__CORE__DAGS_FOLDER": str(AIRFLOW_HOME / "dags"),
     "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS),
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME / 'airflow.db'}",
 })
+DAGS_FOLDER = AIRFLOW_HOME / "dags"
+DAGS_FOLDER.mkdir(exist_ok=True)
 for path in (str(ROOT), str(PLUGINS)):
     if path not in sys.path:
         sys.path.insert(0, path)
