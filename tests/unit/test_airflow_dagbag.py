@@ -35,14 +35,6 @@ CATCHUP = {"stop_mirror": ["catchup"], "catchup": ["resume_mirror"], "resume_mir
 VERIFY = {"consistency_check": []}
 
 
-def _lag_dag_available() -> bool:
-    try:
-        import mirror_airflow.lag_dag  # noqa: F401
-    except ModuleNotFoundError:
-        return False
-    return True
-
-
 def _dagbag(folder, spec, monkeypatch):
     from airflow.dag_processing.dagbag import DagBag
 
@@ -74,9 +66,7 @@ def test_dag_ids_and_tasks_per_mirror(tmp_path, dags_dir, monkeypatch):
     render(spec, dags_dir)
     bag = _dagbag(dags_dir, spec, monkeypatch)
     assert bag.import_errors == {}
-    expected = {f"mirror__{m}{suffix}" for m in ("orders", "payments") for suffix in ("", "__verify", "__catchup")}
-    if _lag_dag_available():
-        expected |= {"mirror__orders__lag", "mirror__payments__lag"}
+    expected = {f"mirror__{m}{suffix}" for m in ("orders", "payments") for suffix in ("", "__verify", "__catchup", "__lag")}
     assert set(bag.dag_ids) == expected
     for mirror in ("orders", "payments"):
         lifecycle = bag.dags[f"mirror__{mirror}"]
@@ -86,6 +76,7 @@ def test_dag_ids_and_tasks_per_mirror(tmp_path, dags_dir, monkeypatch):
         assert bag.dags[f"mirror__{mirror}__catchup"].schedule is None
         assert _structure(bag.dags[f"mirror__{mirror}__verify"]) == VERIFY
         assert bag.dags[f"mirror__{mirror}__verify"].schedule == "0 2 * * *"
+        assert [t.task_id for t in bag.dags[f"mirror__{mirror}__lag"].tasks]  # built by mirror_airflow.lag_dag
     orders = bag.dags["mirror__orders"]
     assert orders.get_task("run_worker").retries == 2 and orders.is_paused_upon_creation is False
     payments = bag.dags["mirror__payments"]
@@ -98,6 +89,8 @@ def test_dag_ids_and_tasks_per_mirror(tmp_path, dags_dir, monkeypatch):
     ('      - name: broken\n        whitelistt: "x"\n', "whitelistt: unknown key"),
     ('      - name: broken\n        whitelist: "x"\n        airflow: {worker-retrys: 1}\n', "airflow.worker-retrys: unknown key"),
     ('      - name: broken\n        whitelist: "x"\n        num-streams: 0\n', "num-streams: Input should be greater than or equal to 1"),
+    ('      - name: broken\n        whitelist: "x"\n        airflow: {lag: {no-such: 1}}\n', "airflow.lag: no-such: unknown key"),
+    ('      - name: broken\n        whitelist: "x"\n        airflow: {alerts: {no-such: 1}}\n', "airflow.alerts: no-such: unknown key"),
 ])
 def test_a_broken_mirror_fails_only_its_own_file(tmp_path, dags_dir, monkeypatch, broken, key):
     spec = tmp_path / "mirrors.yaml"
@@ -124,5 +117,5 @@ def test_a_mirror_without_its_dag_file_is_reported(tmp_path, dags_dir, monkeypat
 def test_committed_dags_folder_loads_the_demo_spec(monkeypatch):
     bag = _dagbag(ROOT / "dags", ROOT / "config" / "mirrors.yaml", monkeypatch)
     assert bag.import_errors == {}
-    assert {"mirror__demo", "mirror__demo__verify", "mirror__demo__catchup"} <= set(bag.dag_ids)
+    assert {"mirror__demo", "mirror__demo__verify", "mirror__demo__catchup", "mirror__demo__lag"} <= set(bag.dag_ids)
     assert not any("audit" in d for d in bag.dag_ids)  # disabled
