@@ -76,3 +76,51 @@ def test_kafka_and_registry_hooks_on_the_stack(stack, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_REG_DOWN", json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": 1}))
     ok, message = SchemaRegistryHook("reg_down").test_connection()
     assert not ok
+
+
+def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, tmp_path, airflow_db, monkeypatch):  # noqa: F811
+    """Destination unreachable: the worker exits non-zero, run_worker fails after its (zero) retries and
+    the mirror's webhook notifier posts the failure to a local receiver."""
+    import http.server
+    import threading
+
+    from airflow.utils.state import DagRunState, TaskInstanceState
+
+    from devstack.net import free_port
+    from mirror_airflow.dag_factory import mirror_dags, render
+
+    received: list[dict] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        name = f"crash{uuid.uuid4().hex[:8]}"
+        spec = json.loads(_spec(stack, name, topic_name("none"), f"af-group-{uuid.uuid4().hex[:8]}",
+                                **{"startup-timeout-s": 3,
+                                   "airflow": {"worker-retries": 0, "alerts": {
+                                       "webhook-url": f"http://127.0.0.1:{server.server_port}/alert"}}}))
+        spec["groups"][0]["destination"]["kafka"]["bootstrap.servers"] = f"127.0.0.1:{free_port()}"
+        path = tmp_path / "mirrors.yaml"
+        path.write_text(json.dumps(spec))
+        monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(path))
+        render(path, DAGS_FOLDER)
+
+        run = mirror_dags(name, path)[f"mirror__{name}"].test()
+
+        assert run.state == DagRunState.FAILED
+        assert run.get_task_instance("run_worker").state == TaskInstanceState.FAILED
+        assert len(received) == 1, received
+        alert = received[0]
+        assert (alert["mirror"], alert["dag_id"], alert["task_id"]) == (name, f"mirror__{name}", "run_worker")
+        assert "exited with code 2" in alert["detail"], alert
+    finally:
+        server.shutdown()
