@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.airflow_env import DAGS_FOLDER, airflow_db  # noqa: F401,I001  (sets AIRFLOW_HOME before airflow is imported)
+from tests.airflow_support import dags_folder
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import committed_offsets, wait_for_count
 
@@ -30,7 +30,7 @@ def _spec(stack, name: str, topic: str, group: str, **mirror) -> str:
     }]})
 
 
-def test_lifecycle_dag_mirrors_and_stops_gracefully(stack, topic_name, tmp_path, airflow_db, monkeypatch):  # noqa: F811
+def test_lifecycle_dag_mirrors_and_stops_gracefully(stack, topic_name, tmp_path, airflow_db, monkeypatch):
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     from mirror_airflow.dag_factory import mirror_dags, render
@@ -43,7 +43,7 @@ def test_lifecycle_dag_mirrors_and_stops_gracefully(stack, topic_name, tmp_path,
     spec = tmp_path / "mirrors.yaml"
     spec.write_text(_spec(stack, name, topic, group))
     monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(spec))
-    render(spec, DAGS_FOLDER)  # dag.test() serializes the DAG from the DAGs folder, as Airflow would
+    render(spec, dags_folder())  # dag.test() serializes the DAG from the DAGs folder, as Airflow would
 
     dag = mirror_dags(name, spec)[f"mirror__{name}"]
     run = dag.test(run_conf={"stop_after_s": 40})
@@ -78,7 +78,7 @@ def test_kafka_and_registry_hooks_on_the_stack(stack, monkeypatch):
     assert not ok
 
 
-def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, tmp_path, airflow_db, monkeypatch):  # noqa: F811
+def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, tmp_path, airflow_db, monkeypatch):
     """Destination unreachable: the worker exits non-zero, run_worker fails after its (zero) retries and
     the mirror's webhook notifier posts the failure to a local receiver."""
     import http.server
@@ -112,7 +112,7 @@ def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, 
         path = tmp_path / "mirrors.yaml"
         path.write_text(json.dumps(spec))
         monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(path))
-        render(path, DAGS_FOLDER)
+        render(path, dags_folder())
 
         run = mirror_dags(name, path)[f"mirror__{name}"].test()
 

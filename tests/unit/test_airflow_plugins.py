@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow_env import ROOT  # noqa: I001  (sets AIRFLOW_HOME before airflow is imported)
+from tests.airflow_support import ROOT
 
-from mirror_airflow.dag_factory import check_rendered, render, stub_name  # noqa: E402
-from mirror_airflow.exceptions import ConnectionConfigError, MirrorSpecError  # noqa: E402
-from mirror_airflow.hooks import KafkaHook, SchemaRegistryHook  # noqa: E402
-from mirror_airflow.operators import (  # noqa: E402
+from mirror_airflow.dag_factory import check_rendered, render, stub_name
+from mirror_airflow.exceptions import ConnectionConfigError, MirrorSpecError
+from mirror_airflow.hooks import KafkaHook, SchemaRegistryHook
+from mirror_airflow.operators import (
     Action,
     AirflowApi,
     CatchupOperator,
@@ -22,8 +22,8 @@ from mirror_airflow.operators import (  # noqa: E402
     next_action,
     pause_check_due,
 )
-from mirror_airflow.settings import airflow_sections, load_settings, parse_settings  # noqa: E402
-from mirror_worker.spec import load_entries  # noqa: E402
+from mirror_airflow.settings import airflow_sections, load_settings, parse_settings
+from mirror_worker.spec import load_entries
 
 SPEC = """
 groups:

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from tests.airflow_env import ROOT  # noqa: F401,I001  (sets AIRFLOW_HOME before airflow is imported)
+from tests.airflow_support import ROOT  # noqa: F401
 
-import mirror_airflow.operators as operators  # noqa: E402
-from mirror_airflow.exceptions import WorkerFailedError  # noqa: E402
+import mirror_airflow.operators as operators
+from mirror_airflow.exceptions import WorkerFailedError
 
 # Stands in for `python -m mirror_worker`: JSON lines on stdout, SIGTERM -> "flush" and exit 0.
 GRACEFUL = """
