@@ -132,7 +132,7 @@ class SyncSchemasOperator(_MirrorOperator):
         self.discover_task_id = discover_task_id
 
     def execute(self, context):
-        if not self.mirror.schema_registry_url:
+        if not has_registries(self.mirror):
             self.log.info("mirror %s has no schema registry configured: nothing to sync", self.mirror_name)
             return None
         try:
@@ -141,9 +141,21 @@ class SyncSchemasOperator(_MirrorOperator):
             raise RuntimeError(f"mirror {self.mirror_name!r} names a schema registry but this build has no "
                                f"schema sync (mirror_worker.schema_sync): {exc}") from None
         topics = sorted(context["ti"].xcom_pull(task_ids=self.discover_task_id) or {})
-        result = sync_mirror_schemas(self.mirror, topics)
-        self.log.info("schemas synced for %d topic(s)", len(topics))
-        return result if isinstance(result, (dict, list, str, int, type(None))) else str(result)
+        report = sync_mirror_schemas(self.mirror, topics)
+        result = report.to_dict() if hasattr(report, "to_dict") else report
+        self.log.info("schema sync of %d topic(s): %s", len(topics), result)
+        conflicts = getattr(report, "conflicts", None)
+        if conflicts and getattr(self.mirror, "schema_sync", "strict") == "strict":
+            first = next(iter(conflicts.items()))
+            raise RuntimeError(f"mirror {self.mirror_name!r}: schema conflicts on {len(conflicts)} topic(s), "
+                               f"first {first[0]}: {first[1]}")
+        return result
+
+
+def has_registries(config) -> bool:
+    """Whether the mirror syncs schemas (`syncs_schemas` comes with the schema-sync code)."""
+    flag = getattr(config, "syncs_schemas", None)
+    return bool(flag) if flag is not None else bool(config.schema_registry_url)
 
 
 # ------------------------------------------------------------------------------------ worker supervision
