@@ -71,10 +71,12 @@ def airflow_db() -> Path:
     result = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=os.environ.copy(),
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    # What a worker has loaded before it runs a task: dag.test() would otherwise pay these imports (tens of
-    # seconds on a loaded machine) inside the first task it runs.
-    import airflow.api_fastapi.execution_api.app  # noqa: F401
+    # A real worker talks to an api-server that is already up; dag.test() builds its in-process one (cached)
+    # inside the first task it runs, which costs tens of seconds on a loaded machine. Build it here.
     import airflow.models  # noqa: F401
+    from airflow.sdk.execution_time.supervisor import in_process_api_server
+
+    in_process_api_server().transport  # noqa: B018
     return HOME
 
 

@@ -14,26 +14,14 @@ from mirror_airflow.lag_measure import measure_partitions, newest_heartbeats
 from mirror_worker.exactly_once import positions_group
 from mirror_worker.spec import select_mirror
 from tests.kafka_util import create_topic, produce
+from tests.worker_util import write_mirror_spec
 
 pytestmark = pytest.mark.integration
 
 
 def _mirror(tmp_path, stack, topic: str, **settings):
-    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     name = f"m-{uuid.uuid4().hex[:8]}"
-    extra = "".join(f"\n        {k}: {v}" for k, v in settings.items())
-    spec = tmp_path / f"{name}.yaml"
-    spec.write_text(f"""
-groups:
-  - name: g
-    source: {{name: east, kafka: {{bootstrap.servers: "{src}"}}}}
-    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    mirrors:
-      - name: {name}
-        whitelist: "{topic}"
-        prefix: "m."{extra}
-""")
-    return select_mirror(spec, name)
+    return select_mirror(write_mirror_spec(tmp_path / f"{name}.yaml", stack, name, topic, **settings), name)
 
 
 def _commit(bootstrap: str, group: str, offsets: list[TopicPartition]) -> None:

@@ -3,7 +3,9 @@ the webhook notifiers post to a local HTTP receiver within 2 minutes."""
 
 from __future__ import annotations
 
+import email
 import json
+import socketserver
 import threading
 import time
 import uuid
@@ -14,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.airflow_support import dags_folder, load_dag_file
 from tests.kafka_util import create_topic, produce
-from tests.worker_util import WorkerProcess
+from tests.worker_util import WorkerProcess, write_mirror_spec
 
 pytestmark = pytest.mark.integration
 
@@ -57,19 +59,65 @@ def receiver():
     server.close()
 
 
+class SmtpReceiver:
+    """Just enough SMTP on 127.0.0.1 for smtplib: records each message (recipients, parsed message)."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[list[str], email.message.Message]] = []
+        received = self.messages
+
+        class Handler(socketserver.StreamRequestHandler):
+            def reply(self, line: str) -> None:
+                self.wfile.write(f"{line}\r\n".encode())
+
+            def handle(self):
+                self.reply("220 test")
+                recipients, data, in_data = [], [], False
+                for raw in self.rfile:
+                    line = raw.decode().rstrip("\r\n")
+                    if in_data:
+                        if line == ".":
+                            received.append((recipients, email.message_from_string("\n".join(data))))
+                            recipients, data, in_data = [], [], False
+                            self.reply("250 queued")
+                        else:
+                            data.append(line[1:] if line.startswith("..") else line)
+                        continue
+                    verb = line[:4].upper()
+                    if verb == "RCPT":
+                        recipients.append(line.split(":", 1)[1].strip(" <>"))
+                    if verb == "DATA":
+                        in_data = True
+                        self.reply("354 go on")
+                    elif verb == "QUIT":
+                        self.reply("221 bye")
+                        return
+                    else:
+                        self.reply("250 ok")
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def smtp(monkeypatch):
+    server = SmtpReceiver()
+    monkeypatch.setenv("AIRFLOW_CONN_SMTP_LAG_TEST", json.dumps({
+        "conn_type": "smtp", "host": "127.0.0.1", "port": server.port,
+        "extra": {"disable_tls": True, "disable_ssl": True, "from_email": "airflow@example.com"},
+    }))
+    yield server
+    server.close()
+
+
 def _write_mirror(tmp_path, stack, name: str, topic: str, alerts: dict, lag: dict = LAG):
-    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    spec = tmp_path / "mirrors.yaml"
-    spec.write_text(f"""
-groups:
-  - name: g
-    source: {{name: east, kafka: {{bootstrap.servers: "{src}"}}}}
-    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    mirrors:
-      - name: {name}
-        whitelist: "{topic}"
-        prefix: "lag."
-""")
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, name, topic, prefix="lag.")
     dag_file = dags_folder() / f"lag_{name.replace('-', '_')}.py"
     dag_file.write_text(f"""
 from pathlib import Path
@@ -131,7 +179,7 @@ def test_healthy_mirror_passes(stack, topic_name, tmp_path, airflow_db, receiver
 
 @pytest.mark.parametrize("deferrable", [True, False], ids=["deferred", "reschedule"])
 def test_stalled_mirror_fails_and_notifies_within_two_minutes(stack, topic_name, tmp_path, airflow_db, receiver,
-                                                               caplog, deferrable):
+                                                               smtp, caplog, monkeypatch, deferrable):
     name = f"lag-stall-{uuid.uuid4().hex[:8]}"
     topic = topic_name("lagstall")
     src = stack["source"].kafka.bootstrap_servers
@@ -142,7 +190,11 @@ def test_stalled_mirror_fails_and_notifies_within_two_minutes(stack, topic_name,
     group.commit(offsets=[TopicPartition(topic, p, 10) for p in (0, 1)], asynchronous=False)
     group.close()
     token = uuid.uuid4().hex
-    alerts = {"webhook-url": f"{receiver.url}/hook?token={token}", "slack-webhook-url": f"{receiver.url}/slack"}
+    alerts = {"webhook-url": f"{receiver.url}/hook?token={token}", "slack-webhook-url": f"{receiver.url}/slack",
+              "webhook-connection": "lag_hook", "email": ["oncall@example.com"], "email-connection": "smtp_lag_test"}
+    host, port = receiver.server.server_address
+    monkeypatch.setenv("AIRFLOW_CONN_LAG_HOOK", json.dumps(
+        {"conn_type": "http", "host": host, "port": port, "schema": "http", "extra": {"endpoint": "/conn"}}))
     _spec, dag = _write_mirror(tmp_path, stack, name, topic, alerts, {**LAG, "deferrable": deferrable})
 
     started = time.monotonic()
@@ -150,7 +202,8 @@ def test_stalled_mirror_fails_and_notifies_within_two_minutes(stack, topic_name,
     assert run.state == "failed"
 
     posts = {path.split("?")[0]: (body, at) for path, body, at in receiver.posts}
-    assert sorted(posts) == ["/hook", "/slack"]
+    assert sorted(posts) == ["/conn", "/hook", "/slack"]
+    assert posts["/conn"][0] == posts["/hook"][0]
     hook, hook_at = posts["/hook"]
     assert hook_at - started < 120
     assert hook["mirror"] == name
@@ -162,3 +215,8 @@ def test_stalled_mirror_fails_and_notifies_within_two_minutes(stack, topic_name,
     assert set(slack) == {"text"}
     assert f"Kafka mirror {name}: STOP" in slack["text"]
     assert token not in caplog.text
+    [(recipients, mail)] = smtp.messages
+    assert recipients == ["oncall@example.com"]
+    assert mail["Subject"] == f"Kafka mirror {name}: STOP"
+    body = "".join(part.get_payload(decode=True).decode() for part in mail.walk() if not part.is_multipart())
+    assert f"Kafka mirror {name}: STOP (mirror__{name}__lag.check_lag" in body and "lag 20" in body
