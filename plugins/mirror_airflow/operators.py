@@ -250,14 +250,19 @@ class _WorkerProcess:
     threads: list
 
 
-def _die_with_parent() -> None:
-    """In the worker child: SIGTERM (a graceful stop) when the task process dies, even by SIGKILL."""
+def _parent_death_signal():
+    """A preexec_fn making the worker get SIGTERM (a graceful stop) when the task process dies, even by
+    SIGKILL; None off Linux. prctl is resolved here, in the parent: the child between fork and exec
+    must not import or take locks (the task process has threads)."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
     except OSError:
-        pass
+        return None
+    return lambda: prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class MirrorWorkerOperator(_MirrorOperator):
@@ -306,10 +311,11 @@ class MirrorWorkerOperator(_MirrorOperator):
         argv = self.worker_argv()
         self.log.info("starting mirror worker: %s", " ".join(argv))
         proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=repo_env(), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                                bufsize=1, preexec_fn=_parent_death_signal())
         tail: deque = deque(maxlen=20)
 
+        # The pipes must be drained whatever they carry, or a full pipe blocks the worker.
         def pump(stream, level, keep):
             for line in stream:
                 line = line.rstrip("\n")
