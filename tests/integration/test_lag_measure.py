@@ -8,7 +8,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_airflow.lag_measure import measure_partitions, newest_heartbeats
 from mirror_worker.exactly_once import positions_group
@@ -44,6 +44,25 @@ def test_partition_samples_follow_the_mirror_group_and_topic_filter(stack, topic
     samples = dict(measure_partitions(mirror))
     assert sorted(samples) == [("east", topic, p) for p in range(3)]
     assert [(s.committed, s.high, s.lag) for _, s in sorted(samples.items())] == [(10, 10, 0), (4, 10, 6), (None, 10, 10)]
+
+
+def test_lag_counts_to_the_last_stable_offset_for_a_read_committed_mirror(stack, topic_name, tmp_path):
+    src = stack["source"].kafka.bootstrap_servers
+    topic = topic_name("measlso")
+    create_topic(src, topic, partitions=1)
+    produce(src, topic, [{"value": b"v"} for _ in range(5)])
+    mirror = _mirror(tmp_path, stack, topic)
+    open_transaction = Producer({"bootstrap.servers": src, "transactional.id": f"tx-{topic}"})
+    open_transaction.init_transactions(30)
+    open_transaction.begin_transaction()
+    for _ in range(3):
+        open_transaction.produce(topic, b"pending")
+    open_transaction.flush(30)
+    try:
+        [(_key, sample)] = measure_partitions(mirror)
+        assert (sample.high, sample.lag) == (5, 5)  # the 3 pending records are not readable yet
+    finally:
+        open_transaction.abort_transaction(30)
 
 
 def test_exactly_once_positions_are_read_from_the_destination(stack, topic_name, tmp_path):

@@ -101,3 +101,19 @@ def test_alert_text_names_mirror_task_status_and_worst_partitions():
     other = alert_fields({"ti": type("TI", (), {"dag_id": "mirror__a__b", "task_id": "run_worker"})(),
                           "exception": RuntimeError("worker exited 1")})
     assert (other["mirror"], other["status"], other["detail"]) == ("a__b", "FAILED", "worker exited 1")
+
+
+def test_trigger_round_trips_through_its_serialised_kwargs(mirror):
+    import importlib
+
+    from mirror_airflow.lag_rules import Sample
+    from mirror_airflow.triggers import MirrorLagTrigger, decode_windows, encode_windows
+
+    windows = {("east", "orders.a", 0): [Sample(1.0, None, 5, 0), Sample(2.0, 3, 6, 1)]}
+    trigger = MirrorLagTrigger(mirror.model_dump(mode="json"), encode_windows(windows), 60.0, 5.0)
+    classpath, kwargs = trigger.serialize()
+    module, name = classpath.rsplit(".", 1)
+    again = getattr(importlib.import_module(module), name)(**kwargs)
+    assert classpath == "mirror_airflow.triggers.MirrorLagTrigger"
+    assert decode_windows(again.samples) == windows and again.serialize() == (classpath, kwargs)
+    assert type(mirror).model_validate(again.mirror) == mirror
