@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from airflow.sdk import BaseNotifier
 from mirror_worker.exceptions import ConfigError
@@ -57,6 +57,14 @@ class AlertSettings(KebabModel):
     email: list[str] = Field(default_factory=list)
     email_connection: str | None = None
     timeout_seconds: float = Field(10.0, gt=0)
+
+    @field_validator("webhook_url", "slack_webhook_url")
+    @classmethod
+    def _http_url(cls, value: SecretStr | None) -> SecretStr | None:
+        # The message must not echo the URL: it may carry a token.
+        if value is not None and urlsplit(value.get_secret_value()).scheme not in ("http", "https"):
+            raise ValueError("an http:// or https:// URL is expected")
+        return value
 
 
 def validation_message(exc: ValidationError, where: str) -> str:
@@ -131,6 +139,8 @@ def post_json(url: str, payload: dict, timeout: float) -> int:
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise RuntimeError(f"webhook {_safe_target(url)} unreachable: {reason}") from None
+    except ValueError:
+        raise RuntimeError(f"webhook {_safe_target(url)}: not a usable URL") from None
 
 
 class WebhookNotifier(BaseNotifier):

@@ -60,11 +60,14 @@ def test_lag_dag_settings_and_notifiers(mirror):
     ({"stop-after-seconds": 700}, {}, "mirror 'orders': airflow.lag: stop-after-seconds must not exceed window-minutes"),
     ({}, {"webhook": "x"}, "mirror 'orders': airflow.alerts: webhook: unknown key"),
     ({}, {"email": "a@b"}, "mirror 'orders': airflow.alerts: email: Input should be a valid list"),
+    ({}, {"slack-webhook-url": "hooks.slack.com/services/T0/B0/s3cret"},
+     "mirror 'orders': airflow.alerts: slack-webhook-url: an http:// or https:// URL is expected"),
 ])
 def test_bad_settings_name_the_mirror_and_key(mirror, lag, alerts, message):
     with pytest.raises(ConfigError) as error:
         build_lag_dag(mirror, lag, alerts)
     assert str(error.value).startswith(message)
+    assert "s3cret" not in str(error.value)
 
 
 def test_notifiers_for():
