@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
+import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -33,6 +37,28 @@ def test_stop_terminates_the_whole_process_group(tmp_path):
     assert not proc.is_running()
     assert not any(is_alive(p) for p in members)
     assert not proc.pid_file.exists()
+
+
+def test_stop_reaches_descendants_that_left_the_process_group(tmp_path):
+    # As Airflow does for each task: the grandchild moves to a process group of its own.
+    proc = ManagedProcess("tree", tmp_path)
+    grandchild = tmp_path / "grandchild.pid"
+    script = f"import os, time; os.setpgid(0, 0); open({str(grandchild)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    root = proc.start(["bash", "-c", f"{sys.executable} -c \"{script}\" & wait # {tmp_path}"])
+    deadline = time.monotonic() + 10
+    while not (grandchild.is_file() and grandchild.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(grandchild.read_text())
+    try:
+        assert is_alive(pid) and os.getpgid(pid) != proc.pid()
+
+        proc.stop(timeout=5.0)
+
+        assert not is_alive(pid)
+    finally:
+        for group in (root, pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
 
 
 def test_pid_file_of_an_unrelated_process_is_not_trusted(tmp_path):
