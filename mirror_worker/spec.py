@@ -36,6 +36,9 @@ _GROUP_KEYS = {"name", "source", "sources", "destination", "settings", "mirrors"
 _SOURCE_KEYS = {"name", "kafka", "schema-registry-url"}
 _DESTINATION_KEYS = {"kafka", "schema-registry-url", "heartbeat-kafka"}
 _MIRROR_ONLY_KEYS = {"name", "enabled"}
+# Airflow-only settings (a mirror's or group settings' `airflow:` mapping): validated by
+# plugins/mirror_airflow/settings.py, ignored by the worker.
+_AIRFLOW_KEY = "airflow"
 # Spec keys that are not MirrorConfig fields under their snake_case name.
 _RENAMED = {"topic-map": "topic_map", "group-id": "group_id"}
 
@@ -127,6 +130,7 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str) -> Mirror
     if not isinstance(settings, dict):
         raise ConfigError(f"{where}: group settings: a mapping is expected")
     merged = {**settings, **{k: v for k, v in mirror.items() if k not in _MIRROR_ONLY_KEYS}}
+    merged.pop(_AIRFLOW_KEY, None)
     fields = {_field_name(k): v for k, v in merged.items()}
     if isinstance(fields.get("topic_creation"), dict):
         fields["topic_creation"] = {_field_name(k): v for k, v in fields["topic_creation"].items()}
