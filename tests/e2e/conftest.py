@@ -1,0 +1,99 @@
+"""End-to-end fixtures: one Airflow (`airflow standalone`) on the `stack` for the whole session, with a
+spec of its own naming a test mirror over uuid topics, and one headless Chromium.
+
+Airflow runs under a temporary root with its own DAGs folder (the generated file of the test mirror),
+never as the shared stack's service; it is stopped at session end, its whole process tree included.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from devstack import Stack
+from devstack.airflow import Airflow
+from devstack.paths import ROOT
+from devstack.process import descendants, is_alive
+from tests.e2e.browser import remove_profile, start_chromium
+from tests.kafka_util import create_topic
+
+# Airflow puts plugins/ on sys.path; the tests render the DAG files with the same factory.
+if str(ROOT / "plugins") not in sys.path:
+    sys.path.insert(0, str(ROOT / "plugins"))
+
+
+@dataclass(frozen=True)
+class E2EMirror:
+    name: str
+    topic: str
+    mirrored_topic: str
+    group: str
+    partitions: int
+
+    @property
+    def dag_id(self) -> str:
+        return f"mirror__{self.name}"
+
+
+def e2e_spec(stack: Stack, mirror: E2EMirror) -> dict:
+    """One mirror of one uuid topic, without schema registries (records are plain bytes)."""
+    return {"groups": [{
+        "name": "e2e",
+        "source": {"name": "source", "kafka": {"bootstrap.servers": stack["source"].kafka.bootstrap_servers}},
+        "destination": {"kafka": {"bootstrap.servers": stack["destination"].kafka.bootstrap_servers}},
+        "mirrors": [{
+            "name": mirror.name, "whitelist": mirror.topic.replace(".", r"\."), "prefix": "mirrored.",
+            "preserve-partitions": True, "group-id": mirror.group,
+            "airflow": {
+                "unpaused": True, "worker-retries": 1, "worker-retry-delay-s": 5,
+                "pause-check-interval-s": 5, "verify-schedule": None,
+            },
+        }],
+    }]}
+
+
+@pytest.fixture(scope="session")
+def e2e_mirror(stack) -> E2EMirror:
+    suffix = uuid.uuid4().hex[:10]
+    mirror = E2EMirror(f"e2e_{suffix}", f"e2e-{suffix}", f"mirrored.e2e-{suffix}", f"e2e-group-{suffix}", 3)
+    create_topic(stack["source"].kafka.bootstrap_servers, mirror.topic, mirror.partitions)
+    return mirror
+
+
+@pytest.fixture(scope="session")
+def airflow(stack, e2e_mirror, tmp_path_factory) -> Airflow:
+    from mirror_airflow.dag_factory import render
+
+    root = tmp_path_factory.mktemp("airflow")
+    spec = root / "mirrors.yaml"
+    spec.write_text(json.dumps(e2e_spec(stack, e2e_mirror), indent=2))  # JSON is YAML
+    render(spec, root / "dags")
+    instance = Airflow(stack, root=root, spec=spec, dags_folder=root / "dags")
+    instance.start()
+    tree: list[int] = []
+    try:
+        instance.wait_ready(timeout=600)
+        print(f"\nairflow healthy after {instance.startup_seconds:.0f}s, {instance.rss_mib():.0f} MiB resident")
+        yield instance
+    finally:
+        pid = instance.process.pid()
+        tree = descendants(pid) if pid else []
+        instance.stop()
+    leftovers = [p for p in tree if is_alive(p)]
+    assert not leftovers, f"airflow processes left after stop: {leftovers}"
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    driver = start_chromium(Path(profile))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        remove_profile(profile)
