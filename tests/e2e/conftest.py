@@ -50,7 +50,9 @@ def e2e_spec(stack: Stack, mirror: E2EMirror) -> dict:
             "name": mirror.name, "whitelist": mirror.topic.replace(".", r"\."), "prefix": "mirrored.",
             "preserve-partitions": True, "group-id": mirror.group,
             "airflow": {
-                "unpaused": True, "worker-retries": 1, "worker-retry-delay-s": 5,
+                # Unpaused by the fixture once Airflow is healthy: a run started earlier would fail
+                # while the api-server (the tasks' execution API) is still starting.
+                "unpaused": False, "worker-retries": 1, "worker-retry-delay-s": 5,
                 "pause-check-interval-s": 5, "verify-schedule": None,
             },
         }],
@@ -79,6 +81,9 @@ def airflow(stack, e2e_mirror, tmp_path_factory) -> Airflow:
     try:
         instance.wait_ready(timeout=600)
         print(f"\nairflow healthy after {instance.startup_seconds:.0f}s, {instance.rss_mib():.0f} MiB resident")
+        api = instance.api()
+        api.wait_for_dags([e2e_mirror.dag_id], timeout=300)
+        api.set_paused(e2e_mirror.dag_id, False)
         yield instance
     finally:
         pid = instance.process.pid()
