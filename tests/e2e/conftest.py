@@ -8,7 +8,9 @@ never as the shared stack's service; it is stopped at session end, its whole pro
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,7 @@ from devstack import Stack
 from devstack.airflow import Airflow
 from devstack.paths import ROOT
 from devstack.process import descendants, is_alive
-from tests.e2e.browser import remove_profile, start_chromium
+from tests.e2e.browser import ARTIFACTS, remove_profile, start_chromium
 from tests.kafka_util import create_topic
 
 # Airflow puts plugins/ on sys.path; the tests render the DAG files with the same factory.
@@ -68,10 +70,11 @@ def e2e_mirror(stack) -> E2EMirror:
 
 
 @pytest.fixture(scope="session")
-def airflow(stack, e2e_mirror, tmp_path_factory) -> Airflow:
+def airflow(stack, e2e_mirror) -> Airflow:
     from mirror_airflow.dag_factory import render
 
-    root = tmp_path_factory.mktemp("airflow")
+    # Not under pytest's basetemp: concurrent pytest sessions of the same user rotate those away.
+    root = Path(tempfile.mkdtemp(prefix="kafka-mirror-e2e-airflow-"))
     spec = root / "mirrors.yaml"
     spec.write_text(json.dumps(e2e_spec(stack, e2e_mirror), indent=2))  # JSON is YAML
     render(spec, root / "dags")
@@ -89,14 +92,27 @@ def airflow(stack, e2e_mirror, tmp_path_factory) -> Airflow:
         pid = instance.process.pid()
         tree = descendants(pid) if pid else []
         instance.stop()
+        _keep_logs(instance)
+        shutil.rmtree(root, ignore_errors=True)
     leftovers = [p for p in tree if is_alive(p)]
     assert not leftovers, f"airflow processes left after stop: {leftovers}"
 
 
+def _keep_logs(instance: Airflow) -> None:
+    """Airflow's component and task logs go to tests/artifacts/ with the screenshots."""
+    target = ARTIFACTS / "e2e-airflow-logs"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    if instance.process.log_file.is_file():
+        shutil.copy(instance.process.log_file, target / "server.log")
+    if (instance.home / "logs").is_dir():
+        shutil.copytree(instance.home / "logs", target / "tasks", dirs_exist_ok=True)
+
+
 @pytest.fixture(scope="session")
-def browser(tmp_path_factory):
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    driver = start_chromium(Path(profile))
+def browser():
+    profile = Path(tempfile.mkdtemp(prefix="kafka-mirror-e2e-chromium-"))  # a fresh profile
+    driver = start_chromium(profile)
     try:
         yield driver
     finally:
