@@ -48,15 +48,13 @@ def lifecycle_dag_id(name: str) -> str:
     return f"mirror__{name}"
 
 
-def _notifiers(alerts: dict, where: str) -> list:
-    if not alerts:
-        return []
+def _notifiers(name: str, alerts: dict, where: str) -> list:
     from mirror_airflow.notifiers import notifiers_for
 
     try:
-        return list(notifiers_for(alerts))
-    except (ValueError, ConfigError) as exc:
-        raise MirrorSpecError(f"{where}: airflow.alerts: {exc}") from None
+        return list(notifiers_for(alerts, mirror=name))
+    except ConfigError as exc:
+        raise MirrorSpecError(f"{where}: airflow.{exc}") from None
 
 
 def _mirror_entry(name: str, path: Path):
@@ -85,15 +83,13 @@ def mirror_dags(name: str, path: Path | None = None) -> dict:
     if (settings.source_conn_id and len(config.sources) > 1):
         raise MirrorSpecError(f"{where}: airflow.source-conn-id: the mirror has several sources; "
                               f"a connection stands for one")
-    notifiers = _notifiers(settings.alerts, where)
+    notifiers = _notifiers(name, settings.alerts, where)
     dags = [
         lifecycle_dag(name, path, settings, notifiers),
         verify_dag(name, path, settings, notifiers),
         catchup_dag(name, path, settings),
+        lag_dag(config, settings, path),
     ]
-    lag = lag_dag(config, settings, where)
-    if lag is not None:
-        dags.append(lag)
     return {dag.dag_id: dag for dag in dags}
 
 
@@ -190,17 +186,14 @@ def catchup_dag(name: str, path: Path, settings: MirrorAirflowSettings):
     return dag
 
 
-def lag_dag(config, settings: MirrorAirflowSettings, where: str):
+def lag_dag(config, settings: MirrorAirflowSettings, path: Path):
+    from mirror_airflow.lag_dag import build_lag_dag
+
     try:
-        from mirror_airflow.lag_dag import build_lag_dag
-    except ModuleNotFoundError as exc:
-        if exc.name != "mirror_airflow.lag_dag":
-            raise
-        return None  # the lag sensor's branch is not merged into this build
-    try:
-        return build_lag_dag(config, dict(settings.lag), dict(settings.alerts))
-    except (ValueError, ConfigError) as exc:
-        raise MirrorSpecError(f"{where}: airflow.lag: {exc}") from None
+        return build_lag_dag(config, dict(settings.lag), dict(settings.alerts),
+                             is_paused_upon_creation=not settings.unpaused)
+    except ConfigError as exc:  # its message names the mirror and the airflow.lag/alerts key
+        raise MirrorSpecError(f"{path}: {exc}") from None
 
 
 # ------------------------------------------------------------------------------------ stub files

@@ -87,6 +87,7 @@ class KafkaHook(BaseHook):
 
     def test_connection(self) -> tuple[bool, str]:
         try:
+            self.consumer_config("airflow-test-connection")  # every extra checked by librdkafka first
             metadata = self.get_admin_client().list_topics(timeout=10)
         except ConfigError as exc:
             return False, str(exc)

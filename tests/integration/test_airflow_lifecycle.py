@@ -1,0 +1,126 @@
+"""The lifecycle DAG on the real stack through dag.test(): discover -> ensure -> schemas -> worker.
+
+The worker runs for a bounded time (param stop_after_s) and is stopped with SIGTERM like a pause
+would: it must have mirrored every record and committed the group's offsets on the way out.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tests.airflow_env import DAGS_FOLDER, airflow_db  # noqa: F401,I001  (sets AIRFLOW_HOME before airflow is imported)
+from tests.kafka_util import create_topic, produce
+from tests.worker_util import committed_offsets, wait_for_count
+
+pytestmark = pytest.mark.integration
+
+RECORDS, PARTITIONS = 300, 3
+
+
+def _spec(stack, name: str, topic: str, group: str, **mirror) -> str:
+    return json.dumps({"groups": [{
+        "name": "it",
+        "source": {"name": "source", "kafka": {"bootstrap.servers": stack["source"].kafka.bootstrap_servers}},
+        "destination": {"kafka": {"bootstrap.servers": stack["destination"].kafka.bootstrap_servers}},
+        "mirrors": [{"name": name, "whitelist": topic, "prefix": "af.", "preserve-partitions": True,
+                     "group-id": group, "commit-interval-s": 1, **mirror}],
+    }]})
+
+
+def test_lifecycle_dag_mirrors_and_stops_gracefully(stack, topic_name, tmp_path, airflow_db, monkeypatch):  # noqa: F811
+    from airflow.utils.state import DagRunState, TaskInstanceState
+
+    from mirror_airflow.dag_factory import mirror_dags, render
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, name, group = topic_name("af"), f"it{uuid.uuid4().hex[:8]}", f"af-group-{uuid.uuid4().hex[:8]}"
+    create_topic(src, topic, partitions=PARTITIONS)
+    produce(src, topic, [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % PARTITIONS}
+                         for i in range(RECORDS)])
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(_spec(stack, name, topic, group))
+    monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(spec))
+    render(spec, DAGS_FOLDER)  # dag.test() serializes the DAG from the DAGs folder, as Airflow would
+
+    dag = mirror_dags(name, spec)[f"mirror__{name}"]
+    run = dag.test(run_conf={"stop_after_s": 40})
+
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == dict.fromkeys(["discover", "ensure_topics", "sync_schemas", "run_worker"], TaskInstanceState.SUCCESS)
+    assert run.state == DagRunState.SUCCESS
+    discovered = run.get_task_instance("discover").xcom_pull(task_ids="discover")
+    assert discovered == {topic: f"af.{topic}"}
+    mirrored = wait_for_count(dst, f"af.{topic}", RECORDS, timeout=30)
+    assert sorted(m.value() for m in mirrored) == sorted(f"v{i}".encode() for i in range(RECORDS))
+    # The bounded stop is the pause path (SIGTERM): offsets committed on the way out, all of them.
+    assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == RECORDS
+
+
+def test_kafka_and_registry_hooks_on_the_stack(stack, monkeypatch):
+    from mirror_airflow.hooks import KafkaHook, SchemaRegistryHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_IT", json.dumps(
+        {"conn_type": "kafka", "extra": {"bootstrap.servers": stack["source"].kafka.bootstrap_servers}}))
+    ok, message = KafkaHook("kafka_it").test_connection()
+    assert ok, message
+    assert "broker(s)" in message
+    registry = stack["source"].registry.url  # http://host:port/apis/ccompat/v7
+    host, _, rest = registry.removeprefix("http://").partition("/")
+    monkeypatch.setenv("AIRFLOW_CONN_REG_IT", json.dumps(
+        {"conn_type": "http", "host": host.split(":")[0], "port": int(host.split(":")[1]), "extra": {"path": rest}}))
+    ok, message = SchemaRegistryHook("reg_it").test_connection()
+    assert ok, message
+    monkeypatch.setenv("AIRFLOW_CONN_REG_DOWN", json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": 1}))
+    ok, message = SchemaRegistryHook("reg_down").test_connection()
+    assert not ok
+
+
+def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, tmp_path, airflow_db, monkeypatch):  # noqa: F811
+    """Destination unreachable: the worker exits non-zero, run_worker fails after its (zero) retries and
+    the mirror's webhook notifier posts the failure to a local receiver."""
+    import http.server
+    import threading
+
+    from airflow.utils.state import DagRunState, TaskInstanceState
+
+    from devstack.net import free_port
+    from mirror_airflow.dag_factory import mirror_dags, render
+
+    received: list[dict] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        name = f"crash{uuid.uuid4().hex[:8]}"
+        spec = json.loads(_spec(stack, name, topic_name("none"), f"af-group-{uuid.uuid4().hex[:8]}",
+                                **{"startup-timeout-s": 3,
+                                   "airflow": {"worker-retries": 0, "alerts": {
+                                       "webhook-url": f"http://127.0.0.1:{server.server_port}/alert"}}}))
+        spec["groups"][0]["destination"]["kafka"]["bootstrap.servers"] = f"127.0.0.1:{free_port()}"
+        path = tmp_path / "mirrors.yaml"
+        path.write_text(json.dumps(spec))
+        monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(path))
+        render(path, DAGS_FOLDER)
+
+        run = mirror_dags(name, path)[f"mirror__{name}"].test()
+
+        assert run.state == DagRunState.FAILED
+        assert run.get_task_instance("run_worker").state == TaskInstanceState.FAILED
+        assert len(received) == 1, received
+        alert = received[0]
+        assert (alert["mirror"], alert["dag_id"], alert["task_id"]) == (name, f"mirror__{name}", "run_worker")
+        assert "exited with code 2" in alert["detail"], alert
+    finally:
+        server.shutdown()

@@ -1,0 +1,75 @@
+"""The verify DAG's spark-submit on the real stack: a destination missing records fails the task with
+the report's summary, and the mirror's webhook notifier sends it."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+import uuid
+
+import pytest
+
+from tests.airflow_env import DAGS_FOLDER, airflow_db  # noqa: F401,I001  (sets AIRFLOW_HOME before airflow is imported)
+from tests.kafka_util import create_topic, produce
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def test_verify_dag_fails_on_an_inconsistent_mirror_and_alerts(stack, topic_name, tmp_path, airflow_db, monkeypatch):  # noqa: F811
+    from airflow.utils.state import TaskInstanceState
+
+    from mirror_airflow.dag_factory import mirror_dags, render
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("verify")
+    create_topic(src, topic, partitions=2)
+    create_topic(dst, f"v.{topic}", partitions=2)
+    base = int(time.time() * 1000) - 60_000
+    records = [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2, "timestamp": base + i}
+               for i in range(40)]
+    produce(src, topic, records)
+    produce(dst, f"v.{topic}", [r for i, r in enumerate(records) if i not in (7, 8)])  # two records lost
+
+    received: list[dict] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        name = f"verify{uuid.uuid4().hex[:8]}"
+        spec = {"groups": [{
+            "name": "it",
+            "source": {"kafka": {"bootstrap.servers": src}},
+            "destination": {"kafka": {"bootstrap.servers": dst}},
+            "mirrors": [{"name": name, "whitelist": topic, "prefix": "v.", "preserve-partitions": True,
+                         "airflow": {"verify-report-dir": str(tmp_path / "reports"),
+                                     "alerts": {"webhook-url": f"http://127.0.0.1:{server.server_port}/a"}}}],
+        }]}
+        path = tmp_path / "mirrors.yaml"
+        path.write_text(json.dumps(spec))
+        monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(path))
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+        render(path, DAGS_FOLDER)
+
+        run = mirror_dags(name, path)[f"mirror__{name}__verify"].test()
+
+        assert run.get_task_instance("consistency_check").state == TaskInstanceState.FAILED
+        reports = list((tmp_path / "reports" / name).glob("check-*.json"))
+        assert len(reports) == 1
+        report = json.loads(reports[0].read_text())
+        assert report["status"] == "inconsistent" and report["totals"]["missing"] == 2
+        assert len(received) == 1, received
+        detail = received[0]["detail"]
+        assert f"mirror '{name}' is inconsistent: inconsistent:" in detail and "missing=2" in detail, detail
+    finally:
+        server.shutdown()

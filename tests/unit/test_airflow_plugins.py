@@ -1,0 +1,216 @@
+"""Pure logic of the Airflow plugins: pause decisions, `airflow:` settings, hooks' config, stubs, argv."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.airflow_env import ROOT  # noqa: I001  (sets AIRFLOW_HOME before airflow is imported)
+
+from mirror_airflow.dag_factory import check_rendered, render, stub_name  # noqa: E402
+from mirror_airflow.exceptions import ConnectionConfigError, MirrorSpecError  # noqa: E402
+from mirror_airflow.hooks import KafkaHook, SchemaRegistryHook  # noqa: E402
+from mirror_airflow.operators import (  # noqa: E402
+    Action,
+    AirflowApi,
+    CatchupOperator,
+    ConsistencyCheckOperator,
+    MirrorWorkerOperator,
+    next_action,
+    pause_check_due,
+)
+from mirror_airflow.settings import airflow_sections, load_settings, parse_settings  # noqa: E402
+from mirror_worker.spec import load_entries  # noqa: E402
+
+SPEC = """
+groups:
+  - name: g
+    source: {kafka: {bootstrap.servers: "127.0.0.1:1"}}
+    destination: {kafka: {bootstrap.servers: "127.0.0.1:2"}}
+    settings:
+      airflow: {worker-retries: 5, pause-check-interval-s: 5}
+    mirrors:
+      - name: orders
+        whitelist: "orders"
+        airflow: {worker-retries: 1, unpaused: true, alerts: {webhook: {url: "http://x"}}}
+      - name: plain
+        whitelist: "plain"
+"""
+
+
+@pytest.mark.parametrize("returncode, paused, elapsed, stop_after, expected", [
+    (None, None, 0, None, Action.CONTINUE),          # running, no API: keep going
+    (None, False, 1e6, None, Action.CONTINUE),       # running, not paused, unbounded
+    (None, True, 0, None, Action.STOP_PAUSED),
+    (None, True, 100, 10, Action.STOP_PAUSED),       # paused wins over the bound
+    (None, False, 9.9, 10, Action.CONTINUE),
+    (None, None, 10, 10, Action.STOP_BOUNDED),
+    (0, True, 0, None, Action.EXITED),               # an exit is reported whatever else holds
+    (1, None, 0, None, Action.EXITED),
+])
+def test_next_action(returncode, paused, elapsed, stop_after, expected):
+    assert next_action(returncode, paused, elapsed, stop_after) is expected
+
+
+@pytest.mark.parametrize("now, last, interval, due", [
+    (0.0, None, 10, True), (5.0, 0.0, 10, False), (10.0, 0.0, 10, True), (100.0, 95.0, 15, False),
+])
+def test_pause_check_due(now, last, interval, due):
+    assert pause_check_due(now, last, interval) is due
+
+
+def test_worker_operator_validates_arguments():
+    common = {"spec_path": "/x.yaml", "mirror_name": "m"}
+    with pytest.raises(ValueError, match="pause_check_interval_s"):
+        MirrorWorkerOperator(task_id="w1", pause_check_interval_s=20, **common)
+    with pytest.raises(ValueError, match="stop_after_s"):
+        MirrorWorkerOperator(task_id="w2", stop_after_s=0, **common)
+    with pytest.raises(ValueError, match="spec_path and mirror_name"):
+        MirrorWorkerOperator(task_id="w3", spec_path="", mirror_name="m")
+    op = MirrorWorkerOperator(task_id="w4", **common)
+    assert op.worker_argv()[1:] == ["-m", "mirror_worker", "--config", "/x.yaml", "--mirror", "m"]
+    assert op.worker_argv()[0] == sys.executable
+
+
+def test_spec_accepts_and_ignores_the_airflow_mapping(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(SPEC)
+    entries = {e.name: e for e in load_entries(path)}
+    assert entries["orders"].error is None and entries["plain"].error is None
+    assert "airflow" not in entries["orders"].config.model_dump()
+
+
+def test_airflow_settings_overlay_and_defaults(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(SPEC)
+    orders = load_settings(path, "orders")
+    assert (orders.worker_retries, orders.pause_check_interval_s, orders.unpaused) == (1, 5, True)
+    assert orders.alerts == {"webhook": {"url": "http://x"}}
+    plain = load_settings(path, "plain")
+    assert (plain.worker_retries, plain.unpaused, plain.api_conn_id, plain.verify_schedule) == (5, False, "airflow_api", "0 2 * * *")
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"worker-retrys": 3}, "mirror 'm': airflow.worker-retrys: unknown key"),
+    ({"pause-check-interval-s": 30}, "mirror 'm': airflow.pause-check-interval-s: Input should be less than or equal to 15"),
+    ({"verify-schedule": "every night"}, "mirror 'm': airflow.verify-schedule: a 5-field cron expression"),
+    ({"api-conn-id": "has space"}, "mirror 'm': airflow.api-conn-id: String should match pattern"),
+])
+def test_airflow_settings_errors_name_mirror_and_key(raw, message):
+    with pytest.raises(MirrorSpecError) as info:
+        parse_settings(raw, "spec.yaml: mirror 'm'")
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_airflow_section_must_be_a_mapping():
+    spec = {"groups": [{"mirrors": [{"name": "m", "airflow": "yes"}]}]}
+    with pytest.raises(MirrorSpecError, match="mirror 'm': airflow: a mapping is expected"):
+        parse_settings(airflow_sections(spec)["m"], "mirror 'm'")
+
+
+def test_kafka_hook_settings_from_connection_extras(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_OK", json.dumps({
+        "conn_type": "kafka", "extra": {"bootstrap.servers": "h:9092", "security.protocol": "plaintext",
+                                        "max.poll.records": "10", "linger.ms": 7}}))
+    hook = KafkaHook("kafka_ok")
+    assert hook.client_settings() == {"bootstrap.servers": "h:9092", "security.protocol": "plaintext", "linger.ms": "7"}
+    assert hook.admin_config() == {"bootstrap.servers": "h:9092", "security.protocol": "plaintext"}
+    consumer = hook.consumer_config("g1")
+    assert consumer["group.id"] == "g1" and consumer["enable.auto.commit"] == "false"
+    assert hook.producer_config()["acks"] == "all"
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"security.protocol": "SSL"}, "Airflow connection 'kafka_bad': bootstrap.servers is required in the extras"),
+    ({"bootstrap.servers": "h:1", "no.such.key": "1"}, "Airflow connection 'kafka_bad': unknown key no.such.key"),
+])
+def test_kafka_hook_refuses_bad_extras(monkeypatch, extra, message):
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_BAD", json.dumps({"conn_type": "kafka", "extra": extra}))
+    hook = KafkaHook("kafka_bad")
+    with pytest.raises(ConnectionConfigError if "bootstrap" in message else Exception, match=message):
+        hook.consumer_config("g")
+    ok, text = hook.test_connection()
+    assert not ok and message in text
+
+
+def test_schema_registry_hook_url_and_basic_auth(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_REG", json.dumps({
+        "conn_type": "http", "host": "reg.local", "port": 8081, "login": "u", "password": "p",
+        "extra": {"path": "/apis/ccompat/v7"}}))
+    assert SchemaRegistryHook("reg").client_config() == {
+        "url": "http://reg.local:8081/apis/ccompat/v7", "basic.auth.user.info": "u:p"}
+    monkeypatch.setenv("AIRFLOW_CONN_REG2", json.dumps({"conn_type": "http", "host": "https://r.example"}))
+    assert SchemaRegistryHook("reg2").client_config() == {"url": "https://r.example"}
+
+
+def test_api_base_url_from_connection(monkeypatch):
+    from airflow.sdk import BaseHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_API_T", json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": 8089,
+                                                         "login": "admin", "password": "pw"}))
+    api = AirflowApi.from_connection(BaseHook.get_connection("api_t"))
+    assert (api.base_url, api.username, api.password) == ("http://127.0.0.1:8089", "admin", "pw")
+
+
+def test_render_writes_checks_and_removes_stubs(tmp_path):
+    spec = tmp_path / "m.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "dags"
+    assert sorted(render(spec, out)) == ["write mirror__orders.py", "write mirror__plain.py"]
+    assert render(spec, out, check=True) == []
+    assert "mirror_dags('orders')" in (out / stub_name("orders")).read_text()
+    (out / "hand_written.py").write_text("x = 1\n")
+    spec.write_text(SPEC.replace("name: plain", "name: plain2"))
+    assert sorted(render(spec, out, check=True)) == ["remove mirror__plain.py", "write mirror__plain2.py"]
+    with pytest.raises(MirrorSpecError, match="plain2 have no DAG file"):
+        check_rendered(out, spec)
+    render(spec, out)
+    assert sorted(p.name for p in out.iterdir()) == ["hand_written.py", "mirror__orders.py", "mirror__plain2.py"]
+    check_rendered(out, spec)
+
+
+def test_committed_dag_stubs_match_the_demo_spec():
+    changes = render(ROOT / "config" / "mirrors.yaml", ROOT / "dags", check=True)
+    assert changes == [], "run: PYTHONPATH=.:plugins .venv/bin/python -m mirror_airflow.dag_factory render --spec config/mirrors.yaml --out dags/"
+
+
+def test_verify_spark_submit_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_T", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    op = ConsistencyCheckOperator(task_id="consistency_check", spec_path="/s/m.yaml", mirror_name="orders",
+                                  conn_id="spark_t", report_dir=str(tmp_path))
+    argv = op.spark_submit_command({})
+    jars = sorted(str(p) for p in (ROOT / ".cache" / "spark" / "jars").glob("*.jar"))
+    assert jars, "spark connector jars missing: make setup"
+    report = op.report_path
+    assert report.parent == tmp_path / "orders" and report.name.startswith("check-") and report.suffix == ".json"
+    assert argv == [
+        "spark-submit", "--master", "local[2]",
+        "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+        "--jars", ",".join(jars),
+        "--driver-memory", "1g", "--name", "consistency_check-orders",
+        str(ROOT / "spark_jobs" / "consistency_check.py"),
+        "--config", "/s/m.yaml", "--mirror", "orders", "--report", str(report),
+    ]
+    assert op.env_vars["PYSPARK_PYTHON"] == sys.executable
+    assert op.env_vars["PATH"].split(":")[0] == str(Path(sys.executable).parent)  # spark-submit of this venv
+
+
+@pytest.mark.parametrize("params, tail", [
+    ({}, []),
+    ({"topics": "a,b", "from_offsets": "", "from_timestamp": ""}, ["--topics", "a,b"]),
+    ({"from_offsets": "a:0:5"}, ["--from-offsets", "a:0:5"]),
+    ({"topics": " a ", "from_timestamp": "2026-11-01T00:00:00Z"}, ["--topics", "a", "--from-timestamp", "2026-11-01T00:00:00Z"]),
+])
+def test_catchup_arguments_from_params(params, tail):
+    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m")
+    assert op.job_args({"params": params}) == ["--config", "/s.yaml", "--mirror", "m", *tail]
+
+
+def test_catchup_refuses_offsets_and_timestamp_together():
+    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m")
+    with pytest.raises(ValueError, match="not both"):
+        op.job_args({"params": {"from_offsets": "a:0:1", "from_timestamp": "1"}})
