@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -19,15 +18,9 @@ import pytest
 
 from devstack import Stack
 from devstack.airflow import Airflow
-from devstack.paths import ROOT
 from devstack.process import descendants, is_alive
 from tests.e2e.browser import ARTIFACTS, remove_profile, start_chromium
 from tests.kafka_util import create_topic
-
-# Airflow puts plugins/ on sys.path; the tests render the DAG files with the same factory.
-if str(ROOT / "plugins") not in sys.path:
-    sys.path.insert(0, str(ROOT / "plugins"))
-
 
 @dataclass(frozen=True)
 class E2EMirror:
