@@ -6,9 +6,9 @@ Layout under its root (the stack's root unless a test gives its own):
     services/airflow/                 node.json (ports), server.log (every component's output), pid
     mirrors.yaml                      KAFKA_MIRROR_SPEC: the mirror spec the DAGs read (written by the caller)
 
-Airflow reads the DAGs from <repo>/dags (tests: a folder of their own), plugins from <repo>/plugins and imports `mirror_worker` and
-`spark_jobs` from PYTHONPATH=<repo>. Only when it runs on the stack's own root does it write the
-`airflow` entry of stack.json.
+Airflow reads the DAGs from <repo>/dags (tests: a folder of their own), plugins from <repo>/plugins,
+and imports `mirror_worker` and `spark_jobs` from PYTHONPATH=<repo>. Only when it runs on the stack's
+own root is it the stack's `airflow` service and writes the `airflow` entry of stack.json.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ class Airflow:
         self.spec = Path(spec or self.root / "mirrors.yaml").resolve()
         # Tests give a folder of their own with the DAG files of their spec's mirrors.
         self.dags_folder = Path(dags_folder or paths.ROOT / "dags").resolve()
+        self.started_at: float | None = None
+        self.startup_seconds: float | None = None
 
     # --- addresses and credentials -------------------------------------------------------------
     @property
@@ -147,7 +149,8 @@ class Airflow:
                 raise StackError(f"airflow exited during start-up; see {self.process.log_file}")
             health = _health(self.url)
             if all(health.get(c, {}).get("status") == "healthy" for c in COMPONENTS):
-                self.startup_seconds = time.monotonic() - getattr(self, "started_at", deadline - timeout)
+                if self.started_at is not None:
+                    self.startup_seconds = time.monotonic() - self.started_at
                 if self.root == self.stack.root:
                     _set_contract_entry(self.stack, self.contract())
                 return
@@ -327,8 +330,10 @@ def run_with_demo(stack: Stack, out=print) -> Airflow:
         airflow.start()
         out(f"airflow starting (api-server, scheduler, dag-processor, triggerer); log {airflow.process.log_file}")
     airflow.wait_ready()
-    if hasattr(airflow, "startup_seconds"):
-        out(f"airflow healthy after {airflow.startup_seconds:.0f}s, {airflow.rss_mib():.0f} MiB resident")
+    if airflow.startup_seconds is not None:
+        out(f"airflow healthy after {airflow.startup_seconds:.0f}s, {airflow.rss_mib():.0f} MiB RSS summed over its processes")
+    else:
+        out(f"airflow already running at {airflow.url}")
     api = airflow.api()
     wanted = demo_dag_ids()
     api.wait_for_dags(wanted[:1], timeout=300)
