@@ -331,7 +331,8 @@ def run_with_demo(stack: Stack, out=print) -> Airflow:
         out(f"airflow starting (api-server, scheduler, dag-processor, triggerer); log {airflow.process.log_file}")
     airflow.wait_ready()
     if airflow.startup_seconds is not None:
-        out(f"airflow healthy after {airflow.startup_seconds:.0f}s, {airflow.rss_mib():.0f} MiB RSS summed over its processes")
+        out(f"airflow healthy after {airflow.startup_seconds:.0f}s, "
+            f"{airflow.rss_mib():.0f} MiB RSS summed over its processes")
     else:
         out(f"airflow already running at {airflow.url}")
     api = airflow.api()
@@ -346,5 +347,6 @@ def run_with_demo(stack: Stack, out=print) -> Airflow:
 def print_login(airflow: Airflow) -> None:
     print(f"\nAirflow UI   {airflow.url}")
     print(f"  log in as  {USERNAME} / {airflow.password}   (password kept in {airflow.password_file})")
-    print(f"  DAGs       {', '.join(d for d in demo_dag_ids())}: unpaused; pause mirror__{DEMO_MIRROR} to stop the mirror")
+    print(f"  DAGs       {', '.join(demo_dag_ids())}: unpaused")
+    print(f"             pause mirror__{DEMO_MIRROR} in the UI to stop the mirror, unpause it to resume")
     print(f"  logs       {airflow.process.log_file} (components), {airflow.home / 'logs'} (tasks)")

@@ -76,7 +76,8 @@ def airflow(stack, e2e_mirror) -> Airflow:
     tree: list[int] = []
     try:
         instance.wait_ready(timeout=600)
-        print(f"\nairflow healthy after {instance.startup_seconds:.0f}s, {instance.rss_mib():.0f} MiB RSS summed over its processes")
+        print(f"\nairflow healthy after {instance.startup_seconds:.0f}s, "
+              f"{instance.rss_mib():.0f} MiB RSS summed over its processes")
         api = instance.api()
         api.wait_for_dags([e2e_mirror.dag_id], timeout=300)
         api.set_paused(e2e_mirror.dag_id, False)
