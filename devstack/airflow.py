@@ -146,7 +146,8 @@ class Airflow:
         health: dict = {}
         while time.monotonic() < deadline:
             if not self.process.is_running():
-                raise StackError(f"airflow exited during start-up; see {self.process.log_file}")
+                raise StackError(f"airflow exited during start-up ({self.process.exit_report()}); "
+                                 f"see {self.process.log_file}")
             health = _health(self.url)
             if all(health.get(c, {}).get("status") == "healthy" for c in COMPONENTS):
                 if self.started_at is not None:

@@ -80,6 +80,19 @@ class ManagedProcess:
     def is_running(self) -> bool:
         return self.pid() is not None
 
+    def exit_report(self) -> str:
+        """Why the process is not running, as far as this process can tell (for error messages)."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return "no pid file"
+        child = _children.get(pid)
+        if child is not None and child.poll() is not None:
+            return f"pid {pid} exited with status {child.returncode}"
+        if is_alive(pid):
+            return f"pid {pid} runs {_cmdline(pid)[:200]!r}, which does not name {self.home}"
+        return f"pid {pid} is gone"
+
     def start(self, argv: list[str], env: dict[str, str] | None = None) -> int:
         """Start argv detached from this process; argv must mention `home` (see module doc)."""
         if self.is_running():
