@@ -145,7 +145,7 @@ class Airflow:
         deadline = time.monotonic() + timeout
         health: dict = {}
         while time.monotonic() < deadline:
-            if not self.process.is_running():
+            if self.process.exited():
                 raise StackError(f"airflow exited during start-up ({self.process.exit_report()}); "
                                  f"see {self.process.log_file}")
             health = _health(self.url)

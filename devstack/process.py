@@ -80,6 +80,18 @@ class ManagedProcess:
     def is_running(self) -> bool:
         return self.pid() is not None
 
+    def exited(self) -> bool:
+        """Whether the process is gone. For a process started here, its exit status decides (its pid
+        stays reserved until it is reaped), not the command line, which a starting program may
+        rewrite (setproctitle)."""
+        try:
+            child = _children.get(int(self.pid_file.read_text().strip()))
+        except (FileNotFoundError, ValueError):
+            child = None
+        if child is not None:
+            return child.poll() is not None
+        return not self.is_running()
+
     def exit_report(self) -> str:
         """Why the process is not running, as far as this process can tell (for error messages)."""
         try:

@@ -73,6 +73,7 @@ def airflow(stack, e2e_mirror) -> Airflow:
     render(spec, root / "dags")
     instance = Airflow(stack, root=root, spec=spec, dags_folder=root / "dags")
     instance.start()
+    started_pid = instance.process.pid()
     tree: list[int] = []
     try:
         instance.wait_ready(timeout=600)
@@ -83,8 +84,7 @@ def airflow(stack, e2e_mirror) -> Airflow:
         api.set_paused(e2e_mirror.dag_id, False)
         yield instance
     finally:
-        pid = instance.process.pid()
-        tree = descendants(pid) if pid else []
+        tree = descendants(started_pid) if started_pid and is_alive(started_pid) else []
         instance.stop()
         _keep_logs(instance)
         shutil.rmtree(root, ignore_errors=True)

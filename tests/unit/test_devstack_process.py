@@ -85,3 +85,14 @@ def test_cluster_id_is_16_bytes_urlsafe_base64_without_padding():
     for cluster_id in ids:
         assert len(cluster_id) == 22 and "=" not in cluster_id
         assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16
+
+
+def test_exited_follows_the_exit_status_of_a_process_started_here(tmp_path):
+    proc = ManagedProcess("short", tmp_path)
+    proc.start(["bash", "-c", f"sleep 0.5 # {tmp_path}"])
+    assert not proc.exited()
+    deadline = time.monotonic() + 10
+    while not proc.exited() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.exited() and not proc.is_running()
+    assert "exited with status 0" in proc.exit_report()
