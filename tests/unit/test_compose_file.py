@@ -88,6 +88,18 @@ def test_every_bind_mount_build_context_and_dockerfile_exists(model):
     assert checked > 10
 
 
+def test_every_file_a_dockerfile_copies_exists_in_its_context(model):
+    builds = {(s["build"]["context"], s["build"]["dockerfile"]) for s in model["services"].values() if "build" in s}
+    assert builds
+    for context, dockerfile in builds:
+        copies = [line.split()[1:-1] for line in (Path(context) / dockerfile).read_text().splitlines()
+                  if line.startswith(("COPY ", "ADD "))]
+        assert copies, f"{dockerfile} copies nothing"
+        for sources in copies:
+            for source in sources:
+                assert (Path(context) / source).exists(), f"{dockerfile}: COPY {source}: not in the build context"
+
+
 def test_the_code_is_mounted_where_the_airflow_settings_point(model):
     for name in AIRFLOW_SERVICES:
         service = model["services"][name]
