@@ -39,6 +39,17 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _stable_cmdline(pid: int, attempts: int = 20) -> str:
+    """The command line, read again while it comes back empty: a live process always has one, but a
+    read that races with the process (exec, exit) can return nothing."""
+    for _ in range(attempts):
+        cmdline = _cmdline(pid)
+        if cmdline or not is_alive(pid):
+            return cmdline
+        time.sleep(0.05)
+    return ""
+
+
 def rss_mib(pid: int) -> float:
     """Resident set size of one process in MiB (0 when it is gone)."""
     try:
@@ -73,7 +84,10 @@ class ManagedProcess:
             return None
         if not is_alive(pid):
             return None
-        if str(self.home) not in _cmdline(pid):
+        child = _children.get(pid)
+        if child is not None and child.poll() is None:
+            return pid  # started here and not reaped: the pid cannot belong to anyone else
+        if str(self.home) not in _stable_cmdline(pid):
             return None
         return pid
 
