@@ -142,15 +142,15 @@ def main() -> int:
         return 1
     source, destination = stack["source"], stack["destination"]
     ensure_topic(source.kafka.bootstrap_servers, TOPIC, partitions=3)
-    airflow = _airflow_mirror(stack)
-    if airflow is None:
+    airflow_group = _airflow_mirror_group(stack)
+    if airflow_group is None:
         group, catch_up_s = GROUP, 30
         metrics_url, log_file = start_mirror(stack)
         print(f"\nmirror worker running: {TOPIC} on source -> {MIRRORED_TOPIC} on destination")
         print(f"  metrics {metrics_url}\n  logs    {log_file}\n")
     else:
         # The DAG run starts the worker after discover, ensure_topics and sync_schemas: minutes on two cores.
-        group, catch_up_s = airflow, 300
+        group, catch_up_s = airflow_group, 300
         print(f"\nmirror run by Airflow (DAG mirror__demo): {TOPIC} on source -> {MIRRORED_TOPIC} on destination\n")
     print("  second  produced on source  mirrored on destination  committed by the mirror")
     started = time.monotonic()
@@ -174,7 +174,7 @@ def main() -> int:
     print(f"\nstack contract:   {stack.stack_json}")
     for name, cluster in stack.clusters.items():
         print(f"  {name:<12} kafka {cluster.kafka.bootstrap_servers:<22} registry {cluster.registry.url}")
-    if airflow is not None:
+    if airflow_group is not None:
         from devstack.airflow import Airflow, print_login
 
         print_login(Airflow(stack))
@@ -182,7 +182,7 @@ def main() -> int:
     return 0 if caught_up else 1
 
 
-def _airflow_mirror(stack: Stack) -> str | None:
+def _airflow_mirror_group(stack: Stack) -> str | None:
     """The demo mirror's consumer group when Airflow runs it, else None."""
     if "airflow" not in json.loads(stack.stack_json.read_text()):
         return None
