@@ -179,3 +179,21 @@ def loss_and_duplicates(source_messages, destination_messages) -> tuple[list, in
 
 def owned_partitions(worker: WorkerProcess) -> set[str]:
     return set().union(*worker.owned().values())
+
+
+def write_mirror_spec(path: Path, stack, name: str, whitelist: str, prefix: str = "m.", **settings) -> Path:
+    """A one-mirror YAML spec from the stack's source (alias `east`) to its destination; `settings` are
+    extra mirror keys as the spec spells them (kebab-case)."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    extra = "".join(f"\n        {key}: {value}" for key, value in settings.items())
+    path.write_text(f"""
+groups:
+  - name: g
+    source: {{name: east, kafka: {{bootstrap.servers: "{src}"}}}}
+    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
+    mirrors:
+      - name: {name}
+        whitelist: "{whitelist}"
+        prefix: "{prefix}"{extra}
+""")
+    return path

@@ -11,29 +11,24 @@
         max-latency-seconds: 300       # LATENCY: newest heartbeat older than this (null: off)
         fail-on-warn: false
         measure-timeout-seconds: 30
+        deferrable: true               # false: poke in reschedule mode (no triggerer needed)
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from airflow.sdk import DAG
 from mirror_airflow.lag_rules import Limits
-from mirror_airflow.notifiers import notifiers_for, validation_message
+from mirror_airflow.notifiers import KebabModel, notifiers_for
 from mirror_airflow.sensors import MirrorLagSensor
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import ConfigError
 
 
-def _kebab(name: str) -> str:
-    return name.replace("_", "-")
-
-
-class LagSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=_kebab, populate_by_name=True)
-
+class LagSettings(KebabModel):
     schedule: str | None = "* * * * *"
     window_minutes: float = Field(10.0, gt=0)
     sample_interval_seconds: float = Field(30.0, gt=0)
@@ -43,6 +38,7 @@ class LagSettings(BaseModel):
     max_latency_seconds: float | None = Field(300.0, gt=0)
     fail_on_warn: bool = False
     measure_timeout_seconds: float = Field(30.0, gt=0)
+    deferrable: bool = True
 
     @model_validator(mode="after")
     def _stop_within_window(self) -> "LagSettings":
@@ -55,16 +51,9 @@ class LagSettings(BaseModel):
                       max_lag_records=self.max_lag_records, max_latency_s=self.max_latency_seconds)
 
 
-def parse_lag(lag: dict | None, where: str = "lag") -> LagSettings:
-    try:
-        return LagSettings.model_validate(lag or {})
-    except ValidationError as exc:
-        raise ConfigError(validation_message(exc, where)) from None
-
-
 def build_lag_dag(mirror: MirrorConfig, lag: dict, alerts: dict, **dag_kwargs) -> DAG:
     """The lag DAG of `mirror`; `lag` and `alerts` are the raw spec mappings (kebab-case keys)."""
-    settings = parse_lag(lag, f"mirror {mirror.name!r}: airflow.lag")
+    settings = LagSettings.parse(lag, f"mirror {mirror.name!r}: airflow.lag")
     try:
         notifiers = notifiers_for(alerts, mirror=mirror.name)
     except ConfigError as exc:
@@ -89,6 +78,7 @@ def build_lag_dag(mirror: MirrorConfig, lag: dict, alerts: dict, **dag_kwargs) -
             sample_interval_s=settings.sample_interval_seconds,
             fail_on_warn=settings.fail_on_warn,
             measure_timeout_s=settings.measure_timeout_seconds,
+            deferrable=settings.deferrable,
             retries=0,
             on_failure_callback=notifiers or None,
         )

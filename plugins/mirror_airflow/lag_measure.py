@@ -1,8 +1,8 @@
 """Measuring a mirror (the I/O edge of the lag sensor): partition samples and newest heartbeats.
 
 - Lag: for every source partition the mirror replicates (its topic filter over the source's topics),
-  the mirror group's committed offset and the partition's watermarks. The group is only read
-  (OffsetFetch), never joined. In exactly-once mode positions live on the destination, in the
+  the mirror group's committed offset and the partition's log start and end (the last stable offset
+  for a read_committed consumer). The group is only read (OffsetFetch), never joined. In exactly-once mode positions live on the destination, in the
   positions group keyed by (destination topic, source partition) — see mirror_worker/exactly_once.py.
 - Latency: the newest heartbeat the worker wrote to the destination's heartbeat topic for this mirror,
   per source (key `<mirror>/<source>`, JSON value with `timestamp_ms`), searched back `lookback_s`.
@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import time
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror_airflow.lag_rules import PartitionKey, Sample
 from mirror_worker.config import MirrorConfig
@@ -43,16 +44,33 @@ def measure_partitions(mirror: MirrorConfig, timeout: float = 30.0) -> list[tupl
                 wanted = topic_filter.select(topics)
                 partitions = [TopicPartition(t, p) for t in sorted(wanted) for p in range(topics[t].partitions)]
                 committed = _committed(mirror, source.name, consumer, partitions, policy, timeout)
+                marks = _watermarks(source.consumer, partitions, timeout)
                 now = time.time()
                 for tp in partitions:
-                    low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
-                    out.append(((source.name, tp.topic, tp.partition),
-                                Sample(now, committed.get((tp.topic, tp.partition)), high, low)))
+                    key = (tp.topic, tp.partition)
+                    out.append(((source.name, *key), Sample(now, committed.get(key), marks[key][1], marks[key][0])))
             finally:
                 consumer.close()
     except KafkaException as exc:
         raise MeasurementError(f"mirror {mirror.name}: lag measurement failed: {exc.args[0]}") from None
     return out
+
+
+def _watermarks(settings: dict, partitions: list[TopicPartition], timeout: float) -> dict[tuple[str, int], tuple[int, int]]:
+    """(log start, end) of every partition in two batched requests. The end is what the mirror's consumer
+    can reach: the last stable offset for a read_committed consumer (librdkafka's default)."""
+    if not partitions:
+        return {}
+    admin = AdminClient(_connection_settings(settings))
+    uncommitted = settings.get("isolation.level", "read_committed") == "read_uncommitted"
+    level = IsolationLevel.READ_UNCOMMITTED if uncommitted else IsolationLevel.READ_COMMITTED
+
+    def offsets(spec: OffsetSpec) -> dict[tuple[str, int], int]:
+        futures = admin.list_offsets({tp: spec for tp in partitions}, isolation_level=level, request_timeout=timeout)
+        return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
+
+    low, high = offsets(OffsetSpec.earliest()), offsets(OffsetSpec.latest())
+    return {key: (low[key], high[key]) for key in high}
 
 
 def _committed(mirror: MirrorConfig, alias: str, consumer: Consumer, partitions: list[TopicPartition], policy,

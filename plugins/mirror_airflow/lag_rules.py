@@ -199,8 +199,9 @@ def merge_windows(
     window_s: float,
 ) -> dict[PartitionKey, list[Sample]]:
     """Add new samples and drop the old: each window keeps its samples of the last `window_s` seconds
-    plus the newest one before that (so a covered window spans at least `window_s`). Partitions no
-    longer measured drop out once their samples are older than the window."""
+    plus the newest one before that (so a covered window spans at least `window_s`) unless that one is
+    older than two windows (a gap in sampling, e.g. a paused DAG: the window must fill again). Partitions
+    no longer measured drop out once their samples are older than the window."""
     merged: dict[PartitionKey, list[Sample]] = {key: list(window) for key, window in windows.items()}
     for key, sample in samples:
         merged.setdefault(key, []).append(sample)
@@ -208,7 +209,7 @@ def merge_windows(
     out = {}
     for key, window in merged.items():
         window.sort(key=lambda s: s.time)
-        older = [s for s in window if s.time < start]
+        older = [s for s in window if start - window_s <= s.time < start]
         recent = [s for s in window if s.time >= start]
         kept = older[-1:] + recent
         if recent:

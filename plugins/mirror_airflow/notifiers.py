@@ -36,13 +36,20 @@ log = logging.getLogger(__name__)
 _DAG_ID = re.compile(r"^mirror__(?P<mirror>.+?)(?:__(?:lag|verify|catchup))?$")
 
 
-def _kebab(name: str) -> str:
-    return name.replace("_", "-")
+class KebabModel(BaseModel):
+    """A spec mapping with kebab-case keys only; unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=lambda name: name.replace("_", "-"))
+
+    @classmethod
+    def parse(cls, raw: dict | None, where: str):
+        try:
+            return cls.model_validate(raw or {})
+        except ValidationError as exc:
+            raise ConfigError(validation_message(exc, where)) from None
 
 
-class AlertSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=_kebab, populate_by_name=True)
-
+class AlertSettings(KebabModel):
     webhook_url: SecretStr | None = None
     webhook_connection: str | None = None
     slack_webhook_url: SecretStr | None = None
@@ -58,13 +65,6 @@ def validation_message(exc: ValidationError, where: str) -> str:
     key = ".".join(str(p) for p in error["loc"])
     message = "unknown key" if error["type"] == "extra_forbidden" else re.sub(r"^Value error, ", "", error["msg"])
     return f"{where}: {key}: {message}" if key else f"{where}: {message}"
-
-
-def parse_alerts(alerts: dict | None, where: str = "alerts") -> AlertSettings:
-    try:
-        return AlertSettings.model_validate(alerts or {})
-    except ValidationError as exc:
-        raise ConfigError(validation_message(exc, where)) from None
 
 
 # The message ----------------------------------------------------------------------------------------
@@ -204,7 +204,7 @@ class EmailNotifier(BaseNotifier):
 
 def notifiers_for(alerts: dict | None, mirror: str | None = None) -> list[BaseNotifier]:
     """The notifiers a mirror's `alerts:` mapping asks for (empty mapping: none). Bad keys: ConfigError."""
-    settings = parse_alerts(alerts)
+    settings = AlertSettings.parse(alerts, "alerts")
     timeout = settings.timeout_seconds
     out: list[BaseNotifier] = []
     if settings.webhook_url:

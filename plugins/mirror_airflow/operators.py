@@ -132,7 +132,7 @@ class SyncSchemasOperator(_MirrorOperator):
         self.discover_task_id = discover_task_id
 
     def execute(self, context):
-        if not self.mirror.schema_registry_url:
+        if not has_registries(self.mirror):
             self.log.info("mirror %s has no schema registry configured: nothing to sync", self.mirror_name)
             return None
         try:
@@ -141,9 +141,21 @@ class SyncSchemasOperator(_MirrorOperator):
             raise RuntimeError(f"mirror {self.mirror_name!r} names a schema registry but this build has no "
                                f"schema sync (mirror_worker.schema_sync): {exc}") from None
         topics = sorted(context["ti"].xcom_pull(task_ids=self.discover_task_id) or {})
-        result = sync_mirror_schemas(self.mirror, topics)
-        self.log.info("schemas synced for %d topic(s)", len(topics))
-        return result if isinstance(result, (dict, list, str, int, type(None))) else str(result)
+        report = sync_mirror_schemas(self.mirror, topics)
+        result = report.to_dict() if hasattr(report, "to_dict") else report
+        self.log.info("schema sync of %d topic(s): %s", len(topics), result)
+        conflicts = getattr(report, "conflicts", None)
+        if conflicts and getattr(self.mirror, "schema_sync", "strict") == "strict":
+            first = next(iter(conflicts.items()))
+            raise RuntimeError(f"mirror {self.mirror_name!r}: schema conflicts on {len(conflicts)} topic(s), "
+                               f"first {first[0]}: {first[1]}")
+        return result
+
+
+def has_registries(config) -> bool:
+    """Whether the mirror syncs schemas (`syncs_schemas` comes with the schema-sync code)."""
+    flag = getattr(config, "syncs_schemas", None)
+    return bool(flag) if flag is not None else bool(config.schema_registry_url)
 
 
 # ------------------------------------------------------------------------------------ worker supervision
@@ -238,14 +250,19 @@ class _WorkerProcess:
     threads: list
 
 
-def _die_with_parent() -> None:
-    """In the worker child: SIGTERM (a graceful stop) when the task process dies, even by SIGKILL."""
+def _parent_death_signal():
+    """A preexec_fn making the worker get SIGTERM (a graceful stop) when the task process dies, even by
+    SIGKILL; None off Linux. prctl is resolved here, in the parent: the child between fork and exec
+    must not import or take locks (the task process has threads)."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
     except OSError:
-        pass
+        return None
+    return lambda: prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class MirrorWorkerOperator(_MirrorOperator):
@@ -294,10 +311,11 @@ class MirrorWorkerOperator(_MirrorOperator):
         argv = self.worker_argv()
         self.log.info("starting mirror worker: %s", " ".join(argv))
         proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=repo_env(), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                                bufsize=1, preexec_fn=_parent_death_signal())
         tail: deque = deque(maxlen=20)
 
+        # The pipes must be drained whatever they carry, or a full pipe blocks the worker.
         def pump(stream, level, keep):
             for line in stream:
                 line = line.rstrip("\n")

@@ -47,7 +47,6 @@ class MirrorAirflowSettings(BaseModel):
     # Clients of the discover/ensure tasks from Airflow connections instead of the spec (one source only).
     source_conn_id: str | None = Field(None, pattern=_CONN_ID)
     destination_conn_id: str | None = Field(None, pattern=_CONN_ID)
-    schema_registry_conn_id: str | None = Field(None, pattern=_CONN_ID)
     verify_schedule: str | None = "0 2 * * *"
     spark_conn_id: str = Field("spark_default", pattern=_CONN_ID)
     verify_report_dir: str | None = None

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.airflow_env import ROOT  # noqa: F401,I001  (sets AIRFLOW_HOME before airflow is imported)
+from tests.airflow_support import ROOT  # noqa: F401
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import WorkerProcess
 

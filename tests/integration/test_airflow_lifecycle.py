@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.airflow_env import DAGS_FOLDER, airflow_db  # noqa: F401,I001  (sets AIRFLOW_HOME before airflow is imported)
+from tests.airflow_support import dags_folder
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import committed_offsets, wait_for_count
 
@@ -30,7 +30,7 @@ def _spec(stack, name: str, topic: str, group: str, **mirror) -> str:
     }]})
 
 
-def test_lifecycle_dag_mirrors_and_stops_gracefully(stack, topic_name, tmp_path, airflow_db, monkeypatch):  # noqa: F811
+def test_lifecycle_dag_mirrors_and_stops_gracefully(stack, topic_name, tmp_path, airflow_db, monkeypatch):
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     from mirror_airflow.dag_factory import mirror_dags, render
@@ -43,7 +43,7 @@ def test_lifecycle_dag_mirrors_and_stops_gracefully(stack, topic_name, tmp_path,
     spec = tmp_path / "mirrors.yaml"
     spec.write_text(_spec(stack, name, topic, group))
     monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(spec))
-    render(spec, DAGS_FOLDER)  # dag.test() serializes the DAG from the DAGs folder, as Airflow would
+    render(spec, dags_folder())  # dag.test() serializes the DAG from the DAGs folder, as Airflow would
 
     dag = mirror_dags(name, spec)[f"mirror__{name}"]
     run = dag.test(run_conf={"stop_after_s": 40})
@@ -78,7 +78,7 @@ def test_kafka_and_registry_hooks_on_the_stack(stack, monkeypatch):
     assert not ok
 
 
-def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, tmp_path, airflow_db, monkeypatch):  # noqa: F811
+def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, tmp_path, airflow_db, monkeypatch):
     """Destination unreachable: the worker exits non-zero, run_worker fails after its (zero) retries and
     the mirror's webhook notifier posts the failure to a local receiver."""
     import http.server
@@ -112,7 +112,7 @@ def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, 
         path = tmp_path / "mirrors.yaml"
         path.write_text(json.dumps(spec))
         monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(path))
-        render(path, DAGS_FOLDER)
+        render(path, dags_folder())
 
         run = mirror_dags(name, path)[f"mirror__{name}"].test()
 
@@ -124,3 +124,39 @@ def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, 
         assert "exited with code 2" in alert["detail"], alert
     finally:
         server.shutdown()
+
+
+def test_discover_and_ensure_through_airflow_connections(stack, topic_name, tmp_path, monkeypatch):
+    """`airflow: {source-conn-id, destination-conn-id}`: the tasks' clients come from Kafka connections."""
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_airflow.operators import DiscoverTopicsOperator, EnsureDestinationTopicsOperator
+    from mirror_worker.topics import describe_topics
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    base = topic_name("conn")
+    for suffix, partitions in (("a", 3), ("b", 1)):
+        create_topic(src, f"{base}.{suffix}", partitions=partitions)
+    create_topic(src, f"other-{base}", partitions=1)
+    for conn, bootstrap in (("KAFKA_SRC_IT", src), ("KAFKA_DST_IT", dst)):
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn}", json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}))
+    # The spec's own addresses lead nowhere: only the connections can make these tasks work.
+    spec = json.loads(_spec(stack, "viaconn", rf"{base}\..*", "g"))
+    spec["groups"][0]["source"]["kafka"]["bootstrap.servers"] = "127.0.0.1:1"
+    spec["groups"][0]["destination"]["kafka"]["bootstrap.servers"] = "127.0.0.1:1"
+    path = tmp_path / "mirrors.yaml"
+    path.write_text(json.dumps(spec))
+    common = {"spec_path": str(path), "mirror_name": "viaconn", "source_conn_id": "kafka_src_it",
+              "destination_conn_id": "kafka_dst_it"}
+
+    mapping = DiscoverTopicsOperator(task_id="discover", **common).execute({})
+    assert mapping == {f"{base}.a": f"af.{base}.a", f"{base}.b": f"af.{base}.b"}
+
+    class Ti:
+        def xcom_pull(self, task_ids):
+            return mapping
+
+    counts = EnsureDestinationTopicsOperator(task_id="ensure_topics", **common).execute({"ti": Ti()})
+    assert counts == {f"af.{base}.a": 3, f"af.{base}.b": 1}
+    on_destination = describe_topics(AdminClient({"bootstrap.servers": dst}))
+    assert on_destination[f"af.{base}.a"].partitions == 3

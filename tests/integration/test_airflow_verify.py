@@ -11,13 +11,13 @@ import uuid
 
 import pytest
 
-from tests.airflow_env import DAGS_FOLDER, airflow_db  # noqa: F401,I001  (sets AIRFLOW_HOME before airflow is imported)
+from tests.airflow_support import dags_folder
 from tests.kafka_util import create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-def test_verify_dag_fails_on_an_inconsistent_mirror_and_alerts(stack, topic_name, tmp_path, airflow_db, monkeypatch):  # noqa: F811
+def test_verify_dag_fails_on_an_inconsistent_mirror_and_alerts(stack, topic_name, tmp_path, airflow_db, monkeypatch):
     from airflow.utils.state import TaskInstanceState
 
     from mirror_airflow.dag_factory import mirror_dags, render
@@ -59,7 +59,7 @@ def test_verify_dag_fails_on_an_inconsistent_mirror_and_alerts(stack, topic_name
         path.write_text(json.dumps(spec))
         monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(path))
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-        render(path, DAGS_FOLDER)
+        render(path, dags_folder())
 
         run = mirror_dags(name, path)[f"mirror__{name}__verify"].test()
 

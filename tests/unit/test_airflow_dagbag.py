@@ -7,9 +7,9 @@ import socket
 
 import pytest
 
-from tests.airflow_env import ROOT  # noqa: I001  (sets AIRFLOW_HOME before airflow is imported)
+from tests.airflow_support import ROOT
 
-from mirror_airflow.dag_factory import render  # noqa: E402
+from mirror_airflow.dag_factory import render
 
 GOOD = """
     mirrors:

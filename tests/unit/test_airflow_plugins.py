@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow_env import ROOT  # noqa: I001  (sets AIRFLOW_HOME before airflow is imported)
+from tests.airflow_support import ROOT
 
-from mirror_airflow.dag_factory import check_rendered, render, stub_name  # noqa: E402
-from mirror_airflow.exceptions import ConnectionConfigError, MirrorSpecError  # noqa: E402
-from mirror_airflow.hooks import KafkaHook, SchemaRegistryHook  # noqa: E402
-from mirror_airflow.operators import (  # noqa: E402
+from mirror_airflow.dag_factory import check_rendered, render, stub_name
+from mirror_airflow.exceptions import ConnectionConfigError, MirrorSpecError
+from mirror_airflow.hooks import KafkaHook, SchemaRegistryHook
+from mirror_airflow.operators import (
     Action,
     AirflowApi,
     CatchupOperator,
@@ -22,8 +22,8 @@ from mirror_airflow.operators import (  # noqa: E402
     next_action,
     pause_check_due,
 )
-from mirror_airflow.settings import airflow_sections, load_settings, parse_settings  # noqa: E402
-from mirror_worker.spec import load_entries  # noqa: E402
+from mirror_airflow.settings import airflow_sections, load_settings, parse_settings
+from mirror_worker.spec import load_entries
 
 SPEC = """
 groups:
@@ -214,3 +214,59 @@ def test_catchup_refuses_offsets_and_timestamp_together():
     op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m")
     with pytest.raises(ValueError, match="not both"):
         op.job_args({"params": {"from_offsets": "a:0:1", "from_timestamp": "1"}})
+
+
+class _Ti:
+    def __init__(self, value):
+        self.value = value
+
+    def xcom_pull(self, task_ids):
+        assert task_ids == "discover"
+        return self.value
+
+
+def _registry_spec(tmp_path, registries: bool) -> str:
+    extra = ', schema-registry-url: "http://127.0.0.1:1/apis/ccompat/v7"' if registries else ""
+    path = tmp_path / "r.yaml"
+    path.write_text(f"""
+groups:
+  - name: g
+    source: {{kafka: {{bootstrap.servers: "127.0.0.1:1"}}{extra}}}
+    destination: {{kafka: {{bootstrap.servers: "127.0.0.1:2"}}{extra}}}
+    mirrors: [{{name: m, whitelist: "a|b"}}]
+""")
+    return str(path)
+
+
+def test_sync_schemas_without_registries_logs_and_succeeds(tmp_path, monkeypatch):
+    from mirror_airflow.operators import SyncSchemasOperator
+
+    monkeypatch.setitem(sys.modules, "mirror_worker.schema_sync", None)  # not even imported
+    op = SyncSchemasOperator(task_id="sync_schemas", spec_path=_registry_spec(tmp_path, False), mirror_name="m")
+    assert op.execute({"ti": _Ti({"a": "a"})}) is None
+
+
+def test_sync_schemas_calls_the_library_with_the_discovered_topics(tmp_path, monkeypatch):
+    import types
+
+    from mirror_airflow.operators import SyncSchemasOperator
+
+    calls = []
+
+    class Report:
+        def __init__(self, conflicts):
+            self.conflicts = conflicts
+
+        def to_dict(self):
+            return {"ok": not self.conflicts, "conflicts": self.conflicts}
+
+    module = types.ModuleType("mirror_worker.schema_sync")
+    module.sync_mirror_schemas = lambda config, topics: calls.append((config.name, topics)) or Report(module.conflicts)
+    module.conflicts = {}
+    monkeypatch.setitem(sys.modules, "mirror_worker.schema_sync", module)
+    op = SyncSchemasOperator(task_id="sync_schemas", spec_path=_registry_spec(tmp_path, True), mirror_name="m")
+    assert op.execute({"ti": _Ti({"b": "x.b", "a": "x.a"})}) == {"ok": True, "conflicts": {}}
+    assert calls == [("m", ["a", "b"])]
+    module.conflicts = {"a": "incompatible"}
+    with pytest.raises(RuntimeError, match="schema conflicts on 1 topic.*first a: incompatible"):
+        op.execute({"ti": _Ti({"a": "x.a"})})

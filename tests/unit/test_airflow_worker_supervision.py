@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from tests.airflow_env import ROOT  # noqa: F401,I001  (sets AIRFLOW_HOME before airflow is imported)
+from tests.airflow_support import ROOT  # noqa: F401
 
-import mirror_airflow.operators as operators  # noqa: E402
-from mirror_airflow.exceptions import WorkerFailedError  # noqa: E402
+import mirror_airflow.operators as operators
+from mirror_airflow.exceptions import WorkerFailedError
 
 # Stands in for `python -m mirror_worker`: JSON lines on stdout, SIGTERM -> "flush" and exit 0.
 GRACEFUL = """
@@ -99,3 +99,38 @@ def test_on_kill_stops_the_worker_gracefully():
     op.on_kill()
     thread.join(30)
     assert op._worker.proc.returncode == 0  # SIGTERM handled: the worker's graceful path
+
+
+def test_the_worker_stops_gracefully_when_the_task_process_is_killed(tmp_path):
+    """kill -9 of the task process: the kernel's parent-death signal (SIGTERM) still reaches the worker."""
+    import os
+    import signal
+    import subprocess
+
+    marker, started = tmp_path / "stopped", tmp_path / "started"
+    worker_script = GRACEFUL.replace(
+        'print(json.dumps({"msg": "mirror started"}), flush=True)', f'open({str(started)!r}, "w").close()'
+    ).replace("sys.exit(0)", f'open({str(marker)!r}, "w").close(); sys.exit(0)')
+    task_script = f"""
+import sys
+sys.path[:0] = {[str(ROOT), str(ROOT / "plugins")]!r}
+import tests.airflow_support
+from tests.unit.test_airflow_worker_supervision import ScriptWorker
+ScriptWorker(script={worker_script!r}, task_id="w").execute({{"params": {{}}}})
+"""
+    task = subprocess.Popen([sys.executable, "-c", task_script], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            assert task.poll() is None and time.monotonic() < deadline, "the worker did not start"
+            time.sleep(0.2)
+        os.kill(task.pid, signal.SIGKILL)
+        task.wait(10)
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert marker.exists(), "the orphaned worker did not get its SIGTERM"
+    finally:
+        if task.poll() is None:
+            task.kill()

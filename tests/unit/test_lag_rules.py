@@ -96,3 +96,6 @@ def test_sliding_window_keeps_one_sample_before_the_window_and_drops_gone_partit
     assert covers(merged, NOW, 300) and not covers(merged, NOW, 500)
     fresh = merge_windows({}, [(key, Sample(NOW, 1, 1))], NOW, window_s=300)
     assert not covers(fresh, NOW, 300)
+    # After a gap of more than two windows the old samples do not count: the window fills again.
+    after_gap = merge_windows({key: window((900, 1, 1))}, [(key, Sample(NOW, 2, 2))], NOW, window_s=300)
+    assert [s.committed for s in after_gap[key]] == [2] and not covers(after_gap, NOW, 300)

@@ -1,0 +1,100 @@
+"""The lag sensor's measurements on the real stack: committed offsets vs watermarks per source partition
+(at-least-once and exactly-once positions) and the newest heartbeat per source."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirror_airflow.lag_measure import measure_partitions, newest_heartbeats
+from mirror_worker.exactly_once import positions_group
+from mirror_worker.spec import select_mirror
+from tests.kafka_util import create_topic, produce
+from tests.worker_util import write_mirror_spec
+
+pytestmark = pytest.mark.integration
+
+
+def _mirror(tmp_path, stack, topic: str, **settings):
+    name = f"m-{uuid.uuid4().hex[:8]}"
+    return select_mirror(write_mirror_spec(tmp_path / f"{name}.yaml", stack, name, topic, **settings), name)
+
+
+def _commit(bootstrap: str, group: str, offsets: list[TopicPartition]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_partition_samples_follow_the_mirror_group_and_topic_filter(stack, topic_name, tmp_path):
+    src = stack["source"].kafka.bootstrap_servers
+    topic, other = topic_name("meas"), topic_name("other")
+    for t in (topic, other):
+        create_topic(src, t, partitions=3)
+        produce(src, t, [{"value": b"v", "partition": i % 3} for i in range(30)])
+    mirror = _mirror(tmp_path, stack, topic)
+    _commit(src, mirror.group_id, [TopicPartition(topic, 0, 10), TopicPartition(topic, 1, 4)])
+
+    samples = dict(measure_partitions(mirror))
+    assert sorted(samples) == [("east", topic, p) for p in range(3)]
+    assert [(s.committed, s.high, s.lag) for _, s in sorted(samples.items())] == [(10, 10, 0), (4, 10, 6), (None, 10, 10)]
+
+
+def test_lag_counts_to_the_last_stable_offset_for_a_read_committed_mirror(stack, topic_name, tmp_path):
+    src = stack["source"].kafka.bootstrap_servers
+    topic = topic_name("measlso")
+    create_topic(src, topic, partitions=1)
+    produce(src, topic, [{"value": b"v"} for _ in range(5)])
+    mirror = _mirror(tmp_path, stack, topic)
+    open_transaction = Producer({"bootstrap.servers": src, "transactional.id": f"tx-{topic}"})
+    open_transaction.init_transactions(30)
+    open_transaction.begin_transaction()
+    for _ in range(3):
+        open_transaction.produce(topic, b"pending")
+    open_transaction.flush(30)
+    try:
+        [(_key, sample)] = measure_partitions(mirror)
+        assert (sample.high, sample.lag) == (5, 5)  # the 3 pending records are not readable yet
+    finally:
+        open_transaction.abort_transaction(30)
+
+
+def test_exactly_once_positions_are_read_from_the_destination(stack, topic_name, tmp_path):
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("meoos")
+    create_topic(src, topic, partitions=2)
+    create_topic(dst, f"m.{topic}", partitions=2)
+    produce(src, topic, [{"value": b"v", "partition": i % 2} for i in range(20)])
+    mirror = _mirror(tmp_path, stack, topic, delivery="exactly-once")
+    # A source-cluster commit of the same group must be ignored in this mode.
+    _commit(src, mirror.group_id, [TopicPartition(topic, 0, 1), TopicPartition(topic, 1, 1)])
+    _commit(dst, positions_group(mirror.name, "east"), [TopicPartition(f"m.{topic}", 0, 7)])
+
+    samples = dict(measure_partitions(mirror))
+    assert samples[("east", topic, 0)].committed == 7 and samples[("east", topic, 0)].lag == 3
+    assert samples[("east", topic, 1)].committed is None and samples[("east", topic, 1)].lag == 10
+
+
+def test_newest_heartbeat_per_source_within_the_lookback(stack, topic_name, tmp_path):
+    dst = stack["destination"].kafka.bootstrap_servers
+    beats = topic_name("beats")
+    create_topic(dst, beats, partitions=1)
+    mirror = _mirror(tmp_path, stack, "unused", **{"heartbeat-topic": beats})
+    assert newest_heartbeats(mirror, lookback_s=60) == {"east": None}  # empty topic
+
+    now_ms = int(time.time() * 1000)
+
+    def beat(mirror_name: str, at_ms: int) -> dict:
+        value = {"mirror": mirror_name, "source": "east", "timestamp_ms": at_ms}
+        return {"key": f"{mirror_name}/east".encode(), "value": json.dumps(value).encode(), "timestamp": at_ms}
+
+    produce(dst, beats, [beat(mirror.name, now_ms - 600_000), beat(mirror.name, now_ms - 20_000),
+                         beat(mirror.name, now_ms - 10_000), beat("another", now_ms - 1_000)])
+    assert newest_heartbeats(mirror, lookback_s=60) == {"east": (now_ms - 10_000) / 1000}
+    assert newest_heartbeats(mirror, lookback_s=5) == {"east": None}  # only another mirror's beat is that recent
