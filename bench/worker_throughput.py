@@ -1,11 +1,12 @@
 """Throughput of the mirror worker on the local stack: msgs/s, MB/s, CPU seconds, peak RSS.
 
-    .venv/bin/python -m bench.worker_throughput [--records 500000] [--sizes 100,1024] [--repeats 1]
+    .venv/bin/python -m bench.worker_throughput [--records 500000] [--sizes 100,1024] [--repeats 1] [--schemas]
 
 Preloads keyed records (6 partitions) into `source`, starts `python -m mirror_worker` (at-least-once,
 --preserve.partitions) with a fresh group and times it from the first mirrored record until the
 destination holds them all. Uses the running stack (`make stack-up`) or starts one for the run.
-Writes bench/results/worker_throughput.json. The Benchmark issue (#7) compares with MirrorMaker 2.
+--schemas: values in schema-registry framing (an id registered on the source registry), the worker given
+both registries, so every record's schema id is rewritten. Writes bench/results/worker_throughput.json. The Benchmark issue (#7) compares with MirrorMaker 2.
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ PARTITIONS = 6
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def preload(bootstrap: str, topic: str, records: int, size: int) -> None:
+def preload(bootstrap: str, topic: str, records: int, size: int, header: bytes = b"") -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                          "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
-    payload = os.urandom(size)
+    payload = header + os.urandom(size - len(header))
     for i in range(records):
         while True:
             try:
@@ -60,10 +61,21 @@ def proc_stats(pid: int) -> tuple[float, float]:
     return cpu, hwm / 1024
 
 
-def measure(stack: Stack, records: int, size: int, workdir: Path) -> dict:
+def measure(stack: Stack, records: int, size: int, workdir: Path, schemas: bool = False) -> dict:
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = f"bench-{size}-{uuid.uuid4().hex[:8]}"
-    preload(src, topic, records, size)
+    header, registry_flags = b"", []
+    if schemas:
+        from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+        from mirror_worker import wire_format
+
+        schema_id = SchemaRegistryClient({"url": stack["source"].registry.url}).register_schema(
+            f"{topic}-value", Schema('{"type": "bytes"}', "AVRO"))
+        header = wire_format.header(schema_id)
+        registry_flags = ["--schema.registry.url", stack["source"].registry.url,
+                          "--destination.schema.registry.url", stack["destination"].registry.url]
+    preload(src, topic, records, size, header)
     consumer_cfg = workdir / "source.properties"
     consumer_cfg.write_text(f"bootstrap.servers={src}\ngroup.id=bench-{topic}\n")
     producer_cfg = workdir / "destination.properties"
@@ -71,7 +83,7 @@ def measure(stack: Stack, records: int, size: int, workdir: Path) -> dict:
     watcher = Consumer({"bootstrap.servers": dst, "group.id": "bench-watch"})
     worker = subprocess.Popen(
         [sys.executable, "-m", "mirror_worker", "--consumer.config", str(consumer_cfg), "--producer.config",
-         str(producer_cfg), "--whitelist", topic, "--preserve.partitions", "--offset.commit.interval.ms", "5000"],
+         str(producer_cfg), "--whitelist", topic, "--preserve.partitions", "--offset.commit.interval.ms", "5000", *registry_flags],
         cwd=paths.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
@@ -96,7 +108,7 @@ def measure(stack: Stack, records: int, size: int, workdir: Path) -> dict:
         watcher.close()
     mirrored = records - first_count
     return {
-        "system": "worker", "record_bytes": size, "records": records,
+        "system": "worker", "schemas": schemas, "record_bytes": size, "records": records,
         "msgs_per_s": round(mirrored / elapsed), "mb_per_s": round(mirrored * size / elapsed / 1e6, 2),
         "cpu_s": round(cpu, 2), "peak_rss_mib": round(rss, 1),
     }
@@ -107,13 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--schemas", action="store_true", help="framed values, schema ids rewritten")
     args = parser.parse_args(argv)
 
     rows = []
     with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir:
         for _ in range(args.repeats):
             for size in (int(s) for s in args.sizes.split(",")):
-                row = measure(stack, args.records, size, Path(workdir))
+                row = measure(stack, args.records, size, Path(workdir), args.schemas)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     RESULTS.mkdir(exist_ok=True)

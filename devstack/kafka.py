@@ -8,7 +8,7 @@ import logging
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from devstack import paths
@@ -81,6 +81,10 @@ class KafkaNode:
     cluster: str
     home: Path
     heap_mb: int = 384
+    # More listeners ({name: security protocol}, e.g. {"SASL_SSL": "SASL_SSL"}) next to PLAINTEXT, and
+    # more broker settings (e.g. their SSL and SASL keys). PLAINTEXT stays the inter-broker listener.
+    extra_listeners: dict[str, str] = field(default_factory=dict)
+    extra_settings: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.process = ManagedProcess(f"kafka[{self.cluster}]", self.home)
@@ -96,6 +100,10 @@ class KafkaNode:
     def _ports(self) -> dict:
         return json.loads(self._node_file.read_text())
 
+    def _all_ports(self) -> list[int]:
+        ports = self._ports()
+        return [ports["broker_port"], ports["controller_port"], *ports.get("listeners", {}).values()]
+
     @property
     def port(self) -> int:
         return self._ports()["broker_port"]
@@ -103,6 +111,10 @@ class KafkaNode:
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def listener_bootstrap(self, name: str) -> str:
+        """bootstrap.servers of one of the extra listeners."""
+        return f"127.0.0.1:{self._ports()['listeners'][name]}"
 
     def is_configured(self) -> bool:
         return self._node_file.is_file() and (self.data_dir / "meta.properties").is_file()
@@ -113,12 +125,17 @@ class KafkaNode:
             return
         self.home.mkdir(parents=True, exist_ok=True)
         broker_port, controller_port = free_port(), free_port()
+        extra_ports = {name: free_port() for name in self.extra_listeners}
+        extra = "".join(f",{name}://127.0.0.1:{port}" for name, port in extra_ports.items())
         settings = {
             **_BROKER_SETTINGS,
-            "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}{extra}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}{extra}",
+            "listener.security.protocol.map": _BROKER_SETTINGS["listener.security.protocol.map"]
+            + "".join(f",{name}:{protocol}" for name, protocol in self.extra_listeners.items()),
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
             "log.dirs": str(self.data_dir),
+            **self.extra_settings,
         }
         (self.home / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         (self.home / "log4j2.yaml").write_text(_LOG4J2)
@@ -128,7 +145,8 @@ class KafkaNode:
         )
         if result.returncode != 0:
             raise StackError(f"kafka[{self.cluster}]: storage format failed: {result.stdout.strip()[-500:]}")
-        self._node_file.write_text(json.dumps({"broker_port": broker_port, "controller_port": controller_port}))
+        ports = {"broker_port": broker_port, "controller_port": controller_port}
+        self._node_file.write_text(json.dumps({**ports, "listeners": extra_ports} if extra_ports else ports))
 
     def _java_argv(self, main_class: str, *args: str) -> list[str]:
         if not any(paths.KAFKA_LIBS.glob("kafka_2.13-*.jar")):
@@ -157,7 +175,7 @@ class KafkaNode:
         self.configure()
         if self.process.is_running():
             return
-        for port in self._ports().values():
+        for port in self._all_ports():
             if is_listening(port):
                 raise StackError(f"kafka[{self.cluster}]: port {port} is taken by another process")
         self.process.start(self._java_argv("kafka.Kafka", str(self.home / "server.properties")))
@@ -181,7 +199,7 @@ class KafkaNode:
     def stop(self, timeout: float = 30.0) -> None:
         self.process.stop(timeout)
         if self._node_file.is_file():
-            for port in self._ports().values():
+            for port in self._all_ports():
                 wait_closed(port, 10.0)
 
     def kill(self) -> None:

@@ -50,7 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max.procs", dest="max_procs", type=int, metavar="N", help="cap on worker processes")
     add("--timings.producer.config", dest="timings_producer_config", metavar="FILE",
         help="producer .properties for heartbeat records (default: the producer's)")
-    add("--schema.registry.url", dest="schema_registry_url", metavar="URL", help="source schema registry")
+    add("--schema.registry.url", dest="schema_registry_url", metavar="URL",
+        help="source schema registry (of every --consumer.config cluster)")
+    add("--destination.schema.registry.url", dest="destination_schema_registry_url", metavar="URL",
+        help="destination schema registry: schemas are synced to it and schema ids rewritten")
+    add("--schema.sync.mode", dest="schema_sync", choices=("strict", "lenient"),
+        help="strict (default): destination subjects are exact copies; lenient: they may hold extra versions")
+    add("--schema.compatibility", dest="schema_compatibility", metavar="LEVEL",
+        help="destination subjects' compatibility: MIRROR (default, the source's) or a level such as BACKWARD")
     add("--provenance.headers", dest="provenance_headers", type=_bool, nargs="?", const=True,
         help="add a header naming each record's source cluster, topic, partition and offset")
     add("--dead.letter.topic", dest="dead_letter_topic", metavar="TOPIC",
@@ -62,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--on.data.loss", dest="on_data_loss", choices=("halt", "reset"),
         help="when source records were deleted before being mirrored: halt the partition (default) or resume "
              "at the earliest record still there")
+    add("--config.sync.interval.ms", dest="config_sync_interval_ms", type=int, metavar="MS",
+        help="copy source topic configs to the destination this often (default 60000, 0 disables)")
+    add("--config.sync.exclude", dest="config_sync_exclude", metavar="REGEXES",
+        help="topic config keys never copied, on top of MirrorMaker 2's defaults (a comma separates regexes)")
     add("--metrics.port", dest="metrics_port", type=int, metavar="PORT", help="Prometheus endpoint port")
     add("--name", dest="name", default=None, metavar="NAME", help="mirror name (default: mirror)")
     add("--config", dest="spec", metavar="FILE", help="YAML mirror spec instead of the flags above")
@@ -72,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
 _CLI_FIELDS = (
     "whitelist", "blacklist", "num_streams", "num_producers", "preserve_partitions", "preserve_order",
     "prefix", "queue_size", "max_procs", "schema_registry_url", "provenance_headers", "dead_letter_topic",
-    "metrics_port", "on_data_loss",
+    "metrics_port", "on_data_loss", "config_sync_interval_ms",
+    "destination_schema_registry_url", "schema_sync", "schema_compatibility",
 )
 
 
@@ -86,7 +98,7 @@ def config_from_args(args: argparse.Namespace) -> MirrorConfig:
 
         flags = [
             f for f in _CLI_FIELDS + ("producer_config", "offset_commit_interval_ms", "timings_producer_config",
-                                      "exactly_once")
+                                      "exactly_once", "config_sync_exclude")
             if getattr(args, f) not in (None, [])
         ]
         if args.consumer_configs or flags:
@@ -120,6 +132,8 @@ def config_from_args(args: argparse.Namespace) -> MirrorConfig:
     )
     if args.exactly_once:
         fields["delivery"] = "exactly-once"
+    if args.config_sync_exclude:
+        fields["config_sync_exclude"] = [p.strip() for p in args.config_sync_exclude.split(",") if p.strip()]
     if args.offset_commit_interval_ms is not None:
         fields["commit_interval_s"] = args.offset_commit_interval_ms / 1000
     if args.timings_producer_config:

@@ -14,6 +14,8 @@ import re
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from mirror_worker.exceptions import ConfigError
+from mirror_worker.redaction import REDACTED, is_secret_key, redact_text, register_secrets
+from mirror_worker.security import resolve_placeholders, translate_security
 
 log = logging.getLogger(__name__)
 # The throw-away clients that check settings warn about the missing bootstrap.servers: keep them quiet.
@@ -64,7 +66,14 @@ _PRODUCER_DEFAULTS = {
 
 
 def translate_java_settings(settings: dict[str, str], where: str) -> dict[str, str]:
-    """Map Java-client keys onto librdkafka's; reject what cannot work at all."""
+    """Map Java-client keys onto librdkafka's; reject what cannot work at all.
+
+    `${file:...}` placeholders are resolved first and security keys translated (security.py); every
+    secret value is registered for redaction before anything can print it.
+    """
+    register_secrets(settings)
+    settings = translate_security(resolve_placeholders(settings, where), where)
+    register_secrets(settings)
     out: dict[str, str] = {}
     for key, value in settings.items():
         if key == "zookeeper.connect":
@@ -102,6 +111,38 @@ def producer_settings(settings: dict[str, str], where: str, queue_size: int) -> 
     return merged
 
 
+def setting_value(value) -> str:
+    """A YAML/JSON scalar as a client setting string (booleans as Kafka spells them)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def settings_from_connection(login: str | None, password: str | None, extra: dict | None,
+                             where: str = "connection") -> dict[str, str]:
+    """Client settings from an Airflow Kafka connection, for the Airflow hooks.
+
+    `extra` holds the client config (as the Kafka provider's connections do; Java-style keys and
+    `${file:...}` placeholders allowed); the connection's login and password become the SASL
+    credentials. The result is librdkafka settings, ready for consumer_settings/producer_settings.
+    """
+    settings = {str(k): setting_value(v) for k, v in (extra or {}).items()}
+    if password:
+        register_secrets({"sasl.password": password})
+    for key, value in (("sasl.username", login), ("sasl.password", password)):
+        if not value:
+            continue
+        if key in settings and settings[key] != value:
+            raise ConfigError(f"{where}: {key} is set both in extra and as the connection's "
+                              f"{'login' if key == 'sasl.username' else 'password'}")
+        settings[key] = value
+    if (login or password) and not settings.get("security.protocol", "").upper().startswith("SASL"):
+        raise ConfigError(f"{where}: a login or password needs security.protocol SASL_SSL or SASL_PLAINTEXT in extra")
+    if not settings.get("bootstrap.servers"):
+        raise ConfigError(f"{where}: bootstrap.servers is required in extra")
+    return translate_java_settings(settings, where)
+
+
 _NO_SUCH = re.compile(r'No such configuration property: "([^"]+)"')
 _INVALID = re.compile(r'Invalid value (?:"[^"]*" )?for configuration property "([^"]+)"')
 _ALIASES = {"queue.buffering.max.ms": "linger.ms", "batch.num.messages": "batch.size"}
@@ -124,7 +165,8 @@ def check_librdkafka(settings: dict[str, str], kind: str, where: str) -> None:
             key = match.group(1)
             if key not in settings and _ALIASES.get(key) in settings:
                 key = _ALIASES[key]
-            raise ConfigError(f"{where}: invalid value {settings.get(key)!r} for {key}") from None
-        raise ConfigError(f"{where}: {text}") from None
+            shown = REDACTED if is_secret_key(key) else repr(settings.get(key))
+            raise ConfigError(f"{where}: invalid value {shown} for {key}") from None
+        raise ConfigError(f"{where}: {redact_text(text)}") from None
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {redact_text(str(exc))}") from None

@@ -10,13 +10,22 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator,
+)
 
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, NamingPolicy, PrefixPolicy
+from mirror_worker.redaction import redact_settings, register_secrets
 from mirror_worker.topic_filter import TopicFilter
 
-ClientSettings = dict[str, str]
+def _register_secrets(value: dict[str, str]) -> dict[str, str]:
+    # A config rebuilt elsewhere (a --num.streams child process) must redact the same secrets.
+    register_secrets(value)
+    return value
+
+
+ClientSettings = Annotated[dict[str, str], AfterValidator(_register_secrets)]
 
 
 def _require_bootstrap(value: ClientSettings) -> ClientSettings:
@@ -25,14 +34,32 @@ def _require_bootstrap(value: ClientSettings) -> ClientSettings:
     return value
 
 
+def _registry_url(value: str | None) -> str | None:
+    # The message never echoes the URL: it may carry credentials (http://user:secret@host).
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise ValueError("a schema registry URL must start with http:// or https://")
+    return value
+
+
+RegistryUrl = Annotated[str | None, AfterValidator(_registry_url)]
+
 # Settings of a client that connects somewhere: bootstrap.servers is required.
 ConnectingClientSettings = Annotated[ClientSettings, AfterValidator(_require_bootstrap)]
 
 MIRROR_SOURCE = "mirror-source"
+# MIRROR: each destination subject gets its source subject's level (else the source registry's global level).
+SchemaCompatibility = Literal[
+    "MIRROR", "NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE"
+]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Validation errors never echo input values: client settings hold credentials.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    def __repr_args__(self):
+        for name, value in super().__repr_args__():
+            yield name, redact_settings(value) if isinstance(value, dict) else value
 
 
 class TopicCreation(_Strict):
@@ -71,6 +98,7 @@ class TopicCreation(_Strict):
 class SourceCluster(_Strict):
     name: str
     consumer: ConnectingClientSettings
+    schema_registry_url: RegistryUrl = None  # this cluster's registry; MirrorConfig.schema_registry_url if unset
 
 
 class MirrorConfig(_Strict):
@@ -94,7 +122,10 @@ class MirrorConfig(_Strict):
     heartbeat_producer: ClientSettings | None = None
     heartbeat_topic: str = "mirror.heartbeats"
     heartbeat_interval_s: float = Field(5.0, gt=0)
-    schema_registry_url: str | None = None
+    schema_registry_url: RegistryUrl = None  # every source's registry unless the source names its own
+    destination_schema_registry_url: RegistryUrl = None
+    schema_sync: Literal["strict", "lenient"] = "strict"
+    schema_compatibility: Annotated[SchemaCompatibility, BeforeValidator(lambda v: v.upper() if isinstance(v, str) else v)] = "MIRROR"
     commit_interval_s: float = Field(5.0, gt=0)
     topic_refresh_interval_s: float = Field(10.0, gt=0)
     startup_timeout_s: float = Field(30.0, gt=0)
@@ -102,6 +133,21 @@ class MirrorConfig(_Strict):
     metrics_port: int | None = Field(None, ge=0, le=65535)
     delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
     on_data_loss: Literal["halt", "reset"] = "halt"
+    # Topic-config sync (topic_configs.py): every N ms, 0 disables it (creation copies nothing either).
+    config_sync_interval_ms: int = Field(60_000, ge=0)
+    config_sync_exclude: list[str] = Field(default_factory=list)  # regexes, on top of MM2's defaults
+    # Offset syncs for failover (offset_syncs.py); written only with preserve_partitions.
+    offset_syncs: bool = True
+
+    @field_validator("config_sync_exclude")
+    @classmethod
+    def _regexes(cls, value: list[str]) -> list[str]:
+        for expression in value:
+            try:
+                re.compile(expression)
+            except re.error as exc:
+                raise ValueError(f"invalid regex {expression!r}: {exc}") from None
+        return value
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "MirrorConfig":
@@ -120,6 +166,14 @@ class MirrorConfig(_Strict):
             if "transactional.id" in self.producer:
                 raise ValueError("exactly-once chooses transactional.id per source partition: remove it "
                                  "from the producer settings")
+        has_source_registry = any(self.source_registry_url(s) for s in self.sources)
+        if self.destination_schema_registry_url and not has_source_registry:
+            raise ValueError("a destination schema registry needs a source schema registry "
+                             "(--schema.registry.url or the source's schema-registry-url)")
+        if has_source_registry and not self.destination_schema_registry_url:
+            raise ValueError("a source schema registry needs a destination schema registry to sync schemas and "
+                             "rewrite schema ids (--destination.schema.registry.url or the destination's "
+                             "schema-registry-url)")
         return self
 
     # Derived, pure views -----------------------------------------------------------------------
@@ -132,6 +186,22 @@ class MirrorConfig(_Strict):
         if self.prefix:
             return PrefixPolicy(self.prefix)
         return IdentityPolicy()
+
+    def source_registry_url(self, source: SourceCluster) -> str | None:
+        return source.schema_registry_url or self.schema_registry_url
+
+    @property
+    def syncs_schemas(self) -> bool:
+        return self.destination_schema_registry_url is not None
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        """Compacted, on the destination; `topic_filter.INTERNAL_TOPIC_PATTERNS` keeps it from being mirrored."""
+        return f"{self.name}.mirror.offset-syncs"
+
+    @property
+    def writes_offset_syncs(self) -> bool:
+        return self.offset_syncs and self.preserve_partitions
 
     @property
     def exactly_once(self) -> bool:

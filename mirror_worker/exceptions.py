@@ -17,6 +17,10 @@ class UnreachableClusterError(ConfigError):
     """A cluster did not answer within the bounded start-up wait."""
 
 
+class ClusterRefusedError(ConfigError):
+    """A cluster refused the worker's credentials (SASL) or the TLS handshake failed."""
+
+
 class PartitionHaltedError(MirrorError):
     """A partition cannot make progress without losing or skipping records; it is stopped."""
 
@@ -27,3 +31,19 @@ class PartitionHaltedError(MirrorError):
 
 class FatalMirrorError(MirrorError):
     """The worker cannot go on (fatal producer error, lost fencing, ...)."""
+
+
+class SchemaConflict(MirrorError):
+    """A destination subject does not hold what the schema-sync mode requires; its topic is not mirrored."""
+
+    def __init__(self, topic: str, reason: str) -> None:
+        self.topic, self.reason = topic, reason
+        super().__init__(f"schema conflict on topic {topic}: {reason}")
+
+
+class UnknownSchemaId(MirrorError):
+    """A record is framed with a schema id the source registry does not know."""
+
+
+class SchemaRegistryUnavailable(MirrorError):
+    """A schema registry did not answer, or answered with an unexpected error."""

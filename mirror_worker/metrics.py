@@ -34,8 +34,31 @@ class MirrorMetrics:
             "mirror_data_loss", "Source records lost before they were mirrored (retention, topic recreated), by kind",
             labels + ["kind"], registry=self.registry,
         )
+        self.configs_synced = Counter(
+            "mirror_topic_configs_synced", "Destination topic config entries set from the source topic's", labels,
+            registry=self.registry,
+        )
+        self.offset_syncs = Counter(
+            "mirror_offset_syncs", "Offset syncs (source offset -> destination offset) written", labels, registry=self.registry
+        )
         self.errors = Counter("mirror_errors", "Errors by kind", ["mirror", "kind"], registry=self.registry)
         self.dead_lettered = Counter("mirror_records_dead_lettered", "Records sent to the dead-letter topic", labels, registry=self.registry)
+        self.schemas_registered = Counter(
+            "mirror_schemas_registered", "Schema versions registered on the destination registry", ["mirror"],
+            registry=self.registry,
+        )
+        self.schema_id_cache_size = Gauge(
+            "mirror_schema_id_cache_size", "Source schema ids mapped to destination ids", ["mirror", "source"],
+            registry=self.registry,
+        )
+        self.schema_id_cache_misses = Counter(
+            "mirror_schema_id_cache_misses", "Records whose schema id was not mapped yet", ["mirror", "source"],
+            registry=self.registry,
+        )
+        self.schema_conflicts = Gauge(
+            "mirror_schema_conflict", "1 when a topic's schemas conflict with the destination's (the topic halts)",
+            labels, registry=self.registry,
+        )
         self.in_flight = Gauge("mirror_records_in_flight", "Records handed to producers, not yet acknowledged", ["mirror"], registry=self.registry)
 
     def serve(self, port: int) -> int:

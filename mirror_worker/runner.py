@@ -17,6 +17,7 @@ from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import ConfigError, MirrorError
 from mirror_worker.logs import configure_logging
 from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.redaction import redact_text
 from mirror_worker.worker import MirrorWorker
 
 log = logging.getLogger("mirror_worker")
@@ -25,7 +26,7 @@ EXIT_OK, EXIT_FATAL, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def fail(message: str, code: int) -> int:
-    print(f"mirror_worker: {message}", file=sys.stderr, flush=True)
+    print(redact_text(f"mirror_worker: {message}"), file=sys.stderr, flush=True)
     return code
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from mirror_worker.client_config import consumer_settings, producer_settings
+from mirror_worker.client_config import consumer_settings, producer_settings, setting_value
 from mirror_worker.config import MirrorConfig, build_mirror_config
 from mirror_worker.exceptions import ConfigError
 
@@ -143,13 +143,13 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str) -> Mirror
         raw_sources = [group["source"]]
     if not isinstance(raw_sources, list) or not raw_sources:
         raise ConfigError(f"{where}: source: required (a mapping with kafka settings)")
-    sources, registries = [], []
+    sources = []
     for i, source in enumerate(raw_sources):
         _reject_unknown(source, _SOURCE_KEYS, f"{where}: source")
         source_name = str(source.get("name") or ("source" if len(raw_sources) == 1 else f"source{i}"))
         kafka = _client_dict(source.get("kafka"), f"{where}: source {source_name!r} kafka")
-        sources.append({"name": source_name, "consumer": consumer_settings(kafka, f"{where}: source {source_name!r} kafka")})
-        registries.append(source.get("schema-registry-url"))
+        sources.append({"name": source_name, "consumer": consumer_settings(kafka, f"{where}: source {source_name!r} kafka"),
+                        "schema_registry_url": source.get("schema-registry-url")})
 
     destination = group.get("destination")
     _reject_unknown(destination, _DESTINATION_KEYS, f"{where}: destination")
@@ -164,8 +164,8 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str) -> Mirror
         )
     fields.update(name=name, sources=sources, producer=producer)
     fields.setdefault("group_id", f"{prefix}{name}")
-    if registries[0] and "schema_registry_url" not in fields:
-        fields["schema_registry_url"] = registries[0]
+    if destination.get("schema-registry-url"):
+        fields["destination_schema_registry_url"] = destination["schema-registry-url"]
     return build_mirror_config(fields, where=where, key_style=_spec_key)
 
 
@@ -181,13 +181,7 @@ def _spec_key(field: str) -> str:
 def _client_dict(value, where: str) -> dict[str, str]:
     if not isinstance(value, dict) or not value.get("bootstrap.servers"):
         raise ConfigError(f"{where}: bootstrap.servers is required")
-    return {str(k): _scalar(v) for k, v in value.items()}
-
-
-def _scalar(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return {str(k): setting_value(v) for k, v in value.items()}
 
 
 def _reject_unknown(mapping, allowed: set[str], where: str) -> None:

@@ -52,6 +52,15 @@ class DestinationTopics:
         # Destination partition = source partition needs every source partition to exist there.
         return max(count, source.partitions) if self.preserve_partitions else count
 
+    def grown_count(self, source: TopicInfo, current: int) -> int | None:
+        """What a destination topic of `current` partitions grows to, or None to leave it.
+
+        Grown whatever the routing when the source has more partitions than the destination (a source that
+        gained partitions carries more load), to the count a new topic would get. Never shrunk.
+        """
+        wanted = self.wanted_partitions(source)
+        return wanted if current < min(source.partitions, wanted) else None
+
     def ensure(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None) -> dict[str, int]:
         """mapping: destination topic -> its source topic's info. Returns destination partition counts."""
         existing = describe_topics(self.admin, self.timeout)
@@ -74,29 +83,41 @@ class DestinationTopics:
                     if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise TopicCreationError(f"cannot create destination topic {topic}: {exc.args[0].str()}") from None
         to_grow = {
-            dest: NewPartitions(dest, self.wanted_partitions(src))
+            dest: NewPartitions(dest, count)
             for dest, src in mapping.items()
-            if dest in existing and self.preserve_partitions and existing[dest].partitions < src.partitions
+            if dest in existing and (count := self.grown_count(src, existing[dest].partitions)) is not None
         }
         if to_grow:
-            for topic, future in self.admin.create_partitions(list(to_grow.values()), request_timeout=self.timeout).items():
-                try:
-                    future.result(self.timeout)
-                    log.info("grew destination topic", extra={"topic": topic, "partitions": to_grow[topic].new_total_count})
-                except KafkaException as exc:
-                    raise TopicCreationError(f"cannot grow destination topic {topic}: {exc.args[0].str()}") from None
-        return self._partition_counts(list(mapping))
+            self._grow(to_grow, {dest: existing[dest].partitions for dest in to_grow})
+        return self._partition_counts(list(mapping), {t: g.new_total_count for t, g in to_grow.items()})
 
-    def _partition_counts(self, topics: list[str]) -> dict[str, int]:
+    def _grow(self, to_grow: dict[str, NewPartitions], before: dict[str, int]) -> None:
+        for topic, future in self.admin.create_partitions(list(to_grow.values()), request_timeout=self.timeout).items():
+            wanted = to_grow[topic].new_total_count
+            try:
+                future.result(self.timeout)
+                log.info("grew destination topic", extra={"topic": topic, "partitions": wanted, "before": before[topic]})
+            except KafkaException as exc:
+                # Another worker grew it first ("already has N partitions"): success when the count is there.
+                current = describe_topics(self.admin, self.timeout).get(topic)
+                if current is None or current.partitions < wanted:
+                    raise TopicCreationError(f"cannot grow destination topic {topic}: {exc.args[0].str()}") from None
+
+    def _partition_counts(self, topics: list[str], grown: dict[str, int] | None = None) -> dict[str, int]:
+        """Partition counts once every topic is visible, and every grown one with its new count."""
+        grown = grown or {}
         counts: dict[str, int] = {}
         for _ in range(50):
             current = describe_topics(self.admin, self.timeout)
             counts = {t: current[t].partitions for t in topics if t in current}
-            if len(counts) == len(topics):
+            if len(counts) == len(topics) and all(counts[t] >= n for t, n in grown.items()):
                 return counts
             time.sleep(0.2)
         missing = sorted(set(topics) - set(counts))
-        raise TopicCreationError(f"destination topics not visible after creation: {', '.join(missing)}")
+        if missing:
+            raise TopicCreationError(f"destination topics not visible after creation: {', '.join(missing)}")
+        short = sorted(t for t, n in grown.items() if counts[t] < n)
+        raise TopicCreationError(f"destination topics not grown after create_partitions: {', '.join(short)}")
 
     def max_message_bytes(self, topics: list[str]) -> dict[str, int]:
         """Each topic's max.message.bytes, the largest record batch its broker accepts."""

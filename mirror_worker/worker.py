@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import TopicCollection
@@ -23,12 +24,20 @@ from confluent_kafka.admin import AdminClient
 from mirror_worker.config import MirrorConfig
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
 from mirror_worker.exactly_once import PartitionTransactions, ProducerFenced, TransactionAborted
-from mirror_worker.exceptions import FatalMirrorError, MirrorError, UnreachableClusterError
+from mirror_worker import wire_format
+from mirror_worker.exceptions import (
+    ClusterRefusedError, FatalMirrorError, MirrorError, SchemaConflict, UnknownSchemaId, UnreachableClusterError,
+)
 from mirror_worker.ledger import OffsetLedger
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.naming import check_mapping
+from mirror_worker.offset_syncs import OffsetSyncWriter
 from mirror_worker.routing import Router
+from mirror_worker.topic_configs import copied_configs, describe_explicit_configs, exclusion_pattern, sync_topic_configs
 from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics
+
+if TYPE_CHECKING:
+    from mirror_worker.schema_sync import SchemaSyncer
 
 log = logging.getLogger("mirror_worker")
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
@@ -78,6 +87,8 @@ class SourceStream:
     topic_ids: dict[str, str] = field(default_factory=dict)
     recreated: dict[str, str] = field(default_factory=dict)  # topic -> its id before it was recreated
     reported_loss: set[tuple[str, int]] = field(default_factory=set)
+    schemas: SchemaSyncer | None = None  # when this source and the destination have registries
+    schema_conflicts: dict[str, str] = field(default_factory=dict)  # topic -> why it is not mirrored
 
 
 class MirrorWorker:
@@ -88,17 +99,20 @@ class MirrorWorker:
         self.stop_event = threading.Event()
         self.batch_size = max(1, min(5000, config.queue_size // 4))
         self.fatal: str | None = None
+        self.refused: str | None = None  # the last authentication or TLS failure reported by a client
         self.router = Router(
             config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers,
             producer_per_partition=config.exactly_once,
         )
         self.topic_filter = config.topic_filter()
+        self.config_exclusions = exclusion_pattern(config.config_sync_exclude)
         self.max_bytes: dict[str, int] = {}
         self.streams: list[SourceStream] = []
         self.producers: list[Producer] = []
         self.heartbeat_producer: Producer | None = None
         self.destination_cluster_id = ""
         self._paused = False
+        self.offset_sync_writer: OffsetSyncWriter | None = None
         self._closing_deadline: float | None = None
         self._label = {"mirror": config.name}
 
@@ -141,7 +155,17 @@ class MirrorWorker:
                 )
                 stream.producers = stream.transactions.producers
             self.streams.append(stream)
+        if cfg.syncs_schemas:  # the registry client and fastavro are only loaded by mirrors that use them
+            from mirror_worker.schema_sync import syncers_for
+
+            syncers = syncers_for(cfg, on_register=self.metrics.schemas_registered.labels(**self._label).inc)
+            for stream in self.streams:
+                stream.schemas = syncers.get(stream.alias)
         self._ensure_heartbeat_topic()
+        if cfg.writes_offset_syncs:
+            topic = cfg.offset_syncs_topic
+            self.destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
+            self.offset_sync_writer = OffsetSyncWriter(topic, self.admin, self.router.policy.remote_topic)
         self.refresh_topics()
         log.info("mirror started", extra={
             **self._label, "sources": [s.alias for s in self.streams], "group": cfg.group_id,
@@ -149,13 +173,21 @@ class MirrorWorker:
         })
 
     def _cluster_id(self, client, what: str) -> str:
-        try:
-            metadata = client.list_topics(timeout=self.config.startup_timeout_s)
-        except KafkaException as exc:
-            raise UnreachableClusterError(
-                f"{what} cluster unreachable within {self.config.startup_timeout_s:.0f}s: {exc.args[0].str()}"
-            ) from None
-        return metadata.cluster_id or ""
+        """The cluster's id, within startup_timeout_s; refused credentials or certificates fail at once."""
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        self.refused = None
+        while True:
+            try:
+                return client.list_topics(timeout=max(0.1, min(2.0, deadline - time.monotonic()))).cluster_id or ""
+            except KafkaException as exc:
+                error = exc.args[0].str()
+            client.poll(0)  # serves error_cb, which sees why the connection failed
+            if self.refused:
+                raise ClusterRefusedError(f"{what} cluster refused the connection: {self.refused}")
+            if time.monotonic() >= deadline:
+                raise UnreachableClusterError(
+                    f"{what} cluster unreachable within {self.config.startup_timeout_s:.0f}s: {error}"
+                )
 
     def _client_settings(self, settings: dict, stats_source: str | None = None) -> dict:
         out = {**settings, "logger": librdkafka_log, "error_cb": self._on_client_error}
@@ -182,13 +214,15 @@ class MirrorWorker:
             changed = {t: info for t, info in current.items() if stream.topics.get(t) != info}
             if changed:
                 mapping = {self.router.policy.remote_topic(t): info for t, info in changed.items()}
-                counts = self.destination.ensure(mapping)
+                counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
+                self.sync_topic_configs({stream.alias: list(changed)})
                 self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
                 for topic, count in counts.items():
                     self.router.set_destination_partitions(topic, count)
                 self._check_partition_room(changed, counts)
             if set(current) != set(stream.topics):
                 added, removed = set(current) - set(stream.topics), set(stream.topics) - set(current)
+                self._sync_schemas(stream, sorted(added))
                 log.info("subscription changed", extra={
                     **self._label, "source": stream.alias, "added": sorted(added), "removed": sorted(removed),
                 })
@@ -202,6 +236,45 @@ class MirrorWorker:
                 else:
                     stream.consumer.unsubscribe()
             stream.topics = current
+
+    def _creation_configs(self, stream: SourceStream, topics: list[str]) -> dict[str, dict[str, str]]:
+        """{destination topic: the source's configs it is created with} (empty when config sync is off)."""
+        if not self.config.config_sync_interval_ms:
+            return {}
+        remote = self.router.policy.remote_topic
+        return {
+            remote(topic): copied_configs(configs, self.config_exclusions)
+            for topic, configs in describe_explicit_configs(stream.admin, topics).items()
+        }
+
+    def sync_topic_configs(self, only: dict[str, list[str]] | None = None) -> None:
+        """Set on each destination topic the source configs it lacks or holds differently (SET only)."""
+        if not self.config.config_sync_interval_ms:
+            return
+        for stream in self.streams:
+            topics = sorted(stream.topics) if only is None else only.get(stream.alias, [])
+            if not topics:
+                continue
+            mapping = {t: self.router.policy.remote_topic(t) for t in topics}
+            try:
+                changes, errors = sync_topic_configs(stream.admin, self.admin, mapping, self.config_exclusions)
+            except KafkaException as exc:
+                errors, changes = {"*": exc.args[0].str()}, {}
+            resized = [t for t, topic_changes in changes.items() if any(c.name == "max.message.bytes" for c in topic_changes)]
+            if resized:  # the hot path refuses records above the cached limit
+                self.max_bytes.update(self.destination.max_message_bytes(resized))
+            for topic, topic_changes in changes.items():
+                labels = {**self._label, "source": stream.alias, "topic": topic}
+                for change in topic_changes:
+                    self.metrics.configs_synced.labels(**labels).inc()
+                    log.info("topic config synced", extra={
+                        **labels, "config": change.name, "old": change.old, "new": change.new,
+                    })
+            for topic, error in errors.items():
+                self.metrics.errors.labels(kind="config_sync", **self._label).inc()
+                log.warning("topic config sync failed", extra={
+                    **self._label, "source": stream.alias, "topic": topic, "error": error,
+                })
 
     def _check_partition_room(self, sources: dict[str, TopicInfo], counts: dict[str, int]) -> None:
         if not (self.config.preserve_partitions or self.config.exactly_once):
@@ -227,6 +300,8 @@ class MirrorWorker:
         stream.assigned |= keys
         if self._paused:
             stream.consumer.pause(partitions)
+        halts += [((tp.topic, tp.partition), tp.offset, stream.schema_conflicts[tp.topic])
+                  for tp in partitions if tp.topic in stream.schema_conflicts]
         for (topic, partition), offset, reason in halts:
             self._halt(stream, topic, partition, offset, reason)
         log.info("partitions assigned", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
@@ -259,6 +334,7 @@ class MirrorWorker:
         now = self.clock()
         next_commit = now + cfg.commit_interval_s
         next_refresh = now + cfg.topic_refresh_interval_s
+        next_config_sync = now + cfg.config_sync_interval_ms / 1000
         next_heartbeat = now
         timeout = 0.5 if len(self.streams) == 1 else 0.1
         while not self.stop_event.is_set() and self.fatal is None:
@@ -266,6 +342,9 @@ class MirrorWorker:
             if now >= next_refresh:
                 self.refresh_topics()
                 next_refresh = now + cfg.topic_refresh_interval_s
+            if cfg.config_sync_interval_ms and now >= next_config_sync:
+                self.sync_topic_configs()
+                next_config_sync = self.clock() + cfg.config_sync_interval_ms / 1000
             if now >= next_heartbeat:
                 self.send_heartbeats()
                 next_heartbeat = now + cfg.heartbeat_interval_s
@@ -301,6 +380,8 @@ class MirrorWorker:
         pending = stream.pending
         provenance = self.config.provenance_headers
         max_bytes = self.max_bytes
+        id_map = stream.schemas.id_headers if stream.schemas is not None else None
+        rewrite, magic, header_size = wire_format.rewrite, wire_format.MAGIC_BYTE, wire_format.HEADER_SIZE
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
         for msg in batch:
             err = msg.error()
@@ -323,7 +404,21 @@ class MirrorWorker:
                 headers = self._headers(stream, msg, headers, route.topic)
                 if headers is False:
                     continue
-            if size > max_bytes.get(route.topic, 1 << 62):
+            refused = False
+            if id_map is not None:
+                try:
+                    if key and key[0] == magic and len(key) >= header_size:
+                        key = rewrite(key, id_map)
+                    if value and value[0] == magic and len(value) >= header_size:
+                        value = rewrite(value, id_map)
+                except KeyError:
+                    rewritten = self._new_schema_ids(stream, msg)
+                    refused = rewritten is None
+                    if not refused:
+                        key, value = rewritten
+            if refused:
+                pass  # dead-lettered, or its partition halted
+            elif size > max_bytes.get(route.topic, 1 << 62):
                 self._refuse(stream, msg, f"record of {size} bytes exceeds destination {route.topic} "
                                           f"max.message.bytes={max_bytes[route.topic]}")
             else:
@@ -354,6 +449,62 @@ class MirrorWorker:
                 labels = {**self._label, "source": stream.alias, "topic": topic}
                 self.metrics.records_consumed.labels(**labels).inc(counts[0] - records)
                 self.metrics.bytes_consumed.labels(**labels).inc(counts[1] - size)
+
+    # ---------------------------------------------------------------- schemas
+    def _sync_schemas(self, stream: SourceStream, topics: list[str]) -> None:
+        """Copy the subjects of newly mirrored topics before any of their records is produced."""
+        if stream.schemas is None:
+            return
+        for topic in topics:
+            try:
+                stream.schemas.sync_topic(topic)
+            except SchemaConflict as exc:
+                self._schema_conflict(stream, topic, str(exc))
+        self.metrics.schema_id_cache_size.labels(source=stream.alias, **self._label).set(len(stream.schemas.id_headers))
+
+    def _new_schema_ids(self, stream: SourceStream, msg) -> tuple | None:
+        """A key or value framed with a schema id not mapped yet: sync its subjects, then map it.
+
+        Returns the rewritten (key, value), or None when the record was refused (unknown id: dead-lettered or
+        its partition halted) or its topic halted (schema conflict). A registry that does not answer stops
+        the worker (SchemaRegistryUnavailable): the next run resumes from the last commit.
+        """
+        topic, syncer = msg.topic(), stream.schemas
+        self.metrics.schema_id_cache_misses.labels(source=stream.alias, **self._label).inc()
+        if topic in stream.schema_conflicts:
+            self._schema_conflict(stream, topic, stream.schema_conflicts[topic], at=msg)
+            return None
+        key, value = msg.key(), msg.value()
+        try:
+            for data in (key, value):
+                if wire_format.is_framed(data) and data[:wire_format.HEADER_SIZE] not in syncer.id_headers:
+                    syncer.destination_header(topic, wire_format.schema_id(data))
+        except UnknownSchemaId as exc:
+            self._refuse(stream, msg, f"unknown schema: {exc}")
+            return None
+        except SchemaConflict as exc:
+            self._schema_conflict(stream, topic, str(exc), at=msg)
+            return None
+        finally:
+            self.metrics.schema_id_cache_size.labels(source=stream.alias, **self._label).set(len(syncer.id_headers))
+        return (wire_format.rewrite(key, syncer.id_headers) if wire_format.is_framed(key) else key,
+                wire_format.rewrite(value, syncer.id_headers) if wire_format.is_framed(value) else value)
+
+    def _schema_conflict(self, stream: SourceStream, topic: str, reason: str, at=None) -> None:
+        """The topic's subjects cannot be synced: halt every partition of it this worker holds."""
+        if topic not in stream.schema_conflicts:
+            stream.schema_conflicts[topic] = reason
+            labels = {**self._label, "source": stream.alias, "topic": topic}
+            self.metrics.schema_conflicts.labels(**labels).set(1)
+            log.error("schema conflict: topic not mirrored", extra={**labels, "error": reason})
+            print(f"mirror_worker: {reason} (source {stream.alias!r}; the topic is not mirrored)",
+                  file=sys.stderr, flush=True)
+        if at is not None:
+            self._halt(stream, topic, at.partition(), at.offset(), reason)
+        ledger = stream.ledger
+        for key in sorted(stream.assigned):
+            if key[0] == topic and key not in ledger.halted:
+                self._halt(stream, topic, key[1], ledger.next_offsets.get(key, ledger.committed.get(key, 0)), reason)
 
     def _headers(self, stream: SourceStream, msg, headers, destination_topic: str):
         """Copy headers, check for a cycle, add provenance. False means: the record was refused."""
@@ -506,7 +657,24 @@ class MirrorWorker:
             offsets = {k: v for k, v in stream.ledger.committable(checkpoint).items() if k in owned}
             if offsets:
                 self._commit(stream, offsets)
+                self._write_offset_syncs(stream, offsets)
         return True
+
+    def _write_offset_syncs(self, stream: SourceStream, positions: dict) -> None:
+        """Right after a completed flush or transaction commit, before anything else is produced."""
+        if self.offset_sync_writer is None:
+            return
+        producer = self.producers[0] if self.producers else self.heartbeat_producer
+        try:
+            syncs, errors = self.offset_sync_writer.write(producer, stream.alias, positions, stream.topic_ids)
+        except (KafkaException, BufferError) as exc:
+            syncs, errors = [], {"*": str(exc)}
+        if errors:
+            # Not fatal: translation uses the syncs written before (or after) this one.
+            self.metrics.errors.labels(kind="offset_sync", **self._label).inc()
+            log.warning("offset syncs not written", extra={**self._label, "source": stream.alias, "errors": errors})
+        for sync in syncs:
+            self.metrics.offset_syncs.labels(source=stream.alias, topic=sync.topic, **self._label).inc()
 
     def _count_delivered(self, stream: SourceStream, pending: dict) -> None:
         now_ms = time.time() * 1000
@@ -554,6 +722,11 @@ class MirrorWorker:
             **self._label, "source": stream.alias,
             "positions": sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions),
         })
+        # A first sync per partition before this worker produces any of its records: a consumer that
+        # committed anywhere from here on translates, even before the first commit of this worker.
+        halted = {key for key, _, _ in halts}
+        self._write_offset_syncs(stream, {(tp.topic, tp.partition): tp.offset for tp in partitions
+                                          if (tp.topic, tp.partition) not in halted})
         if stream.incremental_assignment:
             stream.consumer.incremental_assign(partitions)
         else:
@@ -650,6 +823,7 @@ class MirrorWorker:
             self._count_delivered(stream, pending)
             if committed:
                 ledger.mark_committed(committed)
+                self._write_offset_syncs(stream, committed)
                 # Also on the source group, for lag monitoring; positions come from the destination.
                 self._commit(stream, committed)
         return all_committed
@@ -707,8 +881,8 @@ class MirrorWorker:
     def _on_delivery_error(self, err: KafkaError, msg) -> None:
         """Only errors are reported (delivery.report.only.error)."""
         self.metrics.errors.labels(kind="delivery", **self._label).inc()
-        if msg.topic() == self.config.heartbeat_topic:
-            log.warning("heartbeat delivery failed", extra={**self._label, "error": err.str()})
+        if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic):
+            log.warning("heartbeat or offset sync delivery failed", extra={**self._label, "error": err.str()})
             return
         origin = None
         for name, value in msg.headers() or ():
@@ -725,6 +899,8 @@ class MirrorWorker:
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
             self.fatal = f"fatal client error: {err.str()}"
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            self.refused = err.str()
         log.warning("client error", extra={**self._label, "error": err.str(), "code": err.name()})
 
     def _on_stats(self, source: str, stats_json: str) -> None:

@@ -67,6 +67,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from mirror_worker.logs import configure_logging
+from mirror_worker.wire_format import HEADER_SIZE, MAGIC_BYTE
 from mirror_worker.worker import PROVENANCE_HEADER
 from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args
 from spark_jobs.kafka_meta import KafkaMeta, resolve_topics
@@ -337,8 +338,8 @@ def normalise_schema_id(column: str) -> Column:
     Framed and unframed bytes are tagged apart, so dropping the id never makes two different values equal.
     """
     return F.expr(
-        f"CASE WHEN length({column}) >= 5 AND substring({column}, 1, 1) = X'00' "
-        f"THEN concat(X'00', substring({column}, 6)) ELSE concat(X'01', {column}) END"
+        f"CASE WHEN length({column}) >= {HEADER_SIZE} AND substring({column}, 1, 1) = X'{MAGIC_BYTE:02X}' "
+        f"THEN concat(X'00', substring({column}, {HEADER_SIZE + 1})) ELSE concat(X'01', {column}) END"
     )
 
 

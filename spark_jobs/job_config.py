@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.naming import IdentityPolicy, NamingPolicy, PrefixPolicy
+from mirror_worker.security import java_security_settings
 
 
 class JobInputError(Exception):
@@ -26,8 +27,9 @@ class JobTarget:
     policy: NamingPolicy = field(default_factory=IdentityPolicy)
     group_id: str | None = None
     preserve_partitions: bool = True
-    source_settings: dict = field(default_factory=dict)       # librdkafka/Java client settings, dotted keys
-    destination_settings: dict = field(default_factory=dict)
+    # librdkafka client settings, dotted keys; kept out of repr: they hold credentials.
+    source_settings: dict = field(default_factory=dict, repr=False)
+    destination_settings: dict = field(default_factory=dict, repr=False)
     topic_filter: object | None = None                        # from the spec, when --topics is not given
 
     def destination_topic(self, source_topic: str) -> str:
@@ -37,8 +39,9 @@ class JobTarget:
         """Kafka client settings as Spark's `kafka.`-prefixed source/sink options."""
         settings = self.source_settings if side == "source" else self.destination_settings
         bootstrap = self.source_bootstrap if side == "source" else self.destination_bootstrap
-        passthrough = {k: v for k, v in settings.items() if k.startswith(("security.", "sasl.", "ssl."))}
-        return {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in passthrough.items()}}
+        # Spark's Kafka client is the Java one: the spec's settings are librdkafka's (see mirror_worker/security.py).
+        security = java_security_settings(settings)
+        return {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in security.items()}}
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -132,30 +132,19 @@ class SyncSchemasOperator(_MirrorOperator):
         self.discover_task_id = discover_task_id
 
     def execute(self, context):
-        if not has_registries(self.mirror):
-            self.log.info("mirror %s has no schema registry configured: nothing to sync", self.mirror_name)
+        if not self.mirror.syncs_schemas:
+            self.log.info("mirror %s has no schema registries configured: nothing to sync", self.mirror_name)
             return None
-        try:
-            from mirror_worker.schema_sync import sync_mirror_schemas
-        except ImportError as exc:
-            raise RuntimeError(f"mirror {self.mirror_name!r} names a schema registry but this build has no "
-                               f"schema sync (mirror_worker.schema_sync): {exc}") from None
+        from mirror_worker.schema_sync import sync_mirror_schemas
+
         topics = sorted(context["ti"].xcom_pull(task_ids=self.discover_task_id) or {})
         report = sync_mirror_schemas(self.mirror, topics)
-        result = report.to_dict() if hasattr(report, "to_dict") else report
-        self.log.info("schema sync of %d topic(s): %s", len(topics), result)
-        conflicts = getattr(report, "conflicts", None)
-        if conflicts and getattr(self.mirror, "schema_sync", "strict") == "strict":
-            first = next(iter(conflicts.items()))
-            raise RuntimeError(f"mirror {self.mirror_name!r}: schema conflicts on {len(conflicts)} topic(s), "
-                               f"first {first[0]}: {first[1]}")
-        return result
-
-
-def has_registries(config) -> bool:
-    """Whether the mirror syncs schemas (`syncs_schemas` comes with the schema-sync code)."""
-    flag = getattr(config, "syncs_schemas", None)
-    return bool(flag) if flag is not None else bool(config.schema_registry_url)
+        self.log.info("schema sync of %d topic(s): %s", len(topics), report.to_dict())
+        if report.conflicts and self.mirror.schema_sync == "strict":
+            topic, error = next(iter(report.conflicts.items()))
+            raise RuntimeError(f"mirror {self.mirror_name!r}: schema conflicts on {len(report.conflicts)} topic(s), "
+                               f"first {topic}: {error}")
+        return report.to_dict()
 
 
 # ------------------------------------------------------------------------------------ worker supervision

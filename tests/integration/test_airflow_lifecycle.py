@@ -160,3 +160,29 @@ def test_discover_and_ensure_through_airflow_connections(stack, topic_name, tmp_
     assert counts == {f"af.{base}.a": 3, f"af.{base}.b": 1}
     on_destination = describe_topics(AdminClient({"bootstrap.servers": dst}))
     assert on_destination[f"af.{base}.a"].partitions == 3
+
+
+def test_sync_schemas_copies_the_discovered_topics_subjects(stack, topic_name, tmp_path):
+    """With registries on both sides, sync_schemas registers the source subject under the destination
+    topic's name (mirror_worker.schema_sync) and returns its report."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    from mirror_airflow.operators import SyncSchemasOperator
+
+    topic = topic_name("sr")
+    record = {"type": "record", "name": f"R{uuid.uuid4().hex[:8]}", "fields": [{"name": "id", "type": "long"}]}
+    SchemaRegistryClient({"url": stack["source"].registry.url}).register_schema(
+        f"{topic}-value", Schema(json.dumps(record), "AVRO"))
+    spec = json.loads(_spec(stack, "withreg", topic, "g"))
+    spec["groups"][0]["source"]["schema-registry-url"] = stack["source"].registry.url
+    spec["groups"][0]["destination"]["schema-registry-url"] = stack["destination"].registry.url
+    path = tmp_path / "mirrors.yaml"
+    path.write_text(json.dumps(spec))
+
+    class Ti:
+        def xcom_pull(self, task_ids):
+            return {topic: f"af.{topic}"}
+
+    report = SyncSchemasOperator(task_id="sync_schemas", spec_path=str(path), mirror_name="withreg").execute({"ti": Ti()})
+    assert report["ok"] and report["topics"] == [topic] and report["registered"] == 1, report
+    assert SchemaRegistryClient({"url": stack["destination"].registry.url}).get_versions(f"af.{topic}-value") == [1]

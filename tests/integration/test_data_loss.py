@@ -124,9 +124,12 @@ def test_topic_recreated_under_a_running_mirror_is_detected_and_halts(stack, tmp
     try:
         assert len(wait_for_count(dst, f"dl.{topic}", 40, timeout=60)) == 40
         _recreate(src, topic)
-        # More records than the old position: offsets alone would carry on at 40 and skip new-0..new-39.
-        produce(src, topic, _records("new", 60))
+        # Fewer records than the old position first: a fetcher that carried on at offset 40 of the new
+        # topic finds nothing before the worker's topic-id check (every topic refresh) sees the new topic.
+        # Then more than the old position: offsets alone would carry on at 40 and skip new-0..new-39.
+        produce(src, topic, _records("new", 10))
         entries = _loss_entries(worker, timeout=90)
+        produce(src, topic, _records("newer", 50))
         time.sleep(3)
         mirrored = read_topic(dst, f"dl.{topic}")
         assert worker.proc.poll() is None

@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.kafka_util import create_topic
 from tests.worker_util import (
@@ -79,6 +79,22 @@ def mirror(stack, tmp_path, topic_name):
         worker.stop_quietly()
 
 
+def _wait_for_destination_total(bootstrap: str, topic: str, at_least: int, timeout: float) -> None:
+    """Until the destination topic's partitions hold at least `at_least` records (high watermarks)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            total = sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                        for p in range(PARTITIONS))
+            if total >= at_least:
+                return
+            assert time.monotonic() < deadline, f"only {total} records mirrored after {timeout}s"
+            time.sleep(0.2)
+    finally:
+        consumer.close()
+
+
 def _verify(mirror, expected: int, record_property) -> int:
     source = read_topic(mirror.src, mirror.topic, timeout=30)
     assert len(source) == expected
@@ -92,18 +108,21 @@ def _verify(mirror, expected: int, record_property) -> int:
 
 
 def test_kill_9_mid_stream_then_restart_loses_nothing(mirror, record_property):
-    live = LiveProducer(mirror.src, mirror.topic, total=30_000, rate=5_000)
+    live = LiveProducer(mirror.src, mirror.topic, total=40_000, rate=5_000)
     live.start()
     worker = mirror("first")
     worker.wait_started()
-    time.sleep(3.5)  # mid-stream, with some commits done
+    # Mid-stream, with some commits done (1 s interval): however slow the machine is, kill only once a
+    # part has been mirrored, while the producer is still going.
+    _wait_for_destination_total(mirror.dst, mirror.topic, 5_000, timeout=60)
+    time.sleep(1.5)
     assert worker.proc.poll() is None
     worker.kill()
-    assert len(read_topic(mirror.dst, mirror.topic)) < 30_000  # really mid-stream
+    assert len(read_topic(mirror.dst, mirror.topic)) < 40_000  # really mid-stream
     restarted = mirror("second")
     restarted.wait_started()
     live.finish()
-    _verify(mirror, 30_000, record_property)
+    _verify(mirror, 40_000, record_property)
     assert restarted.terminate() == 0
 
 

@@ -253,19 +253,16 @@ def test_sync_schemas_calls_the_library_with_the_discovered_topics(tmp_path, mon
 
     calls = []
 
-    class Report:
-        def __init__(self, conflicts):
-            self.conflicts = conflicts
-
-        def to_dict(self):
-            return {"ok": not self.conflicts, "conflicts": self.conflicts}
+    from mirror_worker.schema_sync import SchemaSyncReport
 
     module = types.ModuleType("mirror_worker.schema_sync")
-    module.sync_mirror_schemas = lambda config, topics: calls.append((config.name, topics)) or Report(module.conflicts)
+    module.sync_mirror_schemas = lambda config, topics: (
+        calls.append((config.name, topics)) or SchemaSyncReport(dict(module.conflicts), 1, list(topics)))
     module.conflicts = {}
     monkeypatch.setitem(sys.modules, "mirror_worker.schema_sync", module)
     op = SyncSchemasOperator(task_id="sync_schemas", spec_path=_registry_spec(tmp_path, True), mirror_name="m")
-    assert op.execute({"ti": _Ti({"b": "x.b", "a": "x.a"})}) == {"ok": True, "conflicts": {}}
+    assert op.execute({"ti": _Ti({"b": "x.b", "a": "x.a"})}) == {"ok": True, "conflicts": {}, "registered": 1,
+                                                               "topics": ["a", "b"]}
     assert calls == [("m", ["a", "b"])]
     module.conflicts = {"a": "incompatible"}
     with pytest.raises(RuntimeError, match="schema conflicts on 1 topic.*first a: incompatible"):

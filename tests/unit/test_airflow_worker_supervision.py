@@ -110,7 +110,9 @@ def test_the_worker_stops_gracefully_when_the_task_process_is_killed(tmp_path):
     marker, started = tmp_path / "stopped", tmp_path / "started"
     worker_script = GRACEFUL.replace(
         'print(json.dumps({"msg": "mirror started"}), flush=True)', f'open({str(started)!r}, "w").close()'
-    ).replace("sys.exit(0)", f'open({str(marker)!r}, "w").close(); sys.exit(0)')
+    ).replace(  # before any output: the dead task's pipe makes the worker's next print raise
+        'print(json.dumps({"msg": "stopped"', f'open({str(marker)!r}, "w").close()\nprint(json.dumps({{"msg": "stopped"'
+    )
     task_script = f"""
 import sys
 sys.path[:0] = {[str(ROOT), str(ROOT / "plugins")]!r}

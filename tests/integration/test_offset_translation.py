@@ -1,0 +1,195 @@
+"""Consumer failover on the real stack: offset syncs, translate-offsets (library and CLI), --apply."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from devstack.paths import ROOT
+from mirror_worker.offset_translation import read_offset_syncs, translate_group, translate_group_offsets
+from mirror_worker.spec import select_mirror
+from tests.kafka_util import create_topic, produce
+from tests.worker_util import WorkerProcess, wait_for_count
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+ROUND = 100  # records per partition per round
+
+
+def _spec(path: Path, src: str, dst: str, mirror: str, topic: str, preserve: bool = True,
+          delivery: str = "at-least-once") -> Path:
+    path.write_text(f"""
+groups:
+  - name: failover
+    source: {{name: src, kafka: {{bootstrap.servers: "{src}"}}}}
+    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
+    mirrors:
+      - name: {mirror}
+        whitelist: "{topic}"
+        prefix: "dr."
+        preserve-partitions: {str(preserve).lower()}
+        commit-interval-s: 1
+        delivery: {delivery}
+""")
+    return path
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mirror_worker", "translate-offsets", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _produce_round(src: str, topic: str, round_index: int) -> None:
+    now_ms = int(time.time() * 1000)
+    produce(src, topic, [
+        {"value": f"r{round_index}-p{p}-{i}".encode(), "partition": p, "timestamp": now_ms}
+        for i in range(ROUND) for p in range(PARTITIONS)
+    ])
+
+
+def _wait_for_syncs(config, source_offset: int, timeout: float = 90.0) -> list:
+    """Until every partition has a sync at `source_offset` (the mirror caught up and committed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        syncs = read_offset_syncs(config)
+        if {s.partition for s in syncs if s.source_offset == source_offset} == set(range(PARTITIONS)):
+            return syncs
+        time.sleep(1.0)
+    raise AssertionError(f"no offset sync at {source_offset} for every partition within {timeout}s")
+
+
+def _commit_after_reading(src: str, topic: str, group: str, positions: dict[int, int]) -> None:
+    """A source consumer reads each partition from the start up to `positions` and commits there."""
+    consumer = Consumer({"bootstrap.servers": src, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in positions])
+        read = {p: 0 for p in positions}
+        deadline = time.monotonic() + 60
+        while any(read[p] < positions[p] for p in positions) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None or msg.error():
+                continue
+            if msg.offset() < positions[msg.partition()]:
+                read[msg.partition()] = msg.offset() + 1
+        assert read == positions
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _source_offset(value: bytes) -> tuple[int, int]:
+    """(partition, source offset) of a test record: round r, partition p, index i -> offset r*ROUND + i."""
+    round_part, partition_part, index = value.decode().split("-")
+    return int(partition_part[1:]), int(round_part[1:]) * ROUND + int(index)
+
+
+def _read_from(dst: str, topic: str, starts: dict[int, int], group: str | None = None) -> dict[int, list[int]]:
+    """Source offsets of everything read from `starts` (assigned) or from the group's offsets, to the end."""
+    consumer = Consumer({"bootstrap.servers": dst, "group.id": group or f"reader-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "error" if group else "earliest",
+                         "enable.partition.eof": True})
+    try:
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+        read: dict[int, list[int]] = {p: [] for p in starts}
+        done: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(done) < len(starts) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == -191, msg.error().str()  # only _PARTITION_EOF
+                done.add(msg.partition())
+                continue
+            partition, offset = _source_offset(msg.value())
+            assert partition == msg.partition()
+            read[partition].append(offset)
+        assert len(done) == len(starts), "destination partitions not read to their end"
+        return read
+    finally:
+        consumer.close()
+
+
+def _check_resume(read: dict[int, list[int]], committed: dict[int, int], syncs, total: int) -> None:
+    """Nothing at/after the committed position is missed; only records since the sync used are reread."""
+    for partition, position in committed.items():
+        usable = [s for s in syncs if s.partition == partition and s.source_offset <= position]
+        last_sync = max(usable, key=lambda s: s.destination_offset)
+        assert set(range(position, total)) <= set(read[partition]), f"partition {partition} missed records"
+        reread = [o for o in read[partition] if o < position]
+        assert all(o >= last_sync.source_offset for o in reread), f"partition {partition} reread before its sync"
+        assert len(reread) <= position - last_sync.source_offset
+
+
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_consumer_fails_over_with_translated_offsets(stack, topic_name, tmp_path, delivery):
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("fo")
+    mirror, group = f"fo-{topic}", f"app-{topic}"
+    spec = _spec(tmp_path / "mirrors.yaml", src, dst, mirror, topic, delivery=delivery)
+    config = select_mirror(spec, mirror)
+    create_topic(src, topic, partitions=PARTITIONS)
+    worker = WorkerProcess(["--config", str(spec), "--mirror", mirror], tmp_path)
+    try:
+        worker.wait_started()
+        _produce_round(src, topic, 0)
+        _wait_for_syncs(config, ROUND)
+        _produce_round(src, topic, 1)
+        wait_for_count(dst, f"dr.{topic}", 2 * ROUND * PARTITIONS)
+        syncs = _wait_for_syncs(config, 2 * ROUND)
+        assert worker.terminate() == 0
+    finally:
+        worker.stop_quietly()
+
+    # The application read part of the source and committed; then the source cluster is lost.
+    committed = {0: 37, 1: ROUND, 2: ROUND + 50}
+    _commit_after_reading(src, topic, group, committed)
+
+    offsets = translate_group_offsets(config, group)
+    assert set(offsets) == {(f"dr.{topic}", p) for p in range(PARTITIONS)}, (translate_group(config, group), syncs)
+    _check_resume(_read_from(dst, f"dr.{topic}", {p: o for (_, p), o in offsets.items()}), committed, syncs, 2 * ROUND)
+
+    applied = _cli("--config", str(spec), "--mirror", mirror, "--group", group, "--apply")
+    assert applied.returncode == 0, applied.stderr
+    document = json.loads(applied.stdout)
+    assert document["applied"] is True and document["untranslated"] == []
+    assert {(o["topic"], o["partition"]): o["offset"] for o in document["offsets"]} == offsets
+
+    # The application restarts on the destination with its own group: it resumes from the applied offsets.
+    consumer = Consumer({"bootstrap.servers": dst, "group.id": group, "auto.offset.reset": "error",
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe([f"dr.{topic}"])
+        deadline = time.monotonic() + 60
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.5)
+        assert consumer.assignment()
+        # While it is active, --apply is refused and names the group.
+        refused = _cli("--config", str(spec), "--mirror", mirror, "--group", group, "--apply")
+        assert refused.returncode == 1
+        assert f"destination group {group!r} has 1 active member(s)" in refused.stderr
+    finally:
+        consumer.close()
+    _check_resume(_read_from(dst, f"dr.{topic}", {p: 0 for p in range(PARTITIONS)}, group=group), committed, syncs,
+                  2 * ROUND)
+
+
+def test_translation_refused_without_preserve_partitions(stack, topic_name, tmp_path):
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    spec = _spec(tmp_path / "mirrors.yaml", src, dst, "np", topic_name("np"), preserve=False)
+    result = _cli("--config", str(spec), "--mirror", "np", "--group", "g")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "mirror_worker: mirror 'np': offset translation needs preserve-partitions (destination partition = source "
+        "partition); with other routings a source partition spreads over several destination partitions"
+    )

@@ -1,0 +1,266 @@
+"""Secured clusters: a dedicated broker with a SASL_SSL listener (SCRAM-SHA-512/256, certificates made here).
+
+The mirror reads a secured source and writes a secured destination with Java-style and librdkafka-style
+settings, credentials from `${file:...}` secrets files; a wrong password fails fast and clearly. No
+password, nor the JAAS line, appears in anything a worker printed.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from mirror_worker.client_config import consumer_settings, settings_from_connection
+from tests.kafka_util import create_topic, produce, topic_exists
+from tests.secure_kafka import create_scram_user, make_certificates, secure_node
+from tests.worker_util import WorkerProcess, committed_offsets, wait_for_count, write_properties
+
+pytestmark = pytest.mark.integration
+
+SOURCE_USER, SOURCE_PASSWORD = "mirror-reader", "Src-Pa55word-7f3a"
+DEST_USER, DEST_PASSWORD = "mirror-writer", "Dst-Pa55word-91c2"
+PLAIN_USER, PLAIN_PASSWORD = "airflowuser", "Plain-Pa55word-5e6d"
+WRONG_PASSWORD = "Wrong-Pa55word-0000"
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory):
+    """A started secured node, its certificates and its SCRAM users (both mechanisms)."""
+    home = tmp_path_factory.mktemp("secure-kafka")
+    certs = make_certificates(home / "certs")
+    node = secure_node(home / "node", certs, plain_users={PLAIN_USER: PLAIN_PASSWORD})
+    node.start()
+    try:
+        node.wait_ready(120)
+        create_scram_user(node, certs, SOURCE_USER, SOURCE_PASSWORD, "SCRAM-SHA-512")
+        create_scram_user(node, certs, DEST_USER, DEST_PASSWORD, "SCRAM-SHA-256")
+        yield node, certs
+    finally:
+        node.stop()
+
+
+@pytest.fixture
+def secrets_file(tmp_path):
+    path = tmp_path / "secrets.properties"
+    path.write_text(f"source.password={SOURCE_PASSWORD}\ndestination.password={DEST_PASSWORD}\n")
+    return path
+
+
+def _records(n: int) -> list[dict]:
+    return [{"key": f"k{i % 17}".encode(), "value": f"secure-{i}".encode(), "partition": i % 3} for i in range(n)]
+
+
+def _assert_no_secret(*workers: WorkerProcess) -> None:
+    for worker in workers:
+        printed = worker.stdout_path.read_text() + worker.stderr_path.read_text()
+        for secret in (SOURCE_PASSWORD, DEST_PASSWORD, WRONG_PASSWORD, PLAIN_PASSWORD, "Client-Ks-Pw-4411",
+                       "ScramLoginModule", "required username"):
+            assert secret not in printed, f"{secret!r} printed by the worker ({worker.stdout_path})"
+
+
+def _topic_with_records(node, name: str, count: int) -> str:
+    create_topic(node.bootstrap_servers, name, partitions=3)
+    produce(node.bootstrap_servers, name, _records(count))
+    return name
+
+
+def _mirror_all(args: list[str], workdir, read_from: str, topic: str, count: int) -> None:
+    """Run the worker until `topic` on `read_from` holds the `count` records, stop it, check its output."""
+    worker = WorkerProcess(args, workdir)
+    try:
+        worker.wait_started(90)
+        mirrored = wait_for_count(read_from, topic, count, timeout=120)
+        assert sorted(m.value() for m in mirrored) == sorted(r["value"] for r in _records(count))
+        assert worker.terminate(60) == 0
+    finally:
+        worker.stop_quietly()
+    _assert_no_secret(worker)
+
+
+def _java_source_properties(path, node, certs, password_value: str) -> str:
+    """A consumer file as a MirrorMaker user brings it: JAAS line, PEM truststore, config providers."""
+    return write_properties(path, {
+        "bootstrap.servers": node.listener_bootstrap("SASL_SSL"),
+        "group.id": f"secure-{time.monotonic_ns()}",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'{SCRAM} required username="{SOURCE_USER}" password="{password_value}";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(certs.ca_pem),
+        "ssl.endpoint.identification.algorithm": "https",
+        "config.providers": "file",
+        "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+    })
+
+
+def test_mirror_from_a_sasl_ssl_scram_source_with_the_password_in_a_file(stack, secure, secrets_file, tmp_path,
+                                                                         topic_name):
+    """MirrorMaker-style files, two worker processes (each rebuilds the config, and its redaction, from JSON)."""
+    node, certs = secure
+    topic = _topic_with_records(node, topic_name("secure-src"), 300)
+    consumer = _java_source_properties(tmp_path / "source.properties", node, certs,
+                                       f"${{file:{secrets_file}:source.password}}")
+    producer = write_properties(tmp_path / "destination.properties",
+                                {"bootstrap.servers": stack["destination"].kafka.bootstrap_servers})
+    _mirror_all(["--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
+                 "--offset.commit.interval.ms", "1000", "--num.streams", "2"], tmp_path, stack["destination"].kafka.bootstrap_servers,
+                topic, 300)
+
+
+def test_mirror_into_a_sasl_ssl_scram_destination_from_a_yaml_spec(secure, secrets_file, tmp_path,
+                                                                    topic_name):
+    """librdkafka-style keys in the spec's kafka mapping; both sides' passwords from the secrets file;
+    exactly-once, so transactions and destination-kept positions go through SASL_SSL too."""
+    node, certs = secure
+    topic = _topic_with_records(node, topic_name("secure-dst"), 120)
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(f"""
+groups:
+  - name: secured
+    source:
+      name: secured
+      kafka:
+        bootstrap.servers: "{node.listener_bootstrap('SASL_SSL')}"
+        security.protocol: SASL_SSL
+        sasl.mechanism: SCRAM-SHA-512
+        sasl.jaas.config: '{SCRAM} required username="{SOURCE_USER}" password="${{file:{secrets_file}:source.password}}";'
+        ssl.ca.location: "{certs.ca_pem}"
+    destination:
+      kafka:
+        bootstrap.servers: "{node.listener_bootstrap('SASL_SSL')}"
+        security.protocol: SASL_SSL
+        sasl.mechanisms: SCRAM-SHA-256
+        sasl.username: {DEST_USER}
+        sasl.password: "${{file:{secrets_file}:destination.password}}"
+        ssl.truststore.location: "{certs.ca_p12}"
+        ssl.truststore.type: PKCS12
+        ssl.truststore.password: "{certs.truststore_password}"
+    mirrors:
+      - name: secured-copy
+        whitelist: "{topic}"
+        prefix: "copy."
+        commit-interval-s: 1
+        delivery: exactly-once
+""")
+    _mirror_all(["--config", str(spec), "--mirror", "secured-copy"], tmp_path, node.bootstrap_servers,
+                f"copy.{topic}", 120)
+    # Exactly-once keeps each source partition's position on the destination: 40 records each.
+    positions = committed_offsets(node.bootstrap_servers, "kafka-mirror-eos.secured-copy.secured", f"copy.{topic}", 3)
+    assert positions == {0: 40, 1: 40, 2: 40}
+
+
+def test_mirror_over_mutual_tls_with_a_pkcs12_keystore(secure, tmp_path, topic_name):
+    """TLS only, the broker requires a client certificate: Java keystore keys, its password from a file."""
+    node, certs = secure
+    topic = _topic_with_records(node, topic_name("secure-mtls"), 90)
+    secrets = tmp_path / "tls.properties"
+    secrets.write_text(f"keystore.password={certs.keystore_password}\n")
+    consumer = write_properties(tmp_path / "source.properties", {
+        "bootstrap.servers": node.listener_bootstrap("SSL"), "group.id": f"mtls-{time.monotonic_ns()}",
+        "security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca_pem),
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(certs.client_p12),
+        "ssl.keystore.password": f"${{file:{secrets}:keystore.password}}",
+    })
+    producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": node.bootstrap_servers})
+    _mirror_all(["--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
+                 "--prefix", "mtls."], tmp_path, node.bootstrap_servers, f"mtls.{topic}", 90)
+
+
+@pytest.mark.parametrize("side", ["source", "destination"])
+def test_a_wrong_password_fails_with_one_clear_line_and_produces_nothing(secure, tmp_path, topic_name, side):
+    """The other side is the secured node's PLAINTEXT listener: this test depends on no other cluster."""
+    node, certs = secure
+    topic = _topic_with_records(node, topic_name("secure-wrong"), 10)
+    plain = {"bootstrap.servers": node.bootstrap_servers}
+    if side == "source":
+        consumer = _java_source_properties(tmp_path / "source.properties", node, certs, WRONG_PASSWORD)
+        producer = write_properties(tmp_path / "destination.properties", plain)
+        expected = ("mirror_worker: source 'source' cluster refused the connection: ", "SCRAM-SHA-512")
+    else:
+        consumer = write_properties(tmp_path / "source.properties", {**plain, "group.id": "wrong-destination"})
+        producer = write_properties(tmp_path / "destination.properties", {
+            "bootstrap.servers": node.listener_bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": DEST_USER, "sasl.password": WRONG_PASSWORD,
+            "ssl.ca.location": str(certs.ca_pem)})
+        expected = ("mirror_worker: destination cluster refused the connection: ", "SCRAM-SHA-256")
+    # startup_timeout stays at its 30 s default; the line says the cluster refused, not that it timed out.
+    worker = WorkerProcess(["--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
+                            "--prefix", "copy."], tmp_path)
+    try:
+        code = worker.wait(90)
+    finally:
+        worker.stop_quietly()
+    lines = worker.stderr.strip().splitlines()
+    assert code == 2
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(expected[0])
+    assert "SASL authentication error" in lines[0] and expected[1] in lines[0]
+    assert not topic_exists(node.bootstrap_servers, f"copy.{topic}")
+    assert any(e.get("msg") == "client error" and e.get("code") == "_AUTHENTICATION" for e in worker.logs())
+    _assert_no_secret(worker)
+
+
+def test_an_untrusted_certificate_is_refused_clearly(secure, tmp_path, topic_name):
+    """TLS without the CA: the handshake fails, the worker says so in one line and exits 2."""
+    node, _certs = secure
+    other = make_certificates(tmp_path / "other-ca")
+    consumer = write_properties(tmp_path / "source.properties", {
+        "bootstrap.servers": node.listener_bootstrap("SASL_SSL"), "group.id": "untrusted",
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": SOURCE_USER, "sasl.password": SOURCE_PASSWORD, "ssl.ca.location": str(other.ca_pem),
+    })
+    producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": node.bootstrap_servers})
+    worker = WorkerProcess(["--consumer.config", consumer, "--producer.config", producer,
+                            "--whitelist", topic_name("never")], tmp_path)
+    try:
+        code = worker.wait(90)
+    finally:
+        worker.stop_quietly()
+    lines = worker.stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("mirror_worker: source 'source' cluster refused the connection: ")
+    assert "certificate verify failed" in lines[0]
+    _assert_no_secret(worker)
+
+
+def test_airflow_connection_settings_reach_a_sasl_ssl_plain_cluster(secure, topic_name):
+    """settings_from_connection: the connection's login/password become PLAIN credentials."""
+    node, certs = secure
+    topic = topic_name("secure-conn")
+    create_topic(node.bootstrap_servers, topic, partitions=1)
+    extra = {"bootstrap.servers": node.listener_bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
+             "sasl.mechanism": "PLAIN", "ssl.truststore.location": str(certs.ca_pem)}
+    settings = settings_from_connection(PLAIN_USER, PLAIN_PASSWORD, extra, "kafka_secure")
+    assert topic in AdminClient(settings).list_topics(timeout=30).topics
+    errors = []
+    refused = AdminClient({**settings_from_connection(PLAIN_USER, WRONG_PASSWORD, extra),
+                           "error_cb": errors.append})
+    with pytest.raises(KafkaException):
+        refused.list_topics(timeout=5)
+    refused.poll(1)
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+@pytest.mark.spark
+def test_spark_reads_a_sasl_ssl_scram_cluster_from_the_mirror_spec_settings(secure, secrets_file, spark, topic_name):
+    """The Spark jobs' Kafka client is Java's: spark_options turns the spec's librdkafka settings back."""
+    from spark_jobs.job_config import JobTarget
+
+    node, certs = secure
+    topic = _topic_with_records(node, topic_name("secure-spark"), 60)
+    settings = consumer_settings({
+        "bootstrap.servers": node.listener_bootstrap("SASL_SSL"), "group.id": "spark",
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'{SCRAM} required username="{SOURCE_USER}" '
+                            f'password="${{file:{secrets_file}:source.password}}";',
+        "ssl.truststore.location": str(certs.ca_p12), "ssl.truststore.password": certs.truststore_password,
+    }, "spark test")
+    target = JobTarget(settings["bootstrap.servers"], node.bootstrap_servers, (topic,), source_settings=settings)
+    rows = (spark.read.format("kafka").options(**target.spark_options("source"))
+            .option("subscribe", topic).load().selectExpr("CAST(value AS STRING) AS v").collect())
+    assert sorted(r.v for r in rows) == sorted(r["value"].decode() for r in _records(60))

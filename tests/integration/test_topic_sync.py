@@ -1,0 +1,126 @@
+"""Destination topics follow their sources on the real stack: partition growth and topic-config sync."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+
+from mirror_worker.topic_configs import describe_explicit_configs
+from mirror_worker.topics import describe_topics
+from tests.kafka_util import create_topic, produce
+from tests.worker_util import WorkerProcess, wait_for_count, write_properties
+
+pytestmark = pytest.mark.integration
+
+
+def _flags(stack, tmp_path, group: str) -> list[str]:
+    consumer = write_properties(tmp_path / "source.properties", {
+        "bootstrap.servers": stack["source"].kafka.bootstrap_servers, "group.id": group,
+    })
+    producer = write_properties(tmp_path / "destination.properties", {
+        "bootstrap.servers": stack["destination"].kafka.bootstrap_servers,
+    })
+    return ["--consumer.config", consumer, "--producer.config", producer, "--offset.commit.interval.ms", "1000"]
+
+
+def _records(tag: str, count: int, partitions: range) -> list[dict]:
+    now_ms = int(time.time() * 1000)
+    return [{"value": f"{tag}-{i}".encode(), "partition": partitions[i % len(partitions)], "timestamp": now_ms}
+            for i in range(count)]
+
+
+def _wait(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.5)
+    raise AssertionError(f"{what} not within {timeout}s")
+
+
+def test_destination_grows_when_the_source_gains_partitions(stack, topic_name, tmp_path):
+    """Default routing (not preserve-partitions): the destination still grows, and new partitions are mirrored."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("grow")
+    create_topic(src, topic, partitions=2)
+    produce(src, topic, _records("before", 40, range(2)))
+    worker = WorkerProcess([*_flags(stack, tmp_path, f"g-{topic}"), "--whitelist", topic, "--prefix", "dc."], tmp_path)
+    try:
+        worker.wait_started()
+        assert len(wait_for_count(dst, f"dc.{topic}", 40)) == 40
+        assert describe_topics(AdminClient({"bootstrap.servers": dst}))[f"dc.{topic}"].partitions == 2
+
+        admin = AdminClient({"bootstrap.servers": src})
+        admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
+        grown_at = time.monotonic()
+        produce(src, topic, _records("after", 40, range(2, 4)))  # only into the new partitions
+
+        destination_admin = AdminClient({"bootstrap.servers": dst})
+        _wait(lambda: describe_topics(destination_admin).get(f"dc.{topic}").partitions == 4, 60,
+              "destination grown to 4 partitions")
+        assert time.monotonic() - grown_at < 60
+        mirrored = wait_for_count(dst, f"dc.{topic}", 80)
+        values = sorted(m.value() for m in mirrored)
+        assert values == sorted([f"before-{i}".encode() for i in range(40)] + [f"after-{i}".encode() for i in range(40)])
+        grew = [e for e in worker.logs() if e.get("msg") == "grew destination topic"]
+        assert [(e["topic"], e["partitions"], e["before"]) for e in grew] == [(f"dc.{topic}", 4, 2)]
+    finally:
+        worker.stop_quietly()
+
+
+def test_topic_configs_copied_at_creation_and_kept_in_sync(stack, topic_name, tmp_path):
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("cfg")
+    create_topic(src, topic, partitions=1, config={
+        "retention.ms": "3600000", "cleanup.policy": "compact", "max.message.bytes": "2000000",
+        "compression.type": "zstd", "segment.ms": "7200000",
+        "min.insync.replicas": "1", "message.timestamp.type": "LogAppendTime",  # excluded by default
+    })
+    worker = WorkerProcess([
+        *_flags(stack, tmp_path, f"g-{topic}"), "--whitelist", topic, "--prefix", "dc.",
+        "--config.sync.interval.ms", "2000", "--config.sync.exclude", "segment\\.ms", "--metrics.port", "0",
+    ], tmp_path)
+    source_admin, destination_admin = AdminClient({"bootstrap.servers": src}), AdminClient({"bootstrap.servers": dst})
+    remote = f"dc.{topic}"
+    try:
+        worker.wait_for_log("mirror started")
+        created = describe_explicit_configs(destination_admin, [remote])[remote]
+        assert created == {"retention.ms": "3600000", "cleanup.policy": "compact", "max.message.bytes": "2000000",
+                           "compression.type": "zstd"}
+
+        # A destination-only setting survives every sync; a source change is followed within the interval.
+        _alter(destination_admin, remote, {"retention.bytes": "123456789"})
+        _alter(source_admin, topic, {"retention.ms": "7200000", "min.insync.replicas": "1"})
+        changed_at = time.monotonic()
+        _wait(lambda: describe_explicit_configs(destination_admin, [remote])[remote].get("retention.ms") == "7200000",
+              30, "retention.ms synced")
+        assert time.monotonic() - changed_at < 30
+        after = describe_explicit_configs(destination_admin, [remote])[remote]
+        assert after == {"retention.ms": "7200000", "cleanup.policy": "compact", "max.message.bytes": "2000000",
+                         "compression.type": "zstd", "retention.bytes": "123456789"}
+        # Excluded keys were left alone: the destination keeps its own (broker default) values.
+        resource = ConfigResource(ConfigResource.Type.TOPIC, remote)
+        entries = destination_admin.describe_configs([resource])[resource].result(30)
+        assert entries["message.timestamp.type"].value == "CreateTime"
+        assert entries["segment.ms"].value != "7200000"
+        synced = [(e["topic"], e["config"], e["new"]) for e in worker.logs() if e.get("msg") == "topic config synced"]
+        assert (remote, "retention.ms", "7200000") in synced
+        assert not [s for s in synced if s[1] in ("min.insync.replicas", "message.timestamp.type", "segment.ms")]
+        metrics = urllib.request.urlopen(worker.wait_for_log("metrics endpoint")["url"], timeout=10).read().decode()
+        counted = [line for line in metrics.splitlines()
+                   if line.startswith("mirror_topic_configs_synced_total{") and f'topic="{remote}"' in line]
+        assert len(counted) == 1 and float(counted[0].split()[-1]) == len([s for s in synced if s[0] == remote])
+    finally:
+        worker.stop_quietly()
+
+
+def _alter(admin: AdminClient, topic: str, configs: dict[str, str]) -> None:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
+    ])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
