@@ -162,7 +162,9 @@ def main() -> int:
     deadline = time.monotonic() + catch_up_s
     while time.monotonic() < deadline:
         produced = end_offsets(source.kafka.bootstrap_servers, TOPIC)
-        if end_offsets(destination.kafka.bootstrap_servers, MIRRORED_TOPIC) >= produced:
+        # Caught up: every record copied, and the copies committed (the worker commits periodically).
+        if (end_offsets(destination.kafka.bootstrap_servers, MIRRORED_TOPIC) >= produced
+                and committed_total(source.kafka.bootstrap_servers, group) >= produced):
             break
         time.sleep(1)
     caught_up = _progress(stack, "final", group)
