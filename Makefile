@@ -10,6 +10,7 @@ setup:
 
 run: setup
 	@$(PY) -m devstack up
+	@$(PY) -m devstack airflow
 	@$(PY) -m devstack.demo
 
 test: setup

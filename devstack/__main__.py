@@ -1,4 +1,4 @@
-"""`python -m devstack {up,down,status,kafka-stop,kafka-start}` — the Makefile's stack-* targets."""
+"""`python -m devstack {up,down,status,airflow,kafka-stop,kafka-start}` — the Makefile's stack-* targets."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("up", help="start both clusters and registries in the background")
     sub.add_parser("down", help="stop everything the stack started")
     sub.add_parser("status", help="report each component; exit 1 unless all run")
+    sub.add_parser("airflow", help="start Airflow on the running stack with the demo mirror's DAGs unpaused")
     for name in ("kafka-stop", "kafka-start"):
         cmd = sub.add_parser(name, help=f"{name.split('-')[1]} one cluster's broker (data is kept)")
         cmd.add_argument("cluster", choices=CLUSTERS)
@@ -47,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stack at {stack.root} stopped")
         elif args.command == "status":
             return 0 if _print_status(stack) else 1
+        elif args.command == "airflow":
+            from devstack.airflow import print_login, run_with_demo
+
+            print_login(run_with_demo(stack))
         elif args.command == "kafka-stop":
             stack[args.cluster].kafka.stop()
             print(f"kafka[{args.cluster}] stopped")

@@ -1,8 +1,9 @@
 """`make run`'s demo on the local stack: a mirror from `source` to `destination`, kept up with live.
 
-Avro orders are produced to `demo.orders` on `source` while a mirror worker (started in the background
-as a stack service, stopped by `make stack-down`) copies them to `source.demo.orders` on `destination`;
-the demo prints both ends until the mirror has caught up.
+Avro orders are produced to `demo.orders` on `source` while a mirror worker copies them to
+`source.demo.orders` on `destination`; the demo prints both ends until the mirror has caught up. When
+Airflow runs on the stack (`python -m devstack airflow`), the worker is the one its `mirror__demo` DAG
+runs; otherwise the demo starts a worker itself as a stack service. `make stack-down` stops either.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
@@ -28,6 +29,9 @@ ORDER_SCHEMA = """
             {"name": "quantity", "type": "int"}]}
 """
 ITEMS = ["apple", "pear", "plum", "fig", "kiwi"]
+_COORDINATOR_STARTING = {
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+}
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -117,12 +121,16 @@ def end_offsets(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def committed_total(bootstrap: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
+def committed_total(bootstrap: str, group: str = GROUP) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
         partitions = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
         committed = consumer.committed([TopicPartition(TOPIC, p) for p in partitions], timeout=10)
         return sum(max(tp.offset, 0) for tp in committed)
+    except KafkaException as exc:
+        if exc.args[0].code() in _COORDINATOR_STARTING:  # a young cluster: nothing committed yet
+            return 0
+        raise
     finally:
         consumer.close()
 
@@ -134,23 +142,32 @@ def main() -> int:
         return 1
     source, destination = stack["source"], stack["destination"]
     ensure_topic(source.kafka.bootstrap_servers, TOPIC, partitions=3)
-    metrics_url, log_file = start_mirror(stack)
-    print(f"\nmirror worker running: {TOPIC} on source -> {MIRRORED_TOPIC} on destination")
-    print(f"  metrics {metrics_url}\n  logs    {log_file}\n")
+    airflow_group = _airflow_mirror_group(stack)
+    if airflow_group is None:
+        group, catch_up_s = GROUP, 30
+        metrics_url, log_file = start_mirror(stack)
+        print(f"\nmirror worker running: {TOPIC} on source -> {MIRRORED_TOPIC} on destination")
+        print(f"  metrics {metrics_url}\n  logs    {log_file}\n")
+    else:
+        # The DAG run starts the worker after discover, ensure_topics and sync_schemas: minutes on two cores.
+        group, catch_up_s = airflow_group, 300
+        print(f"\nmirror run by Airflow (DAG mirror__demo): {TOPIC} on source -> {MIRRORED_TOPIC} on destination\n")
     print("  second  produced on source  mirrored on destination  committed by the mirror")
     started = time.monotonic()
     for second in range(1, 16):
         produce_orders(source.kafka.bootstrap_servers, source.registry.url, 200)
         time.sleep(max(0.0, started + second - time.monotonic()))
         if second % 3 == 0:
-            _progress(stack, second)
-    deadline = time.monotonic() + 30
+            _progress(stack, second, group)
+    deadline = time.monotonic() + catch_up_s
     while time.monotonic() < deadline:
         produced = end_offsets(source.kafka.bootstrap_servers, TOPIC)
-        if end_offsets(destination.kafka.bootstrap_servers, MIRRORED_TOPIC) >= produced:
+        # Caught up: every record copied, and the copies committed (the worker commits periodically).
+        if (end_offsets(destination.kafka.bootstrap_servers, MIRRORED_TOPIC) >= produced
+                and committed_total(source.kafka.bootstrap_servers, group) >= produced):
             break
         time.sleep(1)
-    caught_up = _progress(stack, "final")
+    caught_up = _progress(stack, "final", group)
     first_id = produce_orders(source.kafka.bootstrap_servers, source.registry.url, 3)
     orders = read_orders(source.kafka.bootstrap_servers, source.registry.url, first_id, 3)
     print("\nlatest orders (Avro through the source registry):")
@@ -159,14 +176,28 @@ def main() -> int:
     print(f"\nstack contract:   {stack.stack_json}")
     for name, cluster in stack.clusters.items():
         print(f"  {name:<12} kafka {cluster.kafka.bootstrap_servers:<22} registry {cluster.registry.url}")
+    if airflow_group is not None:
+        from devstack.airflow import Airflow, print_login
+
+        print_login(Airflow(stack))
     print("the mirror keeps running in the background.  status: make stack-status    stop: make stack-down")
     return 0 if caught_up else 1
 
 
-def _progress(stack: Stack, label) -> bool:
+def _airflow_mirror_group(stack: Stack) -> str | None:
+    """The demo mirror's consumer group when Airflow runs it, else None."""
+    if "airflow" not in json.loads(stack.stack_json.read_text()):
+        return None
+    from devstack.airflow import DEMO_MIRROR, Airflow
+    from mirror_worker.spec import select_mirror
+
+    return select_mirror(Airflow(stack).spec, DEMO_MIRROR).group_id
+
+
+def _progress(stack: Stack, label, group: str = GROUP) -> bool:
     produced = end_offsets(stack["source"].kafka.bootstrap_servers, TOPIC)
     mirrored = end_offsets(stack["destination"].kafka.bootstrap_servers, MIRRORED_TOPIC)
-    committed = committed_total(stack["source"].kafka.bootstrap_servers)
+    committed = committed_total(stack["source"].kafka.bootstrap_servers, group)
     print(f"  {label!s:>6}  {produced:>17}  {mirrored:>23}  {committed:>22}")
     return mirrored >= produced
 

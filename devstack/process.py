@@ -39,6 +39,17 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _stable_cmdline(pid: int, attempts: int = 20) -> str:
+    """The command line, read again while it comes back empty: a live process always has one, but a
+    read that races with the process (exec, exit) can return nothing."""
+    for _ in range(attempts):
+        cmdline = _cmdline(pid)
+        if cmdline or not is_alive(pid):
+            return cmdline
+        time.sleep(0.05)
+    return ""
+
+
 def rss_mib(pid: int) -> float:
     """Resident set size of one process in MiB (0 when it is gone)."""
     try:
@@ -73,12 +84,40 @@ class ManagedProcess:
             return None
         if not is_alive(pid):
             return None
-        if str(self.home) not in _cmdline(pid):
+        child = _children.get(pid)
+        if child is not None and child.poll() is None:
+            return pid  # started here and not reaped: the pid cannot belong to anyone else
+        if str(self.home) not in _stable_cmdline(pid):
             return None
         return pid
 
     def is_running(self) -> bool:
         return self.pid() is not None
+
+    def exited(self) -> bool:
+        """Whether the process is gone. For a process started here, its exit status decides (its pid
+        stays reserved until it is reaped), not the command line, which a starting program may
+        rewrite (setproctitle)."""
+        try:
+            child = _children.get(int(self.pid_file.read_text().strip()))
+        except (FileNotFoundError, ValueError):
+            child = None
+        if child is not None:
+            return child.poll() is not None
+        return not self.is_running()
+
+    def exit_report(self) -> str:
+        """Why the process is not running, as far as this process can tell (for error messages)."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return "no pid file"
+        child = _children.get(pid)
+        if child is not None and child.poll() is not None:
+            return f"pid {pid} exited with status {child.returncode}"
+        if is_alive(pid):
+            return f"pid {pid} runs {_cmdline(pid)[:200]!r}, which does not name {self.home}"
+        return f"pid {pid} is gone"
 
     def start(self, argv: list[str], env: dict[str, str] | None = None) -> int:
         """Start argv detached from this process; argv must mention `home` (see module doc)."""
@@ -103,27 +142,36 @@ class ManagedProcess:
         return proc.pid
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM the whole process group, SIGKILL it after `timeout` seconds."""
+        """SIGTERM the whole process tree, SIGKILL what is left after `timeout` seconds.
+
+        The tree is the server's process group plus every descendant that moved to a group of its own
+        (Airflow puts each task in one): all of them are signalled at once.
+        """
         pid = self.pid()
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return
-        _signal_group(pid, signal.SIGTERM)
-        if not self._wait_gone(pid, timeout):
-            _signal_group(pid, signal.SIGKILL)
-            if not self._wait_gone(pid, 10.0):
+        tree = _tree_groups(pid)
+        for group in tree:
+            _signal_group(group, signal.SIGTERM)
+        if not self._wait_gone(pid, timeout, tree):
+            for group in tree | _tree_groups(pid):
+                _signal_group(group, signal.SIGKILL)
+            if not self._wait_gone(pid, 10.0, tree):
                 raise StackError(f"{self.name} (pid {pid}) did not exit after SIGKILL")
         self.pid_file.unlink(missing_ok=True)
 
     def kill(self) -> None:
-        """SIGKILL the whole process group at once (a crash, for fault tests)."""
+        """SIGKILL the whole process tree at once (a crash, for fault tests)."""
         pid = self.pid()
         if pid is not None:
-            _signal_group(pid, signal.SIGKILL)
-            self._wait_gone(pid, 10.0)
+            tree = _tree_groups(pid)
+            for group in tree:
+                _signal_group(group, signal.SIGKILL)
+            self._wait_gone(pid, 10.0, tree)
         self.pid_file.unlink(missing_ok=True)
 
-    def _wait_gone(self, pid: int, timeout: float) -> bool:
+    def _wait_gone(self, pid: int, timeout: float, groups: set[int] = frozenset()) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             child = _children.get(pid)
@@ -131,12 +179,50 @@ class ManagedProcess:
                 child.poll()
             if not is_alive(pid):
                 _children.pop(pid, None)
-                return _group_gone(pid, deadline)
+                return all(_group_gone(group, deadline) for group in {pid, *groups})
             time.sleep(0.1)
         return False
 
 
 _children: dict[int, subprocess.Popen] = {}
+
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, process group id) of every live process."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] not in ("Z", "X"):
+            table[int(entry.name)] = (int(fields[1]), int(fields[2]))
+    return table
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every live process below it."""
+    table = _process_table()
+    found, frontier = [pid], [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, (ppid, _) in table.items() if ppid == parent]
+        found += children
+        frontier += children
+    return found
+
+
+def _tree_groups(pid: int) -> set[int]:
+    """The process groups of `pid` and its descendants (groups they made themselves included).
+
+    The server runs in a session of its own, and a process can only join or create groups inside its
+    session: no group outside the tree is ever returned.
+    """
+    table = _process_table()
+    return {pid} | {table[p][1] for p in descendants(pid) if p in table}
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -164,14 +250,4 @@ def _group_gone(pgid: int, deadline: float) -> bool:
 
 
 def _only_zombies(pgid: int) -> bool:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return False
-    return True
+    return all(group != pgid for _, group in _process_table().values())

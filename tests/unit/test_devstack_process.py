@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
+import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -35,6 +39,28 @@ def test_stop_terminates_the_whole_process_group(tmp_path):
     assert not proc.pid_file.exists()
 
 
+def test_stop_reaches_descendants_that_left_the_process_group(tmp_path):
+    # As Airflow does for each task: the grandchild moves to a process group of its own.
+    proc = ManagedProcess("tree", tmp_path)
+    grandchild = tmp_path / "grandchild.pid"
+    script = f"import os, time; os.setpgid(0, 0); open({str(grandchild)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    root = proc.start(["bash", "-c", f"{sys.executable} -c \"{script}\" & wait # {tmp_path}"])
+    deadline = time.monotonic() + 10
+    while not (grandchild.is_file() and grandchild.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(grandchild.read_text())
+    try:
+        assert is_alive(pid) and os.getpgid(pid) != proc.pid()
+
+        proc.stop(timeout=5.0)
+
+        assert not is_alive(pid)
+    finally:
+        for group in (root, pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+
+
 def test_pid_file_of_an_unrelated_process_is_not_trusted(tmp_path):
     proc = ManagedProcess("stranger", tmp_path)
     stranger = subprocess.Popen(["sleep", "30"])
@@ -54,8 +80,19 @@ def test_start_refuses_a_command_that_does_not_name_its_home(tmp_path):
 
 
 def test_cluster_id_is_16_bytes_urlsafe_base64_without_padding():
-    ids = {new_cluster_id() for _ in range(50)}
-    assert len(ids) == 50
+    ids = {new_cluster_id() for _ in range(2000)}  # about 30 would start with "-" if allowed
+    assert len(ids) == 2000
     for cluster_id in ids:
-        assert len(cluster_id) == 22 and "=" not in cluster_id
+        assert len(cluster_id) == 22 and "=" not in cluster_id and not cluster_id.startswith("-")
         assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16
+
+
+def test_exited_follows_the_exit_status_of_a_process_started_here(tmp_path):
+    proc = ManagedProcess("short", tmp_path)
+    proc.start(["bash", "-c", f"sleep 0.5 # {tmp_path}"])
+    assert not proc.exited()
+    deadline = time.monotonic() + 10
+    while not proc.exited() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.exited() and not proc.is_running()
+    assert "exited with status 0" in proc.exit_report()

@@ -1,0 +1,50 @@
+"""What a person does in the Airflow 3 UI, as Selenium steps. Waits are generous: the React UI takes
+tens of seconds to load on two busy cores."""
+
+from __future__ import annotations
+
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+PAGE_S = 180
+# The DAG page's pause switch: data-state "checked" while the DAG runs (unpaused).
+PAUSE_TOGGLE = (By.CSS_SELECTOR, "label[data-testid='toggle-pause']")
+
+
+def log_in(driver, url: str, username: str, password: str) -> None:
+    driver.get(f"{url}/auth/login")
+    wait = WebDriverWait(driver, PAGE_S)
+    wait.until(EC.presence_of_element_located((By.NAME, "username"))).send_keys(username)
+    driver.find_element(By.NAME, "password").send_keys(password)
+    wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "button[type='submit']"))).click()
+    wait.until(lambda d: "/auth/login" not in d.current_url)
+
+
+def open_dag(driver, url: str, dag_id: str) -> None:
+    driver.get(f"{url}/dags/{dag_id}")
+    WebDriverWait(driver, PAGE_S).until(EC.presence_of_element_located(PAUSE_TOGGLE))
+
+
+def is_paused(driver) -> bool:
+    return driver.find_element(*PAUSE_TOGGLE).get_attribute("data-state") != "checked"
+
+
+def wait_paused(driver, paused: bool, timeout: float = PAGE_S) -> None:
+    WebDriverWait(driver, timeout).until(
+        lambda d: d.find_elements(*PAUSE_TOGGLE) and is_paused(d) == paused,
+        f"the pause switch did not show {'paused' if paused else 'running'}",
+    )
+
+
+def toggle_pause(driver) -> None:
+    """Click the DAG's pause switch, and confirm when the UI asks."""
+    WebDriverWait(driver, PAGE_S).until(EC.element_to_be_clickable(PAUSE_TOGGLE)).click()
+    try:
+        confirm = WebDriverWait(driver, 3).until(EC.element_to_be_clickable(
+            (By.XPATH, "//div[@role='dialog']//button[normalize-space()='Confirm' or normalize-space()='Pause' "
+                       "or normalize-space()='Unpause']")))
+        confirm.click()
+    except TimeoutException:
+        pass  # no confirmation asked
