@@ -11,7 +11,7 @@ from mirror_worker.exceptions import ConfigError
 from mirror_worker.properties import load_properties
 
 
-class _OneLineParser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """argparse that raises ConfigError (one line, exit 2 in __main__) instead of printing usage."""
 
     def error(self, message: str):  # noqa: D401 - argparse's hook
@@ -28,7 +28,7 @@ def _bool(text: str) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="python -m mirror_worker",
         allow_abbrev=False,
         description="Mirror topics from one or more source Kafka clusters into a destination cluster.",

@@ -170,3 +170,12 @@ def check_librdkafka(settings: dict[str, str], kind: str, where: str) -> None:
         raise ConfigError(f"{where}: {redact_text(text)}") from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: {redact_text(str(exc))}") from None
+
+
+_CONNECTION_KEYS = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.id", "socket.",
+                    "broker.address.family")
+
+
+def connection_settings(settings: dict) -> dict:
+    """Only how to reach and authenticate to a cluster: for a consumer made from producer settings."""
+    return {k: v for k, v in settings.items() if k.startswith(_CONNECTION_KEYS)}

@@ -19,11 +19,11 @@ from pathlib import Path
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.cli import _OneLineParser
+from mirror_worker.cli import OneLineParser
 from mirror_worker.config import MirrorConfig, SourceCluster
 from mirror_worker.exceptions import ConfigError, MirrorError
 from mirror_worker.offset_syncs import OffsetSync, PartitionTranslation, translate_positions
-from mirror_worker.worker import _connection_settings
+from mirror_worker.client_config import connection_settings
 
 EXIT_OK, EXIT_FATAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -54,7 +54,7 @@ def _source(config: MirrorConfig, alias: str | None) -> SourceCluster:
 
 
 def _admin(settings: dict) -> AdminClient:
-    return AdminClient(_connection_settings(settings))
+    return AdminClient(connection_settings(settings))
 
 
 def committed_source_offsets(config: MirrorConfig, source: SourceCluster, group: str,
@@ -89,7 +89,7 @@ def source_topic_ids(source: SourceCluster, topics: list[str], timeout: float = 
 def read_offset_syncs(config: MirrorConfig, timeout: float = 30.0) -> list[OffsetSync]:
     """Every sync record of the mirror's offset-syncs topic on the destination, oldest first."""
     topic = config.offset_syncs_topic
-    consumer = Consumer({**_connection_settings(config.producer), "group.id": f"{config.name}.translate-offsets",
+    consumer = Consumer({**connection_settings(config.producer), "group.id": f"{config.name}.translate-offsets",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
@@ -188,7 +188,7 @@ def report(config: MirrorConfig, group: str, translations: list[PartitionTransla
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="python -m mirror_worker translate-offsets", allow_abbrev=False,
+    parser = OneLineParser(prog="python -m mirror_worker translate-offsets", allow_abbrev=False,
                             description="Destination offsets a source consumer group resumes from after failover.")
     parser.add_argument("--config", required=True, metavar="FILE", help="YAML mirror spec")
     parser.add_argument("--mirror", metavar="NAME", help="the mirror (required when the spec has several)")

@@ -16,7 +16,6 @@ header -> destination framing header) the worker rewrites records with.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -311,11 +310,11 @@ def _source_topics(consumer_settings: dict) -> list[str]:
 
 def main(argv: list[str]) -> int:
     """Exit 0: every subject synced; 1: conflicts (one line each on stderr) or a registry failed; 2: bad input."""
-    from mirror_worker.cli import _OneLineParser
+    from mirror_worker.cli import OneLineParser
     from mirror_worker.runner import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail
     from mirror_worker.spec import select_mirror
 
-    parser = _OneLineParser(prog="python -m mirror_worker sync-schemas", allow_abbrev=False,
+    parser = OneLineParser(prog="python -m mirror_worker sync-schemas", allow_abbrev=False,
                             description="Copy a mirror's schema subjects to its destination registry.")
     parser.add_argument("--config", required=True, metavar="SPEC", help="YAML mirror spec")
     parser.add_argument("--mirror", metavar="NAME", help="the mirror (required when the spec has several)")

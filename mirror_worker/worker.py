@@ -21,6 +21,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafka
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
+from mirror_worker.client_config import connection_settings
 from mirror_worker.config import MirrorConfig
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
 from mirror_worker.exactly_once import PartitionTransactions, ProducerFenced, TransactionAborted
@@ -147,10 +148,10 @@ class MirrorWorker:
             stream = SourceStream(source.name, consumer, cluster_id, cluster_id == self.destination_cluster_id,
                                   producers=self.producers,
                                   reset_policy=reset_policy, incremental_assignment=_incremental(settings),
-                                  admin=AdminClient(self._client_settings(_connection_settings(source.consumer))))
+                                  admin=AdminClient(self._client_settings(connection_settings(source.consumer))))
             if cfg.exactly_once:
                 stream.transactions = PartitionTransactions(
-                    cfg.name, source.name, self._producer_settings(cfg.producer), _connection_settings(cfg.producer),
+                    cfg.name, source.name, self._producer_settings(cfg.producer), connection_settings(cfg.producer),
                     self.router.policy.remote_topic, stream.topic_ids.get, cfg.startup_timeout_s,
                 )
                 stream.producers = stream.transactions.producers
@@ -940,18 +941,9 @@ def _merge_pending(stream: SourceStream, pending: dict) -> None:
         counts[2] = max(counts[2], newest)
 
 
-_CONNECTION_KEYS = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.id", "socket.",
-                    "broker.address.family")
-
-
 def _incremental(consumer_settings: dict) -> bool:
     return (consumer_settings.get("group.protocol") == "consumer"
             or "cooperative" in consumer_settings.get("partition.assignment.strategy", ""))
-
-
-def _connection_settings(settings: dict) -> dict:
-    """Only how to reach and authenticate to a cluster: for a consumer made from producer settings."""
-    return {k: v for k, v in settings.items() if k.startswith(_CONNECTION_KEYS)}
 
 
 def _fmt(keys) -> list[str]:

@@ -14,18 +14,8 @@ import json
 from airflow.sdk import BaseHook
 
 from mirror_airflow.exceptions import ConnectionConfigError
-from mirror_worker.client_config import consumer_settings, producer_settings, translate_java_settings
+from mirror_worker.client_config import connection_settings, consumer_settings, producer_settings, translate_java_settings
 from mirror_worker.exceptions import ConfigError
-
-# How to reach and authenticate to a cluster: what an admin client takes from any client's settings.
-_CONNECTION_KEYS = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.id", "socket.",
-                    "broker.address.family")
-
-
-def connection_settings(settings: dict[str, str]) -> dict[str, str]:
-    """The reach-and-authenticate subset of client settings (for an AdminClient)."""
-    return {k: v for k, v in settings.items() if k.startswith(_CONNECTION_KEYS)}
-
 
 class KafkaHook(BaseHook):
     conn_name_attr = "kafka_conn_id"

@@ -20,7 +20,7 @@ from mirror_airflow.lag_rules import PartitionKey, Sample
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exactly_once import positions_group
 from mirror_worker.topics import describe_topics
-from mirror_worker.worker import _connection_settings
+from mirror_worker.client_config import connection_settings
 
 
 class MeasurementError(Exception):
@@ -28,7 +28,7 @@ class MeasurementError(Exception):
 
 
 def _reader(settings: dict, group: str) -> Consumer:
-    return Consumer({**_connection_settings(settings), "group.id": group, "enable.auto.commit": "false",
+    return Consumer({**connection_settings(settings), "group.id": group, "enable.auto.commit": "false",
                      "enable.partition.eof": "true", "client.id": "kafka-mirror-lag-sensor"})
 
 
@@ -61,7 +61,7 @@ def _watermarks(settings: dict, partitions: list[TopicPartition], timeout: float
     can reach: the last stable offset for a read_committed consumer (librdkafka's default)."""
     if not partitions:
         return {}
-    admin = AdminClient(_connection_settings(settings))
+    admin = AdminClient(connection_settings(settings))
     uncommitted = settings.get("isolation.level", "read_committed") == "read_uncommitted"
     level = IsolationLevel.READ_UNCOMMITTED if uncommitted else IsolationLevel.READ_COMMITTED
 
@@ -80,7 +80,7 @@ def _committed(mirror: MirrorConfig, alias: str, consumer: Consumer, partitions:
     if not mirror.exactly_once:
         result = consumer.committed(partitions, timeout=timeout)
         return {(tp.topic, tp.partition): tp.offset for tp in result if tp.offset >= 0}
-    positions = Consumer({**_connection_settings(mirror.producer), "group.id": positions_group(mirror.name, alias),
+    positions = Consumer({**connection_settings(mirror.producer), "group.id": positions_group(mirror.name, alias),
                           "isolation.level": "read_committed", "enable.auto.commit": "false"})
     try:
         slots = [TopicPartition(policy.remote_topic(tp.topic), tp.partition) for tp in partitions]

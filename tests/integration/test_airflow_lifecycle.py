@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from tests.airflow_support import dags_folder
+from tests.http_receiver import Receiver
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import committed_offsets, wait_for_count
 
@@ -81,33 +82,18 @@ def test_kafka_and_registry_hooks_on_the_stack(stack, monkeypatch):
 def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, tmp_path, airflow_db, monkeypatch):
     """Destination unreachable: the worker exits non-zero, run_worker fails after its (zero) retries and
     the mirror's webhook notifier posts the failure to a local receiver."""
-    import http.server
-    import threading
-
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     from devstack.net import free_port
     from mirror_airflow.dag_factory import mirror_dags, render
 
-    received: list[dict] = []
-
-    class Receiver(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    receiver = Receiver()
     try:
         name = f"crash{uuid.uuid4().hex[:8]}"
         spec = json.loads(_spec(stack, name, topic_name("none"), f"af-group-{uuid.uuid4().hex[:8]}",
                                 **{"startup-timeout-s": 3,
                                    "airflow": {"worker-retries": 0, "alerts": {
-                                       "webhook-url": f"http://127.0.0.1:{server.server_port}/alert"}}}))
+                                       "webhook-url": f"{receiver.url}/alert"}}}))
         spec["groups"][0]["destination"]["kafka"]["bootstrap.servers"] = f"127.0.0.1:{free_port()}"
         path = tmp_path / "mirrors.yaml"
         path.write_text(json.dumps(spec))
@@ -118,12 +104,12 @@ def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, 
 
         assert run.state == DagRunState.FAILED
         assert run.get_task_instance("run_worker").state == TaskInstanceState.FAILED
-        assert len(received) == 1, received
-        alert = received[0]
+        assert len(receiver.bodies) == 1, receiver.bodies
+        alert = receiver.bodies[0]
         assert (alert["mirror"], alert["dag_id"], alert["task_id"]) == (name, f"mirror__{name}", "run_worker")
         assert "exited with code 2" in alert["detail"], alert
     finally:
-        server.shutdown()
+        receiver.close()
 
 
 def test_discover_and_ensure_through_airflow_connections(stack, topic_name, tmp_path, monkeypatch):

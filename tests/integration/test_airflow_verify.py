@@ -3,15 +3,14 @@ the report's summary, and the mirror's webhook notifier sends it."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 import uuid
 
 import pytest
 
 from tests.airflow_support import dags_folder
+from tests.http_receiver import Receiver
 from tests.kafka_util import create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -32,19 +31,7 @@ def test_verify_dag_fails_on_an_inconsistent_mirror_and_alerts(stack, topic_name
     produce(src, topic, records)
     produce(dst, f"v.{topic}", [r for i, r in enumerate(records) if i not in (7, 8)])  # two records lost
 
-    received: list[dict] = []
-
-    class Receiver(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    receiver = Receiver()
     try:
         name = f"verify{uuid.uuid4().hex[:8]}"
         spec = {"groups": [{
@@ -53,7 +40,7 @@ def test_verify_dag_fails_on_an_inconsistent_mirror_and_alerts(stack, topic_name
             "destination": {"kafka": {"bootstrap.servers": dst}},
             "mirrors": [{"name": name, "whitelist": topic, "prefix": "v.", "preserve-partitions": True,
                          "airflow": {"verify-report-dir": str(tmp_path / "reports"),
-                                     "alerts": {"webhook-url": f"http://127.0.0.1:{server.server_port}/a"}}}],
+                                     "alerts": {"webhook-url": f"{receiver.url}/a"}}}],
         }]}
         path = tmp_path / "mirrors.yaml"
         path.write_text(json.dumps(spec))
@@ -68,8 +55,8 @@ def test_verify_dag_fails_on_an_inconsistent_mirror_and_alerts(stack, topic_name
         assert len(reports) == 1
         report = json.loads(reports[0].read_text())
         assert report["status"] == "inconsistent" and report["totals"]["missing"] == 2
-        assert len(received) == 1, received
-        detail = received[0]["detail"]
+        assert len(receiver.bodies) == 1, receiver.bodies
+        detail = receiver.bodies[0]["detail"]
         assert f"mirror '{name}' is inconsistent: inconsistent:" in detail and "missing=2" in detail, detail
     finally:
-        server.shutdown()
+        receiver.close()

@@ -9,12 +9,12 @@ import socketserver
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.airflow_support import dags_folder, load_dag_file
+from tests.http_receiver import Receiver
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import WorkerProcess, write_mirror_spec
 
@@ -23,33 +23,6 @@ pytestmark = pytest.mark.integration
 # A 30 s window sampled every 5 s: short enough for a test, long enough for the worker's 5 s commits.
 LAG = {"window-minutes": 0.5, "sample-interval-seconds": 5, "stop-after-seconds": 20,
        "max-latency-seconds": 30, "allowed-lag": 0}
-
-
-class Receiver:
-    """An HTTP server on 127.0.0.1 that records every POST (path, JSON body, arrival time)."""
-
-    def __init__(self) -> None:
-        self.posts: list[tuple[str, dict, float]] = []
-        received = self.posts
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                received.append((self.path, json.loads(body), time.monotonic()))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
