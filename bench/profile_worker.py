@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker-args", default="")
     parser.add_argument("--native", action="store_true", help="include C frames (librdkafka, CPython)")
     args = parser.parse_args(argv)
-    with bench_stack(kafka_only=True, kafka_heap_mb=768) as stack, tempfile.TemporaryDirectory() as tmp:
+    with bench_stack(kafka_only=True, kafka_heap_mb=768, reuse_running=False) as stack, tempfile.TemporaryDirectory() as tmp:
         clusters = Clusters(stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers)
         topic = f"prof-{uuid.uuid4().hex[:6]}"
         preload(clusters.source, topic, args.records, args.size, args.partitions)
