@@ -35,9 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partitions", default="0")
     parser.add_argument("--timeout", type=float, default=60)
+    parser.add_argument("--read-committed", action="store_true", help="see only committed transactions")
     args = parser.parse_args(argv)
     consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "bench-latency", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
+                         "fetch.wait.max.ms": 5, "fetch.min.bytes": 1,
+                         "isolation.level": "read_committed" if args.read_committed else "read_uncommitted"})
     consumer.assign([TopicPartition(args.topic, int(p), OFFSET_BEGINNING) for p in args.partitions.split(",")])
     # Connected, and the partitions' positions known, before the live records start.
     deadline = time.monotonic() + args.timeout
