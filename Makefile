@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker clean
+.PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -30,6 +30,12 @@ stack-status:
 
 bench-worker: setup
 	@$(PY) -m bench.worker_throughput $(BENCH_ARGS)
+
+# Worker vs MirrorMaker 2 vs a bare copy loop (bench/compare.py; ~10 min). MirrorMaker 2 is fetched
+# here, not by `make setup`: tests and CI never need it.
+bench: setup
+	@bash scripts/setup-bench.sh
+	@$(PY) -m bench.compare $(BENCH_ARGS)
 
 clean: stack-down
 	rm -rf .stack .pytest_cache

@@ -2,23 +2,49 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
-from devstack import Stack, paths
+from devstack import CLUSTERS, Stack, paths
+from devstack.kafka import KafkaNode
 
 
 @contextmanager
-def bench_stack():
-    """The running stack (`make stack-up`), or one started for this run and stopped after it."""
+def bench_stack(kafka_only: bool = False, kafka_heap_mb: int = 384, reuse_running: bool = True):
+    """The running stack (`make stack-up`), or one started for this run and stopped after it.
+
+    reuse_running=False: always start one (private brokers: no one else's traffic, and gigabytes of
+    benchmark records never land on a stack others use).
+    kafka_only: when no stack is running, start only the two Kafka nodes (no schema registries) —
+    for benchmarks that copy bytes and want the machine's cores for the systems they measure.
+    """
     stack = Stack(paths.default_stack_dir())
-    if stack.is_up():
+    if reuse_running and stack.is_up():
         yield stack
         return
-    own = Stack(Path(tempfile.mkdtemp(prefix="bench-stack-")))
-    own.up()
+    root = Path(tempfile.mkdtemp(prefix="bench-stack-"))
+    if not kafka_only:
+        own = Stack(root, kafka_heap_mb=kafka_heap_mb)
+        own.up()
+        try:
+            yield own
+        finally:
+            own.down()
+        return
+    nodes = {name: KafkaNode(name, root / name / "kafka", heap_mb=kafka_heap_mb) for name in CLUSTERS}
     try:
-        yield own
+        for node in nodes.values():
+            node.configure()
+            node.start()
+        with ThreadPoolExecutor(len(nodes)) as pool:
+            for future in [pool.submit(n.wait_ready) for n in nodes.values()]:
+                future.result()
+        yield {name: SimpleNamespace(name=name, kafka=node) for name, node in nodes.items()}
     finally:
-        own.down()
+        for node in nodes.values():
+            node.stop()
+        shutil.rmtree(root, ignore_errors=True)

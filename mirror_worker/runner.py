@@ -5,6 +5,7 @@ Exit codes: 0 clean stop (SIGTERM/SIGINT), 2 bad input (one line on stderr), 1 f
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import signal
@@ -48,6 +49,7 @@ def run_worker(config: MirrorConfig, index: int = 0) -> int:
     try:
         worker.start()
         started = True
+        _tune_gc()
         worker.run()
     except ConfigError as exc:
         return fail(str(exc), EXIT_BAD_INPUT)
@@ -57,6 +59,16 @@ def run_worker(config: MirrorConfig, index: int = 0) -> int:
         if started:
             worker.close()
     return EXIT_OK
+
+
+def _tune_gc() -> None:
+    """The mirror loop allocates thousands of short-lived objects per batch (one per consumed record),
+    none in reference cycles: with the default threshold (700) the cyclic GC ran several times per batch
+    and took ~15% of a copying worker's CPU (py-spy, issue #7). Objects from start-up are frozen out of
+    the collections; cycles are still collected, just less often.
+    """
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)
 
 
 def _child(config_json: str, index: int) -> None:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
@@ -373,7 +373,12 @@ class MirrorWorker:
             raise FatalMirrorError(self.fatal)
 
     def _mirror(self, stream: SourceStream, batch: list) -> None:
-        """The hot path: hand every record of `batch` to its producer, in order, per partition."""
+        """The hot path: hand every record of `batch` to its producer, in order, per partition.
+
+        A batch holds runs of records of one partition: the route, producer and halt state are looked
+        up once per run, and the ledger and the counts are updated once per run (with the offset of the
+        run's last record handed over), not once per record.
+        """
         route_of = self.router.route
         producers = stream.producers
         next_offsets = stream.ledger.next_offsets
@@ -384,29 +389,56 @@ class MirrorWorker:
         id_map = stream.schemas.id_headers if stream.schemas is not None else None
         rewrite, magic, header_size = wire_format.rewrite, wire_format.MAGIC_BYTE, wire_format.HEADER_SIZE
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
+        no_limit = 1 << 62
+        # The current run: its partition, and what was handed over of it.
+        topic = partition = None
+        skip = False
+        last = None  # the run's last record handed to the producer
+        records = size_sum = newest = 0
         for msg in batch:
             err = msg.error()
             if err is not None:
+                # Close the run first: error handling may move a partition's position (on_data_loss=reset).
+                if last is not None:
+                    _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+                    last = None
+                    records = size_sum = newest = 0
+                topic = partition = None
                 self._on_consume_error(stream, msg, err)
                 continue
-            topic = msg.topic()
-            partition = msg.partition()
-            if halted and (topic, partition) in halted:
+            msg_partition = msg.partition()
+            msg_topic = msg.topic()
+            if msg_partition != partition or msg_topic != topic:
+                if last is not None:
+                    _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+                    last = None
+                    records = size_sum = newest = 0
+                topic, partition = msg_topic, msg_partition
+                skip = bool(halted) and (topic, partition) in halted
+                route = route_of(topic, partition)
+                dest_topic, dest_partition = route.topic, route.partition
+                produce = producers[route.producer_index].produce
+                limit = max_bytes.get(dest_topic, no_limit)
+            if skip:
                 continue
-            route = route_of(topic, partition)
             key = msg.key()
             value = msg.value()
             size = (len(key) if key else 0) + (len(value) if value else 0)
             headers = msg.headers()
-            ts_type, timestamp = msg.timestamp()
-            if ts_type == TIMESTAMP_NOT_AVAILABLE:
+            timestamp = msg.timestamp()[1]
+            if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
                 timestamp = 0
             if provenance or headers:
-                headers = self._headers(stream, msg, headers, route.topic)
+                headers = self._headers(stream, msg, headers, dest_topic)
                 if headers is False:
+                    skip = (topic, partition) in halted
                     continue
             refused = False
-            if id_map is not None:
+            if size > limit:
+                refused = True
+                self._refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
+                                          f"max.message.bytes={limit}")
+            elif id_map is not None:
                 try:
                     if key and key[0] == magic and len(key) >= header_size:
                         key = rewrite(key, id_map)
@@ -414,36 +446,29 @@ class MirrorWorker:
                         value = rewrite(value, id_map)
                 except KeyError:
                     rewritten = self._new_schema_ids(stream, msg)
-                    refused = rewritten is None
+                    refused = rewritten is None  # dead-lettered, or its partition (or topic) halted
                     if not refused:
                         key, value = rewritten
             if refused:
-                pass  # dead-lettered, or its partition halted
-            elif size > max_bytes.get(route.topic, 1 << 62):
-                self._refuse(stream, msg, f"record of {size} bytes exceeds destination {route.topic} "
-                                          f"max.message.bytes={max_bytes[route.topic]}")
+                skip = (topic, partition) in halted
+                if skip:
+                    continue
             else:
-                producer = producers[route.producer_index]
-                while True:
-                    try:
-                        producer.produce(route.topic, value, key, route.partition, timestamp=timestamp, headers=headers)
-                        break
-                    except BufferError:
-                        # queue.size records in flight: let the destination catch up before going on.
-                        producer.poll(0.05)
-                    except KafkaException as exc:
-                        self._refuse(stream, msg, exc.args[0].str())
-                        break
-            if halted and (topic, partition) in halted:
-                continue
-            next_offsets[(topic, partition)] = msg.offset() + 1
-            counts = pending.get(topic)
-            if counts is None:
-                counts = pending[topic] = [0, 0, 0]
-            counts[0] += 1
-            counts[1] += size
-            if timestamp > counts[2]:
-                counts[2] = timestamp
+                try:
+                    produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers)
+                except (BufferError, KafkaException) as exc:
+                    self._produce_slowly(stream, msg, exc, produce, dest_topic, value, key, dest_partition,
+                                         timestamp, headers)
+                    skip = bool(halted) and (topic, partition) in halted
+                    if skip:
+                        continue
+            last = msg
+            records += 1
+            size_sum += size
+            if timestamp > newest:
+                newest = timestamp
+        if last is not None:
+            _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
         for topic, counts in pending.items():
             records, size = before.get(topic, (0, 0))
             if counts[0] > records:
@@ -506,6 +531,19 @@ class MirrorWorker:
         for key in sorted(stream.assigned):
             if key[0] == topic and key not in ledger.halted:
                 self._halt(stream, topic, key[1], ledger.next_offsets.get(key, ledger.committed.get(key, 0)), reason)
+
+    def _produce_slowly(self, stream: SourceStream, msg, exc: Exception, produce, topic, value, key, partition,
+                        timestamp, headers) -> None:
+        """A record the fast path could not hand over: wait for room in the queue, or refuse it."""
+        while isinstance(exc, BufferError):
+            # queue.size records in flight: let the destination catch up before going on.
+            produce.__self__.poll(0.05)
+            try:
+                produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
+                return
+            except (BufferError, KafkaException) as again:
+                exc = again
+        self._refuse(stream, msg, exc.args[0].str())
 
     def _headers(self, stream: SourceStream, msg, headers, destination_topic: str):
         """Copy headers, check for a cycle, add provenance. False means: the record was refused."""
@@ -931,6 +969,19 @@ class MirrorWorker:
         if self.heartbeat_producer is not None:
             self.heartbeat_producer.flush(2)
         log.info("mirror stopped", extra={**self._label, "final_commit": committed})
+
+
+def _close_run(next_offsets: dict, pending: dict, topic: str, partition: int, last, records: int, size: int,
+               newest: int) -> None:
+    """A run of one partition's records was handed over, up to and including `last`."""
+    next_offsets[(topic, partition)] = last.offset() + 1
+    counts = pending.get(topic)
+    if counts is None:
+        counts = pending[topic] = [0, 0, 0]
+    counts[0] += records
+    counts[1] += size
+    if newest > counts[2]:
+        counts[2] = newest
 
 
 def _merge_pending(stream: SourceStream, pending: dict) -> None:

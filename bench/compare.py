@@ -1,0 +1,474 @@
+"""The worker against Apache MirrorMaker 2 and a bare confluent-kafka copy loop, side by side (`make bench`).
+
+    .venv/bin/python -m bench.compare [--records 300000] [--sizes 100,1024] [--repeats 3]
+        [--systems worker,mm2,bare,worker-eos] [--procs 1] [--latency-s 5] [--rss-records 2000000]
+
+On two Kafka nodes started for the run (or, --running-stack, the running stack), for each record size:
+preload `--records` keyed records (10,000 keys, `--partitions` partitions) into a `source` topic, then
+run each system in turn, alternating (worker mm2 bare worker-eos worker mm2 ...), each on the same
+brokers and the same preloaded topic, each as a fresh process with a fresh group writing to its own
+destination topics (`<run>.<topic>`). Per run:
+
+  throughput  timed from the launch of the mirror process until the destination's high watermarks
+              sum to all preloaded records (polled every 50 ms): msgs_per_s = records / that time.
+              It includes the process start-up (JVM, group join, topic creation); copy_msgs_per_s is
+              the rate from the first record seen on the destination to the last, without start-up.
+  cpu_s       user+system CPU seconds of the mirror's process tree over that same interval.
+  peak_rss    the largest sum of RSS over the process tree, sampled every 50 ms while copying.
+  latency     then, with the same process still running, records are produced live into a second
+              topic at half of the worker's copy rate (measured by the first worker run at this size,
+              or --latency-rate) for --latency-s seconds; a separate process reads partition 0 of
+              its destination topic and takes now - produce time (written in each value) per record;
+              the first second is warm-up and not counted. p50/p99 in ms.
+
+Then (worker only) RSS over --rss-records records at 100 B, sampled every second. The figures are
+medians over the repeats; the machine's load average is recorded with them, since the machine is
+shared and the figures are noisy. Writes bench/results/latest.json (median rows), latest-runs.json
+(every run, settings, load, RSS series) and latest.md (the README's table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.common import bench_stack
+from bench.mm2 import mm2_argv, mm2_properties
+from devstack import paths
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SYSTEMS = ("worker", "mm2", "bare", "worker-eos")
+KEYS = 10_000
+
+
+@dataclass
+class Clusters:
+    source: str
+    destination: str
+
+
+# ------------------------------------------------------------------------------------------- topics
+def create_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(t, partitions, 1) for t in topics]).values():
+        future.result(30)
+
+
+def delete_topics(bootstrap: str, prefix: str) -> None:
+    """Free the disk a run's destination topics took (all topics named `prefix*`)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
+    if topics:
+        for future in admin.delete_topics(topics, operation_timeout=30).values():
+            try:
+                future.result(60)
+            except Exception:  # noqa: BLE001 - already gone; disk space only
+                pass
+
+
+def preload(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
+    """Fill `topic` with keyed records of `size`-byte values; returns the seconds it took."""
+    started = time.monotonic()
+    create_topics(bootstrap, [topic], partitions)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                         "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
+    payload = os.urandom(size)
+    keys = [f"key-{i}".encode() for i in range(KEYS)]
+    produce = producer.produce
+    for i in range(records):
+        while True:
+            try:
+                produce(topic, payload, keys[i % KEYS])
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(300) != 0:
+        raise RuntimeError(f"preload of {topic} did not complete")
+    return time.monotonic() - started
+
+
+def end_total(consumer: Consumer, topic: str, partitions: int) -> int:
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(partitions))
+    except Exception:  # noqa: BLE001 - the destination topic does not exist yet
+        return 0
+
+
+# ------------------------------------------------------------------------------------------- process tree
+def tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def tree_rss_mib(pid: int) -> float:
+    total = 0
+    for proc in tree(pid):
+        try:
+            total += proc.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total / 2**20
+
+
+def tree_cpu_s(pid: int) -> float:
+    total = 0.0
+    for proc in tree(pid):
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """SIGTERM to the whole process group (the mirror stops cleanly), SIGKILL if it hangs."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    except ProcessLookupError:
+        pass
+
+
+# ------------------------------------------------------------------------------------------- systems
+def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workdir: Path, args) -> subprocess.Popen:
+    """Start `system` mirroring `topics` into `<alias>.<topic>` on the destination."""
+    log = open(workdir / f"{alias}.log", "wb")  # noqa: SIM115 - closed with the process
+    if system in ("worker", "worker-eos"):
+        source_cfg = workdir / f"{alias}-source.properties"
+        source_cfg.write_text(f"bootstrap.servers={clusters.source}\ngroup.id=bench-{alias}\n")
+        producer_cfg = workdir / f"{alias}-destination.properties"
+        producer_cfg.write_text(f"bootstrap.servers={clusters.destination}\n")
+        argv = [sys.executable, "-m", "mirror_worker", "--name", alias, "--consumer.config", str(source_cfg),
+                "--producer.config", str(producer_cfg), "--whitelist", "|".join(topics), "--prefix", f"{alias}.",
+                "--preserve.partitions", "--num.streams", str(args.procs), *args.worker_args.split()]
+        if system == "worker-eos":
+            argv.append("--exactly.once")
+    elif system == "mm2":
+        properties = mm2_properties(alias, clusters.source, clusters.destination, topics, args.procs,
+                                    args.mm2_poll_records)
+        (workdir / alias).mkdir()
+        argv = mm2_argv(workdir / alias, properties, args.mm2_heap_mb)
+    elif system == "bare":
+        create_topics(clusters.destination, [f"{alias}.{t}" for t in topics], args.partitions)
+        argv = [sys.executable, "-m", "bench.bare_copy", "--source", clusters.source, "--destination",
+                clusters.destination, "--topics", ",".join(topics), "--prefix", f"{alias}.",
+                "--partitions", str(args.partitions), "--procs", str(args.procs)]
+    else:
+        raise ValueError(system)
+    return subprocess.Popen(argv, cwd=paths.ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def live_value(size: int) -> bytes:
+    """A live record's value: its produce time first (see bench.latency_probe), padded to `size`."""
+    return struct.pack("<d", time.time()) + bytes(max(0, size - 8))
+
+
+def measure_latency(clusters: Clusters, topic: str, dest_topic: str, size: int, rate: float, seconds: float,
+                    read_committed: bool = False) -> dict:
+    producer = Producer({"bootstrap.servers": clusters.source, "linger.ms": 5, "acks": "all",
+                         "queue.buffering.max.messages": 1_000_000})
+    producer.list_topics(topic, timeout=30)  # connected before the clock starts
+    probe = subprocess.Popen(
+        [sys.executable, "-m", "bench.latency_probe", "--bootstrap", clusters.destination, "--topic", dest_topic,
+         "--partitions", "0", "--timeout", str(seconds + 60), *(["--read-committed"] if read_committed else [])],
+        cwd=paths.ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    if probe.stdout.readline().strip() != "ready":
+        probe.kill()
+        return {"count": 0, "complete": False, "p50_ms": None, "p99_ms": None, "offered_msgs_per_s": 0}
+    start = time.time() + 0.2
+    counted_from, until = start + 1.0, start + seconds  # the first second is warm-up
+    probe.stdin.write(f"{counted_from} {until}\n")
+    probe.stdin.flush()
+    keys = [f"key-{i}".encode() for i in range(KEYS)]
+    time.sleep(max(0.0, start - time.time()))
+    sent = 0
+    while True:
+        now = time.time()
+        if now >= until + 0.5:  # a tail after `until`, so the probe sees the end
+            break
+        due = int((now - start) * rate)
+        while sent < due:
+            try:
+                producer.produce(topic, live_value(size), keys[sent % KEYS])
+                sent += 1
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+        time.sleep(0.002)
+    producer.flush(30)
+    try:
+        out, _ = probe.communicate(timeout=90)
+        result = json.loads(out.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, IndexError, json.JSONDecodeError):
+        probe.kill()
+        result = {"count": 0, "complete": False, "p50_ms": None, "p99_ms": None}
+    result["offered_msgs_per_s"] = round(sent / (until + 0.5 - start))
+    return result
+
+
+def run_one(system: str, size: int, repeat: int, clusters: Clusters, topic: str, workdir: Path, args,
+            latency_rate: float | None) -> dict:
+    alias = f"r{uuid.uuid4().hex[:6]}"
+    live = f"live-{alias}"
+    create_topics(clusters.source, [live], args.partitions)
+    watcher = Consumer({"bootstrap.servers": clusters.destination, "group.id": "bench-watch"})
+    load = os.getloadavg()[0]
+    row = {"system": system, "record_bytes": size, "repeat": repeat, "records": args.records, "load_1m": round(load, 2)}
+    launched = time.monotonic()
+    proc = launch(system, clusters, [topic, live], alias, workdir, args)
+    try:
+        first = done = None
+        peak_rss = 0.0
+        deadline = launched + args.run_timeout
+        while time.monotonic() < deadline and proc.poll() is None:
+            total = end_total(watcher, f"{alias}.{topic}", args.partitions)
+            now = time.monotonic()
+            peak_rss = max(peak_rss, tree_rss_mib(proc.pid))
+            if total and first is None:
+                first, first_count = now, total
+            if total >= args.records:
+                done = now
+                break
+            time.sleep(0.05)
+        cpu = tree_cpu_s(proc.pid)
+        if done is None:
+            row["error"] = f"exited with {proc.returncode}" if proc.poll() is not None else "timed out"
+            return row
+        elapsed = done - launched
+        row.update(
+            msgs_per_s=round(args.records / elapsed), mb_per_s=round(args.records * size / elapsed / 1e6, 2),
+            seconds=round(elapsed, 2), first_record_s=round(first - launched, 2),
+            copy_msgs_per_s=round((args.records - first_count) / (done - first)) if done > first else None,
+            cpu_s=round(cpu, 2), peak_rss_mib=round(peak_rss, 1),
+        )
+        rate = latency_rate or (row["copy_msgs_per_s"] or row["msgs_per_s"]) / 2
+        if args.latency_s > 0:
+            # Exactly-once records count when a read_committed consumer, the one it is for, can read them.
+            latency = measure_latency(clusters, live, f"{alias}.{live}", size, rate, args.latency_s,
+                                      read_committed=system == "worker-eos")
+            row.update(p50_ms=latency["p50_ms"], p99_ms=latency["p99_ms"], latency_records=latency["count"],
+                       latency_msgs_per_s=latency["offered_msgs_per_s"])
+        return row
+    finally:
+        stop(proc)
+        watcher.close()
+        delete_topics(clusters.destination, f"{alias}.")
+        delete_topics(clusters.source, live)
+
+
+def warm_up(clusters: Clusters, partitions: int) -> list[float]:
+    """A fresh cluster answers its first consumers seconds late (group coordinator and internal topics
+    being set up, cold JIT; seen at 2-6 s on a loaded machine): measure only once a produce -> consume
+    round trip on each cluster is quick. Returns each cluster's last p50 (ms)."""
+    results = []
+    for bootstrap in dict.fromkeys((clusters.source, clusters.destination)):
+        topic = f"warm-{uuid.uuid4().hex[:6]}"
+        create_topics(bootstrap, [topic], partitions)
+        p50 = None
+        for _ in range(6):
+            p50 = measure_latency(Clusters(bootstrap, bootstrap), topic, topic, 100, 500, 2.5)["p50_ms"]
+            if p50 is not None and p50 < 50:
+                break
+        results.append(p50)
+        delete_topics(bootstrap, topic)
+    return results
+
+
+# ------------------------------------------------------------------------------------------- RSS over many records
+def rss_over_records(clusters: Clusters, records: int, workdir: Path, args) -> dict:
+    topic = f"bench-rss-{uuid.uuid4().hex[:6]}"
+    preload(clusters.source, topic, records, 100, args.partitions)
+    alias = f"r{uuid.uuid4().hex[:6]}"
+    watcher = Consumer({"bootstrap.servers": clusters.destination, "group.id": "bench-watch"})
+    proc = launch("worker", clusters, [topic], alias, workdir, args)
+    series = []
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < args.run_timeout * 4 and proc.poll() is None:
+            total = end_total(watcher, f"{alias}.{topic}", args.partitions)
+            series.append((round(time.monotonic() - started, 1), total, round(tree_rss_mib(proc.pid), 1)))
+            if total >= records:
+                break
+            time.sleep(1.0)
+    finally:
+        stop(proc)
+        watcher.close()
+        delete_topics(clusters.destination, f"{alias}.")
+        delete_topics(clusters.source, topic)
+    copying = [rss for _, total, rss in series if 0 < total]
+    return {"records": records, "record_bytes": 100, "series": series,
+            "rss_mib_max": max(copying, default=None),
+            "rss_mib_at_quarters": [_rss_at(series, records * q / 4) for q in (1, 2, 3, 4)]}
+
+
+def _rss_at(series: list, records: float) -> float | None:
+    return next((rss for _, total, rss in series if total >= records), None)
+
+
+# ------------------------------------------------------------------------------------------- report
+FIELDS = ("msgs_per_s", "mb_per_s", "copy_msgs_per_s", "p50_ms", "p99_ms", "cpu_s", "peak_rss_mib", "first_record_s")
+
+
+def medians(runs: list[dict], systems: list[str], sizes: list[int]) -> list[dict]:
+    rows = []
+    for size in sizes:
+        for system in systems:
+            ok = [r for r in runs if r["system"] == system and r["record_bytes"] == size and "error" not in r]
+            row = {"system": system, "record_bytes": size, "repeats": len(ok)}
+            for field in FIELDS:
+                values = [r[field] for r in ok if r.get(field) is not None]
+                row[field] = round(statistics.median(values), 2) if values else None
+            rows.append(row)
+    return rows
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    out = []
+    by = {(r["system"], r["record_bytes"]): r for r in rows}
+    for (system, size), row in by.items():
+        if system != "worker":
+            continue
+        for other in ("mm2", "bare"):
+            peer = by.get((other, size))
+            for field in ("msgs_per_s", "copy_msgs_per_s"):
+                if peer and row.get(field) and peer.get(field):
+                    out.append({"record_bytes": size, "ratio": f"worker/{other}", "figure": field,
+                                "value": round(row[field] / peer[field], 2)})
+    for (system, size), row in by.items():
+        # From launch only: exactly-once records show up on the destination a transaction at a time, so
+        # the first-to-last-record rate of one run swings wildly with where the first commit falls.
+        if system == "worker-eos" and by.get(("worker", size), {}).get("msgs_per_s") and row.get("msgs_per_s"):
+            out.append({"record_bytes": size, "ratio": "worker-eos/worker", "figure": "msgs_per_s",
+                        "value": round(row["msgs_per_s"] / by[("worker", size)]["msgs_per_s"], 2)})
+    return out
+
+
+def markdown(rows: list[dict], ratio_rows: list[dict], meta: dict) -> str:
+    def fmt(value, digits=0):
+        if value is None:
+            return "-"
+        return f"{value:,.{digits}f}"
+
+    lines = [
+        f"Measured {meta['date']} on {meta['cpus']} cores, {meta['records']:,} records per run, {meta['repeats']} "
+        f"repeats (medians), {meta['procs']} process(es)/task(s) per system; load average "
+        f"{meta['load_start']} at start, {meta['load_end']} at end (a shared machine: figures are noisy).",
+        "",
+        "| system | record B | msgs/s | MB/s | copy msgs/s | p50 ms | p99 ms | CPU s | peak RSS MiB | first record s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['system']} | {r['record_bytes']} | {fmt(r['msgs_per_s'])} | {fmt(r['mb_per_s'], 1)} | "
+            f"{fmt(r['copy_msgs_per_s'])} | {fmt(r['p50_ms'], 1)} | {fmt(r['p99_ms'], 1)} | {fmt(r['cpu_s'], 1)} | "
+            f"{fmt(r['peak_rss_mib'])} | {fmt(r['first_record_s'], 1)} |"
+        )
+    if ratio_rows:
+        lines += ["", "| record B | ratio | msgs/s (from launch) | copy msgs/s |", "|---:|---|---:|---:|"]
+        keyed = {}
+        for r in ratio_rows:
+            keyed.setdefault((r["record_bytes"], r["ratio"]), {})[r["figure"]] = r["value"]
+        for (size, ratio), figures in sorted(keyed.items()):
+            lines.append(f"| {size} | {ratio} | {figures.get('msgs_per_s', '-')} | {figures.get('copy_msgs_per_s', '-')} |")
+    rss = meta.get("rss")
+    if rss:
+        quarters = ", ".join(f"{v}" for v in rss["rss_mib_at_quarters"])
+        lines += ["", f"Worker RSS over {rss['records']:,} records of 100 B: {quarters} MiB at 25/50/75/100 %; "
+                      f"max {rss['rss_mib_max']} MiB."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=300_000, help="preloaded records per size")
+    parser.add_argument("--sizes", default="100,1024", help="value sizes in bytes")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--procs", type=int, default=1, help="worker --num.streams, MM2 tasks.max, bare processes")
+    parser.add_argument("--worker-args", default="", help="extra worker flags, e.g. '--queue.size 20000'")
+    parser.add_argument("--latency-s", type=float, default=5.0, help="live-record seconds per run; 0: no latency")
+    parser.add_argument("--latency-rate", type=float, default=None, help="live msgs/s (default: half the worker's)")
+    parser.add_argument("--rss-records", type=int, default=2_000_000, help="worker RSS run (10000000 for 10M); 0: skip")
+    parser.add_argument("--mm2-heap-mb", type=int, default=512)
+    parser.add_argument("--mm2-poll-records", type=int, default=2500, help="MM2 max.poll.records (the worker's batch)")
+    parser.add_argument("--kafka-heap-mb", type=int, default=768, help="heap of the brokers this run starts")
+    parser.add_argument("--running-stack", action="store_true",
+                        help="measure on the running stack (make stack-up) instead of two private Kafka nodes")
+    parser.add_argument("--logs", default=None, help="keep each run's configs and logs here (default: a temp dir)")
+    parser.add_argument("--run-timeout", type=float, default=300)
+    parser.add_argument("--out", default=str(RESULTS / "latest"), help="output path without extension")
+    args = parser.parse_args(argv)
+    systems = [s for s in args.systems.split(",") if s]
+    sizes = [int(s) for s in args.sizes.split(",")]
+    unknown = set(systems) - set(SYSTEMS)
+    if unknown:
+        parser.error(f"unknown systems {sorted(unknown)}")
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    runs: list[dict] = []
+    rss = None
+    with bench_stack(kafka_only=True, kafka_heap_mb=args.kafka_heap_mb, reuse_running=args.running_stack) as stack, \
+            tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        clusters = Clusters(stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers)
+        workdir = Path(args.logs or tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        print(f"brokers warm: produce->consume p50 {warm_up(clusters, args.partitions)} ms", flush=True)
+        for size in sizes:
+            topic = f"bench-{size}-{uuid.uuid4().hex[:6]}"
+            took = preload(clusters.source, topic, args.records, size, args.partitions)
+            print(f"preloaded {args.records:,} x {size} B into {topic} in {took:.1f}s", flush=True)
+            latency_rate = args.latency_rate
+            for repeat in range(args.repeats):
+                for system in systems:
+                    row = run_one(system, size, repeat, clusters, topic, workdir, args, latency_rate)
+                    if system == "worker" and latency_rate is None and row.get("copy_msgs_per_s"):
+                        latency_rate = row["copy_msgs_per_s"] / 2  # half the worker's rate, for every system
+                    runs.append(row)
+                    print(json.dumps(row), flush=True)
+            delete_topics(clusters.source, topic)
+        if args.rss_records > 0 and "worker" in systems:
+            rss = rss_over_records(clusters, args.rss_records, workdir, args)
+            print(json.dumps({k: v for k, v in rss.items() if k != "series"}), flush=True)
+    rows = medians(runs, systems, sizes)
+    ratio_rows = ratios(rows)
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "records": args.records,
+        "repeats": args.repeats, "procs": args.procs, "partitions": args.partitions, "worker_args": args.worker_args,
+        "load_start": load_start, "load_end": [round(x, 2) for x in os.getloadavg()], "rss": rss,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
+    out.with_name(out.name + "-runs.json").write_text(
+        json.dumps({"meta": meta, "ratios": ratio_rows, "runs": runs}, indent=2) + "\n")
+    table = markdown(rows, ratio_rows, meta)
+    out.with_suffix(".md").write_text(table)
+    print("\n" + table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
