@@ -1,8 +1,9 @@
-"""End-to-end fixtures: one Airflow (`airflow standalone`) on the `stack` for the whole session, with a
-spec of its own naming a test mirror over uuid topics, and one headless Chromium.
+"""End-to-end fixtures: one Airflow (`airflow standalone`) on the `stack` for the e2e tests (package
+scope: stopped before the rest of the suite runs), with a spec of its own naming a test mirror over
+uuid topics, and one headless Chromium.
 
 Airflow runs under a temporary root with its own DAGs folder (the generated file of the test mirror),
-never as the shared stack's service; it is stopped at session end, its whole process tree included.
+never as the shared stack's service; it is stopped after the e2e tests, its whole process tree included.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def e2e_spec(stack: Stack, mirror: E2EMirror) -> dict:
     }]}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def e2e_mirror(stack) -> E2EMirror:
     suffix = uuid.uuid4().hex[:10]
     mirror = E2EMirror(f"e2e_{suffix}", f"e2e-{suffix}", f"mirrored.e2e-{suffix}", f"e2e-group-{suffix}", 3)
@@ -62,7 +63,7 @@ def e2e_mirror(stack) -> E2EMirror:
     return mirror
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def airflow(stack, e2e_mirror) -> Airflow:
     from mirror_airflow.dag_factory import render
 
@@ -103,7 +104,7 @@ def _keep_logs(instance: Airflow) -> None:
         shutil.copytree(instance.home / "logs", target / "tasks", dirs_exist_ok=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
     profile = Path(tempfile.mkdtemp(prefix="kafka-mirror-e2e-chromium-"))  # a fresh profile
     driver = start_chromium(profile)
