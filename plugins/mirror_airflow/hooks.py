@@ -14,8 +14,11 @@ import json
 from airflow.sdk import BaseHook
 
 from mirror_airflow.exceptions import ConnectionConfigError
-from mirror_worker.client_config import connection_settings, consumer_settings, producer_settings, translate_java_settings
+from mirror_worker.client_config import (
+    connection_settings, consumer_settings, producer_settings, settings_from_connection,
+)
 from mirror_worker.exceptions import ConfigError
+
 
 class KafkaHook(BaseHook):
     conn_name_attr = "kafka_conn_id"
@@ -47,8 +50,8 @@ class KafkaHook(BaseHook):
                     f"{self.where}: bootstrap.servers is required in the extras (a JSON object of librdkafka "
                     'settings, e.g. {"bootstrap.servers": "host:9092"})'
                 )
-            settings = {str(k): ("true" if v is True else "false" if v is False else str(v)) for k, v in extras.items()}
-            self._settings = translate_java_settings(settings, self.where)
+            # The connection's login and password are the SASL credentials (mirror_worker/security.py).
+            self._settings = settings_from_connection(conn.login, conn.password, extras, self.where)
         return dict(self._settings)
 
     def consumer_config(self, group_id: str) -> dict[str, str]:

@@ -7,6 +7,7 @@ password, nor the JAAS line, appears in anything a worker printed.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -244,6 +245,23 @@ def test_airflow_connection_settings_reach_a_sasl_ssl_plain_cluster(secure, topi
         refused.list_topics(timeout=5)
     refused.poll(1)
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def test_airflow_kafka_hook_connects_with_the_connection_login_and_password(secure, monkeypatch):
+    """The Airflow Kafka hook: login/password of the connection authenticate; a wrong password fails the test."""
+    from mirror_airflow.hooks import KafkaHook
+
+    node, certs = secure
+    extra = {"bootstrap.servers": node.listener_bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
+             "sasl.mechanism": "PLAIN", "ssl.truststore.location": str(certs.ca_pem)}
+    for conn_id, password in (("kafka_secure_ok", PLAIN_PASSWORD), ("kafka_secure_bad", WRONG_PASSWORD)):
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(
+            {"conn_type": "kafka", "login": PLAIN_USER, "password": password, "extra": extra}))
+    ok, message = KafkaHook("kafka_secure_ok").test_connection()
+    assert ok, message
+    ok, message = KafkaHook("kafka_secure_bad").test_connection()
+    assert not ok
+    assert WRONG_PASSWORD not in message and PLAIN_PASSWORD not in message
 
 
 @pytest.mark.spark

@@ -23,6 +23,7 @@ from mirror_airflow.operators import (
     pause_check_due,
 )
 from mirror_airflow.settings import airflow_sections, load_settings, parse_settings
+from mirror_worker.exceptions import ConfigError
 from mirror_worker.spec import load_entries
 
 SPEC = """
@@ -122,6 +123,19 @@ def test_kafka_hook_settings_from_connection_extras(monkeypatch):
     consumer = hook.consumer_config("g1")
     assert consumer["group.id"] == "g1" and consumer["enable.auto.commit"] == "false"
     assert hook.producer_config()["acks"] == "all"
+
+
+def test_kafka_hook_takes_sasl_credentials_from_the_connection_login_and_password(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SASL", json.dumps({
+        "conn_type": "kafka", "login": "mirror", "password": "s3cret-pw",
+        "extra": {"bootstrap.servers": "h:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512"}}))
+    settings = KafkaHook("kafka_sasl").client_settings()
+    assert settings["sasl.username"] == "mirror" and settings["sasl.password"] == "s3cret-pw"
+    assert settings["sasl.mechanisms"] == "SCRAM-SHA-512"
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_NOSASL", json.dumps({
+        "conn_type": "kafka", "login": "mirror", "password": "s3cret-pw", "extra": {"bootstrap.servers": "h:9092"}}))
+    with pytest.raises(ConfigError, match="needs security.protocol SASL_SSL or SASL_PLAINTEXT"):
+        KafkaHook("kafka_nosasl").client_settings()
 
 
 @pytest.mark.parametrize("extra, message", [
