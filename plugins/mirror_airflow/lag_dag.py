@@ -22,7 +22,8 @@ from pydantic import Field, model_validator
 
 from airflow.sdk import DAG
 from mirror_airflow.lag_rules import Limits
-from mirror_airflow.notifiers import KebabModel, notifiers_for
+from mirror_airflow.notifiers import notifiers_for
+from mirror_airflow.spec_models import KebabModel
 from mirror_airflow.sensors import MirrorLagSensor
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import ConfigError

@@ -26,27 +26,14 @@ import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, field_validator
 
 from airflow.sdk import BaseNotifier
-from mirror_worker.exceptions import ConfigError
+from mirror_airflow.spec_models import KebabModel
 
 log = logging.getLogger(__name__)
 
 _DAG_ID = re.compile(r"^mirror__(?P<mirror>.+?)(?:__(?:lag|verify|catchup))?$")
-
-
-class KebabModel(BaseModel):
-    """A spec mapping with kebab-case keys only; unknown keys rejected."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=lambda name: name.replace("_", "-"))
-
-    @classmethod
-    def parse(cls, raw: dict | None, where: str):
-        try:
-            return cls.model_validate(raw or {})
-        except ValidationError as exc:
-            raise ConfigError(validation_message(exc, where)) from None
 
 
 class AlertSettings(KebabModel):
@@ -65,14 +52,6 @@ class AlertSettings(KebabModel):
         if value is not None and urlsplit(value.get_secret_value()).scheme not in ("http", "https"):
             raise ValueError("an http:// or https:// URL is expected")
         return value
-
-
-def validation_message(exc: ValidationError, where: str) -> str:
-    """The first problem of a kebab-case mapping as one line naming the key."""
-    error = exc.errors()[0]
-    key = ".".join(str(p) for p in error["loc"])
-    message = "unknown key" if error["type"] == "extra_forbidden" else re.sub(r"^Value error, ", "", error["msg"])
-    return f"{where}: {key}: {message}" if key else f"{where}: {message}"
 
 
 # The message ----------------------------------------------------------------------------------------

@@ -18,24 +18,20 @@ keys rejected, so a typo fails that mirror's DAG file with the mirror and key na
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from mirror_airflow.exceptions import MirrorSpecError
+from mirror_airflow.spec_models import KebabModel, validation_message
 from mirror_worker.spec import read_spec
 
 AIRFLOW_KEY = "airflow"
 _CONN_ID = r"^[A-Za-z0-9_.-]+$"
 
 
-def _kebab(field: str) -> str:
-    return field.replace("_", "-")
-
-
-class MirrorAirflowSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=_kebab, populate_by_name=True)
+class MirrorAirflowSettings(KebabModel):
+    model_config = ConfigDict(populate_by_name=True)
 
     # The lifecycle DAG is created paused (Airflow's usual default) unless the spec says otherwise.
     unpaused: bool = False
@@ -89,10 +85,7 @@ def parse_settings(raw: dict, where: str) -> MirrorAirflowSettings:
     try:
         return MirrorAirflowSettings.model_validate(raw)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        key = ".".join(str(p) for p in error["loc"])
-        message = "unknown key" if error["type"] == "extra_forbidden" else re.sub(r"^Value error, ", "", error["msg"])
-        raise MirrorSpecError(f"{where}: airflow.{key}: {message}") from None
+        raise MirrorSpecError(validation_message(exc, where, key_prefix="airflow.")) from None
 
 
 def load_settings(spec_path: Path, mirror: str) -> MirrorAirflowSettings:
