@@ -59,6 +59,15 @@ class MirrorMetrics:
             "mirror_schema_conflict", "1 when a topic's schemas conflict with the destination's (the topic halts)",
             labels, registry=self.registry,
         )
+        self.backpressure_seconds = Counter(
+            "mirror_backpressure_seconds", "Time spent waiting for room in the producers' queue (queue.size)",
+            ["mirror"], registry=self.registry,
+        )
+        self.backpressure_pauses = Counter(
+            "mirror_backpressure_pauses",
+            "Waits for room long enough that the consumers were paused (the destination is slower than the source)",
+            ["mirror"], registry=self.registry,
+        )
         self.in_flight = Gauge("mirror_records_in_flight", "Records handed to producers, not yet acknowledged", ["mirror"], registry=self.registry)
 
     def serve(self, port: int) -> int:

@@ -44,6 +44,8 @@ log = logging.getLogger("mirror_worker")
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
 
 PROVENANCE_HEADER = "mirror.source"
+# A full producer queue waits this long for room before the consumers are paused (see _apply_backpressure).
+PAUSE_AFTER_S = 1.0
 
 
 def provenance_value(alias: str, cluster_id: str, topic: str, partition: int, offset: int) -> bytes:
@@ -358,6 +360,8 @@ class MirrorWorker:
                 if stream.stash:
                     batch, stream.stash = stream.stash, []
                     self._mirror(stream, batch)
+                    if stream.stash:  # the producers are full again: nothing newer before these
+                        continue
                 if not stream.topics:
                     time.sleep(timeout)
                     continue
@@ -456,10 +460,14 @@ class MirrorWorker:
             else:
                 try:
                     produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers)
-                except (BufferError, KafkaException) as exc:
-                    self._produce_slowly(stream, msg, exc, produce, dest_topic, value, key, dest_partition,
-                                         timestamp, headers)
-                    skip = bool(halted) and (topic, partition) in halted
+                except BufferError:
+                    # queue.size records in flight: the rest of the batch waits, in order, in the stash,
+                    # and the main loop waits for room before it fetches anything newer.
+                    stream.stash[:0] = batch[batch.index(msg):]
+                    break
+                except KafkaException as exc:
+                    self._refuse(stream, msg, exc.args[0].str())
+                    skip = (topic, partition) in halted
                     if skip:
                         continue
             last = msg
@@ -531,19 +539,6 @@ class MirrorWorker:
         for key in sorted(stream.assigned):
             if key[0] == topic and key not in ledger.halted:
                 self._halt(stream, topic, key[1], ledger.next_offsets.get(key, ledger.committed.get(key, 0)), reason)
-
-    def _produce_slowly(self, stream: SourceStream, msg, exc: Exception, produce, topic, value, key, partition,
-                        timestamp, headers) -> None:
-        """A record the fast path could not hand over: wait for room in the queue, or refuse it."""
-        while isinstance(exc, BufferError):
-            # queue.size records in flight: let the destination catch up before going on.
-            produce.__self__.poll(0.05)
-            try:
-                produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
-                return
-            except (BufferError, KafkaException) as again:
-                exc = again
-        self._refuse(stream, msg, exc.args[0].str())
 
     def _headers(self, stream: SourceStream, msg, headers, destination_topic: str):
         """Copy headers, check for a cycle, add provenance. False means: the record was refused."""
@@ -620,26 +615,40 @@ class MirrorWorker:
         return [p for stream in self.streams for p in stream.producers.values()]
 
     def _apply_backpressure(self) -> None:
-        high = max(1, self.config.queue_size - self.batch_size)
-        if self._in_flight() <= high:
+        """Wait for room in the producers while a stream holds records they refused (queue full).
+
+        The consumers are paused only when the wait outlasts PAUSE_AFTER_S: librdkafka drops a paused
+        partition's prefetched records, so pausing on every full queue would fetch everything twice.
+        While paused, the consumers are still polled (nothing is fetched) to keep the group membership
+        (max.poll.interval.ms); what they still hand out joins the stash, behind the refused records.
+        """
+        if not any(stream.stash for stream in self.streams):
             return
-        low = self.config.queue_size // 2
-        self._pause_all(True)
-        started = self.clock()
+        room_at = max(1, self.config.queue_size - self.batch_size // 2)
+        started = last_log = self.clock()
         try:
-            while self._in_flight() > low and not self.stop_event.is_set() and self.fatal is None:
+            while True:
                 for producer in self._all_producers():
-                    producer.poll(0.1)
-                # Keep group membership (max.poll.interval.ms) while paused; nothing is fetched.
+                    producer.poll(0.002)
+                if self._in_flight() <= room_at or self.stop_event.is_set() or self.fatal is not None:
+                    break
+                now = self.clock()
+                if now - started < PAUSE_AFTER_S:
+                    continue
+                if not self._paused:
+                    self._pause_all(True)
+                    self.metrics.backpressure_pauses.labels(**self._label).inc()
                 for stream in self.streams:
                     msg = stream.consumer.poll(0)
                     if msg is not None:
                         stream.stash.append(msg)
-                if self.clock() - started > 10:
+                if now - last_log > 10:
                     log.warning("destination slow: consumption paused", extra={**self._label, "in_flight": self._in_flight()})
-                    started = self.clock()
+                    last_log = now
         finally:
-            self._pause_all(False)
+            self.metrics.backpressure_seconds.labels(**self._label).inc(self.clock() - started)
+            if self._paused:
+                self._pause_all(False)
 
     def _pause_all(self, pause: bool) -> None:
         self._paused = pause

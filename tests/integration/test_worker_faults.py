@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -183,3 +185,42 @@ def test_destination_down_30_seconds_loses_nothing(stack, mirror, record_propert
     live.finish()
     _verify(mirror, 20_000, record_property)
     assert worker.terminate() == 0
+
+
+def test_full_queue_waits_in_order_and_keeps_group_membership(stack, tmp_path, topic_name, record_property):
+    """queue.size 40 and a producer that holds records 8 s (linger) longer than max.poll.interval.ms (6 s):
+    the worker waits for room with the rest of each batch stashed, pauses its consumer while it waits and
+    keeps polling it, so it stays in the group (no revoke, no loss, no duplicate) and keeps the order."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("queue")
+    create_topic(src, topic, partitions=2)
+    producer = Producer({"bootstrap.servers": src, "acks": "all", "enable.idempotence": True})
+    for i in range(120):
+        producer.produce(topic, f"q-{i:04d}".encode(), f"k{i % 7}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    consumer = write_properties(tmp_path / "source.properties", {
+        "bootstrap.servers": src, "group.id": f"g-{topic}",
+        "session.timeout.ms": "6000", "heartbeat.interval.ms": "1000", "max.poll.interval.ms": "6000",
+    })
+    slow = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": dst, "linger.ms": "8000"})
+    worker = WorkerProcess([
+        "--consumer.config", consumer, "--producer.config", slow, "--whitelist", topic, "--preserve.partitions",
+        "--queue.size", "40", "--offset.commit.interval.ms", "60000", "--metrics.port", "0",
+    ], tmp_path)
+    try:
+        worker.wait_started()
+        url = worker.wait_for_log("metrics endpoint")["url"]
+        destination = wait_for_count(dst, topic, 120, timeout=120)
+        metrics = urllib.request.urlopen(url, timeout=5).read().decode()
+        assert worker.proc.poll() is None, worker.stderr
+    finally:
+        worker.stop_quietly()
+    source = read_topic(src, topic, timeout=30)
+    missing, duplicates, ordered = loss_and_duplicates(source, destination)
+    assert (missing, duplicates, ordered) == ([], 0, True)
+    messages = [entry["msg"] for entry in worker.logs()]
+    assert messages.count("partitions assigned") == 1
+    assert "partitions revoked" not in messages and "partitions lost (not committed)" not in messages
+    pauses = re.search(r'^mirror_backpressure_pauses_total\{mirror="[^"]*"\} (\S+)$', metrics, re.M)
+    assert pauses and float(pauses.group(1)) >= 2, metrics  # 120 records through a queue of 40
+    record_property("backpressure_pauses", float(pauses.group(1)))
