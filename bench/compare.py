@@ -1,10 +1,11 @@
 """The worker against Apache MirrorMaker 2 and a bare confluent-kafka copy loop, side by side (`make bench`).
 
-    .venv/bin/python -m bench.compare [--records 300000] [--sizes 100,1024] [--repeats 3]
-        [--systems worker,mm2,bare,worker-eos] [--procs 1] [--latency-s 5] [--rss-records 2000000]
+    .venv/bin/python -m bench.compare [--records 1000000] [--sizes 100,1024] [--repeats 3]
+        [--systems worker,mm2,bare,worker-eos] [--procs 1] [--latency-s 5] [--rss-records 10000000]
 
 On two Kafka nodes started for the run (or, --running-stack, the running stack), for each record size:
-preload `--records` keyed records (10,000 keys, `--partitions` partitions) into a `source` topic, then
+preload `--records` keyed records (10,000 keys, `--partitions` partitions; distinct JSON-ish values that
+lz4 compresses 2-3x, see record_values) into a `source` topic, then
 run each system in turn, alternating (worker mm2 bare worker-eos worker mm2 ...), each on the same
 brokers and the same preloaded topic, each as a fresh process with a fresh group writing to its own
 destination topics (`<run>.<topic>`). Per run:
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import statistics
 import struct
@@ -81,19 +83,35 @@ def delete_topics(bootstrap: str, prefix: str) -> None:
                 pass
 
 
+def record_values(size: int, seed: int = 7):
+    """value(i): a distinct `size`-byte JSON-ish record, about as compressible as business data (lz4
+    shrinks a batch of them 3x at 100 B, 2.25x at 1 KiB). One random payload repeated for every record
+    compressed 229x, which flattered every system's I/O and made a 4 MiB fetch unpack to ~1 GB."""
+    rnd = random.Random(seed)
+    words = [bytes(rnd.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(3, 9))) for _ in range(512)]
+    memos = [b" ".join(rnd.choice(words) for _ in range(size // 4 + 1)) for _ in range(4096)]
+
+    def value(i: int) -> bytes:
+        head = b'{"id":%d,"account":"acc-%06d","amount":%d.%02d,"currency":"EUR","memo":"' % (
+            i, (i * 7919) % 1_000_000, (i * 31) % 100_000, i % 100)
+        return (head + memos[(i * 2654435761) % 4096])[:size - 2] + b'"}'
+
+    return value
+
+
 def preload(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
     """Fill `topic` with keyed records of `size`-byte values; returns the seconds it took."""
     started = time.monotonic()
     create_topics(bootstrap, [topic], partitions)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                          "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
-    payload = os.urandom(size)
+    value = record_values(size)
     keys = [f"key-{i}".encode() for i in range(KEYS)]
     produce = producer.produce
     for i in range(records):
         while True:
             try:
-                produce(topic, payload, keys[i % KEYS])
+                produce(topic, value(i), keys[i % KEYS])
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -403,7 +421,7 @@ def markdown(rows: list[dict], ratio_rows: list[dict], meta: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=300_000, help="preloaded records per size")
+    parser.add_argument("--records", type=int, default=1_000_000, help="preloaded records per size")
     parser.add_argument("--sizes", default="100,1024", help="value sizes in bytes")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--systems", default=",".join(SYSTEMS))
@@ -412,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker-args", default="", help="extra worker flags, e.g. '--queue.size 20000'")
     parser.add_argument("--latency-s", type=float, default=5.0, help="live-record seconds per run; 0: no latency")
     parser.add_argument("--latency-rate", type=float, default=None, help="live msgs/s (default: half the worker's)")
-    parser.add_argument("--rss-records", type=int, default=2_000_000, help="worker RSS run (10000000 for 10M); 0: skip")
+    parser.add_argument("--rss-records", type=int, default=10_000_000, help="worker RSS run over this many records; 0: skip")
     parser.add_argument("--mm2-heap-mb", type=int, default=512)
     parser.add_argument("--mm2-poll-records", type=int, default=2500, help="MM2 max.poll.records (the worker's batch)")
     parser.add_argument("--kafka-heap-mb", type=int, default=768, help="heap of the brokers this run starts")
