@@ -45,6 +45,10 @@ _CONSUMER_DEFAULTS = {
     # Bounds the consumer's prefetch: with the producer's queue.size this bounds the worker's memory.
     "queued.max.messages.kbytes": "16384",
     "fetch.max.bytes": "16777216",
+    # When that prefetch is full, librdkafka waits this long before it fetches again (default 1000 ms):
+    # meanwhile the loop drains the queue and starves. 10 ms took 1 KiB records from 32K to ~100K msgs/s
+    # and 100 B from 120K to ~260K on the bench, memory unchanged (issue #7).
+    "fetch.queue.backoff.ms": "10",
     # New partitions and topics are seen within seconds, not librdkafka's default 5 minutes.
     "topic.metadata.refresh.interval.ms": "10000",
 }

@@ -5,7 +5,6 @@ Exit codes: 0 clean stop (SIGTERM/SIGINT), 2 bad input (one line on stderr), 1 f
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import logging
 import multiprocessing
@@ -34,7 +33,6 @@ def fail(message: str, code: int) -> int:
 
 def run_worker(config: MirrorConfig, index: int = 0) -> int:
     """One worker in this process, until SIGTERM/SIGINT or a fatal error."""
-    _tune_malloc()
     metrics = MirrorMetrics(config.name)
     worker = MirrorWorker(config, metrics)
 
@@ -71,23 +69,6 @@ def _tune_gc() -> None:
     """
     gc.freeze()
     gc.set_threshold(100_000, 50, 100)
-
-
-def _tune_malloc() -> None:
-    """Keep the worker's memory flat (issue #7): glibc gives each librdkafka thread its own malloc arena and
-    raises its mmap threshold after large frees, so fetch and batch buffers freed by one thread stayed
-    mapped and the RSS of a copying worker kept growing (291 -> 385 MiB over 2M records). Two arenas and
-    a fixed threshold, set before any client thread starts, hand large buffers back to the system.
-    Other C libraries (musl) keep their own behaviour.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    m_mmap_threshold, m_arena_max = -3, -8
-    mallopt(m_arena_max, 2)
-    mallopt(m_mmap_threshold, 256 * 1024)
 
 
 def _child(config_json: str, index: int) -> None:
