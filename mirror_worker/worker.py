@@ -9,36 +9,29 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from mirror_worker.client_config import connection_settings
 from mirror_worker.config import MirrorConfig
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
-from mirror_worker.exactly_once import PartitionTransactions, ProducerFenced, TransactionAborted
+from mirror_worker.exactly_once import PartitionTransactions
 from mirror_worker import wire_format
-from mirror_worker.exceptions import (
-    ClusterRefusedError, FatalMirrorError, MirrorError, SchemaConflict, UnknownSchemaId, UnreachableClusterError,
-)
-from mirror_worker.ledger import OffsetLedger
+from mirror_worker.exceptions import ClusterRefusedError, FatalMirrorError, UnreachableClusterError
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.naming import check_mapping
 from mirror_worker.offset_syncs import OffsetSyncWriter
 from mirror_worker.routing import Router
-from mirror_worker.topic_configs import copied_configs, describe_explicit_configs, exclusion_pattern, sync_topic_configs
-from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics
-
-if TYPE_CHECKING:
-    from mirror_worker.schema_sync import SchemaSyncer
+from mirror_worker.source_stream import SourceStream
+from mirror_worker.topic_configs import exclusion_pattern
+from mirror_worker.topics import DestinationTopics, TopicInfo
+from mirror_worker.worker_assignment import AssignmentHandling
+from mirror_worker.worker_commits import CommitCycle
+from mirror_worker.worker_schemas import SchemaHandling
+from mirror_worker.worker_topics import TopicManagement
 
 log = logging.getLogger("mirror_worker")
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
@@ -63,38 +56,14 @@ def parse_provenance(value: bytes) -> tuple[str, str, str, int, int] | None:
         return None
 
 
-@dataclass
-class SourceStream:
-    """One source cluster: its consumer, ledger and the topics it mirrors."""
+class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCycle):
+    """One worker process: start-up, the main loop and its hot path (`_mirror`), backpressure, shutdown.
 
-    alias: str
-    consumer: Consumer
-    cluster_id: str
-    same_cluster_as_destination: bool
-    ledger: OffsetLedger = field(default_factory=OffsetLedger)
-    topics: dict[str, TopicInfo] = field(default_factory=dict)
-    assigned: set[tuple[str, int]] = field(default_factory=set)
-    stash: list = field(default_factory=list)
-    # Handed to the producer since the last completed flush: topic -> [records, bytes, newest timestamp ms]
-    pending: dict[str, list] = field(default_factory=dict)
-    # Bumped by every revoke/loss: a batch fetched across one may hold records this worker no longer owns.
-    rebalances: int = 0
-    # Where the hot path finds a record's producer: the worker's shared list (indexed by Route.producer_index),
-    # or, exactly-once, the transactional producer of each source partition (keyed by (topic, partition)).
-    producers: list | dict = field(default_factory=list)
-    transactions: PartitionTransactions | None = None
-    reset_policy: str = "earliest"
-    incremental_assignment: bool = False  # cooperative-sticky or the KIP-848 consumer protocol
-    admin: AdminClient | None = None
-    # Source topic ids, kept in commit metadata: a deleted-and-recreated topic is told from the old one.
-    topic_ids: dict[str, str] = field(default_factory=dict)
-    recreated: dict[str, str] = field(default_factory=dict)  # topic -> its id before it was recreated
-    reported_loss: set[tuple[str, int]] = field(default_factory=set)
-    schemas: SchemaSyncer | None = None  # when this source and the destination have registries
-    schema_conflicts: dict[str, str] = field(default_factory=dict)  # topic -> why it is not mirrored
+    The rest of its methods live by concern beside it: worker_topics.py (discovery, creation, config
+    sync, heartbeats), worker_assignment.py (rebalances, start positions, data loss), worker_schemas.py
+    and worker_commits.py (flush, then commit offsets and write offset syncs).
+    """
 
-
-class MirrorWorker:
     def __init__(self, config: MirrorConfig, metrics: MirrorMetrics | None = None, clock=time.monotonic) -> None:
         self.config = config
         self.metrics = metrics or MirrorMetrics(config.name)
@@ -204,132 +173,6 @@ class MirrorWorker:
             "delivery.report.only.error": True,
             "on_delivery": self._on_delivery_error,
         }
-
-    # ---------------------------------------------------------------- topics
-    def refresh_topics(self) -> None:
-        """Mirror newly matching source topics: create their destination topics, then subscribe."""
-        for stream in self.streams:
-            visible = describe_topics(stream.consumer)
-            selected = self.topic_filter.select(visible)
-            check_mapping(selected, self.router.policy, self.topic_filter, stream.same_cluster_as_destination)
-            current = {t: visible[t] for t in selected}
-            self._check_topic_ids(stream, list(current))
-            changed = {t: info for t, info in current.items() if stream.topics.get(t) != info}
-            if changed:
-                mapping = {self.router.policy.remote_topic(t): info for t, info in changed.items()}
-                counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
-                self.sync_topic_configs({stream.alias: list(changed)})
-                self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
-                for topic, count in counts.items():
-                    self.router.set_destination_partitions(topic, count)
-                self._check_partition_room(changed, counts)
-            if set(current) != set(stream.topics):
-                added, removed = set(current) - set(stream.topics), set(stream.topics) - set(current)
-                self._sync_schemas(stream, sorted(added))
-                log.info("subscription changed", extra={
-                    **self._label, "source": stream.alias, "added": sorted(added), "removed": sorted(removed),
-                })
-                if current:
-                    stream.consumer.subscribe(
-                        sorted(current),
-                        on_assign=lambda c, p, s=stream: self._on_assign(s, p),
-                        on_revoke=lambda c, p, s=stream: self._on_revoke(s, p),
-                        on_lost=lambda c, p, s=stream: self._on_lost(s, p),
-                    )
-                else:
-                    stream.consumer.unsubscribe()
-            stream.topics = current
-
-    def _creation_configs(self, stream: SourceStream, topics: list[str]) -> dict[str, dict[str, str]]:
-        """{destination topic: the source's configs it is created with} (empty when config sync is off)."""
-        if not self.config.config_sync_interval_ms:
-            return {}
-        remote = self.router.policy.remote_topic
-        return {
-            remote(topic): copied_configs(configs, self.config_exclusions)
-            for topic, configs in describe_explicit_configs(stream.admin, topics).items()
-        }
-
-    def sync_topic_configs(self, only: dict[str, list[str]] | None = None) -> None:
-        """Set on each destination topic the source configs it lacks or holds differently (SET only)."""
-        if not self.config.config_sync_interval_ms:
-            return
-        for stream in self.streams:
-            topics = sorted(stream.topics) if only is None else only.get(stream.alias, [])
-            if not topics:
-                continue
-            mapping = {t: self.router.policy.remote_topic(t) for t in topics}
-            try:
-                changes, errors = sync_topic_configs(stream.admin, self.admin, mapping, self.config_exclusions)
-            except KafkaException as exc:
-                errors, changes = {"*": exc.args[0].str()}, {}
-            resized = [t for t, topic_changes in changes.items() if any(c.name == "max.message.bytes" for c in topic_changes)]
-            if resized:  # the hot path refuses records above the cached limit
-                self.max_bytes.update(self.destination.max_message_bytes(resized))
-            for topic, topic_changes in changes.items():
-                labels = {**self._label, "source": stream.alias, "topic": topic}
-                for change in topic_changes:
-                    self.metrics.configs_synced.labels(**labels).inc()
-                    log.info("topic config synced", extra={
-                        **labels, "config": change.name, "old": change.old, "new": change.new,
-                    })
-            for topic, error in errors.items():
-                self.metrics.errors.labels(kind="config_sync", **self._label).inc()
-                log.warning("topic config sync failed", extra={
-                    **self._label, "source": stream.alias, "topic": topic, "error": error,
-                })
-
-    def _check_partition_room(self, sources: dict[str, TopicInfo], counts: dict[str, int]) -> None:
-        if not (self.config.preserve_partitions or self.config.exactly_once):
-            return
-        for topic, info in sources.items():
-            remote = self.router.policy.remote_topic(topic)
-            if counts.get(remote, 0) < info.partitions:
-                raise MirrorError(
-                    f"destination topic {remote} has {counts.get(remote, 0)} partitions, fewer than source "
-                    f"{topic}'s {info.partitions}: "
-                    f"{'--exactly.once' if self.config.exactly_once else '--preserve.partitions'} "
-                    "needs a destination partition per source partition"
-                )
-
-    def _ensure_heartbeat_topic(self) -> None:
-        topic = self.config.heartbeat_topic
-        self.destination.ensure({topic: TopicInfo(topic, 1, 1)})
-
-    # ---------------------------------------------------------------- rebalance callbacks
-    def _on_assign(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
-        keys = {(tp.topic, tp.partition) for tp in partitions}
-        halts = self._assign_checked(stream, partitions)
-        stream.assigned |= keys
-        if self._paused:
-            stream.consumer.pause(partitions)
-        halts += [((tp.topic, tp.partition), tp.offset, stream.schema_conflicts[tp.topic])
-                  for tp in partitions if tp.topic in stream.schema_conflicts]
-        for (topic, partition), offset, reason in halts:
-            self._halt(stream, topic, partition, offset, reason)
-        log.info("partitions assigned", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
-
-    def _on_revoke(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
-        keys = {(tp.topic, tp.partition) for tp in partitions}
-        # Commit what is done for the partitions that leave, so their next owner starts right there.
-        self.checkpoint_and_commit(only=(stream, keys), deadline=self._shutdown_deadline())
-        if stream.transactions is not None:
-            stream.transactions.close(keys)
-        stream.ledger.forget(keys)
-        stream.assigned -= keys
-        stream.rebalances += 1
-        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) not in keys]
-        log.info("partitions revoked", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
-
-    def _on_lost(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
-        keys = {(tp.topic, tp.partition) for tp in partitions}
-        if stream.transactions is not None:
-            stream.transactions.close(keys)
-        stream.ledger.forget(keys)
-        stream.assigned -= keys
-        stream.rebalances += 1
-        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) not in keys]
-        log.warning("partitions lost (not committed)", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
 
     # ---------------------------------------------------------------- main loop
     def run(self) -> None:
@@ -484,61 +327,9 @@ class MirrorWorker:
                 self.metrics.records_consumed.labels(**labels).inc(counts[0] - records)
                 self.metrics.bytes_consumed.labels(**labels).inc(counts[1] - size)
 
-    # ---------------------------------------------------------------- schemas
-    def _sync_schemas(self, stream: SourceStream, topics: list[str]) -> None:
-        """Copy the subjects of newly mirrored topics before any of their records is produced."""
-        if stream.schemas is None:
-            return
-        for topic in topics:
-            try:
-                stream.schemas.sync_topic(topic)
-            except SchemaConflict as exc:
-                self._schema_conflict(stream, topic, str(exc))
-        self.metrics.schema_id_cache_size.labels(source=stream.alias, **self._label).set(len(stream.schemas.id_headers))
+    # ---------------------------------------------------------------- headers, refused records, halts
 
-    def _new_schema_ids(self, stream: SourceStream, msg) -> tuple | None:
-        """A key or value framed with a schema id not mapped yet: sync its subjects, then map it.
 
-        Returns the rewritten (key, value), or None when the record was refused (unknown id: dead-lettered or
-        its partition halted) or its topic halted (schema conflict). A registry that does not answer stops
-        the worker (SchemaRegistryUnavailable): the next run resumes from the last commit.
-        """
-        topic, syncer = msg.topic(), stream.schemas
-        self.metrics.schema_id_cache_misses.labels(source=stream.alias, **self._label).inc()
-        if topic in stream.schema_conflicts:
-            self._schema_conflict(stream, topic, stream.schema_conflicts[topic], at=msg)
-            return None
-        key, value = msg.key(), msg.value()
-        try:
-            for data in (key, value):
-                if wire_format.is_framed(data) and data[:wire_format.HEADER_SIZE] not in syncer.id_headers:
-                    syncer.destination_header(topic, wire_format.schema_id(data))
-        except UnknownSchemaId as exc:
-            self._refuse(stream, msg, f"unknown schema: {exc}")
-            return None
-        except SchemaConflict as exc:
-            self._schema_conflict(stream, topic, str(exc), at=msg)
-            return None
-        finally:
-            self.metrics.schema_id_cache_size.labels(source=stream.alias, **self._label).set(len(syncer.id_headers))
-        return (wire_format.rewrite(key, syncer.id_headers) if wire_format.is_framed(key) else key,
-                wire_format.rewrite(value, syncer.id_headers) if wire_format.is_framed(value) else value)
-
-    def _schema_conflict(self, stream: SourceStream, topic: str, reason: str, at=None) -> None:
-        """The topic's subjects cannot be synced: halt every partition of it this worker holds."""
-        if topic not in stream.schema_conflicts:
-            stream.schema_conflicts[topic] = reason
-            labels = {**self._label, "source": stream.alias, "topic": topic}
-            self.metrics.schema_conflicts.labels(**labels).set(1)
-            log.error("schema conflict: topic not mirrored", extra={**labels, "error": reason})
-            print(f"mirror_worker: {reason} (source {stream.alias!r}; the topic is not mirrored)",
-                  file=sys.stderr, flush=True)
-        if at is not None:
-            self._halt(stream, topic, at.partition(), at.offset(), reason)
-        ledger = stream.ledger
-        for key in sorted(stream.assigned):
-            if key[0] == topic and key not in ledger.halted:
-                self._halt(stream, topic, key[1], ledger.next_offsets.get(key, ledger.committed.get(key, 0)), reason)
 
     def _headers(self, stream: SourceStream, msg, headers, destination_topic: str):
         """Copy headers, check for a cycle, add provenance. False means: the record was refused."""
@@ -659,272 +450,6 @@ class MirrorWorker:
             if partitions:
                 (stream.consumer.pause if pause else stream.consumer.resume)(partitions)
 
-    # ---------------------------------------------------------------- flush + commit
-    def _shutdown_deadline(self) -> float | None:
-        if self._closing_deadline is not None:
-            return self._closing_deadline
-        return self.clock() + self.config.shutdown_timeout_s if self.stop_event.is_set() else None
-
-    def _flush(self, deadline: float | None) -> bool:
-        """Wait until every producer delivered everything; False if the deadline came first."""
-        last_log = self.clock()
-        while True:
-            remaining = 0
-            for producer in self._all_producers():
-                remaining += producer.flush(0.5)
-            if remaining == 0:
-                return True
-            now = self.clock()
-            if self.fatal is not None:
-                return False
-            if deadline is None and self.stop_event.is_set():
-                deadline = now + self.config.shutdown_timeout_s
-            if deadline is not None and now >= deadline:
-                return False
-            if now - last_log > 10:
-                log.warning("waiting for the destination to acknowledge", extra={**self._label, "in_flight": remaining})
-                last_log = now
-
-    def checkpoint_and_commit(self, only: tuple[SourceStream, set] | None = None, deadline: float | None = None) -> bool:
-        if self.config.exactly_once:
-            return self._commit_transactions(only, deadline)
-        checkpoints = [(stream, stream.ledger.checkpoint(), stream.pending) for stream in self.streams]
-        for stream in self.streams:
-            stream.pending = {}
-        if not self._flush(deadline) or self.fatal is not None:
-            # Nothing handed over since these checkpoints is known to be delivered: commit nothing.
-            for stream, _, pending in checkpoints:
-                _merge_pending(stream, pending)
-            return False
-        for stream, checkpoint, pending in checkpoints:
-            self._count_delivered(stream, pending)
-            if only is not None and only[0] is not stream:
-                continue
-            owned = only[1] if only is not None else stream.assigned
-            # Only partitions this worker still owns: a commit for others would race their new owner.
-            offsets = {k: v for k, v in stream.ledger.committable(checkpoint).items() if k in owned}
-            if offsets:
-                self._commit(stream, offsets)
-                self._write_offset_syncs(stream, offsets)
-        return True
-
-    def _write_offset_syncs(self, stream: SourceStream, positions: dict) -> None:
-        """Right after a completed flush or transaction commit, before anything else is produced."""
-        if self.offset_sync_writer is None:
-            return
-        producer = self.producers[0] if self.producers else self.heartbeat_producer
-        try:
-            syncs, errors = self.offset_sync_writer.write(producer, stream.alias, positions, stream.topic_ids)
-        except (KafkaException, BufferError) as exc:
-            syncs, errors = [], {"*": str(exc)}
-        if errors:
-            # Not fatal: translation uses the syncs written before (or after) this one.
-            self.metrics.errors.labels(kind="offset_sync", **self._label).inc()
-            log.warning("offset syncs not written", extra={**self._label, "source": stream.alias, "errors": errors})
-        for sync in syncs:
-            self.metrics.offset_syncs.labels(source=stream.alias, topic=sync.topic, **self._label).inc()
-
-    def _count_delivered(self, stream: SourceStream, pending: dict) -> None:
-        now_ms = time.time() * 1000
-        for topic, (records, size, newest) in pending.items():
-            labels = {**self._label, "source": stream.alias, "topic": topic}
-            self.metrics.records_produced.labels(**labels).inc(records)
-            self.metrics.bytes_produced.labels(**labels).inc(size)
-            if newest:
-                self.metrics.replication_latency.labels(**labels).set(max(0.0, (now_ms - newest) / 1000))
-
-    # ---------------------------------------------------------------- exactly-once
-    def _assign_checked(self, stream: SourceStream, partitions: list[TopicPartition]) -> list:
-        """Start each partition at its position, unless records between it and the log were lost.
-
-        Positions: exactly-once, the destination's (after fencing the partitions' previous owners); else,
-        or before the first exactly-once commit, the source group's. Returns the partitions to halt.
-        """
-        keys = [(tp.topic, tp.partition) for tp in partitions]
-        positions = stream.transactions.open(keys) if stream.transactions is not None else {}
-        missing = [TopicPartition(t, p) for t, p in keys if positions.get((t, p)) is None]
-        if missing:
-            for tp in stream.consumer.committed(missing, timeout=self.config.startup_timeout_s):
-                if tp.offset >= 0:
-                    positions[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
-        recreated = self._fetch_topic_ids(stream, sorted({t for t, _ in keys}))
-        reset_to_earliest = stream.reset_policy in ("earliest", "smallest", "beginning")
-        halts = []
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            position, position_topic_id = positions.get(key) or (None, None)
-            low, high = stream.consumer.get_watermark_offsets(tp, timeout=self.config.startup_timeout_s)
-            if tp.topic in recreated and position_topic_id in (None, "", recreated[tp.topic]):
-                # Seen recreated while this worker ran; the broker dropped the old topic's offsets with it.
-                position, position_topic_id = position or 0, recreated[tp.topic]
-            decision = decide_start(position, position_topic_id, stream.topic_ids.get(tp.topic), low, high,
-                                    reset_to_earliest, f"{tp.topic}[{tp.partition}]")
-            tp.offset = decision.offset
-            stream.ledger.forget([key])
-            stream.ledger.mark_committed({key: position if decision.lost and self._halts_on_loss else decision.offset})
-            if decision.lost:
-                self._report_data_loss(stream, tp.topic, tp.partition, decision)
-                if self._halts_on_loss:
-                    halts.append((key, position, decision.reason))
-        log.info("start positions", extra={
-            **self._label, "source": stream.alias,
-            "positions": sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions),
-        })
-        # A first sync per partition before this worker produces any of its records: a consumer that
-        # committed anywhere from here on translates, even before the first commit of this worker.
-        halted = {key for key, _, _ in halts}
-        self._write_offset_syncs(stream, {(tp.topic, tp.partition): tp.offset for tp in partitions
-                                          if (tp.topic, tp.partition) not in halted})
-        if stream.incremental_assignment:
-            stream.consumer.incremental_assign(partitions)
-        else:
-            stream.consumer.assign(partitions)
-        return halts
-
-    # ---------------------------------------------------------------- data loss
-    @property
-    def _halts_on_loss(self) -> bool:
-        return self.config.on_data_loss == "halt"
-
-    def _fetch_topic_ids(self, stream: SourceStream, topics: list[str]) -> dict[str, str]:
-        """Refresh the ids of `topics`; returns {topic: previous id} of those recreated since last seen.
-
-        A recreated topic stays marked for the rest of this run, so its partitions halt whenever assigned.
-        """
-        if not topics:
-            return {}
-        futures = stream.admin.describe_topics(TopicCollection(topics), request_timeout=self.config.startup_timeout_s)
-        for topic, future in futures.items():
-            try:
-                topic_id = str(future.result().topic_id)
-            except KafkaException:
-                continue  # deleted meanwhile: the subscription change handles it
-            old = stream.topic_ids.get(topic)
-            if old is not None and old != topic_id and topic not in stream.recreated:
-                stream.recreated[topic] = old
-                log.error("source topic deleted and recreated", extra={
-                    **self._label, "source": stream.alias, "topic": topic, "old_id": old, "new_id": topic_id,
-                })
-            stream.topic_ids[topic] = topic_id
-        return {t: old for t, old in stream.recreated.items() if t in topics}
-
-    def _check_topic_ids(self, stream: SourceStream, topics: list[str]) -> None:
-        """A topic deleted and recreated between two looks: its assigned partitions lost their records."""
-        for topic, old in self._fetch_topic_ids(stream, topics).items():
-            for t, partition in sorted(stream.assigned):
-                key = (t, partition)
-                if t != topic or key in stream.ledger.halted or key in stream.reported_loss:
-                    continue
-                position = stream.ledger.next_offsets.get(key, stream.ledger.committed.get(key))
-                decision = decide_start(position, old, stream.topic_ids[topic], 0, 0, True, f"{topic}[{partition}]")
-                self._on_data_loss(stream, topic, partition, position, decision)
-
-    def _report_data_loss(self, stream: SourceStream, topic: str, partition: int, decision: StartDecision) -> None:
-        stream.reported_loss.add((topic, partition))
-        labels = {**self._label, "source": stream.alias, "topic": topic}
-        self.metrics.data_loss.labels(kind=decision.verdict.value, **labels).inc()
-        action = "partition halted" if self._halts_on_loss else f"resuming at offset {decision.offset} (on_data_loss=reset)"
-        log.error("source data lost before it was mirrored", extra={
-            **labels, "partition": partition, "kind": decision.verdict.value, "reason": decision.reason, "action": action,
-        })
-        print(f"mirror_worker: data loss on source {stream.alias!r}: {decision.reason}; {action}",
-              file=sys.stderr, flush=True)
-
-    def _on_data_loss(self, stream: SourceStream, topic: str, partition: int, position: int | None,
-                      decision: StartDecision) -> None:
-        """A running partition's position fell off the source log: halt it, or (opt-in) jump to the log."""
-        self._report_data_loss(stream, topic, partition, decision)
-        key = (topic, partition)
-        if self._halts_on_loss:
-            self._halt(stream, topic, partition, position if position is not None else decision.offset, decision.reason)
-            return
-        stream.ledger.next_offsets[key] = decision.offset
-        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) != key]
-        stream.consumer.seek(TopicPartition(topic, partition, decision.offset))
-
-    def _commit_transactions(self, only: tuple[SourceStream, set] | None, deadline: float | None) -> bool:
-        """Commit every partition that progressed, its records and its position in one transaction."""
-        all_committed = True
-        for stream in self.streams:
-            if only is not None and only[0] is not stream:
-                continue
-            owned = only[1] if only is not None else stream.assigned
-            ledger = stream.ledger
-            progressed = {
-                key: offset for key, offset in ledger.committable(ledger.checkpoint()).items()
-                if key in owned and key in stream.producers
-            }
-            pending, stream.pending = stream.pending, {}
-            committed = {}
-            for key, offset in progressed.items():
-                timeout = self.config.shutdown_timeout_s if deadline is None else max(0.5, deadline - self.clock())
-                try:
-                    stream.transactions.commit(key, offset, timeout)
-                except TransactionAborted as exc:
-                    all_committed = False
-                    self._rewind(stream, key, str(exc))
-                    continue
-                except ProducerFenced as exc:
-                    self.fatal = f"exactly-once producer fenced by another worker: {exc}"
-                    return False
-                committed[key] = offset
-            self._count_delivered(stream, pending)
-            if committed:
-                ledger.mark_committed(committed)
-                self._write_offset_syncs(stream, committed)
-                # Also on the source group, for lag monitoring; positions come from the destination.
-                self._commit(stream, committed)
-        return all_committed
-
-    def _rewind(self, stream: SourceStream, key: tuple[str, int], reason: str) -> None:
-        """An aborted transaction: re-send the partition from its last committed position."""
-        start = stream.ledger.committed[key]
-        stream.ledger.next_offsets.pop(key, None)
-        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) != key]
-        stream.consumer.seek(TopicPartition(key[0], key[1], start))
-        self.metrics.errors.labels(kind="transaction_aborted", **self._label).inc()
-        log.warning("transaction aborted, re-sending from the committed position", extra={
-            **self._label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]", "offset": start, "error": reason,
-        })
-
-    def _commit(self, stream: SourceStream, offsets: dict) -> None:
-        try:
-            stream.consumer.commit(
-                offsets=[TopicPartition(t, p, o, stream.topic_ids.get(t, "")) for (t, p), o in offsets.items()],
-                asynchronous=False,
-            )
-        except KafkaException as exc:
-            # Not fatal: the records are on the destination; the next owner re-mirrors from the last commit.
-            self.metrics.errors.labels(kind="commit", **self._label).inc()
-            log.warning("commit failed", extra={**self._label, "source": stream.alias, "error": exc.args[0].str()})
-            return
-        stream.ledger.mark_committed(offsets)
-        for (topic, partition), offset in offsets.items():
-            self.metrics.committed_offset.labels(source=stream.alias, topic=topic, partition=str(partition), **self._label).set(offset)
-
-    # ---------------------------------------------------------------- heartbeats
-    def send_heartbeats(self) -> None:
-        producer = self.heartbeat_producer or self.producers[0]
-        now_ms = int(time.time() * 1000)
-        for stream in self.streams:
-            value = {
-                "mirror": self.config.name,
-                "source": stream.alias,
-                "source_cluster_id": stream.cluster_id,
-                "destination_cluster_id": self.destination_cluster_id,
-                "worker": f"{socket.gethostname()}:{os.getpid()}",
-                "timestamp_ms": now_ms,
-                "assigned_partitions": len(stream.assigned),
-            }
-            try:
-                producer.produce(
-                    self.config.heartbeat_topic, json.dumps(value).encode(), f"{self.config.name}/{stream.alias}".encode(),
-                    timestamp=now_ms,
-                )
-            except (BufferError, KafkaException) as exc:
-                log.warning("heartbeat not sent", extra={**self._label, "error": str(exc)})
-        producer.poll(0)
-
     # ---------------------------------------------------------------- callbacks from librdkafka threads / poll
     def _on_delivery_error(self, err: KafkaError, msg) -> None:
         """Only errors are reported (delivery.report.only.error)."""
@@ -993,12 +518,6 @@ def _close_run(next_offsets: dict, pending: dict, topic: str, partition: int, la
         counts[2] = newest
 
 
-def _merge_pending(stream: SourceStream, pending: dict) -> None:
-    for topic, (records, size, newest) in pending.items():
-        counts = stream.pending.setdefault(topic, [0, 0, 0])
-        counts[0] += records
-        counts[1] += size
-        counts[2] = max(counts[2], newest)
 
 
 def _incremental(consumer_settings: dict) -> bool:
@@ -1006,5 +525,3 @@ def _incremental(consumer_settings: dict) -> bool:
             or "cooperative" in consumer_settings.get("partition.assignment.strategy", ""))
 
 
-def _fmt(keys) -> list[str]:
-    return sorted(f"{t}[{p}]" for t, p in keys)
