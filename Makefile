@@ -31,7 +31,7 @@ stack-status:
 bench-worker: setup
 	@$(PY) -m bench.worker_throughput $(BENCH_ARGS)
 
-# Worker vs MirrorMaker 2 vs a bare copy loop (bench/compare.py; ~10 min). MirrorMaker 2 is fetched
+# Worker vs MirrorMaker 2 vs a bare copy loop (bench/compare.py; ~10 min, 1M records per run, RSS over 10M). MirrorMaker 2 is fetched
 # here, not by `make setup`: tests and CI never need it.
 bench: setup
 	@bash scripts/setup-bench.sh
