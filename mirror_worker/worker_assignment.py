@@ -38,23 +38,22 @@ class AssignmentHandling:
         keys = {(tp.topic, tp.partition) for tp in partitions}
         # Commit what is done for the partitions that leave, so their next owner starts right there.
         self.checkpoint_and_commit(only=(stream, keys), deadline=self._shutdown_deadline())
-        if stream.transactions is not None:
-            stream.transactions.close(keys)
-        stream.ledger.forget(keys)
-        stream.assigned -= keys
-        stream.rebalances += 1
-        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) not in keys]
+        self._release(stream, keys)
         log.info("partitions revoked", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
 
     def _on_lost(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
+        self._release(stream, keys)
+        log.warning("partitions lost (not committed)", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
+
+    def _release(self, stream: SourceStream, keys: set[tuple[str, int]]) -> None:
+        """Forget partitions this worker no longer owns: their transactions, positions and stashed records."""
         if stream.transactions is not None:
             stream.transactions.close(keys)
         stream.ledger.forget(keys)
         stream.assigned -= keys
         stream.rebalances += 1
         stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) not in keys]
-        log.warning("partitions lost (not committed)", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
 
     def _assign_checked(self, stream: SourceStream, partitions: list[TopicPartition]) -> list:
         """Start each partition at its position, unless records between it and the log were lost.
