@@ -86,7 +86,8 @@ def delete_topics(bootstrap: str, prefix: str) -> None:
 def record_values(size: int, seed: int = 7):
     """value(i): a distinct `size`-byte JSON-ish record, about as compressible as business data (lz4
     shrinks a batch of them 3x at 100 B, 2.25x at 1 KiB). One random payload repeated for every record
-    compressed 229x, which flattered every system's I/O and made a 4 MiB fetch unpack to ~1 GB."""
+    compressed 229x, which flattered every system's I/O and let compressed fetches unpack to up to
+    420,000 records in a consumer's queue, far past its queued.max.messages.kbytes."""
     rnd = random.Random(seed)
     words = [bytes(rnd.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(3, 9))) for _ in range(512)]
     memos = [b" ".join(rnd.choice(words) for _ in range(size // 4 + 1)) for _ in range(4096)]
