@@ -15,7 +15,7 @@ from devstack.paths import ROOT
 from mirror_worker.offset_translation import read_offset_syncs, translate_group, translate_group_offsets
 from mirror_worker.spec import select_mirror
 from tests.kafka_util import create_topic, produce
-from tests.worker_util import WorkerProcess, wait_for_count
+from tests.worker_util import WorkerProcess, wait_for_count, write_mirror_spec
 
 pytestmark = pytest.mark.integration
 
@@ -23,22 +23,10 @@ PARTITIONS = 3
 ROUND = 100  # records per partition per round
 
 
-def _spec(path: Path, src: str, dst: str, mirror: str, topic: str, preserve: bool = True,
-          delivery: str = "at-least-once") -> Path:
-    path.write_text(f"""
-groups:
-  - name: failover
-    source: {{name: src, kafka: {{bootstrap.servers: "{src}"}}}}
-    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    mirrors:
-      - name: {mirror}
-        whitelist: "{topic}"
-        prefix: "dr."
-        preserve-partitions: {str(preserve).lower()}
-        commit-interval-s: 1
-        delivery: {delivery}
-""")
-    return path
+def _spec(path: Path, stack, mirror: str, topic: str, preserve: bool = True, delivery: str = "at-least-once") -> Path:
+    return write_mirror_spec(path, stack, mirror, topic, prefix="dr.", **{
+        "preserve-partitions": str(preserve).lower(), "commit-interval-s": 1, "delivery": delivery,
+    })
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -136,7 +124,7 @@ def test_consumer_fails_over_with_translated_offsets(stack, topic_name, tmp_path
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("fo")
     mirror, group = f"fo-{topic}", f"app-{topic}"
-    spec = _spec(tmp_path / "mirrors.yaml", src, dst, mirror, topic, delivery=delivery)
+    spec = _spec(tmp_path / "mirrors.yaml", stack, mirror, topic, delivery=delivery)
     config = select_mirror(spec, mirror)
     create_topic(src, topic, partitions=PARTITIONS)
     worker = WorkerProcess(["--config", str(spec), "--mirror", mirror], tmp_path)
@@ -185,8 +173,7 @@ def test_consumer_fails_over_with_translated_offsets(stack, topic_name, tmp_path
 
 
 def test_translation_refused_without_preserve_partitions(stack, topic_name, tmp_path):
-    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    spec = _spec(tmp_path / "mirrors.yaml", src, dst, "np", topic_name("np"), preserve=False)
+    spec = _spec(tmp_path / "mirrors.yaml", stack, "np", topic_name("np"), preserve=False)
     result = _cli("--config", str(spec), "--mirror", "np", "--group", "g")
     assert result.returncode == 2
     assert result.stderr.strip() == (
