@@ -224,3 +224,6 @@ def test_full_queue_waits_in_order_and_keeps_group_membership(stack, tmp_path, t
     pauses = re.search(r'^mirror_backpressure_pauses_total\{mirror="[^"]*"\} (\S+)$', metrics, re.M)
     assert pauses and float(pauses.group(1)) >= 2, metrics  # 120 records through a queue of 40
     record_property("backpressure_pauses", float(pauses.group(1)))
+    # Each cycle waits out the 8 s linger with a full queue; the wait is counted.
+    waited = re.search(r'^mirror_backpressure_seconds_total\{mirror="[^"]*"\} (\S+)$', metrics, re.M)
+    assert waited and float(waited.group(1)) > 8, metrics
