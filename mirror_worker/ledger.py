@@ -35,6 +35,25 @@ class OffsetLedger:
         """The record at `offset` was given to the producer."""
         self.next_offsets[key] = offset + 1
 
+    def position(self, key: TopicPartitionKey) -> int | None:
+        """Where the partition stands: the next offset to hand over, else its committed offset, else None."""
+        offset = self.next_offsets.get(key)
+        return self.committed.get(key) if offset is None else offset
+
+    def seek(self, key: TopicPartitionKey, offset: int) -> None:
+        """The partition resumes at `offset` (records before it are skipped, e.g. lost to retention)."""
+        self.next_offsets[key] = offset
+
+    def rewind(self, key: TopicPartitionKey) -> int:
+        """Drop what was handed over since the last commit; returns the committed offset to re-send from."""
+        self.next_offsets.pop(key, None)
+        return self.committed[key]
+
+    def start(self, key: TopicPartitionKey, committed: int) -> None:
+        """A partition (re)assigned to this worker starts afresh at `committed`."""
+        self.forget([key])
+        self.mark_committed({key: committed})
+
     def checkpoint(self) -> dict[TopicPartitionKey, int]:
         """Positions to confirm once the producer has flushed everything handed over so far."""
         return dict(self.next_offsets)

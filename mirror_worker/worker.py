@@ -228,7 +228,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         """
         route_of = self.router.route
         producers = stream.producers
-        next_offsets = stream.ledger.next_offsets
+        handed_over = stream.ledger.handed_over  # called once per run, not per record
         halted = stream.ledger.halted
         pending = stream.pending
         provenance = self.config.provenance_headers
@@ -247,7 +247,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             if err is not None:
                 # Close the run first: error handling may move a partition's position (on_data_loss=reset).
                 if last is not None:
-                    _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+                    _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
                     last = None
                     records = size_sum = newest = 0
                 topic = partition = None
@@ -257,7 +257,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             msg_topic = msg.topic()
             if msg_partition != partition or msg_topic != topic:
                 if last is not None:
-                    _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+                    _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
                     last = None
                     records = size_sum = newest = 0
                 topic, partition = msg_topic, msg_partition
@@ -319,7 +319,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             if timestamp > newest:
                 newest = timestamp
         if last is not None:
-            _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+            _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
         for topic, counts in pending.items():
             records, size = before.get(topic, (0, 0))
             if counts[0] > records:
@@ -351,7 +351,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
     def _on_consume_error(self, stream: SourceStream, msg, err: KafkaError) -> None:
         if err.code() == KafkaError._AUTO_OFFSET_RESET and msg.topic() and msg.partition() is not None:
             topic, partition = msg.topic(), msg.partition()
-            position = stream.ledger.next_offsets.get((topic, partition), stream.ledger.committed.get((topic, partition)))
+            position = stream.ledger.position((topic, partition))
             recreated = self._fetch_topic_ids(stream, [topic])
             low, high = stream.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
             decision = decide_start(position, recreated.get(topic), stream.topic_ids.get(topic), low, high, True,
@@ -505,10 +505,10 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         log.info("mirror stopped", extra={**self._label, "final_commit": committed})
 
 
-def _close_run(next_offsets: dict, pending: dict, topic: str, partition: int, last, records: int, size: int,
+def _close_run(handed_over, pending: dict, topic: str, partition: int, last, records: int, size: int,
                newest: int) -> None:
     """A run of one partition's records was handed over, up to and including `last`."""
-    next_offsets[(topic, partition)] = last.offset() + 1
+    handed_over((topic, partition), last.offset())
     counts = pending.get(topic)
     if counts is None:
         counts = pending[topic] = [0, 0, 0]

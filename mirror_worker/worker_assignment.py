@@ -81,8 +81,7 @@ class AssignmentHandling:
             decision = decide_start(position, position_topic_id, stream.topic_ids.get(tp.topic), low, high,
                                     reset_to_earliest, f"{tp.topic}[{tp.partition}]")
             tp.offset = decision.offset
-            stream.ledger.forget([key])
-            stream.ledger.mark_committed({key: position if decision.lost and self._halts_on_loss else decision.offset})
+            stream.ledger.start(key, position if decision.lost and self._halts_on_loss else decision.offset)
             if decision.lost:
                 self._report_data_loss(stream, tp.topic, tp.partition, decision)
                 if self._halts_on_loss:
@@ -135,7 +134,7 @@ class AssignmentHandling:
                 key = (t, partition)
                 if t != topic or key in stream.ledger.halted or key in stream.reported_loss:
                     continue
-                position = stream.ledger.next_offsets.get(key, stream.ledger.committed.get(key))
+                position = stream.ledger.position(key)
                 decision = decide_start(position, old, stream.topic_ids[topic], 0, 0, True, f"{topic}[{partition}]")
                 self._on_data_loss(stream, topic, partition, position, decision)
 
@@ -158,14 +157,13 @@ class AssignmentHandling:
         if self._halts_on_loss:
             self._halt(stream, topic, partition, position if position is not None else decision.offset, decision.reason)
             return
-        stream.ledger.next_offsets[key] = decision.offset
+        stream.ledger.seek(key, decision.offset)
         stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) != key]
         stream.consumer.seek(TopicPartition(topic, partition, decision.offset))
 
     def _rewind(self, stream: SourceStream, key: tuple[str, int], reason: str) -> None:
         """An aborted transaction: re-send the partition from its last committed position."""
-        start = stream.ledger.committed[key]
-        stream.ledger.next_offsets.pop(key, None)
+        start = stream.ledger.rewind(key)
         stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) != key]
         stream.consumer.seek(TopicPartition(key[0], key[1], start))
         self.metrics.errors.labels(kind="transaction_aborted", **self._label).inc()

@@ -75,5 +75,9 @@ class SchemaHandling:
         ledger = stream.ledger
         for key in sorted(stream.assigned):
             if key[0] == topic and key not in ledger.halted:
-                self._halt(stream, topic, key[1], ledger.next_offsets.get(key, ledger.committed.get(key, 0)), reason)
+                self._halt(stream, topic, key[1], _or_zero(ledger.position(key)), reason)
 
+
+
+def _or_zero(offset: int | None) -> int:
+    return 0 if offset is None else offset

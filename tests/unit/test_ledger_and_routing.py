@@ -60,3 +60,16 @@ def test_each_source_partition_sticks_to_one_producer():
     picks = {p: router.route("t", p).producer_index for p in range(8)}
     assert set(picks.values()) <= {0, 1, 2} and len(set(picks.values())) > 1
     assert all(router.route("t", p).producer_index == picks[p] for p in range(8))
+
+
+def test_ledger_position_seek_rewind_start():
+    ledger = OffsetLedger()
+    assert ledger.position(TP) is None
+    ledger.start(TP, 3)
+    assert ledger.position(TP) == 3 and ledger.committable(ledger.checkpoint()) == {}
+    ledger.handed_over(TP, 7)
+    assert ledger.position(TP) == 8
+    assert ledger.rewind(TP) == 3  # back to the committed start: 3..7 are re-sent
+    assert ledger.position(TP) == 3 and ledger.checkpoint() == {}
+    ledger.seek(TP, 20)  # records 3..19 skipped (data loss, reset)
+    assert ledger.committable(ledger.checkpoint()) == {TP: 20}
