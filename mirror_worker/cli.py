@@ -1,4 +1,4 @@
-"""MirrorMaker's classic flags, verbatim (`--flag value` and `--flag=value`), into a MirrorConfig."""
+"""MirrorMaker's classic flags, verbatim (`--flag value` and `--flag=value`), into a MirrorConfig (command layer)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,10 @@ import argparse
 from pathlib import Path
 
 from mirror_worker.client_config import consumer_settings, producer_settings
+from mirror_worker.commands import OneLineParser
 from mirror_worker.config import MirrorConfig, build_mirror_config
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.properties import load_properties
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that raises ConfigError (one line, exit 2 in __main__) instead of printing usage."""
-
-    def error(self, message: str):  # noqa: D401 - argparse's hook
-        raise ConfigError(message)
 
 
 def _bool(text: str) -> bool:

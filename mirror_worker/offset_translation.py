@@ -6,26 +6,20 @@ Reads G's committed offsets on the source cluster and the mirror's offset syncs 
 translates with `offset_syncs.translate_positions` (the arithmetic and its guarantees are documented
 there). Prints one JSON document. `--apply` writes the offsets to group G on the destination, only when
 G has no active member there (as MirrorMaker 2's sync.group.offsets): a running consumer would
-overwrite them. Exit codes: 0 done, 1 runtime error (group active, cluster unreachable), 2 bad input.
+overwrite them. The command itself lives in commands/translate_offsets.py.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
-from pathlib import Path
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.cli import OneLineParser
 from mirror_worker.config import MirrorConfig, SourceCluster
 from mirror_worker.exceptions import ConfigError, MirrorError
 from mirror_worker.offset_syncs import OffsetSync, PartitionTranslation, translate_positions
 from mirror_worker.client_config import connection_settings
-
-EXIT_OK, EXIT_FATAL, EXIT_BAD_INPUT = 0, 1, 2
 
 
 class TranslationError(MirrorError):
@@ -36,7 +30,7 @@ class GroupActiveError(TranslationError):
     """The destination group has members: writing its offsets under them would be lost or harmful."""
 
 
-def _source(config: MirrorConfig, alias: str | None) -> SourceCluster:
+def source_cluster(config: MirrorConfig, alias: str | None) -> SourceCluster:
     if not config.preserve_partitions:
         raise ConfigError(
             f"mirror {config.name!r}: offset translation needs preserve-partitions (destination partition = "
@@ -127,7 +121,7 @@ def read_offset_syncs(config: MirrorConfig, timeout: float = 30.0) -> list[Offse
 
 def translate_group(config: MirrorConfig, group: str, source_alias: str | None = None) -> list[PartitionTranslation]:
     """Every committed partition of `group` (topics this mirror replicates), translated or with a reason."""
-    source = _source(config, source_alias)
+    source = source_cluster(config, source_alias)
     committed = committed_source_offsets(config, source, group)
     syncs = read_offset_syncs(config)
     ids = source_topic_ids(source, sorted({t for t, _ in committed}))
@@ -185,37 +179,3 @@ def report(config: MirrorConfig, group: str, translations: list[PartitionTransla
             for t in translations if t.result is None
         ],
     }
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="python -m mirror_worker translate-offsets", allow_abbrev=False,
-                            description="Destination offsets a source consumer group resumes from after failover.")
-    parser.add_argument("--config", required=True, metavar="FILE", help="YAML mirror spec")
-    parser.add_argument("--mirror", metavar="NAME", help="the mirror (required when the spec has several)")
-    parser.add_argument("--group", required=True, metavar="GROUP", help="the consumer group to translate")
-    parser.add_argument("--source", metavar="ALIAS", help="source cluster (when the mirror has several)")
-    parser.add_argument("--apply", action="store_true",
-                        help="write the offsets to GROUP on the destination (only when it has no active member)")
-    return parser
-
-
-def main(argv: list[str]) -> int:
-    from mirror_worker.runner import fail
-    from mirror_worker.spec import select_mirror
-
-    try:
-        args = _parser().parse_args(argv)
-        if not args.group.strip():
-            raise ConfigError("--group: must not be empty")
-        config = select_mirror(Path(args.config), args.mirror)
-        _source(config, args.source)
-    except ConfigError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
-    try:
-        translations = translate_group(config, args.group, args.source)
-        if args.apply:
-            apply_group_offsets(config, args.group, translated_offsets(translations))
-    except (MirrorError, KafkaException) as exc:
-        return fail(str(exc), EXIT_FATAL)
-    print(json.dumps(report(config, args.group, translations, args.apply), indent=2), flush=True)
-    return EXIT_OK

@@ -1,6 +1,5 @@
-"""Running workers: one in this process, or several processes for --num.streams (capped by --max.procs).
-
-Exit codes: 0 clean stop (SIGTERM/SIGINT), 2 bad input (one line on stderr), 1 fatal runtime error.
+"""Running workers (command layer): one in this process, or several processes for --num.streams
+(capped by --max.procs). Exit codes as in commands/__init__.py.
 """
 
 from __future__ import annotations
@@ -14,22 +13,14 @@ import time
 
 from confluent_kafka import KafkaException
 
+from mirror_worker.commands import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import ConfigError, MirrorError
 from mirror_worker.logs import configure_logging
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.redaction import redact_text
 from mirror_worker.worker import MirrorWorker
 
 log = logging.getLogger("mirror_worker")
-
-EXIT_OK, EXIT_FATAL, EXIT_BAD_INPUT = 0, 1, 2
-
-
-def fail(message: str, code: int) -> int:
-    print(redact_text(f"mirror_worker: {message}"), file=sys.stderr, flush=True)
-    return code
-
 
 def run_worker(config: MirrorConfig, index: int = 0) -> int:
     """One worker in this process, until SIGTERM/SIGINT or a fatal error."""

@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from fastavro.schema import SchemaParseException, UnknownType, parse_schema, to_parsing_canonical_form
 
 from mirror_worker import wire_format
 from mirror_worker.config import MirrorConfig
-from mirror_worker.exceptions import ConfigError, MirrorError, SchemaConflict, UnknownSchemaId
+from mirror_worker.exceptions import ConfigError, SchemaConflict, UnknownSchemaId
 from mirror_worker.naming import NamingPolicy
 from mirror_worker.schema_registry import Reference, Registry, SchemaRejected, SubjectVersion
 
@@ -303,34 +301,3 @@ def _source_topics(consumer_settings: dict) -> list[str]:
         raise UnreachableClusterError(f"source cluster unreachable: {exc.args[0].str()}") from None
     finally:
         consumer.close()
-
-
-# ------------------------------------------------------------------ `python -m mirror_worker sync-schemas`
-
-
-def main(argv: list[str]) -> int:
-    """Exit 0: every subject synced; 1: conflicts (one line each on stderr) or a registry failed; 2: bad input."""
-    from mirror_worker.cli import OneLineParser
-    from mirror_worker.runner import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail
-    from mirror_worker.spec import select_mirror
-
-    parser = OneLineParser(prog="python -m mirror_worker sync-schemas", allow_abbrev=False,
-                            description="Copy a mirror's schema subjects to its destination registry.")
-    parser.add_argument("--config", required=True, metavar="SPEC", help="YAML mirror spec")
-    parser.add_argument("--mirror", metavar="NAME", help="the mirror (required when the spec has several)")
-    parser.add_argument("--topics", metavar="A,B", help="source topics (default: all the mirror selects)")
-    try:
-        args = parser.parse_args(argv)
-        config = select_mirror(Path(args.config), args.mirror)
-        topics = [t for t in args.topics.split(",") if t] if args.topics is not None else None
-        if topics == []:
-            raise ConfigError("--topics: at least one topic name is required")
-        report = sync_mirror_schemas(config, topics)
-    except ConfigError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
-    except MirrorError as exc:
-        return fail(str(exc), EXIT_FATAL)
-    print(json.dumps(report.to_dict()), flush=True)
-    for topic, error in report.conflicts.items():
-        print(f"mirror_worker: {error}", file=sys.stderr, flush=True)
-    return EXIT_OK if report.ok else EXIT_FATAL

@@ -1,0 +1,52 @@
+"""`python -m mirror_worker`: the worker with MirrorMaker's classic flags (cli.py) or a YAML spec, and the
+subcommands `sync-schemas` and `translate-offsets` (argparse subparsers, one module each).
+
+argparse (3.11) has no default subcommand, and a parser holding both the classic flags and the
+subparsers would take a stray value (`--num.stream 2`) as a command name and change the pinned
+one-line errors: so a first word naming a subcommand goes to the subcommand parser, anything else
+to the classic flags.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from mirror_worker.commands import EXIT_BAD_INPUT, OneLineParser, fail, sync_schemas, translate_offsets
+from mirror_worker.exceptions import ConfigError
+from mirror_worker.logs import configure_logging
+
+
+def subcommand_parser() -> tuple[OneLineParser, set[str]]:
+    """The subcommands' parser and their names."""
+    parser = OneLineParser(prog="python -m mirror_worker", allow_abbrev=False)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for command in (sync_schemas, translate_offsets):
+        command.add_parser(subparsers)
+    return parser, set(subparsers.choices)
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_logging()
+    argv = sys.argv[1:] if argv is None else argv
+    parser, commands = subcommand_parser()
+    if argv and argv[0] in commands:
+        try:
+            args = parser.parse_args(argv)
+        except ConfigError as exc:
+            return fail(str(exc), EXIT_BAD_INPUT)
+        return args.run(args)
+    return run_mirror(argv)
+
+
+def run_mirror(argv: list[str]) -> int:
+    """The worker: classic flags or `--config SPEC --mirror NAME`; one process or --num.streams processes."""
+    from mirror_worker.cli import config_from_args, parse_args
+    from mirror_worker.runner import run_processes, run_worker
+
+    try:
+        config = config_from_args(parse_args(argv))
+    except ConfigError as exc:
+        return fail(str(exc), EXIT_BAD_INPUT)
+    if config.process_count > 1:
+        return run_processes(config)
+    return run_worker(config)

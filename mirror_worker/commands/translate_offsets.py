@@ -1,0 +1,50 @@
+"""`python -m mirror_worker translate-offsets --config SPEC --mirror NAME --group G [--source ALIAS] [--apply]`.
+
+Translates a source consumer group's offsets to the destination (failover), see offset_translation.py.
+Exit codes: 0 done, 1 runtime error (group active, cluster unreachable), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+
+from mirror_worker.commands import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail
+from mirror_worker.exceptions import ConfigError, MirrorError
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "translate-offsets", prog="python -m mirror_worker translate-offsets", allow_abbrev=False,
+        description="Destination offsets a source consumer group resumes from after failover.")
+    parser.add_argument("--config", required=True, metavar="FILE", help="YAML mirror spec")
+    parser.add_argument("--mirror", metavar="NAME", help="the mirror (required when the spec has several)")
+    parser.add_argument("--group", required=True, metavar="GROUP", help="the consumer group to translate")
+    parser.add_argument("--source", metavar="ALIAS", help="source cluster (when the mirror has several)")
+    parser.add_argument("--apply", action="store_true",
+                        help="write the offsets to GROUP on the destination (only when it has no active member)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mirror_worker import offset_translation as translation
+    from mirror_worker.spec import select_mirror
+
+    try:
+        if not args.group.strip():
+            raise ConfigError("--group: must not be empty")
+        config = select_mirror(Path(args.config), args.mirror)
+        translation.source_cluster(config, args.source)
+    except ConfigError as exc:
+        return fail(str(exc), EXIT_BAD_INPUT)
+    try:
+        translations = translation.translate_group(config, args.group, args.source)
+        if args.apply:
+            translation.apply_group_offsets(config, args.group, translation.translated_offsets(translations))
+    except (MirrorError, KafkaException) as exc:
+        return fail(str(exc), EXIT_FATAL)
+    print(json.dumps(translation.report(config, args.group, translations, args.apply), indent=2), flush=True)
+    return EXIT_OK

@@ -1,0 +1,115 @@
+"""mirror_worker's import graph, read with ast: no cycle, and the library never imports the command layer.
+
+Imports inside functions count (a lazy import still couples two modules); imports under
+`if TYPE_CHECKING:` do not (they never run).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "mirror_worker"
+COMMAND_LAYER = ("mirror_worker.__main__", "mirror_worker.runner", "mirror_worker.cli", "mirror_worker.commands")
+
+
+def module_names(package_dir: Path) -> dict[str, Path]:
+    names = {}
+    for path in package_dir.rglob("*.py"):
+        parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names[".".join(parts)] = path
+    return names
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node, except the bodies of `if TYPE_CHECKING:` blocks."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
+def import_graph(package_dir: Path = PACKAGE_DIR) -> dict[str, set[str]]:
+    """{module: the package's modules it imports}."""
+    modules = module_names(package_dir)
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = set()
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            edges |= {t for t in targets if t in modules and t != name}
+        graph[name] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [node, nxt] if nxt in path else path + [node, nxt]
+            if nxt not in state:
+                found = visit(nxt, path + [node])
+                if found:
+                    return found
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start, [])
+            if found:
+                return found
+    return None
+
+
+def is_command_layer(module: str) -> bool:
+    return any(module == c or module.startswith(c + ".") for c in COMMAND_LAYER)
+
+
+def library_imports_of_command_layer(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    return {
+        module: {t for t in targets if is_command_layer(t)}
+        for module, targets in graph.items()
+        if not is_command_layer(module) and any(is_command_layer(t) for t in targets)
+    }
+
+
+def test_find_cycle_sees_a_cycle_and_library_check_sees_a_command_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+    assert library_imports_of_command_layer({"mirror_worker.x": {"mirror_worker.runner"}}) == {
+        "mirror_worker.x": {"mirror_worker.runner"}}
+
+
+def test_the_graph_sees_lazy_and_package_imports():
+    graph = import_graph()
+    assert "mirror_worker.runner" in graph["mirror_worker.commands.main"]  # imported inside a function
+    assert "mirror_worker.commands.sync_schemas" in graph["mirror_worker.commands.main"]  # from package import module
+
+
+def test_no_import_cycle_in_mirror_worker():
+    assert find_cycle(import_graph()) is None
+
+
+def test_library_modules_never_import_the_command_layer():
+    assert library_imports_of_command_layer(import_graph()) == {}
