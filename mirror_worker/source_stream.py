@@ -1,4 +1,7 @@
-"""One source cluster as the worker holds it: its consumer, offset ledger, topics and per-partition state."""
+"""One source cluster as the worker holds it: its consumer, offset ledger, topics and per-partition state.
+
+The state the hot path and the parts (worker_*.py) share per source; positions move only through its ledger.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from mirror_worker.ledger import OffsetLedger
 from mirror_worker.topics import TopicInfo
 
 if TYPE_CHECKING:
-    from mirror_worker.schema_sync import SchemaSyncer
+    from mirror_worker.worker_schemas import SchemaGate
 
 
 @dataclass
@@ -43,5 +46,8 @@ class SourceStream:
     topic_ids: dict[str, str] = field(default_factory=dict)
     recreated: dict[str, str] = field(default_factory=dict)  # topic -> its id before it was recreated
     reported_loss: set[tuple[str, int]] = field(default_factory=set)
-    schemas: SchemaSyncer | None = None  # when this source and the destination have registries
-    schema_conflicts: dict[str, str] = field(default_factory=dict)  # topic -> why it is not mirrored
+    schemas: SchemaGate | None = None  # when this source and the destination have registries
+
+    def drop_stashed(self, keys) -> None:
+        """Stashed records of `keys` will not be produced (partitions released, rewound or moved)."""
+        self.stash = [m for m in self.stash if (m.topic(), m.partition()) not in keys]

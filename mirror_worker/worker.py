@@ -3,14 +3,21 @@
 At-least-once rests on one rule, kept by `OffsetLedger`: offsets are committed from a checkpoint taken
 *before* a producer flush that completed with no delivery error. Everything else (backpressure, topic
 discovery, rebalances, shutdown) is arranged around that rule and never commits past it.
+
+`MirrorWorker` wires its parts at start-up and keeps the loop, the hot path (`_mirror`), backpressure,
+the client callbacks and shutdown. The parts, each built from explicit collaborators:
+
+    CommitCycle          worker_commits.py     flush or commit transactions, then commit offsets, offset syncs
+    PartitionAssignment  worker_assignment.py  rebalance callbacks, start positions, data loss, rewinds
+    TopicManagement      worker_topics.py      discovery, creation, growth, config sync, heartbeats
+    SchemaGate           worker_schemas.py     per source: schema-id map, ids first seen mid-stream, conflicts
+    Halts                worker_halts.py       a refused record: dead letter or halt its partition
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sys
-import threading
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -18,75 +25,65 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_worker.client_config import connection_settings
 from mirror_worker.config import MirrorConfig
-from mirror_worker.data_loss import StartDecision, Verdict, decide_start
 from mirror_worker.exactly_once import PartitionTransactions
 from mirror_worker import wire_format
 from mirror_worker.exceptions import ClusterRefusedError, FatalMirrorError, UnreachableClusterError
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
+from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance, provenance_value
 from mirror_worker.routing import Router
+from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
-from mirror_worker.topic_configs import exclusion_pattern
 from mirror_worker.topics import DestinationTopics, TopicInfo
-from mirror_worker.worker_assignment import AssignmentHandling
+from mirror_worker.worker_assignment import PartitionAssignment
 from mirror_worker.worker_commits import CommitCycle
-from mirror_worker.worker_schemas import SchemaHandling
+from mirror_worker.worker_halts import Halts
+from mirror_worker.worker_schemas import SchemaGate
 from mirror_worker.worker_topics import TopicManagement
+
+__all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value"]
 
 log = logging.getLogger("mirror_worker")
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
 
-PROVENANCE_HEADER = "mirror.source"
 # A full producer queue waits this long for room before the consumers are paused (see _apply_backpressure).
 PAUSE_AFTER_S = 1.0
 
 
-def provenance_value(alias: str, cluster_id: str, topic: str, partition: int, offset: int) -> bytes:
-    return f"{alias}:{cluster_id}:{topic}:{partition}:{offset}".encode()
-
-
-def parse_provenance(value: bytes) -> tuple[str, str, str, int, int] | None:
-    parts = value.decode(errors="replace").split(":")
-    if len(parts) != 5:
-        return None
-    alias, cluster_id, topic, partition, offset = parts
-    try:
-        return alias, cluster_id, topic, int(partition), int(offset)
-    except ValueError:
-        return None
-
-
-class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCycle):
-    """One worker process: start-up, the main loop and its hot path (`_mirror`), backpressure, shutdown.
-
-    The rest of its methods live by concern beside it: worker_topics.py (discovery, creation, config
-    sync, heartbeats), worker_assignment.py (rebalances, start positions, data loss), worker_schemas.py
-    and worker_commits.py (flush, then commit offsets and write offset syncs).
-    """
+class MirrorWorker:
+    """One worker process: start-up wiring, the main loop and its hot path (`_mirror`), backpressure, shutdown."""
 
     def __init__(self, config: MirrorConfig, metrics: MirrorMetrics | None = None, clock=time.monotonic) -> None:
         self.config = config
         self.metrics = metrics or MirrorMetrics(config.name)
         self.clock = clock
-        self.stop_event = threading.Event()
+        self.state = RunState(config.shutdown_timeout_s, clock)
         self.batch_size = max(1, min(5000, config.queue_size // 4))
-        self.fatal: str | None = None
         self.refused: str | None = None  # the last authentication or TLS failure reported by a client
         self.router = Router(
             config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers,
             producer_per_partition=config.exactly_once,
         )
-        self.topic_filter = config.topic_filter()
-        self.config_exclusions = exclusion_pattern(config.config_sync_exclude)
-        self.max_bytes: dict[str, int] = {}
+        self._label = {"mirror": config.name}
+        self.halts = Halts(self.metrics, self._label, config.dead_letter_topic,
+                           lambda topic, partition: self.router.route(topic, partition).producer_index)
         self.streams: list[SourceStream] = []
         self.producers: list[Producer] = []
         self.heartbeat_producer: Producer | None = None
         self.destination_cluster_id = ""
         self._paused = False
-        self.offset_sync_writer: OffsetSyncWriter | None = None
-        self._closing_deadline: float | None = None
-        self._label = {"mirror": config.name}
+        # Built by start(): they need the clients.
+        self.commits: CommitCycle
+        self.assignment: PartitionAssignment
+        self.topics: TopicManagement
+
+    @property
+    def stop_event(self):
+        return self.state.stop_event
+
+    @property
+    def fatal(self) -> str | None:
+        return self.state.fatal
 
     # ---------------------------------------------------------------- start-up
     def start(self) -> None:
@@ -101,9 +98,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             # Exactly-once producers are transactional: heartbeats go through a plain one.
             self.heartbeat_producer = Producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
         # Exactly-once keys positions by source partition on the destination topic: it needs the room.
-        self.destination = DestinationTopics(
-            self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once
-        )
+        destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once)
         for source in cfg.sources:
             settings = {"group.id": cfg.group_id, **source.consumer}
             if cfg.metrics_port is not None:
@@ -111,8 +106,8 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             if cfg.exactly_once:
                 settings["isolation.level"] = "read_committed"
             reset_policy = settings.get("auto.offset.reset", "latest")
-            # The worker picks every start position itself (see _on_assign); a fetch that falls off the log
-            # later must surface as an error, never as librdkafka's silent reset.
+            # The worker picks every start position itself (see PartitionAssignment); a fetch that falls off
+            # the log later must surface as an error, never as librdkafka's silent reset.
             settings["auto.offset.reset"] = "error"
             consumer = Consumer(self._client_settings(settings, stats_source=source.name))
             cluster_id = self._cluster_id(consumer, f"source {source.name!r}")
@@ -132,13 +127,26 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
 
             syncers = syncers_for(cfg, on_register=self.metrics.schemas_registered.labels(**self._label).inc)
             for stream in self.streams:
-                stream.schemas = syncers.get(stream.alias)
-        self._ensure_heartbeat_topic()
+                syncer = syncers.get(stream.alias)
+                if syncer is not None:
+                    stream.schemas = SchemaGate(syncer, self.halts, self.metrics, self._label, stream.alias)
+        offset_sync_writer = None
         if cfg.writes_offset_syncs:
             topic = cfg.offset_syncs_topic
-            self.destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
-            self.offset_sync_writer = OffsetSyncWriter(topic, self.admin, self.router.policy.remote_topic)
-        self.refresh_topics()
+            destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
+            offset_sync_writer = OffsetSyncWriter(topic, self.admin, self.router.policy.remote_topic)
+        self.commits = CommitCycle(
+            self.streams, self._all_producers, self.metrics, self._label, self.state, self.clock, cfg.exactly_once,
+            offset_sync_writer, self.producers[0] if self.producers else self.heartbeat_producer,
+        )
+        self.assignment = PartitionAssignment(
+            self.commits, self.halts, self.metrics, self._label, self.state, cfg.startup_timeout_s,
+            cfg.on_data_loss == "halt", lambda: self._paused,
+        )
+        self.topics = TopicManagement(cfg, self.streams, self.admin, destination, self.router, self.assignment,
+                                      self.metrics, self._label, before_subscribe=_sync_schemas)
+        self.topics.ensure_heartbeat_topic()
+        self.topics.refresh()
         log.info("mirror started", extra={
             **self._label, "sources": [s.alias for s in self.streams], "group": cfg.group_id,
             "topics": sorted({t for s in self.streams for t in s.topics}),
@@ -183,16 +191,16 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         next_config_sync = now + cfg.config_sync_interval_ms / 1000
         next_heartbeat = now
         timeout = 0.5 if len(self.streams) == 1 else 0.1
-        while not self.stop_event.is_set() and self.fatal is None:
+        while self.state.running:
             now = self.clock()
             if now >= next_refresh:
-                self.refresh_topics()
+                self.topics.refresh()
                 next_refresh = now + cfg.topic_refresh_interval_s
             if cfg.config_sync_interval_ms and now >= next_config_sync:
-                self.sync_topic_configs()
+                self.topics.sync_configs()
                 next_config_sync = self.clock() + cfg.config_sync_interval_ms / 1000
             if now >= next_heartbeat:
-                self.send_heartbeats()
+                self.topics.send_heartbeats(self.heartbeat_producer or self.producers[0], self.destination_cluster_id)
                 next_heartbeat = now + cfg.heartbeat_interval_s
             if now >= next_commit:
                 self.metrics.in_flight.labels(**self._label).set(self._in_flight())
@@ -216,8 +224,15 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                     self._mirror(stream, batch)
             for producer in self._all_producers():
                 producer.poll(0)
-        if self.fatal is not None:
-            raise FatalMirrorError(self.fatal)
+        if self.state.fatal is not None:
+            raise FatalMirrorError(self.state.fatal)
+
+    def checkpoint_and_commit(self, deadline: float | None = None) -> bool:
+        """One commit cycle; partitions whose transaction was aborted are rewound. True if it completed."""
+        outcome = self.commits.checkpoint_and_commit(deadline=deadline)
+        for stream, key, reason in outcome.aborted:
+            self.assignment.rewind(stream, key, reason)
+        return outcome.complete
 
     def _mirror(self, stream: SourceStream, batch: list) -> None:
         """The hot path: hand every record of `batch` to its producer, in order, per partition.
@@ -232,7 +247,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         halted = stream.ledger.halted
         pending = stream.pending
         provenance = self.config.provenance_headers
-        max_bytes = self.max_bytes
+        max_bytes = self.topics.max_bytes
         id_map = stream.schemas.id_headers if stream.schemas is not None else None
         rewrite, magic, header_size = wire_format.rewrite, wire_format.MAGIC_BYTE, wire_format.HEADER_SIZE
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
@@ -283,8 +298,8 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             refused = False
             if size > limit:
                 refused = True
-                self._refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
-                                          f"max.message.bytes={limit}")
+                self.halts.refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
+                                               f"max.message.bytes={limit}")
             elif id_map is not None:
                 try:
                     if key and key[0] == magic and len(key) >= header_size:
@@ -292,7 +307,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                     if value and value[0] == magic and len(value) >= header_size:
                         value = rewrite(value, id_map)
                 except KeyError:
-                    rewritten = self._new_schema_ids(stream, msg)
+                    rewritten = stream.schemas.new_schema_ids(stream, msg)
                     refused = rewritten is None  # dead-lettered, or its partition (or topic) halted
                     if not refused:
                         key, value = rewritten
@@ -309,7 +324,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                     stream.stash[:0] = batch[batch.index(msg):]
                     break
                 except KafkaException as exc:
-                    self._refuse(stream, msg, exc.args[0].str())
+                    self.halts.refuse(stream, msg, exc.args[0].str())
                     skip = (topic, partition) in halted
                     if skip:
                         continue
@@ -327,10 +342,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                 self.metrics.records_consumed.labels(**labels).inc(counts[0] - records)
                 self.metrics.bytes_consumed.labels(**labels).inc(counts[1] - size)
 
-    # ---------------------------------------------------------------- headers, refused records, halts
-
-
-
+    # ---------------------------------------------------------------- headers, consume errors
     def _headers(self, stream: SourceStream, msg, headers, destination_topic: str):
         """Copy headers, check for a cycle, add provenance. False means: the record was refused."""
         out = []
@@ -338,7 +350,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             if name == PROVENANCE_HEADER:
                 origin = parse_provenance(value) if value else None
                 if origin and origin[1] and origin[1] == self.destination_cluster_id:
-                    self._refuse(stream, msg, f"cycle: the record came from the destination cluster ({value.decode()})", force_halt=True)
+                    self.halts.refuse(stream, msg, f"cycle: the record came from the destination cluster ({value.decode()})", force_halt=True)
                     return False
                 if self.config.provenance_headers:
                     continue  # replaced by this hop's provenance below
@@ -350,51 +362,12 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
 
     def _on_consume_error(self, stream: SourceStream, msg, err: KafkaError) -> None:
         if err.code() == KafkaError._AUTO_OFFSET_RESET and msg.topic() and msg.partition() is not None:
-            topic, partition = msg.topic(), msg.partition()
-            position = stream.ledger.position((topic, partition))
-            recreated = self._fetch_topic_ids(stream, [topic])
-            low, high = stream.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            decision = decide_start(position, recreated.get(topic), stream.topic_ids.get(topic), low, high, True,
-                                    f"{topic}[{partition}]")
-            if decision.verdict is Verdict.RESUME:  # librdkafka saw a log that moved; ours is inside it now
-                decision = StartDecision(Verdict.TRUNCATED, low, f"{topic}[{partition}]: {err.str()}")
-            self._on_data_loss(stream, topic, partition, position, decision)
+            self.assignment.on_position_reset(stream, msg.topic(), msg.partition(), err.str())
             return
         self.metrics.errors.labels(kind="consume", **self._label).inc()
         if err.fatal():
-            self.fatal = f"source {stream.alias!r} consumer failed: {err.str()}"
+            self.state.fail(f"source {stream.alias!r} consumer failed: {err.str()}")
         log.warning("consume error", extra={**self._label, "source": stream.alias, "error": err.str(), "topic": msg.topic()})
-
-    def _refuse(self, stream: SourceStream, msg, reason: str, force_halt: bool = False) -> None:
-        """A record the destination will not take: dead-letter it (opt-in) or halt its partition."""
-        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-        labels = {**self._label, "source": stream.alias, "topic": topic}
-        self.metrics.records_consumed.labels(**labels).inc()
-        if self.config.dead_letter_topic and not force_halt:
-            headers = list(msg.headers() or []) + [
-                (PROVENANCE_HEADER, provenance_value(stream.alias, stream.cluster_id, topic, partition, offset)),
-                ("mirror.error", reason.encode()),
-            ]
-            try:
-                stream.producers[self.router.route(topic, partition).producer_index].produce(
-                    self.config.dead_letter_topic, msg.value(), msg.key(), headers=headers)
-                self.metrics.dead_lettered.labels(**labels).inc()
-                log.error("record dead-lettered", extra={**labels, "partition": partition, "offset": offset, "reason": reason})
-                return
-            except (KafkaException, BufferError) as exc:
-                reason = f"{reason}; dead-letter topic refused it too: {exc}"
-        self._halt(stream, topic, partition, offset, reason)
-
-    def _halt(self, stream: SourceStream, topic: str, partition: int, offset: int, reason: str) -> None:
-        """Stop one partition at `offset`: nothing at or after it is committed by this run."""
-        labels = {**self._label, "source": stream.alias, "topic": topic}
-        stream.ledger.halt((topic, partition), offset, reason)
-        stream.consumer.pause([TopicPartition(topic, partition)])
-        self.metrics.halted_partitions.labels(partition=str(partition), **labels).set(1)
-        self.metrics.errors.labels(kind="halt", **self._label).inc()
-        log.error("partition halted", extra={**labels, "partition": partition, "offset": offset, "reason": reason})
-        print(f"mirror_worker: partition {topic}[{partition}] of source {stream.alias!r} halted at offset {offset}: {reason}",
-              file=sys.stderr, flush=True)
 
     # ---------------------------------------------------------------- backpressure
     def _in_flight(self) -> int:
@@ -421,7 +394,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             while True:
                 for producer in self._all_producers():
                     producer.poll(0.002)
-                if self._in_flight() <= room_at or self.stop_event.is_set() or self.fatal is not None:
+                if self._in_flight() <= room_at or not self.state.running:
                     break
                 now = self.clock()
                 if now - started < PAUSE_AFTER_S:
@@ -464,14 +437,14 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         stream = next((s for s in self.streams if origin and s.alias == origin[0]), None)
         if origin is not None and stream is not None:
             _, _, topic, partition, offset = origin
-            self._halt(stream, topic, partition, offset, f"destination refused the record: {err.str()}")
+            self.halts.halt(stream, topic, partition, offset, f"destination refused the record: {err.str()}")
             return
         # Without provenance the failed record cannot be traced to its source offset: stop, commit nothing more.
-        self.fatal = f"delivery to {msg.topic()}[{msg.partition()}] failed: {err.str()}"
+        self.state.fail(f"delivery to {msg.topic()}[{msg.partition()}] failed: {err.str()}")
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
-            self.fatal = f"fatal client error: {err.str()}"
+            self.state.fail(f"fatal client error: {err.str()}")
         if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
             self.refused = err.str()
         log.warning("client error", extra={**self._label, "error": err.str(), "code": err.name()})
@@ -490,9 +463,8 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
     # ---------------------------------------------------------------- shutdown
     def close(self) -> None:
         """Flush, commit, leave the group. Bounded by shutdown_timeout_s."""
-        self.stop_event.set()
-        self._closing_deadline = self.clock() + self.config.shutdown_timeout_s
-        committed = self.checkpoint_and_commit(deadline=self._closing_deadline)
+        deadline = self.state.close()
+        committed = self.checkpoint_and_commit(deadline=deadline)
         for stream in self.streams:
             if stream.transactions is not None:
                 stream.transactions.close_all()
@@ -503,6 +475,12 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         if self.heartbeat_producer is not None:
             self.heartbeat_producer.flush(2)
         log.info("mirror stopped", extra={**self._label, "final_commit": committed})
+
+
+def _sync_schemas(stream: SourceStream, topics: list[str]) -> None:
+    """Before a stream subscribes to new topics: their subjects, when the source syncs schemas."""
+    if stream.schemas is not None:
+        stream.schemas.sync_topics(stream, topics)
 
 
 def _close_run(handed_over, pending: dict, topic: str, partition: int, last, records: int, size: int,
@@ -516,8 +494,6 @@ def _close_run(handed_over, pending: dict, topic: str, partition: int, last, rec
     counts[1] += size
     if newest > counts[2]:
         counts[2] = newest
-
-
 
 
 def _incremental(consumer_settings: dict) -> bool:

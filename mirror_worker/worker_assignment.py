@@ -1,17 +1,19 @@
-"""Partitions coming and going (rebalance callbacks) and where each starts: committed position, data-loss checks, recreated topics.
-
-A part of MirrorWorker (worker.py), which holds the state these methods share.
-"""
+"""Partitions coming and going (rebalance callbacks) and where each starts: committed position, data-loss checks, recreated topics, rewinds."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, TopicCollection, TopicPartition
 
-from mirror_worker.data_loss import StartDecision, decide_start
+from mirror_worker.data_loss import StartDecision, Verdict, decide_start
+from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.run_state import RunState
+from mirror_worker.worker_commits import CommitCycle
+from mirror_worker.worker_halts import Halts
 
 if TYPE_CHECKING:
     from mirror_worker.source_stream import SourceStream
@@ -19,32 +21,50 @@ if TYPE_CHECKING:
 log = logging.getLogger("mirror_worker")
 
 
-class AssignmentHandling:
-    """Partitions assigned, revoked or lost, and the position each one starts from."""
+class PartitionAssignment:
+    """Partitions assigned, revoked or lost, and the position each one starts from.
 
-    def _on_assign(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
+    `halts_on_loss`: on_data_loss=halt (else reset to the earliest record still there); `paused()` tells
+    whether the worker's consumers are paused for backpressure (new partitions join paused).
+    """
+
+    def __init__(self, commits: CommitCycle, halts: Halts, metrics: MirrorMetrics, label: dict, state: RunState,
+                 startup_timeout_s: float, halts_on_loss: bool, paused: Callable[[], bool]) -> None:
+        self.commits = commits
+        self.halts = halts
+        self.metrics = metrics
+        self.label = label
+        self.state = state
+        self.startup_timeout_s = startup_timeout_s
+        self.halts_on_loss = halts_on_loss
+        self.paused = paused
+
+    # ---------------------------------------------------------------- rebalance callbacks
+    def on_assign(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
         halts = self._assign_checked(stream, partitions)
         stream.assigned |= keys
-        if self._paused:
+        if self.paused():
             stream.consumer.pause(partitions)
-        halts += [((tp.topic, tp.partition), tp.offset, stream.schema_conflicts[tp.topic])
-                  for tp in partitions if tp.topic in stream.schema_conflicts]
+        if stream.schemas is not None:
+            halts += stream.schemas.conflict_halts(partitions)
         for (topic, partition), offset, reason in halts:
-            self._halt(stream, topic, partition, offset, reason)
-        log.info("partitions assigned", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
+            self.halts.halt(stream, topic, partition, offset, reason)
+        log.info("partitions assigned", extra={**self.label, "source": stream.alias, "partitions": _fmt(keys)})
 
-    def _on_revoke(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
+    def on_revoke(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
         # Commit what is done for the partitions that leave, so their next owner starts right there.
-        self.checkpoint_and_commit(only=(stream, keys), deadline=self._shutdown_deadline())
+        outcome = self.commits.checkpoint_and_commit(only=(stream, keys), deadline=self.state.shutdown_deadline())
+        for aborted_stream, key, reason in outcome.aborted:
+            self.rewind(aborted_stream, key, reason)
         self._release(stream, keys)
-        log.info("partitions revoked", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
+        log.info("partitions revoked", extra={**self.label, "source": stream.alias, "partitions": _fmt(keys)})
 
-    def _on_lost(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
+    def on_lost(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
         self._release(stream, keys)
-        log.warning("partitions lost (not committed)", extra={**self._label, "source": stream.alias, "partitions": _fmt(keys)})
+        log.warning("partitions lost (not committed)", extra={**self.label, "source": stream.alias, "partitions": _fmt(keys)})
 
     def _release(self, stream: SourceStream, keys: set[tuple[str, int]]) -> None:
         """Forget partitions this worker no longer owns: their transactions, positions and stashed records."""
@@ -53,8 +73,9 @@ class AssignmentHandling:
         stream.ledger.forget(keys)
         stream.assigned -= keys
         stream.rebalances += 1
-        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) not in keys]
+        stream.drop_stashed(keys)
 
+    # ---------------------------------------------------------------- start positions
     def _assign_checked(self, stream: SourceStream, partitions: list[TopicPartition]) -> list:
         """Start each partition at its position, unless records between it and the log were lost.
 
@@ -65,54 +86,50 @@ class AssignmentHandling:
         positions = stream.transactions.open(keys) if stream.transactions is not None else {}
         missing = [TopicPartition(t, p) for t, p in keys if positions.get((t, p)) is None]
         if missing:
-            for tp in stream.consumer.committed(missing, timeout=self.config.startup_timeout_s):
+            for tp in stream.consumer.committed(missing, timeout=self.startup_timeout_s):
                 if tp.offset >= 0:
                     positions[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
-        recreated = self._fetch_topic_ids(stream, sorted({t for t, _ in keys}))
+        recreated = self.fetch_topic_ids(stream, sorted({t for t, _ in keys}))
         reset_to_earliest = stream.reset_policy in ("earliest", "smallest", "beginning")
         halts = []
         for tp in partitions:
             key = (tp.topic, tp.partition)
             position, position_topic_id = positions.get(key) or (None, None)
-            low, high = stream.consumer.get_watermark_offsets(tp, timeout=self.config.startup_timeout_s)
+            low, high = stream.consumer.get_watermark_offsets(tp, timeout=self.startup_timeout_s)
             if tp.topic in recreated and position_topic_id in (None, "", recreated[tp.topic]):
                 # Seen recreated while this worker ran; the broker dropped the old topic's offsets with it.
                 position, position_topic_id = position or 0, recreated[tp.topic]
             decision = decide_start(position, position_topic_id, stream.topic_ids.get(tp.topic), low, high,
                                     reset_to_earliest, f"{tp.topic}[{tp.partition}]")
             tp.offset = decision.offset
-            stream.ledger.start(key, position if decision.lost and self._halts_on_loss else decision.offset)
+            stream.ledger.start(key, position if decision.lost and self.halts_on_loss else decision.offset)
             if decision.lost:
                 self._report_data_loss(stream, tp.topic, tp.partition, decision)
-                if self._halts_on_loss:
+                if self.halts_on_loss:
                     halts.append((key, position, decision.reason))
         log.info("start positions", extra={
-            **self._label, "source": stream.alias,
+            **self.label, "source": stream.alias,
             "positions": sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions),
         })
         # A first sync per partition before this worker produces any of its records: a consumer that
         # committed anywhere from here on translates, even before the first commit of this worker.
         halted = {key for key, _, _ in halts}
-        self._write_offset_syncs(stream, {(tp.topic, tp.partition): tp.offset for tp in partitions
-                                          if (tp.topic, tp.partition) not in halted})
+        self.commits.write_offset_syncs(stream, {(tp.topic, tp.partition): tp.offset for tp in partitions
+                                                 if (tp.topic, tp.partition) not in halted})
         if stream.incremental_assignment:
             stream.consumer.incremental_assign(partitions)
         else:
             stream.consumer.assign(partitions)
         return halts
 
-    @property
-    def _halts_on_loss(self) -> bool:
-        return self.config.on_data_loss == "halt"
-
-    def _fetch_topic_ids(self, stream: SourceStream, topics: list[str]) -> dict[str, str]:
+    def fetch_topic_ids(self, stream: SourceStream, topics: list[str]) -> dict[str, str]:
         """Refresh the ids of `topics`; returns {topic: previous id} of those recreated since last seen.
 
         A recreated topic stays marked for the rest of this run, so its partitions halt whenever assigned.
         """
         if not topics:
             return {}
-        futures = stream.admin.describe_topics(TopicCollection(topics), request_timeout=self.config.startup_timeout_s)
+        futures = stream.admin.describe_topics(TopicCollection(topics), request_timeout=self.startup_timeout_s)
         for topic, future in futures.items():
             try:
                 topic_id = str(future.result().topic_id)
@@ -122,55 +139,66 @@ class AssignmentHandling:
             if old is not None and old != topic_id and topic not in stream.recreated:
                 stream.recreated[topic] = old
                 log.error("source topic deleted and recreated", extra={
-                    **self._label, "source": stream.alias, "topic": topic, "old_id": old, "new_id": topic_id,
+                    **self.label, "source": stream.alias, "topic": topic, "old_id": old, "new_id": topic_id,
                 })
             stream.topic_ids[topic] = topic_id
         return {t: old for t, old in stream.recreated.items() if t in topics}
 
-    def _check_topic_ids(self, stream: SourceStream, topics: list[str]) -> None:
+    # ---------------------------------------------------------------- data loss while running, rewinds
+    def check_topic_ids(self, stream: SourceStream, topics: list[str]) -> None:
         """A topic deleted and recreated between two looks: its assigned partitions lost their records."""
-        for topic, old in self._fetch_topic_ids(stream, topics).items():
+        for topic, old in self.fetch_topic_ids(stream, topics).items():
             for t, partition in sorted(stream.assigned):
                 key = (t, partition)
                 if t != topic or key in stream.ledger.halted or key in stream.reported_loss:
                     continue
                 position = stream.ledger.position(key)
                 decision = decide_start(position, old, stream.topic_ids[topic], 0, 0, True, f"{topic}[{partition}]")
-                self._on_data_loss(stream, topic, partition, position, decision)
+                self.on_data_loss(stream, topic, partition, position, decision)
+
+    def on_position_reset(self, stream: SourceStream, topic: str, partition: int, error: str) -> None:
+        """librdkafka's fetch fell off the log (auto.offset.reset=error): decide as on assignment."""
+        position = stream.ledger.position((topic, partition))
+        recreated = self.fetch_topic_ids(stream, [topic])
+        low, high = stream.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        decision = decide_start(position, recreated.get(topic), stream.topic_ids.get(topic), low, high, True,
+                                f"{topic}[{partition}]")
+        if decision.verdict is Verdict.RESUME:  # librdkafka saw a log that moved; ours is inside it now
+            decision = StartDecision(Verdict.TRUNCATED, low, f"{topic}[{partition}]: {error}")
+        self.on_data_loss(stream, topic, partition, position, decision)
 
     def _report_data_loss(self, stream: SourceStream, topic: str, partition: int, decision: StartDecision) -> None:
         stream.reported_loss.add((topic, partition))
-        labels = {**self._label, "source": stream.alias, "topic": topic}
+        labels = {**self.label, "source": stream.alias, "topic": topic}
         self.metrics.data_loss.labels(kind=decision.verdict.value, **labels).inc()
-        action = "partition halted" if self._halts_on_loss else f"resuming at offset {decision.offset} (on_data_loss=reset)"
+        action = "partition halted" if self.halts_on_loss else f"resuming at offset {decision.offset} (on_data_loss=reset)"
         log.error("source data lost before it was mirrored", extra={
             **labels, "partition": partition, "kind": decision.verdict.value, "reason": decision.reason, "action": action,
         })
         print(f"mirror_worker: data loss on source {stream.alias!r}: {decision.reason}; {action}",
               file=sys.stderr, flush=True)
 
-    def _on_data_loss(self, stream: SourceStream, topic: str, partition: int, position: int | None,
-                      decision: StartDecision) -> None:
+    def on_data_loss(self, stream: SourceStream, topic: str, partition: int, position: int | None,
+                     decision: StartDecision) -> None:
         """A running partition's position fell off the source log: halt it, or (opt-in) jump to the log."""
         self._report_data_loss(stream, topic, partition, decision)
         key = (topic, partition)
-        if self._halts_on_loss:
-            self._halt(stream, topic, partition, position if position is not None else decision.offset, decision.reason)
+        if self.halts_on_loss:
+            self.halts.halt(stream, topic, partition, position if position is not None else decision.offset, decision.reason)
             return
         stream.ledger.seek(key, decision.offset)
-        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) != key]
+        stream.drop_stashed({key})
         stream.consumer.seek(TopicPartition(topic, partition, decision.offset))
 
-    def _rewind(self, stream: SourceStream, key: tuple[str, int], reason: str) -> None:
+    def rewind(self, stream: SourceStream, key: tuple[str, int], reason: str) -> None:
         """An aborted transaction: re-send the partition from its last committed position."""
         start = stream.ledger.rewind(key)
-        stream.stash = [m for m in stream.stash if (m.topic(), m.partition()) != key]
+        stream.drop_stashed({key})
         stream.consumer.seek(TopicPartition(key[0], key[1], start))
-        self.metrics.errors.labels(kind="transaction_aborted", **self._label).inc()
+        self.metrics.errors.labels(kind="transaction_aborted", **self.label).inc()
         log.warning("transaction aborted, re-sending from the committed position", extra={
-            **self._label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]", "offset": start, "error": reason,
+            **self.label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]", "offset": start, "error": reason,
         })
-
 
 
 def _fmt(keys) -> list[str]:

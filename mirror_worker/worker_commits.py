@@ -1,17 +1,19 @@
-"""The at-least-once rule and its exactly-once twin: flush (or commit transactions), then commit offsets and write offset syncs.
-
-A part of MirrorWorker (worker.py), which holds the state these methods share.
-"""
+"""The at-least-once rule and its exactly-once twin: flush (or commit transactions), then commit offsets and write offset syncs."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, TopicPartition
 
 from mirror_worker.exactly_once import ProducerFenced, TransactionAborted
+from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.offset_syncs import OffsetSyncWriter
+from mirror_worker.run_state import RunState
 
 if TYPE_CHECKING:
     from mirror_worker.source_stream import SourceStream
@@ -19,45 +21,65 @@ if TYPE_CHECKING:
 log = logging.getLogger("mirror_worker")
 
 
+@dataclass
+class CommitOutcome:
+    complete: bool  # every flush (or transaction) completed: nothing handed over is left unconfirmed
+    # Exactly-once: partitions whose transaction was aborted; the caller rewinds them (re-send from the commit).
+    aborted: list[tuple[SourceStream, tuple[str, int], str]] = field(default_factory=list)
+
+
 class CommitCycle:
-    """Flush (or commit transactions), then commit the checkpoint taken before it."""
+    """Flush (or commit transactions), then commit the checkpoint taken before it.
 
-    def _shutdown_deadline(self) -> float | None:
-        if self._closing_deadline is not None:
-            return self._closing_deadline
-        return self.clock() + self.config.shutdown_timeout_s if self.stop_event.is_set() else None
+    `streams` is the worker's list of sources (read at each commit); `producers()` returns every producer
+    records are handed to; `sync_producer` writes the offset syncs when `offset_sync_writer` is set.
+    """
 
-    def _flush(self, deadline: float | None) -> bool:
+    def __init__(self, streams: list[SourceStream], producers: Callable[[], list], metrics: MirrorMetrics,
+                 label: dict, state: RunState, clock: Callable[[], float], exactly_once: bool,
+                 offset_sync_writer: OffsetSyncWriter | None = None, sync_producer=None) -> None:
+        self.streams = streams
+        self.producers = producers
+        self.metrics = metrics
+        self.label = label
+        self.state = state
+        self.clock = clock
+        self.exactly_once = exactly_once
+        self.offset_sync_writer = offset_sync_writer
+        self.sync_producer = sync_producer
+
+    def flush(self, deadline: float | None) -> bool:
         """Wait until every producer delivered everything; False if the deadline came first."""
         last_log = self.clock()
         while True:
             remaining = 0
-            for producer in self._all_producers():
+            for producer in self.producers():
                 remaining += producer.flush(0.5)
             if remaining == 0:
                 return True
             now = self.clock()
-            if self.fatal is not None:
+            if self.state.fatal is not None:
                 return False
-            if deadline is None and self.stop_event.is_set():
-                deadline = now + self.config.shutdown_timeout_s
+            if deadline is None and self.state.stop_event.is_set():
+                deadline = now + self.state.shutdown_timeout_s
             if deadline is not None and now >= deadline:
                 return False
             if now - last_log > 10:
-                log.warning("waiting for the destination to acknowledge", extra={**self._label, "in_flight": remaining})
+                log.warning("waiting for the destination to acknowledge", extra={**self.label, "in_flight": remaining})
                 last_log = now
 
-    def checkpoint_and_commit(self, only: tuple[SourceStream, set] | None = None, deadline: float | None = None) -> bool:
-        if self.config.exactly_once:
+    def checkpoint_and_commit(self, only: tuple[SourceStream, set] | None = None,
+                              deadline: float | None = None) -> CommitOutcome:
+        if self.exactly_once:
             return self._commit_transactions(only, deadline)
         checkpoints = [(stream, stream.ledger.checkpoint(), stream.pending) for stream in self.streams]
         for stream in self.streams:
             stream.pending = {}
-        if not self._flush(deadline) or self.fatal is not None:
+        if not self.flush(deadline) or self.state.fatal is not None:
             # Nothing handed over since these checkpoints is known to be delivered: commit nothing.
             for stream, _, pending in checkpoints:
                 _merge_pending(stream, pending)
-            return False
+            return CommitOutcome(False)
         for stream, checkpoint, pending in checkpoints:
             self._count_delivered(stream, pending)
             if only is not None and only[0] is not stream:
@@ -66,38 +88,37 @@ class CommitCycle:
             # Only partitions this worker still owns: a commit for others would race their new owner.
             offsets = {k: v for k, v in stream.ledger.committable(checkpoint).items() if k in owned}
             if offsets:
-                self._commit(stream, offsets)
-                self._write_offset_syncs(stream, offsets)
-        return True
+                self.commit(stream, offsets)
+                self.write_offset_syncs(stream, offsets)
+        return CommitOutcome(True)
 
-    def _write_offset_syncs(self, stream: SourceStream, positions: dict) -> None:
+    def write_offset_syncs(self, stream: SourceStream, positions: dict) -> None:
         """Right after a completed flush or transaction commit, before anything else is produced."""
         if self.offset_sync_writer is None:
             return
-        producer = self.producers[0] if self.producers else self.heartbeat_producer
         try:
-            syncs, errors = self.offset_sync_writer.write(producer, stream.alias, positions, stream.topic_ids)
+            syncs, errors = self.offset_sync_writer.write(self.sync_producer, stream.alias, positions, stream.topic_ids)
         except (KafkaException, BufferError) as exc:
             syncs, errors = [], {"*": str(exc)}
         if errors:
             # Not fatal: translation uses the syncs written before (or after) this one.
-            self.metrics.errors.labels(kind="offset_sync", **self._label).inc()
-            log.warning("offset syncs not written", extra={**self._label, "source": stream.alias, "errors": errors})
+            self.metrics.errors.labels(kind="offset_sync", **self.label).inc()
+            log.warning("offset syncs not written", extra={**self.label, "source": stream.alias, "errors": errors})
         for sync in syncs:
-            self.metrics.offset_syncs.labels(source=stream.alias, topic=sync.topic, **self._label).inc()
+            self.metrics.offset_syncs.labels(source=stream.alias, topic=sync.topic, **self.label).inc()
 
     def _count_delivered(self, stream: SourceStream, pending: dict) -> None:
         now_ms = time.time() * 1000
         for topic, (records, size, newest) in pending.items():
-            labels = {**self._label, "source": stream.alias, "topic": topic}
+            labels = {**self.label, "source": stream.alias, "topic": topic}
             self.metrics.records_produced.labels(**labels).inc(records)
             self.metrics.bytes_produced.labels(**labels).inc(size)
             if newest:
                 self.metrics.replication_latency.labels(**labels).set(max(0.0, (now_ms - newest) / 1000))
 
-    def _commit_transactions(self, only: tuple[SourceStream, set] | None, deadline: float | None) -> bool:
+    def _commit_transactions(self, only: tuple[SourceStream, set] | None, deadline: float | None) -> CommitOutcome:
         """Commit every partition that progressed, its records and its position in one transaction."""
-        all_committed = True
+        outcome = CommitOutcome(True)
         for stream in self.streams:
             if only is not None and only[0] is not stream:
                 continue
@@ -110,26 +131,28 @@ class CommitCycle:
             pending, stream.pending = stream.pending, {}
             committed = {}
             for key, offset in progressed.items():
-                timeout = self.config.shutdown_timeout_s if deadline is None else max(0.5, deadline - self.clock())
+                timeout = self.state.shutdown_timeout_s if deadline is None else max(0.5, deadline - self.clock())
                 try:
                     stream.transactions.commit(key, offset, timeout)
                 except TransactionAborted as exc:
-                    all_committed = False
-                    self._rewind(stream, key, str(exc))
+                    outcome.complete = False
+                    outcome.aborted.append((stream, key, str(exc)))
                     continue
                 except ProducerFenced as exc:
-                    self.fatal = f"exactly-once producer fenced by another worker: {exc}"
-                    return False
+                    self.state.fail(f"exactly-once producer fenced by another worker: {exc}")
+                    outcome.complete = False
+                    return outcome
                 committed[key] = offset
             self._count_delivered(stream, pending)
             if committed:
                 ledger.mark_committed(committed)
-                self._write_offset_syncs(stream, committed)
+                self.write_offset_syncs(stream, committed)
                 # Also on the source group, for lag monitoring; positions come from the destination.
-                self._commit(stream, committed)
-        return all_committed
+                self.commit(stream, committed)
+        return outcome
 
-    def _commit(self, stream: SourceStream, offsets: dict) -> None:
+    def commit(self, stream: SourceStream, offsets: dict) -> None:
+        """Commit `offsets` on the source group; a failed commit is counted, never fatal."""
         try:
             stream.consumer.commit(
                 offsets=[TopicPartition(t, p, o, stream.topic_ids.get(t, "")) for (t, p), o in offsets.items()],
@@ -137,13 +160,12 @@ class CommitCycle:
             )
         except KafkaException as exc:
             # Not fatal: the records are on the destination; the next owner re-mirrors from the last commit.
-            self.metrics.errors.labels(kind="commit", **self._label).inc()
-            log.warning("commit failed", extra={**self._label, "source": stream.alias, "error": exc.args[0].str()})
+            self.metrics.errors.labels(kind="commit", **self.label).inc()
+            log.warning("commit failed", extra={**self.label, "source": stream.alias, "error": exc.args[0].str()})
             return
         stream.ledger.mark_committed(offsets)
         for (topic, partition), offset in offsets.items():
-            self.metrics.committed_offset.labels(source=stream.alias, topic=topic, partition=str(partition), **self._label).set(offset)
-
+            self.metrics.committed_offset.labels(source=stream.alias, topic=topic, partition=str(partition), **self.label).set(offset)
 
 
 def _merge_pending(stream: SourceStream, pending: dict) -> None:

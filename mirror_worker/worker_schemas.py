@@ -1,7 +1,4 @@
-"""Schema sync in the worker: subjects of newly mirrored topics, schema ids first seen mid-stream, conflicts.
-
-A part of MirrorWorker (worker.py), which holds the state these methods share.
-"""
+"""The schema gate of one source: subjects of newly mirrored topics, schema ids first seen mid-stream, conflicts."""
 
 from __future__ import annotations
 
@@ -9,41 +6,59 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from confluent_kafka import TopicPartition
 
 from mirror_worker import wire_format
 from mirror_worker.exceptions import SchemaConflict, UnknownSchemaId
+from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.worker_halts import Halts
 
 if TYPE_CHECKING:
+    from mirror_worker.schema_sync import SchemaSyncer
     from mirror_worker.source_stream import SourceStream
 
 log = logging.getLogger("mirror_worker")
 
 
-class SchemaHandling:
-    """Subjects synced before records need them; a conflict halts its topic."""
+class SchemaGate:
+    """Subjects synced before records need them; a conflict halts its topic.
 
-    def _sync_schemas(self, stream: SourceStream, topics: list[str]) -> None:
+    `id_headers` (source framing header -> destination's) is what the hot path rewrites with; a miss
+    comes back here (`new_schema_ids`).
+    """
+
+    def __init__(self, syncer: SchemaSyncer, halts: Halts, metrics: MirrorMetrics, label: dict, alias: str) -> None:
+        self.syncer = syncer
+        self.halts = halts
+        self.metrics = metrics
+        self.label = label
+        self.alias = alias
+        self.conflicts: dict[str, str] = {}  # topic -> why it is not mirrored
+
+    @property
+    def id_headers(self) -> dict[bytes, bytes]:
+        return self.syncer.id_headers
+
+    def sync_topics(self, stream: SourceStream, topics: list[str]) -> None:
         """Copy the subjects of newly mirrored topics before any of their records is produced."""
-        if stream.schemas is None:
-            return
         for topic in topics:
             try:
-                stream.schemas.sync_topic(topic)
+                self.syncer.sync_topic(topic)
             except SchemaConflict as exc:
-                self._schema_conflict(stream, topic, str(exc))
-        self.metrics.schema_id_cache_size.labels(source=stream.alias, **self._label).set(len(stream.schemas.id_headers))
+                self.conflict(stream, topic, str(exc))
+        self._count_ids()
 
-    def _new_schema_ids(self, stream: SourceStream, msg) -> tuple | None:
+    def new_schema_ids(self, stream: SourceStream, msg) -> tuple | None:
         """A key or value framed with a schema id not mapped yet: sync its subjects, then map it.
 
         Returns the rewritten (key, value), or None when the record was refused (unknown id: dead-lettered or
         its partition halted) or its topic halted (schema conflict). A registry that does not answer stops
         the worker (SchemaRegistryUnavailable): the next run resumes from the last commit.
         """
-        topic, syncer = msg.topic(), stream.schemas
-        self.metrics.schema_id_cache_misses.labels(source=stream.alias, **self._label).inc()
-        if topic in stream.schema_conflicts:
-            self._schema_conflict(stream, topic, stream.schema_conflicts[topic], at=msg)
+        topic, syncer = msg.topic(), self.syncer
+        self.metrics.schema_id_cache_misses.labels(source=self.alias, **self.label).inc()
+        if topic in self.conflicts:
+            self.conflict(stream, topic, self.conflicts[topic], at=msg)
             return None
         key, value = msg.key(), msg.value()
         try:
@@ -51,32 +66,39 @@ class SchemaHandling:
                 if wire_format.is_framed(data) and data[:wire_format.HEADER_SIZE] not in syncer.id_headers:
                     syncer.destination_header(topic, wire_format.schema_id(data))
         except UnknownSchemaId as exc:
-            self._refuse(stream, msg, f"unknown schema: {exc}")
+            self.halts.refuse(stream, msg, f"unknown schema: {exc}")
             return None
         except SchemaConflict as exc:
-            self._schema_conflict(stream, topic, str(exc), at=msg)
+            self.conflict(stream, topic, str(exc), at=msg)
             return None
         finally:
-            self.metrics.schema_id_cache_size.labels(source=stream.alias, **self._label).set(len(syncer.id_headers))
+            self._count_ids()
         return (wire_format.rewrite(key, syncer.id_headers) if wire_format.is_framed(key) else key,
                 wire_format.rewrite(value, syncer.id_headers) if wire_format.is_framed(value) else value)
 
-    def _schema_conflict(self, stream: SourceStream, topic: str, reason: str, at=None) -> None:
+    def conflict(self, stream: SourceStream, topic: str, reason: str, at=None) -> None:
         """The topic's subjects cannot be synced: halt every partition of it this worker holds."""
-        if topic not in stream.schema_conflicts:
-            stream.schema_conflicts[topic] = reason
-            labels = {**self._label, "source": stream.alias, "topic": topic}
+        if topic not in self.conflicts:
+            self.conflicts[topic] = reason
+            labels = {**self.label, "source": self.alias, "topic": topic}
             self.metrics.schema_conflicts.labels(**labels).set(1)
             log.error("schema conflict: topic not mirrored", extra={**labels, "error": reason})
-            print(f"mirror_worker: {reason} (source {stream.alias!r}; the topic is not mirrored)",
+            print(f"mirror_worker: {reason} (source {self.alias!r}; the topic is not mirrored)",
                   file=sys.stderr, flush=True)
         if at is not None:
-            self._halt(stream, topic, at.partition(), at.offset(), reason)
+            self.halts.halt(stream, topic, at.partition(), at.offset(), reason)
         ledger = stream.ledger
         for key in sorted(stream.assigned):
             if key[0] == topic and key not in ledger.halted:
-                self._halt(stream, topic, key[1], _or_zero(ledger.position(key)), reason)
+                self.halts.halt(stream, topic, key[1], _or_zero(ledger.position(key)), reason)
 
+    def conflict_halts(self, partitions: list[TopicPartition]) -> list[tuple[tuple[str, int], int, str]]:
+        """Newly assigned partitions of topics in conflict: (key, start offset, reason) to halt."""
+        return [((tp.topic, tp.partition), tp.offset, self.conflicts[tp.topic])
+                for tp in partitions if tp.topic in self.conflicts]
+
+    def _count_ids(self) -> None:
+        self.metrics.schema_id_cache_size.labels(source=self.alias, **self.label).set(len(self.syncer.id_headers))
 
 
 def _or_zero(offset: int | None) -> int:

@@ -1,7 +1,4 @@
-"""Topics of a running worker: discovery, destination creation, partition growth, config sync, heartbeats.
-
-A part of MirrorWorker (worker.py), which holds the state these methods share.
-"""
+"""Topics of a running worker: discovery, destination creation, partition growth, config sync, heartbeats."""
 
 from __future__ import annotations
 
@@ -10,14 +7,19 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
 
+from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import MirrorError
+from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.naming import check_mapping
-from mirror_worker.topic_configs import copied_configs, describe_explicit_configs, sync_topic_configs
-from mirror_worker.topics import TopicInfo, describe_topics
+from mirror_worker.routing import Router
+from mirror_worker.topic_configs import copied_configs, describe_explicit_configs, exclusion_pattern, sync_topic_configs
+from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics
+from mirror_worker.worker_assignment import PartitionAssignment
 
 if TYPE_CHECKING:
     from mirror_worker.source_stream import SourceStream
@@ -26,37 +28,58 @@ log = logging.getLogger("mirror_worker")
 
 
 class TopicManagement:
-    """Which source topics are mirrored, and their destination topics kept in step."""
+    """Which source topics are mirrored, and their destination topics kept in step.
 
-    def refresh_topics(self) -> None:
+    `max_bytes` ({destination topic: max.message.bytes}) is kept here and read by the hot path.
+    `before_subscribe(stream, added topics)` runs before the consumer sees new topics (schema sync).
+    """
+
+    def __init__(self, config: MirrorConfig, streams: list[SourceStream], admin, destination: DestinationTopics,
+                 router: Router, assignment: PartitionAssignment, metrics: MirrorMetrics, label: dict,
+                 before_subscribe: Callable[[SourceStream, list[str]], None]) -> None:
+        self.config = config
+        self.streams = streams
+        self.admin = admin
+        self.destination = destination
+        self.router = router
+        self.topic_filter = config.topic_filter()
+        self.exclusions = exclusion_pattern(config.config_sync_exclude)
+        self.assignment = assignment
+        self.metrics = metrics
+        self.label = label
+        self.before_subscribe = before_subscribe
+        self.max_bytes: dict[str, int] = {}
+
+    def refresh(self) -> None:
         """Mirror newly matching source topics: create their destination topics, then subscribe."""
+        assignment = self.assignment
         for stream in self.streams:
             visible = describe_topics(stream.consumer)
             selected = self.topic_filter.select(visible)
             check_mapping(selected, self.router.policy, self.topic_filter, stream.same_cluster_as_destination)
             current = {t: visible[t] for t in selected}
-            self._check_topic_ids(stream, list(current))
+            assignment.check_topic_ids(stream, list(current))
             changed = {t: info for t, info in current.items() if stream.topics.get(t) != info}
             if changed:
                 mapping = {self.router.policy.remote_topic(t): info for t, info in changed.items()}
                 counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
-                self.sync_topic_configs({stream.alias: list(changed)})
+                self.sync_configs({stream.alias: list(changed)})
                 self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
                 for topic, count in counts.items():
                     self.router.set_destination_partitions(topic, count)
                 self._check_partition_room(changed, counts)
             if set(current) != set(stream.topics):
                 added, removed = set(current) - set(stream.topics), set(stream.topics) - set(current)
-                self._sync_schemas(stream, sorted(added))
+                self.before_subscribe(stream, sorted(added))
                 log.info("subscription changed", extra={
-                    **self._label, "source": stream.alias, "added": sorted(added), "removed": sorted(removed),
+                    **self.label, "source": stream.alias, "added": sorted(added), "removed": sorted(removed),
                 })
                 if current:
                     stream.consumer.subscribe(
                         sorted(current),
-                        on_assign=lambda c, p, s=stream: self._on_assign(s, p),
-                        on_revoke=lambda c, p, s=stream: self._on_revoke(s, p),
-                        on_lost=lambda c, p, s=stream: self._on_lost(s, p),
+                        on_assign=lambda c, p, s=stream: assignment.on_assign(s, p),
+                        on_revoke=lambda c, p, s=stream: assignment.on_revoke(s, p),
+                        on_lost=lambda c, p, s=stream: assignment.on_lost(s, p),
                     )
                 else:
                     stream.consumer.unsubscribe()
@@ -68,11 +91,11 @@ class TopicManagement:
             return {}
         remote = self.router.policy.remote_topic
         return {
-            remote(topic): copied_configs(configs, self.config_exclusions)
+            remote(topic): copied_configs(configs, self.exclusions)
             for topic, configs in describe_explicit_configs(stream.admin, topics).items()
         }
 
-    def sync_topic_configs(self, only: dict[str, list[str]] | None = None) -> None:
+    def sync_configs(self, only: dict[str, list[str]] | None = None) -> None:
         """Set on each destination topic the source configs it lacks or holds differently (SET only)."""
         if not self.config.config_sync_interval_ms:
             return
@@ -82,23 +105,23 @@ class TopicManagement:
                 continue
             mapping = {t: self.router.policy.remote_topic(t) for t in topics}
             try:
-                changes, errors = sync_topic_configs(stream.admin, self.admin, mapping, self.config_exclusions)
+                changes, errors = sync_topic_configs(stream.admin, self.admin, mapping, self.exclusions)
             except KafkaException as exc:
                 errors, changes = {"*": exc.args[0].str()}, {}
             resized = [t for t, topic_changes in changes.items() if any(c.name == "max.message.bytes" for c in topic_changes)]
             if resized:  # the hot path refuses records above the cached limit
                 self.max_bytes.update(self.destination.max_message_bytes(resized))
             for topic, topic_changes in changes.items():
-                labels = {**self._label, "source": stream.alias, "topic": topic}
+                labels = {**self.label, "source": stream.alias, "topic": topic}
                 for change in topic_changes:
                     self.metrics.configs_synced.labels(**labels).inc()
                     log.info("topic config synced", extra={
                         **labels, "config": change.name, "old": change.old, "new": change.new,
                     })
             for topic, error in errors.items():
-                self.metrics.errors.labels(kind="config_sync", **self._label).inc()
+                self.metrics.errors.labels(kind="config_sync", **self.label).inc()
                 log.warning("topic config sync failed", extra={
-                    **self._label, "source": stream.alias, "topic": topic, "error": error,
+                    **self.label, "source": stream.alias, "topic": topic, "error": error,
                 })
 
     def _check_partition_room(self, sources: dict[str, TopicInfo], counts: dict[str, int]) -> None:
@@ -114,19 +137,18 @@ class TopicManagement:
                     "needs a destination partition per source partition"
                 )
 
-    def _ensure_heartbeat_topic(self) -> None:
+    def ensure_heartbeat_topic(self) -> None:
         topic = self.config.heartbeat_topic
         self.destination.ensure({topic: TopicInfo(topic, 1, 1)})
 
-    def send_heartbeats(self) -> None:
-        producer = self.heartbeat_producer or self.producers[0]
+    def send_heartbeats(self, producer, destination_cluster_id: str) -> None:
         now_ms = int(time.time() * 1000)
         for stream in self.streams:
             value = {
                 "mirror": self.config.name,
                 "source": stream.alias,
                 "source_cluster_id": stream.cluster_id,
-                "destination_cluster_id": self.destination_cluster_id,
+                "destination_cluster_id": destination_cluster_id,
                 "worker": f"{socket.gethostname()}:{os.getpid()}",
                 "timestamp_ms": now_ms,
                 "assigned_partitions": len(stream.assigned),
@@ -137,6 +159,5 @@ class TopicManagement:
                     timestamp=now_ms,
                 )
             except (BufferError, KafkaException) as exc:
-                log.warning("heartbeat not sent", extra={**self._label, "error": str(exc)})
+                log.warning("heartbeat not sent", extra={**self.label, "error": str(exc)})
         producer.poll(0)
-

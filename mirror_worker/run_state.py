@@ -1,0 +1,35 @@
+"""Whether a worker keeps running: a stop request (signal), a fatal error, the shutdown deadline."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+
+class RunState:
+    def __init__(self, shutdown_timeout_s: float, clock: Callable[[], float]) -> None:
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.clock = clock
+        self.stop_event = threading.Event()
+        self.fatal: str | None = None
+        self.closing_deadline: float | None = None
+
+    def fail(self, reason: str) -> None:
+        """Stop the loop; the worker exits with `reason` (nothing more is committed)."""
+        self.fatal = reason
+
+    @property
+    def running(self) -> bool:
+        return not self.stop_event.is_set() and self.fatal is None
+
+    def close(self) -> float:
+        """Stop and start the shutdown clock; returns its deadline."""
+        self.stop_event.set()
+        self.closing_deadline = self.clock() + self.shutdown_timeout_s
+        return self.closing_deadline
+
+    def shutdown_deadline(self) -> float | None:
+        """While stopping: when waiting must end; None while running."""
+        if self.closing_deadline is not None:
+            return self.closing_deadline
+        return self.clock() + self.shutdown_timeout_s if self.stop_event.is_set() else None
