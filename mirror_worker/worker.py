@@ -135,6 +135,17 @@ class MirrorWorker:
             topic = cfg.offset_syncs_topic
             destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
             offset_sync_writer = OffsetSyncWriter(topic, self.admin, self.router.policy.remote_topic)
+        self.assemble(self.admin, destination, offset_sync_writer)
+        self.topics.ensure_heartbeat_topic()
+        self.topics.refresh()
+        log.info("mirror started", extra={
+            **self._label, "sources": [s.alias for s in self.streams], "group": cfg.group_id,
+            "topics": sorted({t for s in self.streams for t in s.topics}),
+        })
+
+    def assemble(self, admin, destination: DestinationTopics, offset_sync_writer: OffsetSyncWriter | None = None) -> None:
+        """Build the parts around the clients and streams start() made (unit tests pass in-memory fakes)."""
+        cfg = self.config
         self.commits = CommitCycle(
             self.streams, self._all_producers, self.metrics, self._label, self.state, self.clock, cfg.exactly_once,
             offset_sync_writer, self.producers[0] if self.producers else self.heartbeat_producer,
@@ -143,14 +154,8 @@ class MirrorWorker:
             self.commits, self.halts, self.metrics, self._label, self.state, cfg.startup_timeout_s,
             cfg.on_data_loss == "halt", lambda: self._paused,
         )
-        self.topics = TopicManagement(cfg, self.streams, self.admin, destination, self.router, self.assignment,
+        self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas)
-        self.topics.ensure_heartbeat_topic()
-        self.topics.refresh()
-        log.info("mirror started", extra={
-            **self._label, "sources": [s.alias for s in self.streams], "group": cfg.group_id,
-            "topics": sorted({t for s in self.streams for t in s.topics}),
-        })
 
     def _cluster_id(self, client, what: str) -> str:
         """The cluster's id, within startup_timeout_s; refused credentials or certificates fail at once."""
@@ -206,26 +211,30 @@ class MirrorWorker:
                 self.metrics.in_flight.labels(**self._label).set(self._in_flight())
                 self.checkpoint_and_commit()
                 next_commit = self.clock() + cfg.commit_interval_s
-            self._apply_backpressure()
-            for stream in self.streams:
-                if stream.stash:
-                    batch, stream.stash = stream.stash, []
-                    self._mirror(stream, batch)
-                    if stream.stash:  # the producers are full again: nothing newer before these
-                        continue
-                if not stream.topics:
-                    time.sleep(timeout)
-                    continue
-                rebalances = stream.rebalances
-                batch = stream.consumer.consume(self.batch_size, timeout)
-                if batch and stream.rebalances != rebalances:
-                    batch = [m for m in batch if m.error() or (m.topic(), m.partition()) in stream.assigned]
-                if batch:
-                    self._mirror(stream, batch)
-            for producer in self._all_producers():
-                producer.poll(0)
+            self._consume_round(timeout)
         if self.state.fatal is not None:
             raise FatalMirrorError(self.state.fatal)
+
+    def _consume_round(self, timeout: float) -> None:
+        """Wait for room if needed, then per stream: the stash first, else one batch from the consumer."""
+        self._apply_backpressure()
+        for stream in self.streams:
+            if stream.stash:
+                batch, stream.stash = stream.stash, []
+                self._mirror(stream, batch)
+                if stream.stash:  # the producers are full again: nothing newer before these
+                    continue
+            if not stream.topics:
+                time.sleep(timeout)
+                continue
+            rebalances = stream.rebalances
+            batch = stream.consumer.consume(self.batch_size, timeout)
+            if batch and stream.rebalances != rebalances:
+                batch = [m for m in batch if m.error() or (m.topic(), m.partition()) in stream.assigned]
+            if batch:
+                self._mirror(stream, batch)
+        for producer in self._all_producers():
+            producer.poll(0)
 
     def checkpoint_and_commit(self, deadline: float | None = None) -> bool:
         """One commit cycle; partitions whose transaction was aborted are rewound. True if it completed."""

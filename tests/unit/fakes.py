@@ -1,0 +1,304 @@
+"""In-memory fakes of confluent-kafka's Consumer, Producer, AdminClient pieces and PartitionTransactions.
+
+Just enough behaviour for the worker core's unit tests: a consumer over per-partition logs, a producer
+with a bounded queue (BufferError when full) whose deliveries happen on poll/flush, and error injection.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from mirror_worker.exactly_once import TransactionAborted
+
+
+class FakeError:
+    def __init__(self, code: int = KafkaError._MSG_TIMED_OUT, text: str = "fake error", fatal: bool = False) -> None:
+        self._code, self._text, self._fatal = code, text, fatal
+
+    def code(self) -> int:
+        return self._code
+
+    def str(self) -> str:
+        return self._text
+
+    def name(self) -> str:
+        return str(self._code)
+
+    def fatal(self) -> bool:
+        return self._fatal
+
+    def retriable(self) -> bool:
+        return False
+
+
+class FakeMessage:
+    def __init__(self, topic: str, partition: int, offset: int, key: bytes | None = b"k", value: bytes | None = b"v",
+                 headers: list | None = None, timestamp: int = 1_000, error: FakeError | None = None) -> None:
+        self._topic, self._partition, self._offset = topic, partition, offset
+        self._key, self._value, self._headers, self._timestamp, self._error = key, value, headers, timestamp, error
+
+    def topic(self): return self._topic
+    def partition(self): return self._partition
+    def offset(self): return self._offset
+    def key(self): return self._key
+    def value(self): return self._value
+    def headers(self): return self._headers
+    def timestamp(self): return (1, self._timestamp)
+    def error(self): return self._error
+
+    def __repr__(self) -> str:
+        return f"{self._topic}[{self._partition}]@{self._offset}"
+
+
+def records(topic: str, partition: int, offsets) -> list[FakeMessage]:
+    return [FakeMessage(topic, partition, o, value=f"{topic}-{partition}-{o}".encode()) for o in offsets]
+
+
+class FakeConsumer:
+    """Consumes from `logs` ({(topic, partition): [FakeMessage]}, offsets = list index + `low`)."""
+
+    def __init__(self, logs: dict | None = None, committed: dict | None = None, low: dict | None = None) -> None:
+        self.logs = logs or {}
+        self.low = low or {}
+        self.group_offsets = dict(committed or {})  # (topic, partition) -> (offset, metadata)
+        self.positions: dict = {}
+        self.assignment: set = set()
+        self.paused: set = set()
+        self.commits: list[dict] = []
+        self.seeks: list[tuple] = []
+        self.assign_calls: list[str] = []
+
+    def _assign(self, partitions) -> None:
+        for tp in partitions:
+            self.assignment.add((tp.topic, tp.partition))
+            self.positions[(tp.topic, tp.partition)] = tp.offset
+
+    def assign(self, partitions) -> None:
+        self.assign_calls.append("assign")
+        self.assignment = set()
+        self._assign(partitions)
+
+    def incremental_assign(self, partitions) -> None:
+        self.assign_calls.append("incremental_assign")
+        self._assign(partitions)
+
+    def pause(self, partitions) -> None:
+        self.paused |= {(tp.topic, tp.partition) for tp in partitions}
+
+    def resume(self, partitions) -> None:
+        self.paused -= {(tp.topic, tp.partition) for tp in partitions}
+
+    def seek(self, tp) -> None:
+        self.seeks.append(((tp.topic, tp.partition), tp.offset))
+        self.positions[(tp.topic, tp.partition)] = tp.offset
+
+    def position(self, partitions):
+        return [TopicPartition(tp.topic, tp.partition, self.positions.get((tp.topic, tp.partition), -1001))
+                for tp in partitions]
+
+    def commit(self, offsets=None, asynchronous=True) -> None:
+        self.commits.append({(tp.topic, tp.partition): tp.offset for tp in offsets})
+        for tp in offsets:
+            self.group_offsets[(tp.topic, tp.partition)] = (tp.offset, tp.metadata or "")
+
+    def committed(self, partitions, timeout=None):
+        out = []
+        for tp in partitions:
+            offset, metadata = self.group_offsets.get((tp.topic, tp.partition), (-1001, ""))
+            out.append(TopicPartition(tp.topic, tp.partition, offset, metadata))
+        return out
+
+    def get_watermark_offsets(self, tp, timeout=None, cached=False):
+        key = (tp.topic, tp.partition)
+        low = self.low.get(key, 0)
+        return low, low + len(self.logs.get(key, []))
+
+    def consume(self, num_messages=1, timeout=-1) -> list:
+        out = []
+        for key in sorted(self.assignment):
+            if key in self.paused:
+                continue
+            low = self.low.get(key, 0)
+            log = self.logs.get(key, [])
+            while len(out) < num_messages and low <= self.positions.get(key, low) < low + len(log):
+                out.append(log[self.positions[key] - low])
+                self.positions[key] += 1
+        return out
+
+    def poll(self, timeout=None):
+        batch = self.consume(1)
+        return batch[0] if batch else None
+
+    def close(self) -> None:
+        pass
+
+
+class FakeProducer:
+    """A bounded queue: produce() raises BufferError when `capacity` records are in flight.
+
+    Deliveries happen on poll()/flush() unless `stalled` (destination down); a record for which
+    `refuse(record)` is true is reported to `on_delivery` with an error instead.
+    """
+
+    def __init__(self, capacity: int = 1000, on_delivery=None, transactional: bool = False) -> None:
+        self.capacity = capacity
+        self.transactional = transactional
+        self.in_transaction: list[FakeMessage] = []  # delivered, visible only once the transaction commits
+        self.on_delivery = on_delivery
+        self.queue: list[FakeMessage] = []
+        self.delivered: list[FakeMessage] = []
+        self.stalled = False
+        self.refuse = lambda record: False
+        self.produce_error: KafkaException | None = None
+
+    def produce(self, topic, value=None, key=None, partition=-1, timestamp=0, headers=None, on_delivery=None) -> None:
+        if self.produce_error is not None:
+            raise self.produce_error
+        if len(self.queue) >= self.capacity:
+            raise BufferError("Local: Queue full")
+        self.queue.append(FakeMessage(topic, partition, -1, key, value, headers, timestamp))
+
+    def _deliver(self) -> None:
+        if self.stalled:
+            return
+        for record in self.queue:
+            if self.refuse(record):
+                self.on_delivery(FakeError(KafkaError.MSG_SIZE_TOO_LARGE, "refused"), record)
+            else:
+                (self.in_transaction if self.transactional else self.delivered).append(record)
+        self.queue = []
+
+    def poll(self, timeout=None) -> int:
+        self._deliver()
+        return 0
+
+    def flush(self, timeout=None) -> int:
+        self._deliver()
+        return len(self.queue)
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+
+class FakeTransactions:
+    """PartitionTransactions: positions on the 'destination', commits that abort when told to."""
+
+    def __init__(self, positions: dict | None = None, producer_factory=FakeProducer) -> None:
+        self.positions = dict(positions or {})  # key -> (offset, topic id)
+        self.producer_factory = producer_factory
+        self.producers: dict = {}
+        self.abort_next: set = set()
+        self.commits: list[tuple] = []
+        self.closed: list = []
+
+    def open(self, keys):
+        for key in keys:
+            self.producers.setdefault(key, self.producer_factory())
+        return {key: self.positions.get(key) for key in keys}
+
+    def commit(self, key, next_offset, timeout_s) -> None:
+        producer = self.producers[key]
+        if key in self.abort_next:
+            self.abort_next.discard(key)
+            producer.queue, producer.in_transaction = [], []  # the aborted transaction's records are gone
+            raise TransactionAborted(f"{key[0]}[{key[1]}]: aborted")
+        producer.flush()
+        producer.delivered += producer.in_transaction
+        producer.in_transaction = []
+        self.commits.append((key, next_offset))
+        self.positions[key] = (next_offset, "")
+
+    def close(self, keys) -> None:
+        for key in list(keys):
+            if self.producers.pop(key, None) is not None:
+                self.closed.append(key)
+
+    def close_all(self) -> None:
+        self.close(list(self.producers))
+
+
+class FakeTopicDescription:
+    def __init__(self, topic_id: str) -> None:
+        self.topic_id = topic_id
+
+
+class FakeFuture:
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def result(self, timeout=None):
+        return self.value
+
+
+class FakeAdmin:
+    """AdminClient.describe_topics: every topic has the id in `topic_ids` (default 'id-<topic>')."""
+
+    def __init__(self, topic_ids: dict | None = None) -> None:
+        self.topic_ids = topic_ids or {}
+
+    def describe_topics(self, topics, request_timeout=None):
+        return {t: FakeFuture(FakeTopicDescription(self.topic_ids.get(t, f"id-{t}"))) for t in topics.topic_names}
+
+
+class FakeDestination:
+    """DestinationTopics: topics exist with the source's partitions; no size limit unless set."""
+
+    def __init__(self, max_bytes: dict | None = None) -> None:
+        self.limits = max_bytes or {}
+
+    def ensure(self, mapping, configs=None):
+        return {topic: info.partitions for topic, info in mapping.items()}
+
+    def max_message_bytes(self, topics):
+        return {t: self.limits[t] for t in topics if t in self.limits}
+
+
+class FakeClock:
+    """Monotonic time that moves `step` seconds at each reading (deadlines end, no sleeping)."""
+
+    def __init__(self, step: float = 0.05) -> None:
+        self.now, self.step = 1000.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def make_worker(logs: dict, *, committed: dict | None = None, low: dict | None = None, capacity: int = 1000,
+                exactly_once: bool = False, incremental: bool = False,
+                positions: dict | None = None, **fields):
+    """A MirrorWorker over one fake source ('src') and fake producers, assembled without start().
+
+    Returns (worker, stream, consumer, producer); exactly-once, `producer` is None (see stream.transactions).
+    """
+    from mirror_worker.config import build_mirror_config
+    from mirror_worker.metrics import MirrorMetrics
+    from mirror_worker.source_stream import SourceStream
+    from mirror_worker.worker import MirrorWorker
+
+    topics = sorted({t for t, _ in logs})
+    config = build_mirror_config({
+        "name": "m", "sources": [{"name": "src", "consumer": {"bootstrap.servers": "a:1"}}],
+        "producer": {"bootstrap.servers": "b:1"}, "whitelist": "|".join(topics), "group_id": "g",
+        "num_producers": 1, "config_sync_interval_ms": 0, "prefix": "dst.",
+        **({"delivery": "exactly-once"} if exactly_once else {}), **fields,
+    })
+    worker = MirrorWorker(config, MirrorMetrics("m"), clock=FakeClock())
+    consumer = FakeConsumer(logs, committed, low)
+    stream = SourceStream("src", consumer, "src-cluster", False, producers=worker.producers,
+                          reset_policy="earliest", incremental_assignment=incremental, admin=FakeAdmin())
+    producer = None
+    if exactly_once:
+        stream.transactions = FakeTransactions(positions, lambda: FakeProducer(capacity, worker._on_delivery_error, transactional=True))
+        stream.producers = stream.transactions.producers
+    else:
+        producer = FakeProducer(capacity, worker._on_delivery_error)
+        worker.producers.append(producer)
+    worker.streams.append(stream)
+    worker.assemble(FakeAdmin(), FakeDestination())
+    stream.topics = {t: object() for t in topics}  # subscribed (refresh_topics is not driven here)
+    return worker, stream, consumer, producer
+
+
+def assign(worker, stream, *keys) -> None:
+    worker.assignment.on_assign(stream, [TopicPartition(t, p) for t, p in keys])

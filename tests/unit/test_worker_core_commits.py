@@ -1,0 +1,88 @@
+"""The commit rule, without servers: never commit past what a completed flush confirmed."""
+
+from confluent_kafka import KafkaError
+
+from tests.unit.fakes import FakeError, FakeMessage, assign, make_worker, records
+
+TP = ("t", 0)
+
+
+def test_nothing_is_committed_before_the_producer_confirmed_it():
+    worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(5))})
+    assign(worker, stream, TP)
+    producer.stalled = True  # the destination does not acknowledge
+    worker._consume_round(0)
+    assert stream.ledger.position(TP) == 5  # handed over ...
+    assert worker.checkpoint_and_commit(deadline=worker.clock()) is False  # ... the flush did not complete
+    assert consumer.commits == []
+    producer.stalled = False
+    assert worker.checkpoint_and_commit() is True
+    assert consumer.commits == [{TP: 5}]
+    assert [m.value() for m in producer.delivered] == [f"t-0-{o}".encode() for o in range(5)]
+
+
+def test_a_checkpoint_covers_only_what_was_handed_over_before_the_flush():
+    worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(8))}, queue_size=20)
+    assign(worker, stream, TP)
+    worker._mirror(stream, consumer.consume(3))
+    checkpoint = stream.ledger.checkpoint()
+    worker._mirror(stream, consumer.consume(5))  # after the checkpoint: not covered by its flush
+    assert stream.ledger.committable(checkpoint) == {TP: 3}
+
+
+def test_a_delivery_error_halts_its_partition_at_the_refused_offset():
+    logs = {TP: records("t", 0, range(6)), ("t", 1): records("t", 1, range(4))}
+    worker, stream, consumer, producer = make_worker(logs, provenance_headers=True)
+    assign(worker, stream, TP, ("t", 1))
+    producer.refuse = lambda record: record.value() == b"t-0-2"
+    worker._consume_round(0)
+    assert worker.checkpoint_and_commit() is True
+    assert consumer.commits == [{TP: 2, ("t", 1): 4}]  # partition 1 is not held back by partition 0
+    assert stream.ledger.halted[TP].offset == 2 and TP in consumer.paused
+    consumer.logs[TP] += records("t", 0, range(6, 9))
+    consumer.paused.clear()  # even fetched again, nothing past the halt is committed
+    worker._consume_round(0)
+    worker.checkpoint_and_commit()
+    assert all(commit.get(TP, 0) <= 2 for commit in consumer.commits)
+
+
+def test_an_untraceable_delivery_error_stops_the_worker_and_commits_nothing():
+    worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(3))})  # no provenance headers
+    assign(worker, stream, TP)
+    producer.refuse = lambda record: record.value() == b"t-0-1"
+    worker._consume_round(0)
+    assert worker.fatal is not None and "failed" in worker.fatal
+    assert worker.checkpoint_and_commit() is False
+    assert consumer.commits == []
+
+
+def test_a_record_larger_than_the_destination_limit_halts_its_partition():
+    big = FakeMessage("t", 0, 2, value=b"x" * 100)
+    log = records("t", 0, range(2)) + [big] + records("t", 0, range(3, 5))
+    worker, stream, consumer, producer = make_worker({TP: log})
+    worker.topics.max_bytes.update({"dst.t": 50})
+    assign(worker, stream, TP)
+    worker._consume_round(0)
+    worker.checkpoint_and_commit()
+    assert consumer.commits == [{TP: 2}]
+    assert [m.value() for m in producer.delivered] == [b"t-0-0", b"t-0-1"]  # nothing after the halt is sent
+    assert "max.message.bytes=50" in stream.ledger.halted[TP].reason
+
+
+def test_a_refused_record_goes_to_the_dead_letter_topic_when_configured():
+    big = FakeMessage("t", 0, 1, value=b"x" * 100)
+    worker, stream, consumer, producer = make_worker({TP: records("t", 0, [0]) + [big]}, dead_letter_topic="dlq")
+    worker.topics.max_bytes.update({"dst.t": 50})
+    assign(worker, stream, TP)
+    worker._consume_round(0)
+    worker.checkpoint_and_commit()
+    assert consumer.commits == [{TP: 2}] and not stream.ledger.halted
+    assert [m.topic() for m in producer.delivered] == ["dst.t", "dlq"]
+
+
+def test_a_fatal_consume_error_stops_the_worker():
+    worker, stream, consumer, producer = make_worker({TP: [FakeMessage("t", 0, 0, error=FakeError(
+        KafkaError._FATAL, "broker gone", fatal=True))]})
+    assign(worker, stream, TP)
+    worker._consume_round(0)
+    assert worker.fatal == "source 'src' consumer failed: broker gone"

@@ -1,0 +1,85 @@
+"""Backpressure, stash order and exactly-once rewinds, without servers."""
+
+from tests.unit.fakes import assign, make_worker, records
+
+TP = ("t", 0)
+
+
+def test_a_full_queue_stashes_the_rest_of_the_batch_in_order_and_fetches_nothing_newer():
+    worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(10))}, capacity=3, queue_size=40)
+    assign(worker, stream, TP)
+    producer.stalled = True
+    worker._consume_round(0)  # one batch of 10: 3 fit
+    assert [m.offset() for m in stream.stash] == list(range(3, 10))
+    assert stream.ledger.position(TP) == 3  # only what the producer took was handed over
+    fetched = consumer.positions[TP]
+    producer.stalled = False
+    worker._consume_round(0)  # room for 3 more: the stash goes first, the consumer is not asked
+    assert [m.offset() for m in stream.stash] == list(range(6, 10))
+    assert consumer.positions[TP] == fetched
+    for _ in range(3):
+        worker._consume_round(0)
+    assert stream.stash == []
+    assert [m.value() for m in producer.delivered] == [f"t-0-{o}".encode() for o in range(10)]
+    worker.checkpoint_and_commit()
+    assert consumer.commits == [{TP: 10}]
+
+
+def test_a_long_wait_for_room_pauses_the_consumers_then_resumes_them():
+    worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(16))}, capacity=12, queue_size=10)
+    assign(worker, stream, TP)
+    producer.stalled = True
+    worker._mirror(stream, consumer.consume(14))  # 12 fit, 12..13 stashed; 14..15 still in the consumer
+    polls = 0
+
+    def poll_then_come_back(timeout=None):
+        nonlocal polls
+        polls += 1
+        if polls > 40:  # the destination comes back after a while (the fake clock moves 50 ms a reading)
+            producer.stalled = False
+        producer._deliver()
+        return 0
+
+    producer.poll = poll_then_come_back
+    worker._apply_backpressure()
+    assert worker.metrics.backpressure_pauses.labels(mirror="m")._value.get() == 1
+    assert TP not in consumer.paused  # resumed once there was room
+    assert [m.offset() for m in stream.stash] == [12, 13]  # nothing jumped ahead of the stashed records
+    worker._consume_round(0)  # the stash first, then what is newer
+    assert stream.stash == []
+    assert [m.value() for m in producer.delivered] == [f"t-0-{o}".encode() for o in range(16)]
+
+
+def test_an_aborted_transaction_rewinds_its_partition_to_the_committed_position():
+    worker, stream, consumer, _ = make_worker({TP: records("t", 0, range(5))}, exactly_once=True,
+                                             positions={TP: (0, "id-t")})
+    assign(worker, stream, TP)
+    worker._consume_round(0)
+    assert stream.ledger.position(TP) == 5
+    stream.transactions.abort_next.add(TP)
+    assert worker.checkpoint_and_commit() is False
+    assert stream.transactions.commits == []
+    assert stream.ledger.position(TP) == 0 and consumer.seeks[-1] == (TP, 0)  # re-sent from the committed start
+    worker._consume_round(0)
+    assert worker.checkpoint_and_commit() is True
+    assert stream.transactions.commits == [(TP, 5)]
+    producer = stream.transactions.producers[TP]
+    assert [m.value() for m in producer.delivered] == [f"t-0-{o}".encode() for o in range(5)]  # once each
+    assert consumer.commits == [{TP: 5}]  # the source group follows, for lag monitoring
+
+
+def test_exactly_once_starts_at_the_destination_position_not_the_source_group():
+    worker, stream, consumer, _ = make_worker({TP: records("t", 0, range(5))}, exactly_once=True,
+                                             positions={TP: (3, "id-t")}, committed={TP: (1, "id-t")})
+    assign(worker, stream, TP)
+    assert consumer.positions[TP] == 3
+
+
+def test_revoking_an_exactly_once_partition_commits_its_transaction_then_closes_it():
+    worker, stream, consumer, _ = make_worker({TP: records("t", 0, range(4))}, exactly_once=True)
+    assign(worker, stream, TP)
+    worker._consume_round(0)
+    from confluent_kafka import TopicPartition
+
+    worker.assignment.on_revoke(stream, [TopicPartition(*TP)])
+    assert stream.transactions.commits == [(TP, 4)] and stream.transactions.closed == [TP]

@@ -1,0 +1,82 @@
+"""Rebalances and start positions, without servers: revoke, lost, cooperative assignment, data loss on assign."""
+
+from confluent_kafka import TopicPartition
+
+from tests.unit.fakes import assign, make_worker, records
+
+P0, P1 = ("t", 0), ("t", 1)
+
+
+def _two_partitions(**kwargs):
+    return make_worker({P0: records("t", 0, range(4)), P1: records("t", 1, range(3))}, **kwargs)
+
+
+def test_revoke_commits_only_the_revoked_partitions_then_forgets_them():
+    worker, stream, consumer, producer = _two_partitions()
+    assign(worker, stream, P0, P1)
+    worker._consume_round(0)
+    worker.assignment.on_revoke(stream, [TopicPartition(*P0)])
+    assert consumer.commits == [{P0: 4}]  # P1 stays owned: committed later, by this worker
+    assert stream.assigned == {P1} and stream.ledger.position(P0) is None
+    worker.checkpoint_and_commit()
+    assert consumer.commits[-1] == {P1: 3}
+
+
+def test_lost_partitions_commit_nothing_and_drop_their_stash():
+    worker, stream, consumer, producer = _two_partitions(capacity=2)
+    assign(worker, stream, P0, P1)
+    worker._mirror(stream, consumer.consume(7))  # the queue takes 2: the rest waits in the stash
+    assert {(m.topic(), m.partition()) for m in stream.stash} == {P0, P1}
+    worker.assignment.on_lost(stream, [TopicPartition(*P0)])
+    assert consumer.commits == []
+    assert {(m.topic(), m.partition()) for m in stream.stash} == {P1}
+    assert stream.ledger.position(P0) is None and stream.rebalances == 1
+
+
+def test_cooperative_assignment_adds_partitions_incrementally():
+    worker, stream, consumer, producer = _two_partitions(incremental=True)
+    assign(worker, stream, P0)
+    assign(worker, stream, P1)
+    assert consumer.assign_calls == ["incremental_assign", "incremental_assign"]
+    assert consumer.assignment == {P0, P1} and stream.assigned == {P0, P1}
+
+
+def test_eager_assignment_replaces_the_assignment():
+    worker, stream, consumer, producer = _two_partitions()
+    assign(worker, stream, P0, P1)
+    assert consumer.assign_calls == ["assign"]
+
+
+def test_an_assigned_partition_starts_at_its_committed_offset():
+    worker, stream, consumer, producer = _two_partitions(committed={P0: (2, "id-t")})
+    assign(worker, stream, P0)
+    assert consumer.positions[P0] == 2 and stream.ledger.committed[P0] == 2
+    worker._consume_round(0)
+    assert [m.value() for m in producer.delivered] == [b"t-0-2", b"t-0-3"]
+
+
+def test_records_deleted_before_they_were_mirrored_halt_the_partition_by_default():
+    worker, stream, consumer, producer = make_worker(
+        {P0: records("t", 0, range(5, 8))}, low={P0: 5}, committed={P0: (2, "id-t")})
+    assign(worker, stream, P0)
+    assert stream.ledger.halted[P0].offset == 2 and "records 2..4 were deleted" in stream.ledger.halted[P0].reason
+    assert P0 in consumer.paused
+    worker._consume_round(0)
+    worker.checkpoint_and_commit()
+    assert producer.delivered == [] and consumer.commits == []
+
+
+def test_on_data_loss_reset_resumes_at_the_earliest_record_still_there():
+    worker, stream, consumer, producer = make_worker(
+        {P0: records("t", 0, range(5, 8))}, low={P0: 5}, committed={P0: (2, "id-t")}, on_data_loss="reset")
+    assign(worker, stream, P0)
+    assert not stream.ledger.halted and consumer.positions[P0] == 5
+    worker._consume_round(0)
+    worker.checkpoint_and_commit()
+    assert consumer.commits == [{P0: 8}]
+
+
+def test_a_recreated_topic_halts_its_partition_on_assign():
+    worker, stream, consumer, producer = make_worker({P0: records("t", 0, range(3))}, committed={P0: (1, "old-id")})
+    assign(worker, stream, P0)
+    assert "deleted and recreated" in stream.ledger.halted[P0].reason
