@@ -59,7 +59,9 @@ _PRODUCER_REQUIRED = {
 _PRODUCER_DEFAULTS = {
     "acks": "all",
     "enable.idempotence": "true",
-    "linger.ms": "5",
+    # Latency at ordinary rates: 1 ms instead of 5 took the 10,000 msgs/s p50 from ~15 to ~9 ms on the
+    # bench; full-speed batches fill while earlier requests are in flight, so throughput held (issue #17).
+    "linger.ms": "1",
     "batch.size": "1000000",
     "compression.type": "lz4",
     # Never give up on a record: an unavailable destination holds the mirror back instead.
