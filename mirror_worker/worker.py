@@ -133,7 +133,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             syncers = syncers_for(cfg, on_register=self.metrics.schemas_registered.labels(**self._label).inc)
             for stream in self.streams:
                 stream.schemas = syncers.get(stream.alias)
-        self._ensure_heartbeat_topic()
+        self._ensure_own_topics()
         if cfg.writes_offset_syncs:
             topic = cfg.offset_syncs_topic
             self.destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})

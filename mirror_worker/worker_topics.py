@@ -42,8 +42,10 @@ class TopicManagement:
                 counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
                 self.sync_topic_configs({stream.alias: list(changed)})
                 self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
+                changed_counts = [t for t, c in counts.items() if self.router.destination_partitions.get(t) != c]
                 for topic, count in counts.items():
                     self.router.set_destination_partitions(topic, count)
+                self._refresh_producer_metadata(changed_counts)
                 self._check_partition_room(changed, counts)
             if set(current) != set(stream.topics):
                 added, removed = set(current) - set(stream.topics), set(stream.topics) - set(current)
@@ -61,6 +63,23 @@ class TopicManagement:
                 else:
                     stream.consumer.unsubscribe()
             stream.topics = current
+
+    def _refresh_producer_metadata(self, topics: list[str]) -> None:
+        """Make every producer see the current partitions of `topics` before anything is routed to them.
+
+        librdkafka refreshes a producer's topic metadata every topic.metadata.refresh.interval.ms (5 minutes
+        by default): after a topic was created or grown, produce() to a new partition fails with
+        "Unknown partition" until then. A metadata request for the topic updates the producer's view.
+        """
+        if not topics:
+            return
+        for producer in self._all_producers():
+            for topic in topics:
+                try:
+                    producer.list_topics(topic, timeout=self.config.startup_timeout_s)
+                except KafkaException as exc:
+                    log.warning("producer metadata refresh failed", extra={
+                        **self._label, "topic": topic, "error": exc.args[0].str()})
 
     def _creation_configs(self, stream: SourceStream, topics: list[str]) -> dict[str, dict[str, str]]:
         """{destination topic: the source's configs it is created with} (empty when config sync is off)."""
@@ -114,9 +133,14 @@ class TopicManagement:
                     "needs a destination partition per source partition"
                 )
 
-    def _ensure_heartbeat_topic(self) -> None:
+    def _ensure_own_topics(self) -> None:
         topic = self.config.heartbeat_topic
         self.destination.ensure({topic: TopicInfo(topic, 1, 1)})
+        dead_letter = self.config.dead_letter_topic
+        if dead_letter:
+            # Made before any record can be refused: a dead-letter topic that does not exist turns the first
+            # refused record into a failed delivery and the worker into an exit-and-restart loop.
+            self.destination.ensure({dead_letter: TopicInfo(dead_letter, 1, 1)})
 
     def send_heartbeats(self) -> None:
         producer = self.heartbeat_producer or self.producers[0]
