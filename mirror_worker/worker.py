@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from mirror_worker.client_config import connection_settings
 from mirror_worker.config import MirrorConfig
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
+from mirror_worker.delivery import RunDeliveryReport
 from mirror_worker.exactly_once import PartitionTransactions
 from mirror_worker import wire_format
 from mirror_worker.exceptions import ClusterRefusedError, FatalMirrorError, UnreachableClusterError
@@ -227,6 +228,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         run's last record handed over), not once per record.
         """
         route_of = self.router.route
+        on_refused = self._on_refused_delivery
         producers = stream.producers
         next_offsets = stream.ledger.next_offsets
         halted = stream.ledger.halted
@@ -242,84 +244,91 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         skip = False
         last = None  # the run's last record handed to the producer
         records = size_sum = newest = 0
-        for msg in batch:
-            err = msg.error()
-            if err is not None:
-                # Close the run first: error handling may move a partition's position (on_data_loss=reset).
-                if last is not None:
-                    _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
-                    last = None
-                    records = size_sum = newest = 0
-                topic = partition = None
-                self._on_consume_error(stream, msg, err)
-                continue
-            msg_partition = msg.partition()
-            msg_topic = msg.topic()
-            if msg_partition != partition or msg_topic != topic:
-                if last is not None:
-                    _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
-                    last = None
-                    records = size_sum = newest = 0
-                topic, partition = msg_topic, msg_partition
-                skip = bool(halted) and (topic, partition) in halted
-                route = route_of(topic, partition)
-                dest_topic, dest_partition = route.topic, route.partition
-                produce = producers[route.producer_index].produce
-                limit = max_bytes.get(dest_topic, no_limit)
-            if skip:
-                continue
-            key = msg.key()
-            value = msg.value()
-            size = (len(key) if key else 0) + (len(value) if value else 0)
-            headers = msg.headers()
-            timestamp = msg.timestamp()[1]
-            if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
-                timestamp = 0
-            if provenance or headers:
-                headers = self._headers(stream, msg, headers, dest_topic)
-                if headers is False:
-                    skip = (topic, partition) in halted
+        try:
+            for msg in batch:
+                err = msg.error()
+                if err is not None:
+                    # Close the run first: error handling may move a partition's position (on_data_loss=reset).
+                    if last is not None:
+                        _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+                        last = None
+                        records = size_sum = newest = 0
+                    topic = partition = None
+                    self._on_consume_error(stream, msg, err)
                     continue
-            refused = False
-            if size > limit:
-                refused = True
-                self._refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
-                                          f"max.message.bytes={limit}")
-            elif id_map is not None:
-                try:
-                    if key and key[0] == magic and len(key) >= header_size:
-                        key = rewrite(key, id_map)
-                    if value and value[0] == magic and len(value) >= header_size:
-                        value = rewrite(value, id_map)
-                except KeyError:
-                    rewritten = self._new_schema_ids(stream, msg)
-                    refused = rewritten is None  # dead-lettered, or its partition (or topic) halted
-                    if not refused:
-                        key, value = rewritten
-            if refused:
-                skip = (topic, partition) in halted
+                msg_partition = msg.partition()
+                msg_topic = msg.topic()
+                if msg_partition != partition or msg_topic != topic:
+                    if last is not None:
+                        _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+                        last = None
+                        records = size_sum = newest = 0
+                    topic, partition = msg_topic, msg_partition
+                    skip = bool(halted) and (topic, partition) in halted
+                    route = route_of(topic, partition)
+                    dest_topic, dest_partition = route.topic, route.partition
+                    produce = producers[route.producer_index].produce
+                    report = RunDeliveryReport(on_refused, stream, topic, partition, msg.offset())
+                    limit = max_bytes.get(dest_topic, no_limit)
                 if skip:
                     continue
-            else:
-                try:
-                    produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers)
-                except BufferError:
-                    # queue.size records in flight: the rest of the batch waits, in order, in the stash,
-                    # and the main loop waits for room before it fetches anything newer.
-                    stream.stash[:0] = batch[batch.index(msg):]
-                    break
-                except KafkaException as exc:
-                    self._refuse(stream, msg, exc.args[0].str())
+                key = msg.key()
+                value = msg.value()
+                size = (len(key) if key else 0) + (len(value) if value else 0)
+                headers = msg.headers()
+                timestamp = msg.timestamp()[1]
+                if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
+                    timestamp = 0
+                if provenance or headers:
+                    headers = self._headers(stream, msg, headers, dest_topic)
+                    if headers is False:
+                        skip = (topic, partition) in halted
+                        continue
+                refused = False
+                if size > limit:
+                    refused = True
+                    self._refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
+                                              f"max.message.bytes={limit}")
+                elif id_map is not None:
+                    try:
+                        if key and key[0] == magic and len(key) >= header_size:
+                            key = rewrite(key, id_map)
+                        if value and value[0] == magic and len(value) >= header_size:
+                            value = rewrite(value, id_map)
+                    except KeyError:
+                        rewritten = self._new_schema_ids(stream, msg)
+                        refused = rewritten is None  # dead-lettered, or its partition (or topic) halted
+                        if not refused:
+                            key, value = rewritten
+                if refused:
                     skip = (topic, partition) in halted
                     if skip:
                         continue
-            last = msg
-            records += 1
-            size_sum += size
-            if timestamp > newest:
-                newest = timestamp
-        if last is not None:
-            _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+                else:
+                    try:
+                        produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers,
+                                on_delivery=report)
+                    except BufferError:
+                        # queue.size records in flight: the rest of the batch waits, in order, in the stash,
+                        # and the main loop waits for room before it fetches anything newer.
+                        stream.stash[:0] = batch[batch.index(msg):]
+                        break
+                    except KafkaException as exc:
+                        self._refuse(stream, msg, exc.args[0].str())
+                        skip = (topic, partition) in halted
+                        if skip:
+                            continue
+                last = msg
+                records += 1
+                size_sum += size
+                if timestamp > newest:
+                    newest = timestamp
+        finally:
+            # Whatever leaves this loop (a registry outage raises from the middle of a run), the ledger covers
+            # exactly the records handed to the producers: an exactly-once commit on the way out must not
+            # put records in a transaction beside a position that does not count them.
+            if last is not None:
+                _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
         for topic, counts in pending.items():
             records, size = before.get(topic, (0, 0))
             if counts[0] > records:
@@ -377,7 +386,8 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             ]
             try:
                 stream.producers[self.router.route(topic, partition).producer_index].produce(
-                    self.config.dead_letter_topic, msg.value(), msg.key(), headers=headers)
+                    self.config.dead_letter_topic, msg.value(), msg.key(), headers=headers,
+                    on_delivery=RunDeliveryReport(self._on_refused_delivery, stream, topic, partition, offset))
                 self.metrics.dead_lettered.labels(**labels).inc()
                 log.error("record dead-lettered", extra={**labels, "partition": partition, "offset": offset, "reason": reason})
                 return
@@ -452,22 +462,21 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
 
     # ---------------------------------------------------------------- callbacks from librdkafka threads / poll
     def _on_delivery_error(self, err: KafkaError, msg) -> None:
-        """Only errors are reported (delivery.report.only.error)."""
+        """Records produced without a report of their own (heartbeats, offset syncs): errors only."""
         self.metrics.errors.labels(kind="delivery", **self._label).inc()
-        if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic):
-            log.warning("heartbeat or offset sync delivery failed", extra={**self._label, "error": err.str()})
+        log.warning("heartbeat or offset sync delivery failed", extra={
+            **self._label, "topic": msg.topic(), "error": err.str()})
+
+    def _on_refused_delivery(self, stream: SourceStream, topic: str, partition: int, offset: int,
+                             err: KafkaError) -> None:
+        """The destination refused a record of this source partition at or after `offset` (RunDeliveryReport)."""
+        self.metrics.errors.labels(kind="delivery", **self._label).inc()
+        if (topic, partition) not in stream.assigned:
+            # Lost meanwhile (a revoke commits only after the flush that reports this): nothing of it is committed.
+            log.error("record refused after its partition was revoked", extra={
+                **self._label, "source": stream.alias, "topic": topic, "partition": partition, "error": err.str()})
             return
-        origin = None
-        for name, value in msg.headers() or ():
-            if name == PROVENANCE_HEADER and value:
-                origin = parse_provenance(value)
-        stream = next((s for s in self.streams if origin and s.alias == origin[0]), None)
-        if origin is not None and stream is not None:
-            _, _, topic, partition, offset = origin
-            self._halt(stream, topic, partition, offset, f"destination refused the record: {err.str()}")
-            return
-        # Without provenance the failed record cannot be traced to its source offset: stop, commit nothing more.
-        self.fatal = f"delivery to {msg.topic()}[{msg.partition()}] failed: {err.str()}"
+        self._halt(stream, topic, partition, offset, f"destination refused the record: {err.str()}")
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
