@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from mirror_worker.client_config import connection_settings
 from mirror_worker.config import MirrorConfig
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
+from mirror_worker.delivery import RunDelivery
 from mirror_worker.exactly_once import PartitionTransactions
 from mirror_worker import wire_format
 from mirror_worker.exceptions import ClusterRefusedError, FatalMirrorError, UnreachableClusterError
@@ -84,6 +85,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         self.heartbeat_producer: Producer | None = None
         self.destination_cluster_id = ""
         self._paused = False
+        self._in_flight_peak = 0
         self.offset_sync_writer: OffsetSyncWriter | None = None
         self._closing_deadline: float | None = None
         self._label = {"mirror": config.name}
@@ -235,91 +237,105 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         max_bytes = self.max_bytes
         id_map = stream.schemas.id_headers if stream.schemas is not None else None
         rewrite, magic, header_size = wire_format.rewrite, wire_format.MAGIC_BYTE, wire_format.HEADER_SIZE
+        refused_delivery = self._on_refused_delivery
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
         no_limit = 1 << 62
+        # queue.size bounds the records in flight across every producer (exactly-once has one per partition).
+        room = self.config.queue_size - self._in_flight()
         # The current run: its partition, and what was handed over of it.
         topic = partition = None
         skip = False
         last = None  # the run's last record handed to the producer
         records = size_sum = newest = 0
-        for msg in batch:
-            err = msg.error()
-            if err is not None:
-                # Close the run first: error handling may move a partition's position (on_data_loss=reset).
-                if last is not None:
-                    _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
-                    last = None
-                    records = size_sum = newest = 0
-                topic = partition = None
-                self._on_consume_error(stream, msg, err)
-                continue
-            msg_partition = msg.partition()
-            msg_topic = msg.topic()
-            if msg_partition != partition or msg_topic != topic:
-                if last is not None:
-                    _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
-                    last = None
-                    records = size_sum = newest = 0
-                topic, partition = msg_topic, msg_partition
-                skip = bool(halted) and (topic, partition) in halted
-                route = route_of(topic, partition)
-                dest_topic, dest_partition = route.topic, route.partition
-                produce = producers[route.producer_index].produce
-                limit = max_bytes.get(dest_topic, no_limit)
-            if skip:
-                continue
-            key = msg.key()
-            value = msg.value()
-            size = (len(key) if key else 0) + (len(value) if value else 0)
-            headers = msg.headers()
-            timestamp = msg.timestamp()[1]
-            if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
-                timestamp = 0
-            if provenance or headers:
-                headers = self._headers(stream, msg, headers, dest_topic)
-                if headers is False:
-                    skip = (topic, partition) in halted
+        try:
+            for msg in batch:
+                err = msg.error()
+                if err is not None:
+                    # Close the run first: error handling may move a partition's position (on_data_loss=reset).
+                    if last is not None:
+                        _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+                        last = None
+                        records = size_sum = newest = 0
+                    topic = partition = None
+                    self._on_consume_error(stream, msg, err)
                     continue
-            refused = False
-            if size > limit:
-                refused = True
-                self._refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
-                                          f"max.message.bytes={limit}")
-            elif id_map is not None:
-                try:
-                    if key and key[0] == magic and len(key) >= header_size:
-                        key = rewrite(key, id_map)
-                    if value and value[0] == magic and len(value) >= header_size:
-                        value = rewrite(value, id_map)
-                except KeyError:
-                    rewritten = self._new_schema_ids(stream, msg)
-                    refused = rewritten is None  # dead-lettered, or its partition (or topic) halted
-                    if not refused:
-                        key, value = rewritten
-            if refused:
-                skip = (topic, partition) in halted
+                msg_partition = msg.partition()
+                msg_topic = msg.topic()
+                if msg_partition != partition or msg_topic != topic:
+                    if last is not None:
+                        _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+                        last = None
+                        records = size_sum = newest = 0
+                    topic, partition = msg_topic, msg_partition
+                    skip = bool(halted) and (topic, partition) in halted
+                    route = route_of(topic, partition)
+                    dest_topic, dest_partition = route.topic, route.partition
+                    produce = producers[route.producer_index].produce
+                    limit = max_bytes.get(dest_topic, no_limit)
+                    on_delivery = RunDelivery(refused_delivery, stream, topic, partition, msg.offset(), produce)
                 if skip:
                     continue
-            else:
-                try:
-                    produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers)
-                except BufferError:
-                    # queue.size records in flight: the rest of the batch waits, in order, in the stash,
-                    # and the main loop waits for room before it fetches anything newer.
-                    stream.stash[:0] = batch[batch.index(msg):]
-                    break
-                except KafkaException as exc:
-                    self._refuse(stream, msg, exc.args[0].str())
+                key = msg.key()
+                value = msg.value()
+                size = (len(key) if key else 0) + (len(value) if value else 0)
+                headers = msg.headers()
+                timestamp = msg.timestamp()[1]
+                if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
+                    timestamp = 0
+                if provenance or headers:
+                    headers = self._headers(stream, msg, headers, dest_topic)
+                    if headers is False:
+                        skip = (topic, partition) in halted
+                        continue
+                refused = False
+                if size > limit:
+                    refused = True
+                    self._refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
+                                              f"max.message.bytes={limit}")
+                elif id_map is not None:
+                    try:
+                        if key and key[0] == magic and len(key) >= header_size:
+                            key = rewrite(key, id_map)
+                        if value and value[0] == magic and len(value) >= header_size:
+                            value = rewrite(value, id_map)
+                    except KeyError:
+                        rewritten = self._new_schema_ids(stream, msg)
+                        refused = rewritten is None  # dead-lettered, or its partition (or topic) halted
+                        if not refused:
+                            key, value = rewritten
+                if refused:
                     skip = (topic, partition) in halted
                     if skip:
                         continue
-            last = msg
-            records += 1
-            size_sum += size
-            if timestamp > newest:
-                newest = timestamp
-        if last is not None:
-            _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+                else:
+                    if room <= 0:
+                        # queue.size records in flight: the rest of the batch waits, in order, in the stash,
+                        # and the main loop waits for room before it fetches anything newer.
+                        stream.stash[:0] = batch[batch.index(msg):]
+                        break
+                    try:
+                        produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers,
+                                on_delivery=on_delivery)
+                    except BufferError:  # a producer's own queue.buffering.max.messages
+                        stream.stash[:0] = batch[batch.index(msg):]
+                        break
+                    except KafkaException as exc:
+                        self._refuse(stream, msg, exc.args[0].str())
+                        skip = (topic, partition) in halted
+                        if skip:
+                            continue
+                    room -= 1
+                last = msg
+                records += 1
+                size_sum += size
+                if timestamp > newest:
+                    newest = timestamp
+        finally:
+            # Also when an exception (e.g. SchemaRegistryUnavailable) ends the batch: the position must
+            # cover exactly what was handed over, since exactly-once commits the open transaction with it.
+            if last is not None:
+                _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+        self._note_in_flight()
         for topic, counts in pending.items():
             records, size = before.get(topic, (0, 0))
             if counts[0] > records:
@@ -375,9 +391,10 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                 (PROVENANCE_HEADER, provenance_value(stream.alias, stream.cluster_id, topic, partition, offset)),
                 ("mirror.error", reason.encode()),
             ]
+            produce = stream.producers[self.router.route(topic, partition).producer_index].produce
             try:
-                stream.producers[self.router.route(topic, partition).producer_index].produce(
-                    self.config.dead_letter_topic, msg.value(), msg.key(), headers=headers)
+                produce(self.config.dead_letter_topic, msg.value(), msg.key(), headers=headers,
+                        on_delivery=RunDelivery(self._on_refused_delivery, stream, topic, partition, offset, produce))
                 self.metrics.dead_lettered.labels(**labels).inc()
                 log.error("record dead-lettered", extra={**labels, "partition": partition, "offset": offset, "reason": reason})
                 return
@@ -399,6 +416,13 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
     # ---------------------------------------------------------------- backpressure
     def _in_flight(self) -> int:
         return sum(len(p) for p in self._all_producers())
+
+    def _note_in_flight(self) -> None:
+        """After a batch was handed over, when the records in flight peak (deliveries only lower them)."""
+        in_flight = self._in_flight()
+        if in_flight > self._in_flight_peak:
+            self._in_flight_peak = in_flight
+            self.metrics.in_flight_max.labels(**self._label).set(in_flight)
 
     def _all_producers(self) -> list[Producer]:
         if not self.config.exactly_once:
@@ -452,22 +476,39 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
 
     # ---------------------------------------------------------------- callbacks from librdkafka threads / poll
     def _on_delivery_error(self, err: KafkaError, msg) -> None:
-        """Only errors are reported (delivery.report.only.error)."""
+        """Records produced without a RunDelivery (heartbeats, offset syncs); only errors are reported."""
         self.metrics.errors.labels(kind="delivery", **self._label).inc()
         if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic):
             log.warning("heartbeat or offset sync delivery failed", extra={**self._label, "error": err.str()})
             return
-        origin = None
-        for name, value in msg.headers() or ():
-            if name == PROVENANCE_HEADER and value:
-                origin = parse_provenance(value)
-        stream = next((s for s in self.streams if origin and s.alias == origin[0]), None)
-        if origin is not None and stream is not None:
-            _, _, topic, partition, offset = origin
-            self._halt(stream, topic, partition, offset, f"destination refused the record: {err.str()}")
-            return
-        # Without provenance the failed record cannot be traced to its source offset: stop, commit nothing more.
+        # Not a mirrored record (those carry their RunDelivery): nothing to tie it to, stop.
         self.fatal = f"delivery to {msg.topic()}[{msg.partition()}] failed: {err.str()}"
+
+    def _on_refused_delivery(self, run: RunDelivery, err: KafkaError, msg) -> None:
+        """The destination refused a record of `run`: dead-letter it (opt-in) or halt the run's source partition.
+
+        Exactly-once never dead-letters here: the refusal aborts the partition's transaction anyway.
+        """
+        stream = run.stream
+        self.metrics.errors.labels(kind="delivery", **self._label).inc()
+        reason = f"destination refused the record: {err.str()}"
+        dead_letter = self.config.dead_letter_topic
+        if dead_letter and not self.config.exactly_once and msg.topic() != dead_letter:
+            labels = {**self._label, "source": stream.alias, "topic": run.topic}
+            headers = [(PROVENANCE_HEADER + ".from", provenance_value(
+                stream.alias, stream.cluster_id, run.topic, run.partition, run.first_offset)),
+                ("mirror.error", reason.encode())]
+            try:
+                run.produce(dead_letter, msg.value(), msg.key(), headers=headers, on_delivery=run)
+                self.metrics.dead_lettered.labels(**labels).inc()
+                log.error("record dead-lettered", extra={**labels, "partition": run.partition,
+                                                          "offset_from": run.first_offset, "reason": reason})
+                return
+            except (KafkaException, BufferError) as exc:
+                reason = f"{reason}; dead-letter topic refused it too: {exc}"
+        if msg.topic() == dead_letter:
+            reason = f"dead-letter topic refused a record: {err.str()}"
+        self._halt(stream, run.topic, run.partition, run.first_offset, reason)
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
