@@ -16,7 +16,7 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.client_config import connection_settings
+from mirror_worker.client_config import DEFAULT_BATCH_SIZE, connection_settings
 from mirror_worker.config import MirrorConfig
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
 from mirror_worker.delivery import RunDelivery
@@ -86,6 +86,8 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         self.destination_cluster_id = ""
         self._paused = False
         self._in_flight_peak = 0
+        # The mirrored records' producers' batch.size: at most the configured one, lowered by _fit_batches.
+        self.batch_bytes = int(config.producer.get("batch.size", DEFAULT_BATCH_SIZE))
         self.offset_sync_writer: OffsetSyncWriter | None = None
         self._closing_deadline: float | None = None
         self._label = {"mirror": config.name}
@@ -170,11 +172,14 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         return out
 
     def _producer_settings(self, settings: dict) -> dict:
-        return {
+        out = {
             **self._client_settings(settings),
             "delivery.report.only.error": True,
             "on_delivery": self._on_delivery_error,
         }
+        if settings is self.config.producer:  # the mirrored records' producers (see _fit_batches)
+            out["batch.size"] = str(self.batch_bytes)
+        return out
 
     # ---------------------------------------------------------------- main loop
     def run(self) -> None:

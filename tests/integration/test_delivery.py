@@ -79,7 +79,8 @@ def test_a_refused_record_halts_only_its_partition_at_its_offset(stack, tmp_path
     assert [e["msg"] for e in worker.logs()].count("partition halted") == 1
 
 
-def test_records_that_fit_the_topic_limit_are_never_refused_as_a_batch(stack, tmp_path, topic_name):
+@pytest.mark.parametrize("delivery", [[], ["--exactly.once"]], ids=["at-least-once", "exactly-once"])
+def test_records_that_fit_the_topic_limit_are_never_refused_as_a_batch(stack, tmp_path, topic_name, delivery):
     """A source topic with max.message.bytes=64 KiB, copied to the destination by config sync, and incompressible
     10-60 KiB records produced fast: the producer's batches must fit the topic's limit too."""
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
@@ -93,7 +94,7 @@ def test_records_that_fit_the_topic_limit_are_never_refused_as_a_batch(stack, tm
         source_producer.produce(topic, f"{i:06d}".encode() + os.urandom(size), f"k{i}".encode(), partition=i % 2)
         source_producer.poll(0)
     assert source_producer.flush(60) == 0
-    worker = _worker(stack, tmp_path, topic)
+    worker = _worker(stack, tmp_path, topic, *delivery)
     try:
         worker.wait_started()
         mirrored = wait_for_count(dst, topic, count, timeout=90)
