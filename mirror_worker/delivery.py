@@ -8,7 +8,8 @@ for records the destination refused, and it knows the run's source partition and
 
 Invariant: `first_offset` is at or below the offset of every record produced with this object, so a
 halt there never lets the partition commit past a refused record (records of the run before the
-refused one are mirrored again after a restart: at-least-once).
+refused one, and valid records refused only because they shared its batch, are mirrored again after a
+restart: at-least-once).
 """
 
 from __future__ import annotations
@@ -19,16 +20,14 @@ from typing import Callable
 class RunDelivery:
     """The `on_delivery` callback of one run of records of one source partition."""
 
-    __slots__ = ("on_refused", "stream", "topic", "partition", "first_offset", "produce")
+    __slots__ = ("on_refused", "stream", "topic", "partition", "first_offset")
 
-    def __init__(self, on_refused: Callable, stream, topic: str, partition: int, first_offset: int,
-                 produce: Callable) -> None:
+    def __init__(self, on_refused: Callable, stream, topic: str, partition: int, first_offset: int) -> None:
         self.on_refused = on_refused  # (run, KafkaError, Message) -> None
         self.stream = stream
         self.topic = topic
         self.partition = partition
         self.first_offset = first_offset
-        self.produce = produce  # the producer the run's records went to (a dead letter goes there too)
 
     def __call__(self, err, msg) -> None:
         if err is not None:

@@ -277,7 +277,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                     dest_topic, dest_partition = route.topic, route.partition
                     produce = producers[route.producer_index].produce
                     limit = max_bytes.get(dest_topic, no_limit)
-                    on_delivery = RunDelivery(refused_delivery, stream, topic, partition, msg.offset(), produce)
+                    on_delivery = RunDelivery(refused_delivery, stream, topic, partition, msg.offset())
                 if skip:
                     continue
                 key = msg.key()
@@ -399,7 +399,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             produce = stream.producers[self.router.route(topic, partition).producer_index].produce
             try:
                 produce(self.config.dead_letter_topic, msg.value(), msg.key(), headers=headers,
-                        on_delivery=RunDelivery(self._on_refused_delivery, stream, topic, partition, offset, produce))
+                        on_delivery=RunDelivery(self._on_refused_delivery, stream, topic, partition, offset))
                 self.metrics.dead_lettered.labels(**labels).inc()
                 log.error("record dead-lettered", extra={**labels, "partition": partition, "offset": offset, "reason": reason})
                 return
@@ -490,30 +490,17 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         self.fatal = f"delivery to {msg.topic()}[{msg.partition()}] failed: {err.str()}"
 
     def _on_refused_delivery(self, run: RunDelivery, err: KafkaError, msg) -> None:
-        """The destination refused a record of `run`: dead-letter it (opt-in) or halt the run's source partition.
+        """The destination refused a record of `run`: halt the run's source partition at the run's first offset.
 
-        Exactly-once never dead-letters here: the refusal aborts the partition's transaction anyway.
+        Never dead-lettered, even with --dead.letter.topic: the broker refuses a whole batch, so the records
+        reported here include valid ones that only shared a batch with the bad one (measured: a null key on
+        a compacted topic took the next record with it). A restart mirrors them again from the halt.
         """
-        stream = run.stream
         self.metrics.errors.labels(kind="delivery", **self._label).inc()
         reason = f"destination refused the record: {err.str()}"
-        dead_letter = self.config.dead_letter_topic
-        if dead_letter and not self.config.exactly_once and msg.topic() != dead_letter:
-            labels = {**self._label, "source": stream.alias, "topic": run.topic}
-            headers = [(PROVENANCE_HEADER + ".from", provenance_value(
-                stream.alias, stream.cluster_id, run.topic, run.partition, run.first_offset)),
-                ("mirror.error", reason.encode())]
-            try:
-                run.produce(dead_letter, msg.value(), msg.key(), headers=headers, on_delivery=run)
-                self.metrics.dead_lettered.labels(**labels).inc()
-                log.error("record dead-lettered", extra={**labels, "partition": run.partition,
-                                                          "offset_from": run.first_offset, "reason": reason})
-                return
-            except (KafkaException, BufferError) as exc:
-                reason = f"{reason}; dead-letter topic refused it too: {exc}"
-        if msg.topic() == dead_letter:
+        if msg.topic() == self.config.dead_letter_topic:
             reason = f"dead-letter topic refused a record: {err.str()}"
-        self._halt(stream, run.topic, run.partition, run.first_offset, reason)
+        self._halt(run.stream, run.topic, run.partition, run.first_offset, reason)
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():

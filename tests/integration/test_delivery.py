@@ -135,3 +135,29 @@ def test_exactly_once_records_in_flight_are_bounded_by_queue_size_across_partiti
     missing, duplicates, ordered = loss_and_duplicates(read_topic(src, topic, timeout=30), mirrored)
     assert (len(missing), duplicates, ordered) == (0, 0, True)
     assert 0 < peak <= 40
+
+
+def test_a_batch_refused_by_the_destination_halts_even_with_a_dead_letter_topic(stack, tmp_path, topic_name):
+    """The broker refuses a whole batch: a valid record that shared it with a null key is reported refused too.
+    Dead-lettering those would divert valid records, so the partition halts at the first of them instead."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, dead = topic_name("refused-dlq"), topic_name("dlq")
+    create_topic(src, topic, partitions=1)
+    create_topic(dst, topic, partitions=1, config={"cleanup.policy": "compact"})
+    create_topic(dst, dead, partitions=1)
+    produce(src, topic, [{"key": b"a", "value": b"first"}])
+    worker = _worker(stack, tmp_path, topic, "--dead.letter.topic", dead)
+    try:
+        worker.wait_started()
+        assert len(wait_for_count(dst, topic, 1, timeout=60)) == 1
+        produce(src, topic, [{"key": None, "value": b"no key"}, {"key": b"b", "value": b"after"}])
+        halted = worker.wait_for_log("partition halted", timeout=60)
+        committed = _wait_committed(src, f"g-{topic}", topic, 1, {0: 1})
+        time.sleep(1)  # a commit cycle after the halt
+        committed = committed_offsets(src, f"g-{topic}", topic, 1)
+        assert worker.proc.poll() is None, worker.stderr[-2000:]
+    finally:
+        worker.stop_quietly()
+    assert (halted["partition"], halted["offset"]) == (0, 1)
+    assert committed[0] == 1
+    assert read_topic(dst, dead) == []

@@ -51,7 +51,7 @@ class _DeliveredMsg:
 def test_run_delivery_reports_only_errors_with_its_source_partition_and_first_offset():
     reported = []
     run = RunDelivery(lambda r, err, msg: reported.append((r.topic, r.partition, r.first_offset, err.str())),
-                      stream="east", topic="orders", partition=3, first_offset=120, produce=None)
+                      stream="east", topic="orders", partition=3, first_offset=120)
     run(None, _DeliveredMsg())
     assert reported == []
     run(_Err(), _DeliveredMsg(partition=0))  # the destination partition is not the source partition
@@ -65,7 +65,7 @@ def test_halting_a_run_at_its_first_offset_never_commits_past_a_refused_record_o
         ledger.handed_over(key, offset)
     checkpoint = ledger.checkpoint()
     run = RunDelivery(lambda r, err, msg: ledger.halt((r.topic, r.partition), r.first_offset, err.str()),
-                      stream=None, topic="orders", partition=3, first_offset=100, produce=None)
+                      stream=None, topic="orders", partition=3, first_offset=100)
     run(_Err(), _DeliveredMsg())  # whichever record of 100..129 was refused
     assert ledger.committable(checkpoint) == {}
     assert ledger.halted[key].offset == 100
