@@ -1,11 +1,15 @@
-"""Delivery errors tied to the source record's own partition, never to what its headers say.
+"""Tying a delivery error to the source record it came from, without trusting anything in the record.
 
-The producers report errors only (delivery.report.only.error), and an error report carries the destination
-topic, partition, key and value, not the source position (nor the headers). So every produce() names the
-source partition through its on_delivery callable: one `RunDeliveryReport` per run of consecutive records
-of one source partition in a batch (one object per run, not per record, keeps the hot path cheap). A
-refused record is tied to the run's first offset: at or before the refused record, so its partition never
-commits past it; at most the run's earlier records are mirrored again after a restart.
+librdkafka reports a refused record with its destination topic, partition, key and value, but neither
+its headers nor anything of the source: a `mirror.source` header may be an upstream hop's, and is not
+even handed back. So the hot path passes one `RunDelivery` per run (consecutive records of one source
+partition handed over together) as `on_delivery`: with `delivery.report.only.error` it is only called
+for records the destination refused, and it knows the run's source partition and its first offset.
+
+Invariant: `first_offset` is at or below the offset of every record produced with this object, so a
+halt there never lets the partition commit past a refused record (records of the run before the
+refused one, and valid records refused only because they shared its batch, are mirrored again after a
+restart: at-least-once).
 """
 
 from __future__ import annotations
@@ -13,18 +17,21 @@ from __future__ import annotations
 from typing import Callable
 
 
-class RunDeliveryReport:
-    """The on_delivery callable of a run of one source partition's records, starting at `first_offset`."""
+class RunDelivery:
+    """The `on_delivery` callback of one run of records of one source partition."""
 
-    __slots__ = ("on_refused", "source", "topic", "partition", "first_offset")
+    __slots__ = ("on_refused", "stream", "topic", "partition", "first_offset")
 
-    def __init__(self, on_refused: Callable, source, topic: str, partition: int, first_offset: int) -> None:
-        self.on_refused = on_refused  # (source, topic, partition, offset, error) -> None
-        self.source = source
+    def __init__(self, on_refused: Callable, stream, topic: str, partition: int, first_offset: int) -> None:
+        self.on_refused = on_refused  # (run, KafkaError, Message) -> None
+        self.stream = stream
         self.topic = topic
         self.partition = partition
         self.first_offset = first_offset
 
-    def __call__(self, err, _msg) -> None:
+    def __call__(self, err, msg) -> None:
         if err is not None:
-            self.on_refused(self.source, self.topic, self.partition, self.first_offset, err)
+            self.on_refused(self, err, msg)
+
+    def __repr__(self) -> str:
+        return f"RunDelivery({self.topic}[{self.partition}] from offset {self.first_offset})"

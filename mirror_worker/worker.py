@@ -16,10 +16,10 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.client_config import connection_settings
+from mirror_worker.client_config import DEFAULT_BATCH_SIZE, connection_settings
 from mirror_worker.config import MirrorConfig
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
-from mirror_worker.delivery import RunDeliveryReport
+from mirror_worker.delivery import RunDelivery
 from mirror_worker.exactly_once import PartitionTransactions
 from mirror_worker import wire_format
 from mirror_worker.exceptions import ClusterRefusedError, FatalMirrorError, UnreachableClusterError
@@ -85,6 +85,9 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         self.heartbeat_producer: Producer | None = None
         self.destination_cluster_id = ""
         self._paused = False
+        self._in_flight_peak = 0
+        # The mirrored records' producers' batch.size: at most the configured one, lowered by _fit_batches.
+        self.batch_bytes = int(config.producer.get("batch.size", DEFAULT_BATCH_SIZE))
         self.offset_sync_writer: OffsetSyncWriter | None = None
         self._closing_deadline: float | None = None
         self._label = {"mirror": config.name}
@@ -169,11 +172,14 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         return out
 
     def _producer_settings(self, settings: dict) -> dict:
-        return {
+        out = {
             **self._client_settings(settings),
             "delivery.report.only.error": True,
             "on_delivery": self._on_delivery_error,
         }
+        if settings is self.config.producer:  # the mirrored records' producers (see _fit_batches)
+            out["batch.size"] = str(self.batch_bytes)
+        return out
 
     # ---------------------------------------------------------------- main loop
     def run(self) -> None:
@@ -228,7 +234,6 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         run's last record handed over), not once per record.
         """
         route_of = self.router.route
-        on_refused = self._on_refused_delivery
         producers = stream.producers
         next_offsets = stream.ledger.next_offsets
         halted = stream.ledger.halted
@@ -237,8 +242,11 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         max_bytes = self.max_bytes
         id_map = stream.schemas.id_headers if stream.schemas is not None else None
         rewrite, magic, header_size = wire_format.rewrite, wire_format.MAGIC_BYTE, wire_format.HEADER_SIZE
+        refused_delivery = self._on_refused_delivery
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
         no_limit = 1 << 62
+        # queue.size bounds the records in flight across every producer (exactly-once has one per partition).
+        room = self.config.queue_size - self._in_flight()
         # The current run: its partition, and what was handed over of it.
         topic = partition = None
         skip = False
@@ -268,8 +276,8 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                     route = route_of(topic, partition)
                     dest_topic, dest_partition = route.topic, route.partition
                     produce = producers[route.producer_index].produce
-                    report = RunDeliveryReport(on_refused, stream, topic, partition, msg.offset())
                     limit = max_bytes.get(dest_topic, no_limit)
+                    on_delivery = RunDelivery(refused_delivery, stream, topic, partition, msg.offset())
                 if skip:
                     continue
                 key = msg.key()
@@ -305,12 +313,15 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                     if skip:
                         continue
                 else:
-                    try:
-                        produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers,
-                                on_delivery=report)
-                    except BufferError:
+                    if room <= 0:
                         # queue.size records in flight: the rest of the batch waits, in order, in the stash,
                         # and the main loop waits for room before it fetches anything newer.
+                        stream.stash[:0] = batch[batch.index(msg):]
+                        break
+                    try:
+                        produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers,
+                                on_delivery=on_delivery)
+                    except BufferError:  # a producer's own queue.buffering.max.messages
                         stream.stash[:0] = batch[batch.index(msg):]
                         break
                     except KafkaException as exc:
@@ -318,17 +329,18 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                         skip = (topic, partition) in halted
                         if skip:
                             continue
+                    room -= 1
                 last = msg
                 records += 1
                 size_sum += size
                 if timestamp > newest:
                     newest = timestamp
         finally:
-            # Whatever leaves this loop (a registry outage raises from the middle of a run), the ledger covers
-            # exactly the records handed to the producers: an exactly-once commit on the way out must not
-            # put records in a transaction beside a position that does not count them.
+            # Also when an exception (e.g. SchemaRegistryUnavailable) ends the batch: the position must
+            # cover exactly what was handed over, since exactly-once commits the open transaction with it.
             if last is not None:
                 _close_run(next_offsets, pending, topic, partition, last, records, size_sum, newest)
+        self._note_in_flight()
         for topic, counts in pending.items():
             records, size = before.get(topic, (0, 0))
             if counts[0] > records:
@@ -384,10 +396,10 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                 (PROVENANCE_HEADER, provenance_value(stream.alias, stream.cluster_id, topic, partition, offset)),
                 ("mirror.error", reason.encode()),
             ]
+            produce = stream.producers[self.router.route(topic, partition).producer_index].produce
             try:
-                stream.producers[self.router.route(topic, partition).producer_index].produce(
-                    self.config.dead_letter_topic, msg.value(), msg.key(), headers=headers,
-                    on_delivery=RunDeliveryReport(self._on_refused_delivery, stream, topic, partition, offset))
+                produce(self.config.dead_letter_topic, msg.value(), msg.key(), headers=headers,
+                        on_delivery=RunDelivery(self._on_refused_delivery, stream, topic, partition, offset))
                 self.metrics.dead_lettered.labels(**labels).inc()
                 log.error("record dead-lettered", extra={**labels, "partition": partition, "offset": offset, "reason": reason})
                 return
@@ -409,6 +421,13 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
     # ---------------------------------------------------------------- backpressure
     def _in_flight(self) -> int:
         return sum(len(p) for p in self._all_producers())
+
+    def _note_in_flight(self) -> None:
+        """After a batch was handed over, when the records in flight peak (deliveries only lower them)."""
+        in_flight = self._in_flight()
+        if in_flight > self._in_flight_peak:
+            self._in_flight_peak = in_flight
+            self.metrics.in_flight_max.labels(**self._label).set(in_flight)
 
     def _all_producers(self) -> list[Producer]:
         if not self.config.exactly_once:
@@ -462,21 +481,32 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
 
     # ---------------------------------------------------------------- callbacks from librdkafka threads / poll
     def _on_delivery_error(self, err: KafkaError, msg) -> None:
-        """Records produced without a report of their own (heartbeats, offset syncs): errors only."""
+        """Records produced without a RunDelivery (heartbeats, offset syncs); only errors are reported."""
         self.metrics.errors.labels(kind="delivery", **self._label).inc()
-        log.warning("heartbeat or offset sync delivery failed", extra={
-            **self._label, "topic": msg.topic(), "error": err.str()})
-
-    def _on_refused_delivery(self, stream: SourceStream, topic: str, partition: int, offset: int,
-                             err: KafkaError) -> None:
-        """The destination refused a record of this source partition at or after `offset` (RunDeliveryReport)."""
-        self.metrics.errors.labels(kind="delivery", **self._label).inc()
-        if (topic, partition) not in stream.assigned:
-            # Lost meanwhile (a revoke commits only after the flush that reports this): nothing of it is committed.
-            log.error("record refused after its partition was revoked", extra={
-                **self._label, "source": stream.alias, "topic": topic, "partition": partition, "error": err.str()})
+        if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic):
+            log.warning("heartbeat or offset sync delivery failed", extra={**self._label, "error": err.str()})
             return
-        self._halt(stream, topic, partition, offset, f"destination refused the record: {err.str()}")
+        # Not a mirrored record (those carry their RunDelivery): nothing to tie it to, stop.
+        self.fatal = f"delivery to {msg.topic()}[{msg.partition()}] failed: {err.str()}"
+
+    def _on_refused_delivery(self, run: RunDelivery, err: KafkaError, msg) -> None:
+        """The destination refused a record of `run`: halt the run's source partition at the run's first offset.
+
+        Never dead-lettered, even with --dead.letter.topic: the broker refuses a whole batch, so the records
+        reported here include valid ones that only shared a batch with the bad one (measured: a null key on
+        a compacted topic took the next record with it). A restart mirrors them again from the halt.
+        """
+        self.metrics.errors.labels(kind="delivery", **self._label).inc()
+        reason = f"destination refused the record: {err.str()}"
+        if msg.topic() == self.config.dead_letter_topic:
+            reason = f"dead-letter topic refused a record: {err.str()}"
+        if (run.topic, run.partition) not in run.stream.assigned:
+            # Lost meanwhile (a revoke commits only after the flush that reports this): nothing of it is committed.
+            log.error("record refused after its partition was lost", extra={
+                **self._label, "source": run.stream.alias, "topic": run.topic, "partition": run.partition,
+                "error": err.str()})
+            return
+        self._halt(run.stream, run.topic, run.partition, run.first_offset, reason)
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():

@@ -12,8 +12,9 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 
+from mirror_worker.client_config import fitted_batch_size
 from mirror_worker.exceptions import MirrorError
 from mirror_worker.naming import check_mapping
 from mirror_worker.topic_configs import copied_configs, describe_explicit_configs, sync_topic_configs
@@ -42,6 +43,7 @@ class TopicManagement:
                 counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
                 self.sync_topic_configs({stream.alias: list(changed)})
                 self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
+                self._fit_batches()  # before any record of these topics is produced
                 changed_counts = [t for t, c in counts.items() if self.router.destination_partitions.get(t) != c]
                 for topic, count in counts.items():
                     self.router.set_destination_partitions(topic, count)
@@ -107,6 +109,7 @@ class TopicManagement:
             resized = [t for t, topic_changes in changes.items() if any(c.name == "max.message.bytes" for c in topic_changes)]
             if resized:  # the hot path refuses records above the cached limit
                 self.max_bytes.update(self.destination.max_message_bytes(resized))
+                self._fit_batches()
             for topic, topic_changes in changes.items():
                 labels = {**self._label, "source": stream.alias, "topic": topic}
                 for change in topic_changes:
@@ -119,6 +122,32 @@ class TopicManagement:
                 log.warning("topic config sync failed", extra={
                     **self._label, "source": stream.alias, "topic": topic, "error": error,
                 })
+
+    def _fit_batches(self) -> None:
+        """Keep the producers' batch.size within the smallest max.message.bytes of the destination topics.
+
+        It only goes down. The producers are replaced once everything they hold was delivered (a flush, or
+        exactly-once a commit of every partition's transaction), so no record is lost or reordered.
+        """
+        wanted = fitted_batch_size(self.batch_bytes, self.max_bytes.values())
+        if wanted >= self.batch_bytes:
+            return
+        log.info("producer batch.size lowered to fit the destination topics", extra={
+            **self._label, "batch_size": wanted, "smallest_max_message_bytes": min(self.max_bytes.values()),
+        })
+        self.batch_bytes = wanted
+        if not self.config.exactly_once:
+            if self.producers and self._flush(None):
+                self.producers[:] = [Producer(self._producer_settings(self.config.producer)) for _ in self.producers]
+            return
+        self.checkpoint_and_commit()
+        if self.fatal is not None:
+            return
+        for stream in self.streams:
+            stream.transactions.producer_settings["batch.size"] = str(wanted)
+            keys = list(stream.transactions.producers)
+            stream.transactions.close(keys)
+            stream.transactions.open(keys)
 
     def _check_partition_room(self, sources: dict[str, TopicInfo], counts: dict[str, int]) -> None:
         if not (self.config.preserve_partitions or self.config.exactly_once):
