@@ -1,7 +1,8 @@
 """The worker against Apache MirrorMaker 2 and a bare confluent-kafka copy loop, side by side (`make bench`).
 
     .venv/bin/python -m bench.compare [--records 1000000] [--sizes 100,1024] [--repeats 3]
-        [--systems worker,mm2,bare,worker-eos] [--procs 1] [--latency-s 5] [--rss-records 10000000]
+        [--systems worker,mm2,bare,worker-eos] [--procs 1] [--latency-s 5] [--latency-rate 10000,half]
+        [--rss-records 10000000]
 
 On two Kafka nodes started for the run (or, --running-stack, the running stack), for each record size:
 preload `--records` keyed records (10,000 keys, `--partitions` partitions; distinct JSON-ish values that
@@ -17,10 +18,11 @@ destination topics (`<run>.<topic>`). Per run:
   cpu_s       user+system CPU seconds of the mirror's process tree over that same interval.
   peak_rss    the largest sum of RSS over the process tree, sampled every 50 ms while copying.
   latency     then, with the same process still running, records are produced live into a second
-              topic at half of the worker's copy rate (measured by the first worker run at this size,
-              or --latency-rate) for --latency-s seconds; a separate process reads partition 0 of
-              its destination topic and takes now - produce time (written in each value) per record;
-              the first second is warm-up and not counted. p50/p99 in ms.
+              topic at each rate of --latency-rate (default: 10,000 msgs/s, an ordinary rate, then half
+              of the worker's copy rate measured by the first worker run at this size) for --latency-s
+              seconds each; a separate process reads partition 0 of its destination topic and takes
+              now - produce time (written in each value) per record; the first second is warm-up and
+              not counted. p50/p99 in ms.
 
 Then (worker only) RSS over --rss-records records at 100 B, sampled every second. The figures are
 medians over the repeats; the machine's load average is recorded with them, since the machine is
@@ -249,7 +251,7 @@ def measure_latency(clusters: Clusters, topic: str, dest_topic: str, size: int, 
 
 
 def run_one(system: str, size: int, repeat: int, clusters: Clusters, topic: str, workdir: Path, args,
-            latency_rate: float | None) -> dict:
+            half_rate: float | None) -> dict:
     alias = f"r{uuid.uuid4().hex[:6]}"
     live = f"live-{alias}"
     create_topics(clusters.source, [live], args.partitions)
@@ -283,19 +285,37 @@ def run_one(system: str, size: int, repeat: int, clusters: Clusters, topic: str,
             copy_msgs_per_s=round((args.records - first_count) / (done - first)) if done > first else None,
             cpu_s=round(cpu, 2), peak_rss_mib=round(peak_rss, 1),
         )
-        rate = latency_rate or (row["copy_msgs_per_s"] or row["msgs_per_s"]) / 2
-        if args.latency_s > 0:
+        for label, rate in latency_rates(args.latency_rate, half_rate or (row["copy_msgs_per_s"] or row["msgs_per_s"]) / 2):
+            if args.latency_s <= 0:
+                break
             # Exactly-once records count when a read_committed consumer, the one it is for, can read them.
             latency = measure_latency(clusters, live, f"{alias}.{live}", size, rate, args.latency_s,
                                       read_committed=system == "worker-eos")
-            row.update(p50_ms=latency["p50_ms"], p99_ms=latency["p99_ms"], latency_records=latency["count"],
-                       latency_msgs_per_s=latency["offered_msgs_per_s"])
+            row.update({f"p50_ms_{label}": latency["p50_ms"], f"p99_ms_{label}": latency["p99_ms"],
+                        f"latency_records_{label}": latency["count"],
+                        f"latency_msgs_per_s_{label}": latency["offered_msgs_per_s"]})
         return row
     finally:
         stop(proc)
         watcher.close()
         delete_topics(clusters.destination, f"{alias}.")
         delete_topics(clusters.source, live)
+
+
+
+def latency_rates(spec: str, half_rate: float) -> list[tuple[str, float]]:
+    """--latency-rate "10000,half" -> [("10000", 10000.0), ("half", half the worker's copy rate)]."""
+    out = []
+    for item in (part.strip() for part in spec.split(",")):
+        if item == "half":
+            out.append(("half", half_rate))
+        elif item:
+            out.append((str(int(float(item))), float(item)))
+    return out
+
+
+def latency_labels(spec: str) -> list[str]:
+    return [label for label, _ in latency_rates(spec, 0.0)]
 
 
 def warm_up(clusters: Clusters, partitions: int) -> list[float]:
@@ -348,16 +368,20 @@ def _rss_at(series: list, records: float) -> float | None:
 
 
 # ------------------------------------------------------------------------------------------- report
-FIELDS = ("msgs_per_s", "mb_per_s", "copy_msgs_per_s", "p50_ms", "p99_ms", "cpu_s", "peak_rss_mib", "first_record_s")
+def _rate_name(label: str) -> str:
+    return "half load" if label == "half" else f"{int(label):,}/s"
 
 
-def medians(runs: list[dict], systems: list[str], sizes: list[int]) -> list[dict]:
+FIELDS = ("msgs_per_s", "mb_per_s", "copy_msgs_per_s", "cpu_s", "peak_rss_mib", "first_record_s")
+
+
+def medians(runs: list[dict], systems: list[str], sizes: list[int], labels: list[str]) -> list[dict]:
     rows = []
     for size in sizes:
         for system in systems:
             ok = [r for r in runs if r["system"] == system and r["record_bytes"] == size and "error" not in r]
             row = {"system": system, "record_bytes": size, "repeats": len(ok)}
-            for field in FIELDS:
+            for field in FIELDS + tuple(f"p{q}_ms_{label}" for label in labels for q in (50, 99)):
                 values = [r[field] for r in ok if r.get(field) is not None]
                 row[field] = round(statistics.median(values), 2) if values else None
             rows.append(row)
@@ -386,6 +410,7 @@ def ratios(rows: list[dict]) -> list[dict]:
 
 
 def markdown(rows: list[dict], ratio_rows: list[dict], meta: dict) -> str:
+    labels = meta.get("latency_labels", [])
     def fmt(value, digits=0):
         if value is None:
             return "-"
@@ -396,13 +421,17 @@ def markdown(rows: list[dict], ratio_rows: list[dict], meta: dict) -> str:
         f"repeats (medians), {meta['procs']} process(es)/task(s) per system; load average "
         f"{meta['load_start']} at start, {meta['load_end']} at end (a shared machine: figures are noisy).",
         "",
-        "| system | record B | msgs/s | MB/s | copy msgs/s | p50 ms | p99 ms | CPU s | peak RSS MiB | first record s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| system | record B | msgs/s | MB/s | copy msgs/s | "
+        + "".join(f"p50 ms @{_rate_name(label)} | p99 ms @{_rate_name(label)} | " for label in labels)
+        + "CPU s | peak RSS MiB | first record s |",
+        "|---|---:|---:|---:|---:|" + "---:|---:|" * len(labels) + "---:|---:|---:|",
     ]
     for r in rows:
+        latencies = "".join(f"{fmt(r.get(f'p50_ms_{label}'), 1)} | {fmt(r.get(f'p99_ms_{label}'), 1)} | "
+                            for label in labels)
         lines.append(
             f"| {r['system']} | {r['record_bytes']} | {fmt(r['msgs_per_s'])} | {fmt(r['mb_per_s'], 1)} | "
-            f"{fmt(r['copy_msgs_per_s'])} | {fmt(r['p50_ms'], 1)} | {fmt(r['p99_ms'], 1)} | {fmt(r['cpu_s'], 1)} | "
+            f"{fmt(r['copy_msgs_per_s'])} | {latencies}{fmt(r['cpu_s'], 1)} | "
             f"{fmt(r['peak_rss_mib'])} | {fmt(r['first_record_s'], 1)} |"
         )
     if ratio_rows:
@@ -430,7 +459,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--procs", type=int, default=1, help="worker --num.streams, MM2 tasks.max, bare processes")
     parser.add_argument("--worker-args", default="", help="extra worker flags, e.g. '--queue.size 20000'")
     parser.add_argument("--latency-s", type=float, default=5.0, help="live-record seconds per run; 0: no latency")
-    parser.add_argument("--latency-rate", type=float, default=None, help="live msgs/s (default: half the worker's)")
+    parser.add_argument("--latency-rate", default="10000,half",
+                        help="live msgs/s for the latency runs, comma-separated; 'half': half the worker's copy rate")
     parser.add_argument("--rss-records", type=int, default=10_000_000, help="worker RSS run over this many records; 0: skip")
     parser.add_argument("--mm2-heap-mb", type=int, default=512)
     parser.add_argument("--mm2-poll-records", type=int, default=2500, help="MM2 max.poll.records (the worker's batch)")
@@ -459,24 +489,26 @@ def main(argv: list[str] | None = None) -> int:
             topic = f"bench-{size}-{uuid.uuid4().hex[:6]}"
             took = preload(clusters.source, topic, args.records, size, args.partitions)
             print(f"preloaded {args.records:,} x {size} B into {topic} in {took:.1f}s", flush=True)
-            latency_rate = args.latency_rate
+            half_rate = None
             for repeat in range(args.repeats):
                 for system in systems:
-                    row = run_one(system, size, repeat, clusters, topic, workdir, args, latency_rate)
-                    if system == "worker" and latency_rate is None and row.get("copy_msgs_per_s"):
-                        latency_rate = row["copy_msgs_per_s"] / 2  # half the worker's rate, for every system
+                    row = run_one(system, size, repeat, clusters, topic, workdir, args, half_rate)
+                    if system == "worker" and half_rate is None and row.get("copy_msgs_per_s"):
+                        half_rate = row["copy_msgs_per_s"] / 2  # half the worker's rate, for every system
                     runs.append(row)
                     print(json.dumps(row), flush=True)
             delete_topics(clusters.source, topic)
         if args.rss_records > 0 and "worker" in systems:
             rss = rss_over_records(clusters, args.rss_records, workdir, args)
             print(json.dumps({k: v for k, v in rss.items() if k != "series"}), flush=True)
-    rows = medians(runs, systems, sizes)
+    labels = latency_labels(args.latency_rate) if args.latency_s > 0 else []
+    rows = medians(runs, systems, sizes, labels)
     ratio_rows = ratios(rows)
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "records": args.records,
         "repeats": args.repeats, "procs": args.procs, "partitions": args.partitions, "worker_args": args.worker_args,
         "load_start": load_start, "load_end": [round(x, 2) for x in os.getloadavg()], "rss": rss,
+        "latency_labels": labels, "latency_rate": args.latency_rate,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

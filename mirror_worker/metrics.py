@@ -69,6 +69,10 @@ class MirrorMetrics:
             ["mirror"], registry=self.registry,
         )
         self.in_flight = Gauge("mirror_records_in_flight", "Records handed to producers, not yet acknowledged", ["mirror"], registry=self.registry)
+        self.in_flight_max = Gauge(
+            "mirror_records_in_flight_max", "Most records in flight seen after a batch was handed to the producers",
+            ["mirror"], registry=self.registry,
+        )
 
     def serve(self, port: int) -> int:
         server, _thread = start_http_server(port, addr="127.0.0.1", registry=self.registry)

@@ -23,8 +23,9 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.client_config import connection_settings
+from mirror_worker.client_config import DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size
 from mirror_worker.config import MirrorConfig
+from mirror_worker.delivery import RunDelivery
 from mirror_worker.exactly_once import PartitionTransactions
 from mirror_worker import wire_format
 from mirror_worker.exceptions import ClusterRefusedError, FatalMirrorError, UnreachableClusterError
@@ -66,12 +67,16 @@ class MirrorWorker:
         )
         self._label = {"mirror": config.name}
         self.halts = Halts(self.metrics, self._label, config.dead_letter_topic,
-                           lambda topic, partition: self.router.route(topic, partition).producer_index)
+                           lambda topic, partition: self.router.route(topic, partition).producer_index,
+                           self._on_refused_delivery)
         self.streams: list[SourceStream] = []
         self.producers: list[Producer] = []
         self.heartbeat_producer: Producer | None = None
         self.destination_cluster_id = ""
         self._paused = False
+        self._in_flight_peak = 0
+        # The mirrored records' producers' batch.size: at most the configured one, lowered by fit_batches.
+        self.batch_bytes = int(config.producer.get("batch.size", DEFAULT_BATCH_SIZE))
         # Built by start(): they need the clients.
         self.commits: CommitCycle
         self.assignment: PartitionAssignment
@@ -136,7 +141,7 @@ class MirrorWorker:
             destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
             offset_sync_writer = OffsetSyncWriter(topic, self.admin, self.router.policy.remote_topic)
         self.assemble(self.admin, destination, offset_sync_writer)
-        self.topics.ensure_heartbeat_topic()
+        self.topics.ensure_own_topics()
         self.topics.refresh()
         log.info("mirror started", extra={
             **self._label, "sources": [s.alias for s in self.streams], "group": cfg.group_id,
@@ -155,7 +160,8 @@ class MirrorWorker:
             cfg.on_data_loss == "halt", lambda: self._paused,
         )
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
-                                      self.metrics, self._label, before_subscribe=_sync_schemas)
+                                      self.metrics, self._label, before_subscribe=_sync_schemas,
+                                      producers=self._all_producers, fit_batches=self.fit_batches)
 
     def _cluster_id(self, client, what: str) -> str:
         """The cluster's id, within startup_timeout_s; refused credentials or certificates fail at once."""
@@ -181,11 +187,41 @@ class MirrorWorker:
         return out
 
     def _producer_settings(self, settings: dict) -> dict:
-        return {
+        out = {
             **self._client_settings(settings),
             "delivery.report.only.error": True,
             "on_delivery": self._on_delivery_error,
         }
+        if settings is self.config.producer:  # the mirrored records' producers (see fit_batches)
+            out["batch.size"] = str(self.batch_bytes)
+        return out
+
+    def fit_batches(self, limits) -> None:
+        """Keep the producers' batch.size within the smallest max.message.bytes of the destination topics.
+
+        It only goes down. The producers are replaced once everything they hold was delivered (a flush, or
+        exactly-once a commit of every partition's transaction), so no record is lost or reordered.
+        """
+        limits = list(limits)
+        wanted = fitted_batch_size(self.batch_bytes, limits)
+        if wanted >= self.batch_bytes:
+            return
+        log.info("producer batch.size lowered to fit the destination topics", extra={
+            **self._label, "batch_size": wanted, "smallest_max_message_bytes": min(limits),
+        })
+        self.batch_bytes = wanted
+        if not self.config.exactly_once:
+            if self.producers and self.commits.flush(None):
+                self.producers[:] = [Producer(self._producer_settings(self.config.producer)) for _ in self.producers]
+            return
+        self.checkpoint_and_commit()
+        if self.state.fatal is not None:
+            return
+        for stream in self.streams:
+            stream.transactions.producer_settings["batch.size"] = str(wanted)
+            keys = list(stream.transactions.producers)
+            stream.transactions.close(keys)
+            stream.transactions.open(keys)
 
     # ---------------------------------------------------------------- main loop
     def run(self) -> None:
@@ -228,7 +264,7 @@ class MirrorWorker:
                 time.sleep(timeout)
                 continue
             rebalances = stream.rebalances
-            batch = stream.consumer.consume(self.batch_size, timeout)
+            batch = take_available(stream.consumer, self.batch_size, timeout)
             if batch and stream.rebalances != rebalances:
                 batch = [m for m in batch if m.error() or (m.topic(), m.partition()) in stream.assigned]
             if batch:
@@ -259,91 +295,105 @@ class MirrorWorker:
         max_bytes = self.topics.max_bytes
         id_map = stream.schemas.id_headers if stream.schemas is not None else None
         rewrite, magic, header_size = wire_format.rewrite, wire_format.MAGIC_BYTE, wire_format.HEADER_SIZE
+        refused_delivery = self._on_refused_delivery
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
         no_limit = 1 << 62
+        # queue.size bounds the records in flight across every producer (exactly-once has one per partition).
+        room = self.config.queue_size - self._in_flight()
         # The current run: its partition, and what was handed over of it.
         topic = partition = None
         skip = False
         last = None  # the run's last record handed to the producer
         records = size_sum = newest = 0
-        for msg in batch:
-            err = msg.error()
-            if err is not None:
-                # Close the run first: error handling may move a partition's position (on_data_loss=reset).
-                if last is not None:
-                    _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
-                    last = None
-                    records = size_sum = newest = 0
-                topic = partition = None
-                self._on_consume_error(stream, msg, err)
-                continue
-            msg_partition = msg.partition()
-            msg_topic = msg.topic()
-            if msg_partition != partition or msg_topic != topic:
-                if last is not None:
-                    _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
-                    last = None
-                    records = size_sum = newest = 0
-                topic, partition = msg_topic, msg_partition
-                skip = bool(halted) and (topic, partition) in halted
-                route = route_of(topic, partition)
-                dest_topic, dest_partition = route.topic, route.partition
-                produce = producers[route.producer_index].produce
-                limit = max_bytes.get(dest_topic, no_limit)
-            if skip:
-                continue
-            key = msg.key()
-            value = msg.value()
-            size = (len(key) if key else 0) + (len(value) if value else 0)
-            headers = msg.headers()
-            timestamp = msg.timestamp()[1]
-            if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
-                timestamp = 0
-            if provenance or headers:
-                headers = self._headers(stream, msg, headers, dest_topic)
-                if headers is False:
-                    skip = (topic, partition) in halted
+        try:
+            for msg in batch:
+                err = msg.error()
+                if err is not None:
+                    # Close the run first: error handling may move a partition's position (on_data_loss=reset).
+                    if last is not None:
+                        _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
+                        last = None
+                        records = size_sum = newest = 0
+                    topic = partition = None
+                    self._on_consume_error(stream, msg, err)
                     continue
-            refused = False
-            if size > limit:
-                refused = True
-                self.halts.refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
-                                               f"max.message.bytes={limit}")
-            elif id_map is not None:
-                try:
-                    if key and key[0] == magic and len(key) >= header_size:
-                        key = rewrite(key, id_map)
-                    if value and value[0] == magic and len(value) >= header_size:
-                        value = rewrite(value, id_map)
-                except KeyError:
-                    rewritten = stream.schemas.new_schema_ids(stream, msg)
-                    refused = rewritten is None  # dead-lettered, or its partition (or topic) halted
-                    if not refused:
-                        key, value = rewritten
-            if refused:
-                skip = (topic, partition) in halted
+                msg_partition = msg.partition()
+                msg_topic = msg.topic()
+                if msg_partition != partition or msg_topic != topic:
+                    if last is not None:
+                        _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
+                        last = None
+                        records = size_sum = newest = 0
+                    topic, partition = msg_topic, msg_partition
+                    skip = bool(halted) and (topic, partition) in halted
+                    route = route_of(topic, partition)
+                    dest_topic, dest_partition = route.topic, route.partition
+                    produce = producers[route.producer_index].produce
+                    limit = max_bytes.get(dest_topic, no_limit)
+                    on_delivery = RunDelivery(refused_delivery, stream, topic, partition, msg.offset())
                 if skip:
                     continue
-            else:
-                try:
-                    produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers)
-                except BufferError:
-                    # queue.size records in flight: the rest of the batch waits, in order, in the stash,
-                    # and the main loop waits for room before it fetches anything newer.
-                    stream.stash[:0] = batch[batch.index(msg):]
-                    break
-                except KafkaException as exc:
-                    self.halts.refuse(stream, msg, exc.args[0].str())
+                key = msg.key()
+                value = msg.value()
+                size = (len(key) if key else 0) + (len(value) if value else 0)
+                headers = msg.headers()
+                timestamp = msg.timestamp()[1]
+                if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
+                    timestamp = 0
+                if provenance or headers:
+                    headers = self._headers(stream, msg, headers, dest_topic)
+                    if headers is False:
+                        skip = (topic, partition) in halted
+                        continue
+                refused = False
+                if size > limit:
+                    refused = True
+                    self.halts.refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
+                                                   f"max.message.bytes={limit}")
+                elif id_map is not None:
+                    try:
+                        if key and key[0] == magic and len(key) >= header_size:
+                            key = rewrite(key, id_map)
+                        if value and value[0] == magic and len(value) >= header_size:
+                            value = rewrite(value, id_map)
+                    except KeyError:
+                        rewritten = stream.schemas.new_schema_ids(stream, msg)
+                        refused = rewritten is None  # dead-lettered, or its partition (or topic) halted
+                        if not refused:
+                            key, value = rewritten
+                if refused:
                     skip = (topic, partition) in halted
                     if skip:
                         continue
-            last = msg
-            records += 1
-            size_sum += size
-            if timestamp > newest:
-                newest = timestamp
-        if last is not None:
-            _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
+                else:
+                    if room <= 0:
+                        # queue.size records in flight: the rest of the batch waits, in order, in the stash,
+                        # and the main loop waits for room before it fetches anything newer.
+                        stream.stash[:0] = batch[batch.index(msg):]
+                        break
+                    try:
+                        produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers,
+                                on_delivery=on_delivery)
+                    except BufferError:  # a producer's own queue.buffering.max.messages
+                        stream.stash[:0] = batch[batch.index(msg):]
+                        break
+                    except KafkaException as exc:
+                        self.halts.refuse(stream, msg, exc.args[0].str())
+                        skip = (topic, partition) in halted
+                        if skip:
+                            continue
+                    room -= 1
+                last = msg
+                records += 1
+                size_sum += size
+                if timestamp > newest:
+                    newest = timestamp
+        finally:
+            # Also when an exception (e.g. SchemaRegistryUnavailable) ends the batch: the position must
+            # cover exactly what was handed over, since exactly-once commits the open transaction with it.
+            if last is not None:
+                _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
+        self._note_in_flight()
         for topic, counts in pending.items():
             records, size = before.get(topic, (0, 0))
             if counts[0] > records:
@@ -381,6 +431,13 @@ class MirrorWorker:
     # ---------------------------------------------------------------- backpressure
     def _in_flight(self) -> int:
         return sum(len(p) for p in self._all_producers())
+
+    def _note_in_flight(self) -> None:
+        """After a batch was handed over, when the records in flight peak (deliveries only lower them)."""
+        in_flight = self._in_flight()
+        if in_flight > self._in_flight_peak:
+            self._in_flight_peak = in_flight
+            self.metrics.in_flight_max.labels(**self._label).set(in_flight)
 
     def _all_producers(self) -> list[Producer]:
         if not self.config.exactly_once:
@@ -434,22 +491,32 @@ class MirrorWorker:
 
     # ---------------------------------------------------------------- callbacks from librdkafka threads / poll
     def _on_delivery_error(self, err: KafkaError, msg) -> None:
-        """Only errors are reported (delivery.report.only.error)."""
+        """Records produced without a RunDelivery (heartbeats, offset syncs); only errors are reported."""
         self.metrics.errors.labels(kind="delivery", **self._label).inc()
         if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic):
             log.warning("heartbeat or offset sync delivery failed", extra={**self._label, "error": err.str()})
             return
-        origin = None
-        for name, value in msg.headers() or ():
-            if name == PROVENANCE_HEADER and value:
-                origin = parse_provenance(value)
-        stream = next((s for s in self.streams if origin and s.alias == origin[0]), None)
-        if origin is not None and stream is not None:
-            _, _, topic, partition, offset = origin
-            self.halts.halt(stream, topic, partition, offset, f"destination refused the record: {err.str()}")
-            return
-        # Without provenance the failed record cannot be traced to its source offset: stop, commit nothing more.
+        # Not a mirrored record (those carry their RunDelivery): nothing to tie it to, stop.
         self.state.fail(f"delivery to {msg.topic()}[{msg.partition()}] failed: {err.str()}")
+
+    def _on_refused_delivery(self, run: RunDelivery, err: KafkaError, msg) -> None:
+        """The destination refused a record of `run`: halt the run's source partition at the run's first offset.
+
+        Never dead-lettered, even with --dead.letter.topic: the broker refuses a whole batch, so the records
+        reported here include valid ones that only shared a batch with the bad one (measured: a null key on
+        a compacted topic took the next record with it). A restart mirrors them again from the halt.
+        """
+        self.metrics.errors.labels(kind="delivery", **self._label).inc()
+        reason = f"destination refused the record: {err.str()}"
+        if msg.topic() == self.config.dead_letter_topic:
+            reason = f"dead-letter topic refused a record: {err.str()}"
+        if (run.topic, run.partition) not in run.stream.assigned:
+            # Lost meanwhile (a revoke commits only after the flush that reports this): nothing of it is committed.
+            log.error("record refused after its partition was lost", extra={
+                **self._label, "source": run.stream.alias, "topic": run.topic, "partition": run.partition,
+                "error": err.str()})
+            return
+        self.halts.halt(run.stream, run.topic, run.partition, run.first_offset, reason)
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
@@ -503,6 +570,22 @@ def _close_run(handed_over, pending: dict, topic: str, partition: int, last, rec
     counts[1] += size
     if newest > counts[2]:
         counts[2] = newest
+
+
+def take_available(consumer, limit: int, timeout: float) -> list:
+    """What the consumer already holds (up to `limit`), waiting up to `timeout` only while it holds nothing.
+
+    `consume(limit, timeout)` waits until `limit` records arrived or the timeout ended: at ordinary rates
+    every record would wait for the batch to fill (10,000 msgs/s and a batch of 2,500: up to 250 ms).
+    Big batches still come from high rates, when the prefetch queue holds them already.
+    """
+    batch = consumer.consume(limit, 0)
+    if batch:
+        return batch
+    batch = consumer.consume(1, timeout)  # returns as soon as one record (or event) is there
+    if batch and limit > 1:
+        batch += consumer.consume(limit - 1, 0)
+    return batch
 
 
 def _incremental(consumer_settings: dict) -> bool:

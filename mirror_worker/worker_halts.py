@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, TopicPartition
 
+from mirror_worker.delivery import RunDelivery
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.provenance import PROVENANCE_HEADER, provenance_value
 
@@ -26,11 +27,12 @@ class Halts:
     """
 
     def __init__(self, metrics: MirrorMetrics, label: dict, dead_letter_topic: str | None,
-                 producer_index: Callable[[str, int], object]) -> None:
+                 producer_index: Callable[[str, int], object], on_refused_delivery: Callable | None = None) -> None:
         self.metrics = metrics
         self.label = label
         self.dead_letter_topic = dead_letter_topic
         self.producer_index = producer_index
+        self.on_refused_delivery = on_refused_delivery  # a dead letter the destination refuses halts its partition
 
     def refuse(self, stream: SourceStream, msg, reason: str, force_halt: bool = False) -> None:
         """A record the destination will not take: dead-letter it (opt-in) or halt its partition."""
@@ -43,8 +45,11 @@ class Halts:
                 ("mirror.error", reason.encode()),
             ]
             try:
+                extra = {}
+                if self.on_refused_delivery is not None:
+                    extra["on_delivery"] = RunDelivery(self.on_refused_delivery, stream, topic, partition, offset)
                 stream.producers[self.producer_index(topic, partition)].produce(
-                    self.dead_letter_topic, msg.value(), msg.key(), headers=headers)
+                    self.dead_letter_topic, msg.value(), msg.key(), headers=headers, **extra)
                 self.metrics.dead_lettered.labels(**labels).inc()
                 log.error("record dead-lettered", extra={**labels, "partition": partition, "offset": offset, "reason": reason})
                 return

@@ -7,10 +7,10 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import MirrorError
@@ -36,7 +36,9 @@ class TopicManagement:
 
     def __init__(self, config: MirrorConfig, streams: list[SourceStream], admin, destination: DestinationTopics,
                  router: Router, assignment: PartitionAssignment, metrics: MirrorMetrics, label: dict,
-                 before_subscribe: Callable[[SourceStream, list[str]], None]) -> None:
+                 before_subscribe: Callable[[SourceStream, list[str]], None],
+                 producers: Callable[[], list] = list, fit_batches: Callable[[Iterable[int]], None] = lambda _: None,
+                 ) -> None:
         self.config = config
         self.streams = streams
         self.admin = admin
@@ -48,6 +50,8 @@ class TopicManagement:
         self.metrics = metrics
         self.label = label
         self.before_subscribe = before_subscribe
+        self.producers = producers  # every producer of mirrored records, now (they are replaced at times)
+        self.fit_batches = fit_batches  # called with the destination limits whenever they may have shrunk
         self.max_bytes: dict[str, int] = {}
 
     def refresh(self) -> None:
@@ -65,8 +69,11 @@ class TopicManagement:
                 counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
                 self.sync_configs({stream.alias: list(changed)})
                 self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
+                self.fit_batches(self.max_bytes.values())  # before any record of these topics is produced
+                changed_counts = [t for t, c in counts.items() if self.router.destination_partitions.get(t) != c]
                 for topic, count in counts.items():
                     self.router.set_destination_partitions(topic, count)
+                self._refresh_producer_metadata(changed_counts)
                 self._check_partition_room(changed, counts)
             if set(current) != set(stream.topics):
                 added, removed = set(current) - set(stream.topics), set(stream.topics) - set(current)
@@ -84,6 +91,23 @@ class TopicManagement:
                 else:
                     stream.consumer.unsubscribe()
             stream.topics = current
+
+    def _refresh_producer_metadata(self, topics: list[str]) -> None:
+        """Make every producer see the current partitions of `topics` before anything is routed to them.
+
+        librdkafka refreshes a producer's topic metadata every topic.metadata.refresh.interval.ms (5 minutes
+        by default): after a topic was created or grown, produce() to a new partition fails with
+        "Unknown partition" until then. A metadata request for the topic updates the producer's view.
+        """
+        if not topics:
+            return
+        for producer in self.producers():
+            for topic in topics:
+                try:
+                    producer.list_topics(topic, timeout=self.config.startup_timeout_s)
+                except KafkaException as exc:
+                    log.warning("producer metadata refresh failed", extra={
+                        **self.label, "topic": topic, "error": exc.args[0].str()})
 
     def _creation_configs(self, stream: SourceStream, topics: list[str]) -> dict[str, dict[str, str]]:
         """{destination topic: the source's configs it is created with} (empty when config sync is off)."""
@@ -111,6 +135,7 @@ class TopicManagement:
             resized = [t for t, topic_changes in changes.items() if any(c.name == "max.message.bytes" for c in topic_changes)]
             if resized:  # the hot path refuses records above the cached limit
                 self.max_bytes.update(self.destination.max_message_bytes(resized))
+                self.fit_batches(self.max_bytes.values())
             for topic, topic_changes in changes.items():
                 labels = {**self.label, "source": stream.alias, "topic": topic}
                 for change in topic_changes:
@@ -137,9 +162,14 @@ class TopicManagement:
                     "needs a destination partition per source partition"
                 )
 
-    def ensure_heartbeat_topic(self) -> None:
+    def ensure_own_topics(self) -> None:
         topic = self.config.heartbeat_topic
         self.destination.ensure({topic: TopicInfo(topic, 1, 1)})
+        dead_letter = self.config.dead_letter_topic
+        if dead_letter:
+            # Made before any record can be refused: a dead-letter topic that does not exist turns the first
+            # refused record into a failed delivery and the worker into an exit-and-restart loop.
+            self.destination.ensure({dead_letter: TopicInfo(dead_letter, 1, 1)})
 
     def send_heartbeats(self, producer, destination_cluster_id: str) -> None:
         now_ms = int(time.time() * 1000)

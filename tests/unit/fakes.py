@@ -137,7 +137,8 @@ class FakeProducer:
     """A bounded queue: produce() raises BufferError when `capacity` records are in flight.
 
     Deliveries happen on poll()/flush() unless `stalled` (destination down); a record for which
-    `refuse(record)` is true is reported to `on_delivery` with an error instead.
+    `refuse(record)` is true is reported with an error instead, to the record's own on_delivery if it
+    was produced with one (the worker's RunDelivery), else to the producer's.
     """
 
     def __init__(self, capacity: int = 1000, on_delivery=None, transactional: bool = False) -> None:
@@ -156,14 +157,16 @@ class FakeProducer:
             raise self.produce_error
         if len(self.queue) >= self.capacity:
             raise BufferError("Local: Queue full")
-        self.queue.append(FakeMessage(topic, partition, -1, key, value, headers, timestamp))
+        record = FakeMessage(topic, partition, -1, key, value, headers, timestamp)
+        record.report = on_delivery  # as librdkafka keeps a per-message callback
+        self.queue.append(record)
 
     def _deliver(self) -> None:
         if self.stalled:
             return
         for record in self.queue:
             if self.refuse(record):
-                self.on_delivery(FakeError(KafkaError.MSG_SIZE_TOO_LARGE, "refused"), record)
+                (record.report or self.on_delivery)(FakeError(KafkaError.MSG_SIZE_TOO_LARGE, "refused"), record)
             else:
                 (self.in_transaction if self.transactional else self.delivered).append(record)
         self.queue = []

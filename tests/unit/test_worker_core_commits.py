@@ -30,31 +30,33 @@ def test_a_checkpoint_covers_only_what_was_handed_over_before_the_flush():
     assert stream.ledger.committable(checkpoint) == {TP: 3}
 
 
-def test_a_delivery_error_halts_its_partition_at_the_refused_offset():
+def test_a_delivery_error_halts_its_own_partition_at_or_before_the_refused_offset():
     logs = {TP: records("t", 0, range(6)), ("t", 1): records("t", 1, range(4))}
-    worker, stream, consumer, producer = make_worker(logs, provenance_headers=True)
+    worker, stream, consumer, producer = make_worker(logs)
     assign(worker, stream, TP, ("t", 1))
     producer.refuse = lambda record: record.value() == b"t-0-2"
     worker._consume_round(0)
-    assert worker.checkpoint_and_commit() is True
-    assert consumer.commits == [{TP: 2, ("t", 1): 4}]  # partition 1 is not held back by partition 0
-    assert stream.ledger.halted[TP].offset == 2 and TP in consumer.paused
+    assert worker.checkpoint_and_commit() is True and worker.fatal is None  # the worker goes on
+    assert consumer.commits == [{("t", 1): 4}]  # partition 1 is not held back by partition 0
+    # Tied to the run the record was produced in (offsets 0..5), never past the refused record.
+    assert stream.ledger.halted[TP].offset == 0 and TP in consumer.paused
     consumer.logs[TP] += records("t", 0, range(6, 9))
     consumer.paused.clear()  # even fetched again, nothing past the halt is committed
     worker._consume_round(0)
     worker.checkpoint_and_commit()
-    assert all(commit.get(TP, 0) <= 2 for commit in consumer.commits)
+    assert all(TP not in commit for commit in consumer.commits)
 
 
-def test_an_untraceable_delivery_error_stops_the_worker_and_commits_nothing():
-    worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(3))})  # no provenance headers
+def test_an_upstream_provenance_header_never_decides_which_partition_halts():
+    upstream = [("mirror.source", b"src:other-cluster:elsewhere:7:123")]
+    logs = {TP: [FakeMessage("t", 0, o, b"k", f"t-0-{o}".encode(), upstream) for o in range(3)]}
+    worker, stream, consumer, producer = make_worker(logs)  # no provenance headers: the header passes through
     assign(worker, stream, TP)
     producer.refuse = lambda record: record.value() == b"t-0-1"
     worker._consume_round(0)
-    assert worker.fatal is not None and "failed" in worker.fatal
-    assert worker.checkpoint_and_commit() is False
+    assert list(stream.ledger.halted) == [TP] and worker.fatal is None
+    assert worker.checkpoint_and_commit() is True
     assert consumer.commits == []
-
 
 def test_a_record_larger_than_the_destination_limit_halts_its_partition():
     big = FakeMessage("t", 0, 2, value=b"x" * 100)

@@ -29,7 +29,7 @@ def test_a_long_wait_for_room_pauses_the_consumers_then_resumes_them():
     worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(16))}, capacity=12, queue_size=10)
     assign(worker, stream, TP)
     producer.stalled = True
-    worker._mirror(stream, consumer.consume(14))  # 12 fit, 12..13 stashed; 14..15 still in the consumer
+    worker._mirror(stream, consumer.consume(14))  # queue.size 10 fit, 10..13 stashed; 14..15 still in the consumer
     polls = 0
 
     def poll_then_come_back(timeout=None):
@@ -44,7 +44,7 @@ def test_a_long_wait_for_room_pauses_the_consumers_then_resumes_them():
     worker._apply_backpressure()
     assert worker.metrics.backpressure_pauses.labels(mirror="m")._value.get() == 1
     assert TP not in consumer.paused  # resumed once there was room
-    assert [m.offset() for m in stream.stash] == [12, 13]  # nothing jumped ahead of the stashed records
+    assert [m.offset() for m in stream.stash] == [10, 11, 12, 13]  # nothing jumped ahead of the stashed records
     worker._consume_round(0)  # the stash first, then what is newer
     assert stream.stash == []
     assert [m.value() for m in producer.delivered] == [f"t-0-{o}".encode() for o in range(16)]

@@ -1,0 +1,37 @@
+"""Tying a delivery error to the source record it came from, without trusting anything in the record.
+
+librdkafka reports a refused record with its destination topic, partition, key and value, but neither
+its headers nor anything of the source: a `mirror.source` header may be an upstream hop's, and is not
+even handed back. So the hot path passes one `RunDelivery` per run (consecutive records of one source
+partition handed over together) as `on_delivery`: with `delivery.report.only.error` it is only called
+for records the destination refused, and it knows the run's source partition and its first offset.
+
+Invariant: `first_offset` is at or below the offset of every record produced with this object, so a
+halt there never lets the partition commit past a refused record (records of the run before the
+refused one, and valid records refused only because they shared its batch, are mirrored again after a
+restart: at-least-once).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+class RunDelivery:
+    """The `on_delivery` callback of one run of records of one source partition."""
+
+    __slots__ = ("on_refused", "stream", "topic", "partition", "first_offset")
+
+    def __init__(self, on_refused: Callable, stream, topic: str, partition: int, first_offset: int) -> None:
+        self.on_refused = on_refused  # (run, KafkaError, Message) -> None
+        self.stream = stream
+        self.topic = topic
+        self.partition = partition
+        self.first_offset = first_offset
+
+    def __call__(self, err, msg) -> None:
+        if err is not None:
+            self.on_refused(self, err, msg)
+
+    def __repr__(self) -> str:
+        return f"RunDelivery({self.topic}[{self.partition}] from offset {self.first_offset})"

@@ -1,0 +1,71 @@
+"""Delivery errors tied to their source run, and producer batches that fit the destination topics (issue #17 c, d)."""
+
+import pytest
+
+from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size
+from mirror_worker.delivery import RunDelivery
+from mirror_worker.ledger import OffsetLedger
+
+
+@pytest.mark.parametrize("configured, limits, expected", [
+    (1_000_000, [], 1_000_000),                       # no destination topic known yet
+    (1_000_000, [1_048_588], 1_000_000),              # Kafka's default limit: the configured size fits
+    (1_000_000, [1_048_588, 65_536], 65_536 - 1024),  # the smallest topic decides
+    (1_000_000, [4_000_000], 1_000_000),              # never raised above the configured size
+    (1_000_000, [200_000], 200_000 - 200_000 // 64),  # the margin grows with the limit
+    (1_000_000, [900], 1),                            # below the margin: every record goes alone
+    (16_384, [65_536], 16_384),
+])
+def test_fitted_batch_size(configured, limits, expected):
+    assert fitted_batch_size(configured, limits) == expected
+
+
+def test_fitted_batch_size_leaves_room_for_lz4_on_incompressible_data():
+    for limit in (2048, 65_536, 1_048_588):
+        batch = fitted_batch_size(DEFAULT_BATCH_SIZE, [limit])
+        lz4_worst = batch + batch // 255 + 16 + 61  # lz4 bound, plus the record batch header
+        assert lz4_worst <= limit
+
+
+class _Err:
+    def str(self):
+        return "Broker: Broker failed to validate record"
+
+
+class _DeliveredMsg:
+    """What librdkafka hands back for a refused record: no headers, no source."""
+
+    def __init__(self, topic="dst", partition=0):
+        self._topic, self._partition = topic, partition
+
+    def topic(self):
+        return self._topic
+
+    def partition(self):
+        return self._partition
+
+    def headers(self):
+        return None
+
+
+def test_run_delivery_reports_only_errors_with_its_source_partition_and_first_offset():
+    reported = []
+    run = RunDelivery(lambda r, err, msg: reported.append((r.topic, r.partition, r.first_offset, err.str())),
+                      stream="east", topic="orders", partition=3, first_offset=120)
+    run(None, _DeliveredMsg())
+    assert reported == []
+    run(_Err(), _DeliveredMsg(partition=0))  # the destination partition is not the source partition
+    assert reported == [("orders", 3, 120, "Broker: Broker failed to validate record")]
+
+
+def test_halting_a_run_at_its_first_offset_never_commits_past_a_refused_record_of_it():
+    ledger, key = OffsetLedger(), ("orders", 3)
+    ledger.mark_committed({key: 100})
+    for offset in range(100, 130):  # one run: 100..129, handed over together
+        ledger.handed_over(key, offset)
+    checkpoint = ledger.checkpoint()
+    run = RunDelivery(lambda r, err, msg: ledger.halt((r.topic, r.partition), r.first_offset, err.str()),
+                      stream=None, topic="orders", partition=3, first_offset=100)
+    run(_Err(), _DeliveredMsg())  # whichever record of 100..129 was refused
+    assert ledger.committable(checkpoint) == {}
+    assert ledger.halted[key].offset == 100
