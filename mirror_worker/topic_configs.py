@@ -22,11 +22,15 @@ from mirror_worker.exceptions import ConfigError
 
 log = logging.getLogger("mirror_worker")
 
-# MirrorMaker 2's DefaultConfigPropertyFilter default (`config.properties.exclude`), as regexes.
+# MirrorMaker 2's DefaultConfigPropertyFilter default (`config.properties.exclude`), as regexes, plus Kafka 4's
+# timestamp limits.
 DEFAULT_EXCLUDED_CONFIGS = (
     r"follower\.replication\.throttled\.replicas",  # names broker ids of the source cluster
     r"leader\.replication\.throttled\.replicas",    # idem
     r"message\.timestamp\.difference\.max\.ms",     # would refuse mirrored records that carry old timestamps
+    # Kafka 4 keeps only these two in its place: the same refusal of records with old (or future) timestamps.
+    r"message\.timestamp\.before\.max\.ms",
+    r"message\.timestamp\.after\.max\.ms",
     r"message\.timestamp\.type",                    # LogAppendTime would overwrite the source timestamps
     r"unclean\.leader\.election\.enable",           # a durability choice of the destination's operators
     r"min\.insync\.replicas",                       # depends on the destination's replication factor

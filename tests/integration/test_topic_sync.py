@@ -124,3 +124,31 @@ def _alter(admin: AdminClient, topic: str, configs: dict[str, str]) -> None:
     ])
     admin.incremental_alter_configs([resource])[resource].result(30)
 
+
+
+def test_timestamp_limits_are_not_copied_so_old_records_are_still_mirrored(stack, topic_name, tmp_path):
+    """Issue #17 e: Kafka 4's message.timestamp.before/after.max.ms on a source topic, copied to the
+    destination, made it refuse mirrored records whose (source) timestamps are older than the limit.
+    They are excluded by default, as message.timestamp.difference.max.ms was before Kafka 4."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("tslimit")
+    create_topic(src, topic, partitions=1)
+    two_days_ago = int(time.time() * 1000) - 2 * 86_400_000
+    produce(src, topic, [{"value": f"old-{i}".encode(), "timestamp": two_days_ago + i} for i in range(10)])
+    # Set after the records were written: the source keeps them, and a copied limit would refuse them.
+    _alter(AdminClient({"bootstrap.servers": src}), topic, {
+        "message.timestamp.before.max.ms": "3600000", "message.timestamp.after.max.ms": "3600000",
+    })
+    worker = WorkerProcess([*_flags(stack, tmp_path, f"g-{topic}"), "--whitelist", topic, "--prefix", "dc."],
+                           tmp_path)
+    try:
+        worker.wait_started()
+        mirrored = wait_for_count(dst, f"dc.{topic}", 10, timeout=60)
+        assert [(m.value(), m.timestamp()[1]) for m in mirrored] == [
+            (f"old-{i}".encode(), two_days_ago + i) for i in range(10)]
+        assert worker.proc.poll() is None, worker.stderr
+        assert "partition halted" not in [e.get("msg") for e in worker.logs()], worker.stderr
+        copied = describe_explicit_configs(AdminClient({"bootstrap.servers": dst}), [f"dc.{topic}"])[f"dc.{topic}"]
+        assert not {"message.timestamp.before.max.ms", "message.timestamp.after.max.ms"} & set(copied), copied
+    finally:
+        worker.stop_quietly()

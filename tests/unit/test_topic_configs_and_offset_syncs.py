@@ -27,7 +27,8 @@ DEFAULT = exclusion_pattern()
     # MM2's default exclusions: never copied, whatever the destination holds
     ({"min.insync.replicas": "2", "message.timestamp.type": "LogAppendTime",
       "unclean.leader.election.enable": "true", "leader.replication.throttled.replicas": "0:1",
-      "follower.replication.throttled.replicas": "0:1", "message.timestamp.difference.max.ms": "10"},
+      "follower.replication.throttled.replicas": "0:1", "message.timestamp.difference.max.ms": "10",
+      "message.timestamp.before.max.ms": "3600000", "message.timestamp.after.max.ms": "3600000"},
      {"min.insync.replicas": "1"}, (), []),
     # a user exclusion on top of the defaults
     ({"segment.ms": "100", "retention.ms": "7"}, {}, ("segment\\..*",), [ConfigChange("retention.ms", None, "7")]),
