@@ -21,6 +21,7 @@ from mirror_worker.config import MirrorConfig
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
 from mirror_worker.exactly_once import PartitionTransactions
 from mirror_worker import wire_format
+from mirror_worker.framing import rewritten_fields
 from mirror_worker.exceptions import ClusterRefusedError, FatalMirrorError, UnreachableClusterError
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
@@ -233,8 +234,10 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         pending = stream.pending
         provenance = self.config.provenance_headers
         max_bytes = self.max_bytes
-        id_map = stream.schemas.id_headers if stream.schemas is not None else None
+        rewrite_mode = self.config.schema_id_rewrite
+        id_map = stream.schemas.id_headers if stream.schemas is not None and rewrite_mode != "off" else None
         rewrite, magic, header_size = wire_format.rewrite, wire_format.MAGIC_BYTE, wire_format.HEADER_SIZE
+        frame_keys = frame_values = watch = False
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
         no_limit = 1 << 62
         # The current run: its partition, and what was handed over of it.
@@ -266,6 +269,9 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                 dest_topic, dest_partition = route.topic, route.partition
                 produce = producers[route.producer_index].produce
                 limit = max_bytes.get(dest_topic, no_limit)
+                if id_map is not None:
+                    frame_keys, frame_values = rewritten_fields(rewrite_mode, stream.schemas.framing.get(topic))
+                    watch = not (frame_keys and frame_values)
             if skip:
                 continue
             key = msg.key()
@@ -286,13 +292,20 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                 self._refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
                                           f"max.message.bytes={limit}")
             elif id_map is not None:
+                if watch and ((not frame_keys and wire_format.is_framed(key))
+                              or (not frame_values and wire_format.is_framed(value))):
+                    frame_keys, frame_values = self._recheck_framing(stream, topic, timestamp)
+                    watch = not (frame_keys and frame_values)
+                    skip = (topic, partition) in halted  # a subject found now may conflict
+                    if skip:
+                        continue
                 try:
-                    if key and key[0] == magic and len(key) >= header_size:
+                    if frame_keys and key and key[0] == magic and len(key) >= header_size:
                         key = rewrite(key, id_map)
-                    if value and value[0] == magic and len(value) >= header_size:
+                    if frame_values and value and value[0] == magic and len(value) >= header_size:
                         value = rewrite(value, id_map)
                 except KeyError:
-                    rewritten = self._new_schema_ids(stream, msg)
+                    rewritten = self._new_schema_ids(stream, msg, frame_keys, frame_values)
                     refused = rewritten is None  # dead-lettered, or its partition (or topic) halted
                     if not refused:
                         key, value = rewritten

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import TYPE_CHECKING
 
 
 from mirror_worker import wire_format
 from mirror_worker.exceptions import SchemaConflict, UnknownSchemaId
+from mirror_worker.framing import needs_recheck, rewritten_fields
 
 if TYPE_CHECKING:
     from mirror_worker.source_stream import SourceStream
@@ -33,7 +35,19 @@ class SchemaHandling:
                 self._schema_conflict(stream, topic, str(exc))
         self.metrics.schema_id_cache_size.labels(source=stream.alias, **self._label).set(len(stream.schemas.id_headers))
 
-    def _new_schema_ids(self, stream: SourceStream, msg) -> tuple | None:
+    def _recheck_framing(self, stream: SourceStream, topic: str, timestamp_ms: int) -> tuple[bool, bool]:
+        """A key or value looks framed where the topic had no subject: look again if it may have one now."""
+        syncer = stream.schemas
+        framing = syncer.framing.get(topic)
+        if needs_recheck(framing, timestamp_ms, time.time() * 1000):
+            try:
+                framing = syncer.recheck_topic(topic)
+            except SchemaConflict as exc:
+                self._schema_conflict(stream, topic, str(exc))
+            self.metrics.schema_id_cache_size.labels(source=stream.alias, **self._label).set(len(syncer.id_headers))
+        return rewritten_fields(self.config.schema_id_rewrite, framing)
+
+    def _new_schema_ids(self, stream: SourceStream, msg, keys: bool = True, values: bool = True) -> tuple | None:
         """A key or value framed with a schema id not mapped yet: sync its subjects, then map it.
 
         Returns the rewritten (key, value), or None when the record was refused (unknown id: dead-lettered or
@@ -46,8 +60,9 @@ class SchemaHandling:
             self._schema_conflict(stream, topic, stream.schema_conflicts[topic], at=msg)
             return None
         key, value = msg.key(), msg.value()
+        framed_key, framed_value = keys and wire_format.is_framed(key), values and wire_format.is_framed(value)
         try:
-            for data in (key, value):
+            for data in (key if framed_key else None, value if framed_value else None):
                 if wire_format.is_framed(data) and data[:wire_format.HEADER_SIZE] not in syncer.id_headers:
                     syncer.destination_header(topic, wire_format.schema_id(data))
         except UnknownSchemaId as exc:
@@ -58,8 +73,8 @@ class SchemaHandling:
             return None
         finally:
             self.metrics.schema_id_cache_size.labels(source=stream.alias, **self._label).set(len(syncer.id_headers))
-        return (wire_format.rewrite(key, syncer.id_headers) if wire_format.is_framed(key) else key,
-                wire_format.rewrite(value, syncer.id_headers) if wire_format.is_framed(value) else value)
+        return (wire_format.rewrite(key, syncer.id_headers) if framed_key else key,
+                wire_format.rewrite(value, syncer.id_headers) if framed_value else value)
 
     def _schema_conflict(self, stream: SourceStream, topic: str, reason: str, at=None) -> None:
         """The topic's subjects cannot be synced: halt every partition of it this worker holds."""
