@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="destination schema registry: schemas are synced to it and schema ids rewritten")
     add("--schema.sync.mode", dest="schema_sync", choices=("strict", "lenient"),
         help="strict (default): destination subjects are exact copies; lenient: they may hold extra versions")
+    add("--schema.id.rewrite", dest="schema_id_rewrite", choices=("auto", "off", "force"),
+        help="auto (default): rewrite a topic's keys/values only when it has a <topic>-key/-value subject; "
+             "force: every key and value in Confluent framing; off: none")
     add("--schema.compatibility", dest="schema_compatibility", metavar="LEVEL",
         help="destination subjects' compatibility: MIRROR (default, the source's) or a level such as BACKWARD")
     add("--provenance.headers", dest="provenance_headers", type=_bool, nargs="?", const=True,
@@ -78,7 +81,7 @@ _CLI_FIELDS = (
     "whitelist", "blacklist", "num_streams", "num_producers", "preserve_partitions", "preserve_order",
     "prefix", "queue_size", "max_procs", "schema_registry_url", "provenance_headers", "dead_letter_topic",
     "metrics_port", "on_data_loss", "config_sync_interval_ms",
-    "destination_schema_registry_url", "schema_sync", "schema_compatibility",
+    "destination_schema_registry_url", "schema_sync", "schema_compatibility", "schema_id_rewrite",
 )
 
 

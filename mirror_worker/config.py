@@ -125,6 +125,9 @@ class MirrorConfig(_Strict):
     schema_registry_url: RegistryUrl = None  # every source's registry unless the source names its own
     destination_schema_registry_url: RegistryUrl = None
     schema_sync: Literal["strict", "lenient"] = "strict"
+    # Which keys/values get their schema ids rewritten (framing.py): auto = those of topics with a key/value subject.
+    # YAML 1.1 reads an unquoted `off` as false.
+    schema_id_rewrite: Annotated[Literal["auto", "off", "force"], BeforeValidator(lambda v: "off" if v is False else v)] = "auto"
     schema_compatibility: Annotated[SchemaCompatibility, BeforeValidator(lambda v: v.upper() if isinstance(v, str) else v)] = "MIRROR"
     commit_interval_s: float = Field(5.0, gt=0)
     topic_refresh_interval_s: float = Field(10.0, gt=0)

@@ -58,6 +58,21 @@ class OffsetLedger:
         """Positions to confirm once the producer has flushed everything handed over so far."""
         return dict(self.next_offsets)
 
+    def step_over(self, positions: dict[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        """The consumer's positions of partitions whose every returned record was handed over.
+
+        A position past the next offset of the ledger passed over offsets that hold no record for this
+        consumer (a transaction's commit or abort marker, aborted records under read_committed): nothing
+        is left to deliver below it. Halted partitions never move. Returns the positions taken.
+        """
+        taken = {}
+        for key, position in positions.items():
+            if key in self.halted:
+                continue
+            if position > self.next_offsets.get(key, self.committed.get(key, position)):
+                self.next_offsets[key] = taken[key] = position
+        return taken
+
     def halt(self, key: TopicPartitionKey, offset: int, reason: str) -> None:
         """Record that `offset` could not be delivered; keep the earliest failure."""
         current = self.halted.get(key)

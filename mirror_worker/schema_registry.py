@@ -75,6 +75,12 @@ class Registry:
             ))
         return out
 
+    def has_subject(self, subject: str) -> bool:
+        try:
+            return bool(self._call(self._client.get_versions, subject))
+        except _Missing:
+            return False
+
     def subjects_of_id(self, schema_id: int) -> list[str]:
         try:
             # /schemas/ids/{id}/versions: Apicurio's Confluent API has no /schemas/ids/{id}/subjects.

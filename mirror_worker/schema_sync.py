@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ from fastavro.schema import SchemaParseException, UnknownType, parse_schema, to_
 from mirror_worker import wire_format
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import ConfigError, SchemaConflict, UnknownSchemaId
+from mirror_worker.framing import TopicFraming
 from mirror_worker.naming import NamingPolicy
 from mirror_worker.schema_registry import Reference, Registry, SchemaRejected, SubjectVersion
 
@@ -118,17 +120,32 @@ class SchemaSyncer:
         self._versions: dict[tuple[str, int], int] = {}
         self._global_compatibility: str | None = None
         self._compatibility_set: set[str] = set()
+        # Source topic -> whether it has a key / value subject: which of its fields are framed.
+        self.framing: dict[str, TopicFraming] = {}
 
     def sync_topic(self, topic: str) -> int:
         """Copy the topic's key and value subjects; returns schemas registered. SchemaConflict if not possible."""
         before = self.registered
         remote = self.policy.remote_topic(topic)
+        checked_at_ms = time.time() * 1000
         try:
-            for suffix in SUBJECT_SUFFIXES:
-                self.sync_subject(topic + suffix, remote + suffix)
+            keys, values = (self.sync_subject(topic + suffix, remote + suffix) for suffix in SUBJECT_SUFFIXES)
         except SubjectConflict as exc:
             raise SchemaConflict(topic, str(exc)) from None
+        self.framing[topic] = TopicFraming(keys, values, checked_at_ms)
         return self.registered - before
+
+    def recheck_topic(self, topic: str) -> TopicFraming:
+        """Look again for the subjects the topic lacked; a new one is synced before it is used."""
+        known = self.framing.get(topic)
+        checked_at_ms = time.time() * 1000
+        missing = [suffix for suffix, present in zip(SUBJECT_SUFFIXES, (known.keys, known.values) if known else (False, False))
+                   if not present]
+        if any(self.source.has_subject(topic + suffix) for suffix in missing):
+            self.sync_topic(topic)
+        else:
+            self.framing[topic] = TopicFraming(bool(known and known.keys), bool(known and known.values), checked_at_ms)
+        return self.framing[topic]
 
     def destination_header(self, topic: str, source_id: int) -> bytes:
         """The destination framing header for `source_id`, syncing the schema's subjects first if needed.
@@ -150,11 +167,14 @@ class SchemaSyncer:
             raise UnknownSchemaId(f"schema id {source_id} is in no subject of the {self.source.role} registry")
         return self.id_headers[header]
 
-    def sync_subject(self, subject: str, destination_subject: str, _visiting: frozenset = frozenset()) -> None:
-        """Copy `subject` (references first) to `destination_subject` and map its ids; SubjectConflict if not."""
+    def sync_subject(self, subject: str, destination_subject: str, _visiting: frozenset = frozenset()) -> bool:
+        """Copy `subject` (references first) to `destination_subject` and map its ids; SubjectConflict if not.
+
+        False when the source has no such subject.
+        """
         source_versions = self.source.versions(subject)
         if not source_versions:
-            return
+            return False
         for version in source_versions:
             for ref in version.references:
                 if (ref.subject, ref.version) not in self._versions and ref.subject not in _visiting:
@@ -201,6 +221,7 @@ class SchemaSyncer:
                 "subject": subject, "destination_subject": destination_subject, "registered": len(plan.register),
                 "source_registry": self.source.role,
             })
+        return True
 
     def _translated_references(self, subject: str, version: SubjectVersion) -> tuple[Reference, ...]:
         out = []

@@ -134,7 +134,8 @@ class MirrorWorker:
             for stream in self.streams:
                 syncer = syncers.get(stream.alias)
                 if syncer is not None:
-                    stream.schemas = SchemaGate(syncer, self.halts, self.metrics, self._label, stream.alias)
+                    stream.schemas = SchemaGate(syncer, self.halts, self.metrics, self._label, stream.alias,
+                                                cfg.schema_id_rewrite)
         offset_sync_writer = None
         if cfg.writes_offset_syncs:
             topic = cfg.offset_syncs_topic
@@ -293,8 +294,10 @@ class MirrorWorker:
         pending = stream.pending
         provenance = self.config.provenance_headers
         max_bytes = self.topics.max_bytes
-        id_map = stream.schemas.id_headers if stream.schemas is not None else None
+        schemas = stream.schemas
+        id_map = schemas.id_headers if schemas is not None and self.config.schema_id_rewrite != "off" else None
         rewrite, magic, header_size = wire_format.rewrite, wire_format.MAGIC_BYTE, wire_format.HEADER_SIZE
+        frame_keys = frame_values = watch = False
         refused_delivery = self._on_refused_delivery
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
         no_limit = 1 << 62
@@ -331,6 +334,9 @@ class MirrorWorker:
                     produce = producers[route.producer_index].produce
                     limit = max_bytes.get(dest_topic, no_limit)
                     on_delivery = RunDelivery(refused_delivery, stream, topic, partition, msg.offset())
+                    if id_map is not None:
+                        frame_keys, frame_values = schemas.fields(topic)
+                        watch = not (frame_keys and frame_values)
                 if skip:
                     continue
                 key = msg.key()
@@ -351,13 +357,20 @@ class MirrorWorker:
                     self.halts.refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
                                                    f"max.message.bytes={limit}")
                 elif id_map is not None:
+                    if watch and ((not frame_keys and wire_format.is_framed(key))
+                                  or (not frame_values and wire_format.is_framed(value))):
+                        frame_keys, frame_values = schemas.recheck_framing(stream, topic, timestamp)
+                        watch = not (frame_keys and frame_values)
+                        skip = (topic, partition) in halted  # a subject found now may conflict
+                        if skip:
+                            continue
                     try:
-                        if key and key[0] == magic and len(key) >= header_size:
+                        if frame_keys and key and key[0] == magic and len(key) >= header_size:
                             key = rewrite(key, id_map)
-                        if value and value[0] == magic and len(value) >= header_size:
+                        if frame_values and value and value[0] == magic and len(value) >= header_size:
                             value = rewrite(value, id_map)
                     except KeyError:
-                        rewritten = stream.schemas.new_schema_ids(stream, msg)
+                        rewritten = schemas.new_schema_ids(stream, msg, frame_keys, frame_values)
                         refused = rewritten is None  # dead-lettered, or its partition (or topic) halted
                         if not refused:
                             key, value = rewritten

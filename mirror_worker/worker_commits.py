@@ -72,6 +72,9 @@ class CommitCycle:
                               deadline: float | None = None) -> CommitOutcome:
         if self.exactly_once:
             return self._commit_transactions(only, deadline)
+        if only is None:
+            for stream in self.streams:
+                self._step_over_control_records(stream)
         checkpoints = [(stream, stream.ledger.checkpoint(), stream.pending) for stream in self.streams]
         for stream in self.streams:
             stream.pending = {}
@@ -91,6 +94,24 @@ class CommitCycle:
                 self.commit(stream, offsets)
                 self.write_offset_syncs(stream, offsets)
         return CommitOutcome(True)
+
+    def _step_over_control_records(self, stream: SourceStream) -> None:
+        """Let the ledger take the consumer's position where it passed offsets that hold no record.
+
+        Only between two batches (never from a rebalance callback, which may run inside consume() after it
+        collected records not handed over yet), and only for partitions with nothing in the stash: the
+        position counts every record the consumer returned, handed over or not.
+        """
+        stashed = {(m.topic(), m.partition()) for m in stream.stash}
+        settled = [TopicPartition(t, p) for t, p in sorted(stream.assigned)
+                   if (t, p) not in stashed and (t, p) not in stream.ledger.halted]
+        if not settled:
+            return
+        try:
+            positions = stream.consumer.position(settled)
+        except KafkaException:
+            return  # the position is an optimisation: the records' own offsets stay committable
+        stream.ledger.step_over({(tp.topic, tp.partition): tp.offset for tp in positions if tp.offset >= 0})
 
     def write_offset_syncs(self, stream: SourceStream, positions: dict) -> None:
         """Right after a completed flush or transaction commit, before anything else is produced."""
@@ -124,6 +145,8 @@ class CommitCycle:
                 continue
             owned = only[1] if only is not None else stream.assigned
             ledger = stream.ledger
+            if only is None:
+                self._step_over_control_records(stream)
             progressed = {
                 key: offset for key, offset in ledger.committable(ledger.checkpoint()).items()
                 if key in owned and key in stream.producers

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from confluent_kafka import TopicPartition
 
 from mirror_worker import wire_format
 from mirror_worker.exceptions import SchemaConflict, UnknownSchemaId
+from mirror_worker.framing import needs_recheck, rewritten_fields
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.worker_halts import Halts
 
@@ -27,8 +29,10 @@ class SchemaGate:
     comes back here (`new_schema_ids`).
     """
 
-    def __init__(self, syncer: SchemaSyncer, halts: Halts, metrics: MirrorMetrics, label: dict, alias: str) -> None:
+    def __init__(self, syncer: SchemaSyncer, halts: Halts, metrics: MirrorMetrics, label: dict, alias: str,
+                 rewrite_mode: str = "auto") -> None:
         self.syncer = syncer
+        self.rewrite_mode = rewrite_mode  # auto (by the topic's subjects), force or off
         self.halts = halts
         self.metrics = metrics
         self.label = label
@@ -39,6 +43,21 @@ class SchemaGate:
     def id_headers(self) -> dict[bytes, bytes]:
         return self.syncer.id_headers
 
+    def fields(self, topic: str) -> tuple[bool, bool]:
+        """Whether the topic's keys and values are rewritten, from what is known of its subjects."""
+        return rewritten_fields(self.rewrite_mode, self.syncer.framing.get(topic))
+
+    def recheck_framing(self, stream: SourceStream, topic: str, timestamp_ms: int) -> tuple[bool, bool]:
+        """A key or value looks framed where the topic had no subject: look again if it may have one now."""
+        framing = self.syncer.framing.get(topic)
+        if needs_recheck(framing, timestamp_ms, time.time() * 1000):
+            try:
+                framing = self.syncer.recheck_topic(topic)
+            except SchemaConflict as exc:
+                self.conflict(stream, topic, str(exc))
+            self._count_ids()
+        return rewritten_fields(self.rewrite_mode, framing)
+
     def sync_topics(self, stream: SourceStream, topics: list[str]) -> None:
         """Copy the subjects of newly mirrored topics before any of their records is produced."""
         for topic in topics:
@@ -48,7 +67,7 @@ class SchemaGate:
                 self.conflict(stream, topic, str(exc))
         self._count_ids()
 
-    def new_schema_ids(self, stream: SourceStream, msg) -> tuple | None:
+    def new_schema_ids(self, stream: SourceStream, msg, keys: bool = True, values: bool = True) -> tuple | None:
         """A key or value framed with a schema id not mapped yet: sync its subjects, then map it.
 
         Returns the rewritten (key, value), or None when the record was refused (unknown id: dead-lettered or
@@ -61,8 +80,9 @@ class SchemaGate:
             self.conflict(stream, topic, self.conflicts[topic], at=msg)
             return None
         key, value = msg.key(), msg.value()
+        framed_key, framed_value = keys and wire_format.is_framed(key), values and wire_format.is_framed(value)
         try:
-            for data in (key, value):
+            for data in (key if framed_key else None, value if framed_value else None):
                 if wire_format.is_framed(data) and data[:wire_format.HEADER_SIZE] not in syncer.id_headers:
                     syncer.destination_header(topic, wire_format.schema_id(data))
         except UnknownSchemaId as exc:
@@ -73,8 +93,8 @@ class SchemaGate:
             return None
         finally:
             self._count_ids()
-        return (wire_format.rewrite(key, syncer.id_headers) if wire_format.is_framed(key) else key,
-                wire_format.rewrite(value, syncer.id_headers) if wire_format.is_framed(value) else value)
+        return (wire_format.rewrite(key, syncer.id_headers) if framed_key else key,
+                wire_format.rewrite(value, syncer.id_headers) if framed_value else value)
 
     def conflict(self, stream: SourceStream, topic: str, reason: str, at=None) -> None:
         """The topic's subjects cannot be synced: halt every partition of it this worker holds."""

@@ -56,10 +56,11 @@ def _worker_args(stack, tmp_path, group: str, *extra: str) -> list[str]:
             "--offset.commit.interval.ms", "1000", *extra]
 
 
-def _produce_avro(stack, topic: str, schema: dict, first: int, count: int, partitions: int) -> None:
+def _produce_avro(stack, topic: str, schema: dict, first: int, count: int, partitions: int,
+                  key_schema: dict = KEY_SCHEMA) -> None:
     client = _client(stack, "source")
     values = AvroSerializer(client, json.dumps(schema))
-    keys = AvroSerializer(client, json.dumps(KEY_SCHEMA))
+    keys = AvroSerializer(client, json.dumps(key_schema))
     records = []
     for i in range(first, first + count):
         obj = {"id": i, "item": f"item-{i}"}
@@ -96,7 +97,11 @@ def test_avro_records_read_the_same_through_both_registries_across_evolution(sta
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("avro")
     create_topic(src, topic, partitions=2)
-    _produce_avro(stack, topic, ORDER_V1, 0, 30, 2)
+    # Schemas of this test only: the registries give content they already hold the id it had (a reused stack).
+    tag = topic.replace("-", "_")
+    v1, v2 = ({**schema, "name": f"Order{tag}"} for schema in (ORDER_V1, ORDER_V2))
+    key_schema = {**KEY_SCHEMA, "name": f"OrderKey{tag}"}
+    _produce_avro(stack, topic, v1, 0, 30, 2, key_schema)
     _pad_destination_ids(stack)
 
     worker = WorkerProcess(_worker_args(stack, tmp_path, f"g-{topic}", "--whitelist", topic, "--prefix", "dc1.", "--preserve.partitions",
@@ -105,7 +110,7 @@ def test_avro_records_read_the_same_through_both_registries_across_evolution(sta
         worker.wait_started()
         assert len(wait_for_count(dst, f"dc1.{topic}", 30)) == 30
         # The schema evolves while the worker runs: v2 is registered on the source by this producer.
-        _produce_avro(stack, topic, ORDER_V2, 30, 30, 2)
+        _produce_avro(stack, topic, v2, 30, 30, 2, key_schema)
         mirrored = wait_for_count(dst, f"dc1.{topic}", 60)
         assert len(mirrored) == 60
         url = worker.wait_for_log("metrics endpoint")["url"]
@@ -257,6 +262,8 @@ def test_unframed_records_pass_through_and_an_unknown_schema_id_halts_its_partit
     create_topic(src, bad, partitions=2)
     payloads = [b"plain text", b"\x00\x01\x02", b"\x01\x00\x00\x00\x07rest", None, b"", b"\xff" * 100]
     produce(src, plain, [{"key": p, "value": p, "headers": [("h", b"\x00\x00\x00\x00\x01x")]} for p in payloads])
+    # Framing is a property of the topic: `bad`'s values are framed because it has a value subject.
+    _client(stack, "source").register_schema(f"{bad}-value", Schema(json.dumps(ORDER_V1), "AVRO"))
     unknown = wire_format.header(0x7FFFFFF0) + b"payload"
     produce(src, bad, [
         {"value": b"first", "partition": 0}, {"value": unknown, "partition": 0}, {"value": b"after", "partition": 0},
@@ -286,6 +293,7 @@ def test_unknown_schema_id_goes_to_the_dead_letter_topic_when_asked(stack, topic
     topic, dead = topic_name("dlq-src"), topic_name("dlq")
     create_topic(src, topic, partitions=1)
     create_topic(dst, dead, partitions=1)
+    _client(stack, "source").register_schema(f"{topic}-value", Schema(json.dumps(ORDER_V1), "AVRO"))
     unknown = wire_format.header(0x7FFFFFF1) + b"payload"
     produce(src, topic, [{"value": b"first"}, {"value": unknown}, {"value": b"after"}])
 

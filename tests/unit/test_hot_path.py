@@ -61,7 +61,10 @@ class UnreachableRegistry:
 
     id_headers: dict = {}
 
-    def new_schema_ids(self, stream, msg):
+    def fields(self, topic):
+        return True, True  # the topic's values are framed (forced)
+
+    def new_schema_ids(self, stream, msg, keys=True, values=True):
         raise SchemaRegistryUnavailable("source schema registry: connection refused")
 
 

@@ -40,6 +40,21 @@ def test_forget_drops_revoked_partitions():
     assert ledger.checkpoint() == {} and not ledger.is_halted(TP)
 
 
+def test_step_over_takes_consumer_positions_past_offsets_without_records():
+    ledger = OffsetLedger()
+    a, b, c, d, e = ("t", 0), ("t", 1), ("t", 2), ("t", 3), ("t", 4)
+    ledger.mark_committed({a: 10, b: 10, c: 10, d: 10})
+    ledger.handed_over(a, 9)   # records 0..9 handed over, the commit marker at 10
+    ledger.handed_over(b, 14)  # records up to 14 handed over: the consumer cannot be behind that
+    ledger.halt(c, 10, "refused")
+
+    taken = ledger.step_over({a: 11, b: 12, c: 11, d: 11, e: 5})
+
+    # d idled at a marker since its start position; e has no position in the ledger at all.
+    assert taken == {a: 11, d: 11}
+    assert ledger.committable(ledger.checkpoint()) == {a: 11, b: 15, d: 11}
+
+
 def test_routes():
     router = Router(PrefixPolicy("src."), preserve_partitions=True, preserve_order=False)
     assert (router.route("orders", 3).topic, router.route("orders", 3).partition) == ("src.orders", 3)

@@ -220,6 +220,9 @@ class FakeRegistry:
     def versions(self, subject):
         return list(self.subjects.get(subject, []))
 
+    def has_subject(self, subject):
+        return bool(self.subjects.get(subject))
+
     def subjects_of_id(self, schema_id):
         from mirror_worker.exceptions import UnknownSchemaId
 
@@ -285,3 +288,24 @@ def test_syncer_conflicts_and_unknown_ids():
     assert len(destination.versions("t-value")) == 1
     with pytest.raises(UnknownSchemaId):
         syncer.destination_header("u", 12345)
+
+
+def test_syncer_records_which_fields_are_framed_and_sees_a_late_subject():
+    from mirror_worker.naming import IdentityPolicy
+    from mirror_worker.schema_registry import SubjectVersion
+    from mirror_worker.schema_sync import SchemaSyncer
+
+    source, destination = FakeRegistry("source"), FakeRegistry("destination", first_id=50)
+    source.register("t-value", SubjectVersion(0, 0, "AVRO", _avro("A", "a"), ()))
+    syncer = SchemaSyncer(source, destination, IdentityPolicy(), STRICT, "NONE")
+    syncer.sync_topic("t")
+    syncer.sync_topic("raw")
+    assert (syncer.framing["t"].keys, syncer.framing["t"].values) == (False, True)
+    assert (syncer.framing["raw"].keys, syncer.framing["raw"].values) == (False, False)
+
+    assert (syncer.recheck_topic("raw").keys, syncer.recheck_topic("raw").values) == (False, False)
+    late_id = source.register("raw-value", SubjectVersion(0, 0, "AVRO", _avro("L", "l"), ()))
+    framing = syncer.recheck_topic("raw")
+    assert (framing.keys, framing.values) == (False, True)
+    # Synced before it is used: the late subject's id is mapped already.
+    assert wire_format.header(late_id) in syncer.id_headers

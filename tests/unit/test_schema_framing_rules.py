@@ -1,0 +1,78 @@
+"""Which fields of a topic get their schema ids rewritten, and when the registry is asked again (framing.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirror_worker.config import build_mirror_config
+from mirror_worker.exceptions import ConfigError
+from mirror_worker.framing import CLOCK_SKEW_MS, RECHECK_INTERVAL_S, TopicFraming, needs_recheck, rewritten_fields
+
+VALUES_ONLY = TopicFraming(keys=False, values=True, checked_at_ms=1_000_000)
+BOTH = TopicFraming(keys=True, values=True, checked_at_ms=1_000_000)
+INTERVAL_MS = RECHECK_INTERVAL_S * 1000
+
+
+@pytest.mark.parametrize("mode, framing, expected", [
+    ("auto", VALUES_ONLY, (False, True)),
+    ("auto", BOTH, (True, True)),
+    ("auto", None, (False, False)),  # not looked up: nothing is framed until a subject says so
+    ("force", None, (True, True)),
+    ("force", VALUES_ONLY, (True, True)),
+    ("off", BOTH, (False, False)),
+])
+def test_rewritten_fields(mode, framing, expected):
+    assert rewritten_fields(mode, framing) == expected
+
+
+@pytest.mark.parametrize("framing, record_ts, now, expected", [
+    (None, 5, 5, True),
+    (BOTH, 2_000_000, 2_000_000, False),  # nothing left to find
+    # written before the last check (beyond the skew allowance): that check would have seen its subject
+    (VALUES_ONLY, 1_000_000 - CLOCK_SKEW_MS - 1, 1_000_000 + INTERVAL_MS, False),
+    (VALUES_ONLY, 1_000_000 - CLOCK_SKEW_MS + 1, 1_000_000 + INTERVAL_MS, True),
+    (VALUES_ONLY, 1_500_000, 1_000_000 + INTERVAL_MS, True),
+    (VALUES_ONLY, 1_000_000 + 10, 1_000_000 + INTERVAL_MS - 1, False),  # at most once per interval
+    (VALUES_ONLY, 0, 1_000_000 + INTERVAL_MS, True),  # no timestamp: only the interval holds it back
+])
+def test_needs_recheck(framing, record_ts, now, expected):
+    assert needs_recheck(framing, record_ts, now) is expected
+
+
+BASE = {
+    "name": "m", "sources": [{"name": "s", "consumer": {"bootstrap.servers": "a:1"}}],
+    "producer": {"bootstrap.servers": "b:1"}, "whitelist": "t", "group_id": "g",
+}
+
+
+def test_schema_id_rewrite_defaults_to_auto_and_reads_yaml_off(tmp_path):
+    from mirror_worker.spec import select_mirror
+
+    assert build_mirror_config(BASE).schema_id_rewrite == "auto"
+    spec = tmp_path / "spec.yaml"
+    for written, expected in (("off", "off"), ('"off"', "off"), ("force", "force")):
+        spec.write_text(f"""
+groups:
+  - name: g
+    source: {{name: s, kafka: {{bootstrap.servers: "a:1"}}}}
+    destination: {{kafka: {{bootstrap.servers: "b:1"}}}}
+    mirrors:
+      - {{name: m, whitelist: t, schema-id-rewrite: {written}}}
+""")
+        assert select_mirror(spec, "m").schema_id_rewrite == expected
+    spec.write_text(spec.read_text().replace("force", "always"))
+    with pytest.raises(ConfigError) as info:
+        select_mirror(spec, "m")
+    assert str(info.value).endswith("mirror 'm': schema-id-rewrite: Input should be 'auto', 'off' or 'force'")
+
+
+def test_schema_id_rewrite_flag(tmp_path):
+    from mirror_worker.cli import config_from_args, parse_args
+
+    consumer = tmp_path / "c.properties"
+    consumer.write_text("bootstrap.servers=127.0.0.1:1\ngroup.id=g\n")
+    producer = tmp_path / "p.properties"
+    producer.write_text("bootstrap.servers=127.0.0.1:2\n")
+    config = config_from_args(parse_args(["--consumer.config", str(consumer), "--producer.config", str(producer),
+                                          "--whitelist", "t", "--schema.id.rewrite", "force"]))
+    assert config.schema_id_rewrite == "force"
