@@ -31,6 +31,8 @@ class SourceStream:
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     assigned: set[tuple[str, int]] = field(default_factory=set)
     stash: list = field(default_factory=list)
+    # A batch ended by an exception: records the consumer returned were neither handed over nor stashed.
+    interrupted: bool = False
     # Handed to the producer since the last completed flush: topic -> [records, bytes, newest timestamp ms]
     pending: dict[str, list] = field(default_factory=dict)
     # Bumped by every revoke/loss: a batch fetched across one may hold records this worker no longer owns.

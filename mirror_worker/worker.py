@@ -401,6 +401,11 @@ class MirrorWorker:
                 size_sum += size
                 if timestamp > newest:
                     newest = timestamp
+        except BaseException:
+            # The rest of the batch was neither handed over nor stashed, yet the consumer's position counts
+            # it: the commits on the way out must not step over to that position (see CommitCycle).
+            stream.interrupted = True
+            raise
         finally:
             # Also when an exception (e.g. SchemaRegistryUnavailable) ends the batch: the position must
             # cover exactly what was handed over, since exactly-once commits the open transaction with it.

@@ -102,6 +102,8 @@ class CommitCycle:
         collected records not handed over yet), and only for partitions with nothing in the stash: the
         position counts every record the consumer returned, handed over or not.
         """
+        if stream.interrupted:
+            return  # some records the consumer returned were never handed over: its position is not ours
         stashed = {(m.topic(), m.partition()) for m in stream.stash}
         settled = [TopicPartition(t, p) for t, p in sorted(stream.assigned)
                    if (t, p) not in stashed and (t, p) not in stream.ledger.halted]

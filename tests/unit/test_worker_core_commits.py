@@ -1,5 +1,6 @@
 """The commit rule, without servers: never commit past what a completed flush confirmed."""
 
+import pytest
 from confluent_kafka import KafkaError
 
 from tests.unit.fakes import FakeError, FakeMessage, assign, make_worker, records
@@ -88,3 +89,27 @@ def test_a_fatal_consume_error_stops_the_worker():
     assign(worker, stream, TP)
     worker._consume_round(0)
     assert worker.fatal == "source 'src' consumer failed: broker gone"
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_a_batch_ended_by_an_exception_never_lets_a_commit_step_over_what_it_did_not_hand_over(exactly_once):
+    """Records 3..5 were returned by the consumer (its position is 6) but never handed over: the commit on
+    the way out stops at 3. Found when the step over transaction markers (issue #17 g) met the exception
+    path (a): the final commit took position 6 and records 3..5 were never mirrored."""
+    worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(6))}, exactly_once=exactly_once)
+    assign(worker, stream, TP)
+    batch = consumer.consume(6)
+    producers = list(stream.producers.values()) if exactly_once else [producer]
+    for target in producers:
+        original = target.produce
+
+        def fail_at_3(topic, value=None, *args, _original=original, **kwargs):
+            if value == b"t-0-3":
+                raise RuntimeError("registry went away")
+            return _original(topic, value, *args, **kwargs)
+
+        target.produce = fail_at_3
+    with pytest.raises(RuntimeError):
+        worker._mirror(stream, batch)
+    assert worker.checkpoint_and_commit() is True
+    assert stream.ledger.committed[TP] == 3
