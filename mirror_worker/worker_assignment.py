@@ -24,6 +24,7 @@ class AssignmentHandling:
 
     def _on_assign(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
+        self.follow_growth(stream, keys)
         halts = self._assign_checked(stream, partitions)
         stream.assigned |= keys
         if self._paused:

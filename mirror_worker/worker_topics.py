@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException
 from mirror_worker.exceptions import MirrorError
 from mirror_worker.naming import check_mapping
 from mirror_worker.topic_configs import copied_configs, describe_explicit_configs, sync_topic_configs
-from mirror_worker.topics import TopicInfo, describe_topics
+from mirror_worker.topics import TopicInfo, describe_topics, outgrown_topics
 
 if TYPE_CHECKING:
     from mirror_worker.source_stream import SourceStream
@@ -38,13 +38,7 @@ class TopicManagement:
             self._check_topic_ids(stream, list(current))
             changed = {t: info for t, info in current.items() if stream.topics.get(t) != info}
             if changed:
-                mapping = {self.router.policy.remote_topic(t): info for t, info in changed.items()}
-                counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
-                self.sync_topic_configs({stream.alias: list(changed)})
-                self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
-                for topic, count in counts.items():
-                    self.router.set_destination_partitions(topic, count)
-                self._check_partition_room(changed, counts)
+                self._follow_sources(stream, changed)
             if set(current) != set(stream.topics):
                 added, removed = set(current) - set(stream.topics), set(stream.topics) - set(current)
                 self._sync_schemas(stream, sorted(added))
@@ -61,6 +55,40 @@ class TopicManagement:
                 else:
                     stream.consumer.unsubscribe()
             stream.topics = current
+
+    def _follow_sources(self, stream: SourceStream, changed: dict[str, TopicInfo]) -> None:
+        """Create or grow the destination topics of new or changed source topics, and route to them."""
+        mapping = {self.router.policy.remote_topic(t): info for t, info in changed.items()}
+        counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
+        self.sync_topic_configs({stream.alias: list(changed)})
+        self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
+        # Before anything is routed to a new partition: librdkafka producers learn partition counts from
+        # their own metadata (refreshed every 5 minutes) and refuse a partition they do not know yet.
+        self._refresh_producer_metadata(list(mapping))
+        for topic, count in counts.items():
+            self.router.set_destination_partitions(topic, count)
+        self._check_partition_room(changed, counts)
+
+    def follow_growth(self, stream: SourceStream, keys) -> None:
+        """Partitions assigned beyond what this worker knows of their topics: the source grew since the
+        last refresh, so the destination grows first (a record of an unknown partition cannot be produced)."""
+        topics = outgrown_topics(keys, stream.topics)
+        if not topics:
+            return
+        visible = describe_topics(stream.consumer)
+        grown = {t: visible[t] for t in topics if t in visible}
+        if grown:
+            self._follow_sources(stream, grown)
+            stream.topics = {**stream.topics, **grown}
+
+    def _refresh_producer_metadata(self, topics: list[str]) -> None:
+        for producer in self.producers:  # exactly-once producers are made per partition, after growth
+            for topic in topics:
+                try:
+                    producer.list_topics(topic, timeout=self.config.startup_timeout_s)
+                except KafkaException as exc:
+                    log.warning("producer metadata not refreshed", extra={
+                        **self._label, "topic": topic, "error": exc.args[0].str()})
 
     def _creation_configs(self, stream: SourceStream, topics: list[str]) -> dict[str, dict[str, str]]:
         """{destination topic: the source's configs it is created with} (empty when config sync is off)."""
