@@ -19,7 +19,9 @@ from confluent_kafka.admin import AdminClient
 from mirror_worker.client_config import connection_settings
 from mirror_worker.config import MirrorConfig
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
-from mirror_worker.exactly_once import PartitionTransactions
+from mirror_worker.exactly_once import (
+    KEEPALIVE_MAX_S, PartitionTransactions, keepalive_interval_s, offsets_retention_ms,
+)
 from mirror_worker import wire_format
 from mirror_worker.exceptions import ClusterRefusedError, FatalMirrorError, UnreachableClusterError
 from mirror_worker.metrics import MirrorMetrics
@@ -86,6 +88,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         self._paused = False
         self.offset_sync_writer: OffsetSyncWriter | None = None
         self._closing_deadline: float | None = None
+        self.positions_keepalive_s = KEEPALIVE_MAX_S
         self._label = {"mirror": config.name}
 
     # ---------------------------------------------------------------- start-up
@@ -104,6 +107,10 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
         self.destination = DestinationTopics(
             self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once
         )
+        if cfg.exactly_once:
+            topic = cfg.positions_topic
+            self.destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
+            self.positions_keepalive_s = keepalive_interval_s(offsets_retention_ms(self.admin, cfg.startup_timeout_s))
         for source in cfg.sources:
             settings = {"group.id": cfg.group_id, **source.consumer}
             if cfg.metrics_port is not None:
@@ -124,6 +131,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                 stream.transactions = PartitionTransactions(
                     cfg.name, source.name, self._producer_settings(cfg.producer), connection_settings(cfg.producer),
                     self.router.policy.remote_topic, stream.topic_ids.get, cfg.startup_timeout_s,
+                    cfg.positions_topic, self.clock,
                 )
                 stream.producers = stream.transactions.producers
             self.streams.append(stream)
@@ -197,6 +205,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             if now >= next_commit:
                 self.metrics.in_flight.labels(**self._label).set(self._in_flight())
                 self.checkpoint_and_commit()
+                self.keep_positions_alive()
                 next_commit = self.clock() + cfg.commit_interval_s
             self._apply_backpressure()
             for stream in self.streams:
@@ -454,7 +463,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
     def _on_delivery_error(self, err: KafkaError, msg) -> None:
         """Only errors are reported (delivery.report.only.error)."""
         self.metrics.errors.labels(kind="delivery", **self._label).inc()
-        if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic):
+        if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic, self.config.positions_topic):
             log.warning("heartbeat or offset sync delivery failed", extra={**self._label, "error": err.str()})
             return
         origin = None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import KafkaException, TopicCollection, TopicPartition
 
 from mirror_worker.data_loss import StartDecision, decide_start
+from mirror_worker.exactly_once import positions_group
 
 if TYPE_CHECKING:
     from mirror_worker.source_stream import SourceStream
@@ -65,6 +66,9 @@ class AssignmentHandling:
         keys = [(tp.topic, tp.partition) for tp in partitions]
         positions = stream.transactions.open(keys) if stream.transactions is not None else {}
         missing = [TopicPartition(t, p) for t, p in keys if positions.get((t, p)) is None]
+        # Exactly-once positions that existed and are gone (expired): no fallback can be trusted for them.
+        vanished = stream.transactions.vanished([(tp.topic, tp.partition) for tp in missing]) if missing and \
+            stream.transactions is not None else set()
         if missing:
             for tp in stream.consumer.committed(missing, timeout=self.config.startup_timeout_s):
                 if tp.offset >= 0:
@@ -76,6 +80,11 @@ class AssignmentHandling:
             key = (tp.topic, tp.partition)
             position, position_topic_id = positions.get(key) or (None, None)
             low, high = stream.consumer.get_watermark_offsets(tp, timeout=self.config.startup_timeout_s)
+            if key in vanished:
+                stream.ledger.forget([key])  # nothing is committed for it: no position is known
+                tp.offset = position if position is not None and low <= position <= high else high
+                halts.append((key, tp.offset, self._vanished_reason(stream, key)))
+                continue
             if tp.topic in recreated and position_topic_id in (None, "", recreated[tp.topic]):
                 # Seen recreated while this worker ran; the broker dropped the old topic's offsets with it.
                 position, position_topic_id = position or 0, recreated[tp.topic]
@@ -102,6 +111,14 @@ class AssignmentHandling:
         else:
             stream.consumer.assign(partitions)
         return halts
+
+    def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
+        group = positions_group(self.config.name, stream.alias)
+        return (f"its exactly-once position is gone from the destination (group {group}, "
+                f"{self.router.policy.remote_topic(key[0])}[{key[1]}]) although one was committed "
+                f"({self.config.positions_topic} says so): expired after offsets.retention.minutes, most likely "
+                "because the mirror was stopped longer than that; not restarting from the source group or "
+                "the reset policy (duplicates or loss): commit the right position in that group to resume")
 
     @property
     def _halts_on_loss(self) -> bool:

@@ -129,6 +129,21 @@ class CommitCycle:
                 self._commit(stream, committed)
         return all_committed
 
+    def keep_positions_alive(self) -> None:
+        """Exactly-once: commit again, unchanged, each position the destination's offsets retention could
+        expire (see exactly_once.py). Runs right after a commit cycle: the due transactions hold no records."""
+        for stream in self.streams:
+            if stream.transactions is None or self.fatal is not None:
+                continue
+            for key, offset in stream.transactions.keepalive_due(stream.assigned, self.positions_keepalive_s).items():
+                try:
+                    stream.transactions.commit(key, offset, self.config.shutdown_timeout_s)
+                except TransactionAborted as exc:
+                    log.warning("position keep-alive failed", extra={**self._label, "source": stream.alias, "error": str(exc)})
+                except ProducerFenced as exc:
+                    self.fatal = f"exactly-once producer fenced by another worker: {exc}"
+                    return
+
     def _commit(self, stream: SourceStream, offsets: dict) -> None:
         try:
             stream.consumer.commit(
