@@ -31,7 +31,7 @@ from mirror_worker.source_stream import SourceStream
 from mirror_worker.topic_configs import exclusion_pattern
 from mirror_worker.topics import DestinationTopics, TopicInfo
 from mirror_worker.worker_assignment import AssignmentHandling
-from mirror_worker.worker_commits import CommitCycle
+from mirror_worker.worker_commits import PAUSE_AFTER_S, CommitCycle
 from mirror_worker.worker_schemas import SchemaHandling
 from mirror_worker.worker_topics import TopicManagement
 
@@ -39,8 +39,6 @@ log = logging.getLogger("mirror_worker")
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
 
 PROVENANCE_HEADER = "mirror.source"
-# A full producer queue waits this long for room before the consumers are paused (see _apply_backpressure).
-PAUSE_AFTER_S = 1.0
 
 
 def provenance_value(alias: str, cluster_id: str, topic: str, partition: int, offset: int) -> bytes:
@@ -204,7 +202,7 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                 next_heartbeat = now + cfg.heartbeat_interval_s
             if now >= next_commit:
                 self.metrics.in_flight.labels(**self._label).set(self._in_flight())
-                self.checkpoint_and_commit()
+                self.checkpoint_and_commit(from_loop=True)
                 self.keep_positions_alive()
                 next_commit = self.clock() + cfg.commit_interval_s
             self._apply_backpressure()
@@ -435,13 +433,8 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
                 now = self.clock()
                 if now - started < PAUSE_AFTER_S:
                     continue
-                if not self._paused:
-                    self._pause_all(True)
+                if self._hold_consumers():
                     self.metrics.backpressure_pauses.labels(**self._label).inc()
-                for stream in self.streams:
-                    msg = stream.consumer.poll(0)
-                    if msg is not None:
-                        stream.stash.append(msg)
                 if now - last_log > 10:
                     log.warning("destination slow: consumption paused", extra={**self._label, "in_flight": self._in_flight()})
                     last_log = now
@@ -449,6 +442,19 @@ class MirrorWorker(TopicManagement, AssignmentHandling, SchemaHandling, CommitCy
             self.metrics.backpressure_seconds.labels(**self._label).inc(self.clock() - started)
             if self._paused:
                 self._pause_all(False)
+
+    def _hold_consumers(self) -> bool:
+        """While the loop waits on the destination: pause the consumers and poll them (nothing is fetched)
+        so that the group keeps this worker past max.poll.interval.ms; what they still hand out joins the
+        stash. Never from a rebalance callback. True when this call paused them."""
+        paused_now = not self._paused
+        if paused_now:
+            self._pause_all(True)
+        for stream in self.streams:
+            msg = stream.consumer.poll(0)
+            if msg is not None:
+                stream.stash.append(msg)
+        return paused_now
 
     def _pause_all(self, pause: bool) -> None:
         self._paused = pause

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from mirror_worker.source_stream import SourceStream
 
 log = logging.getLogger("mirror_worker")
+# A wait on the destination this long pauses the consumers (see _flush and MirrorWorker._apply_backpressure).
+PAUSE_AFTER_S = 1.0
 
 
 class CommitCycle:
@@ -27,33 +29,45 @@ class CommitCycle:
             return self._closing_deadline
         return self.clock() + self.config.shutdown_timeout_s if self.stop_event.is_set() else None
 
-    def _flush(self, deadline: float | None) -> bool:
-        """Wait until every producer delivered everything; False if the deadline came first."""
-        last_log = self.clock()
-        while True:
-            remaining = 0
-            for producer in self._all_producers():
-                remaining += producer.flush(0.5)
-            if remaining == 0:
-                return True
-            now = self.clock()
-            if self.fatal is not None:
-                return False
-            if deadline is None and self.stop_event.is_set():
-                deadline = now + self.config.shutdown_timeout_s
-            if deadline is not None and now >= deadline:
-                return False
-            if now - last_log > 10:
-                log.warning("waiting for the destination to acknowledge", extra={**self._label, "in_flight": remaining})
-                last_log = now
+    def _flush(self, deadline: float | None, hold_consumers: bool = False) -> bool:
+        """Wait until every producer delivered everything; False if the deadline came first.
 
-    def checkpoint_and_commit(self, only: tuple[SourceStream, set] | None = None, deadline: float | None = None) -> bool:
+        hold_consumers (the main loop's cycle only, never a rebalance callback): a wait longer than
+        PAUSE_AFTER_S pauses and polls the consumers, so a destination outage longer than
+        max.poll.interval.ms does not drop this worker from its group.
+        """
+        started = last_log = self.clock()
+        try:
+            while True:
+                remaining = 0
+                for producer in self._all_producers():
+                    remaining += producer.flush(0.5)
+                if remaining == 0:
+                    return True
+                now = self.clock()
+                if self.fatal is not None:
+                    return False
+                if deadline is None and self.stop_event.is_set():
+                    deadline = now + self.config.shutdown_timeout_s
+                if deadline is not None and now >= deadline:
+                    return False
+                if hold_consumers and now - started >= PAUSE_AFTER_S:
+                    self._hold_consumers()
+                if now - last_log > 10:
+                    log.warning("waiting for the destination to acknowledge", extra={**self._label, "in_flight": remaining})
+                    last_log = now
+        finally:
+            if hold_consumers and self._paused:
+                self._pause_all(False)
+
+    def checkpoint_and_commit(self, only: tuple[SourceStream, set] | None = None, deadline: float | None = None,
+                              from_loop: bool = False) -> bool:
         if self.config.exactly_once:
             return self._commit_transactions(only, deadline)
         checkpoints = [(stream, stream.ledger.checkpoint(), stream.pending) for stream in self.streams]
         for stream in self.streams:
             stream.pending = {}
-        if not self._flush(deadline) or self.fatal is not None:
+        if not self._flush(deadline, hold_consumers=from_loop) or self.fatal is not None:
             # Nothing handed over since these checkpoints is known to be delivered: commit nothing.
             for stream, _, pending in checkpoints:
                 _merge_pending(stream, pending)
