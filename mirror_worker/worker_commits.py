@@ -159,11 +159,14 @@ class CommitCycle:
                     return
 
     def _commit(self, stream: SourceStream, offsets: dict) -> None:
+        partitions = [TopicPartition(t, p, o, stream.topic_ids.get(t, "")) for (t, p), o in offsets.items()]
         try:
-            stream.consumer.commit(
-                offsets=[TopicPartition(t, p, o, stream.topic_ids.get(t, "")) for (t, p), o in offsets.items()],
-                asynchronous=False,
-            )
+            if self._closing_deadline is not None:
+                # A synchronous commit waits without limit for an unreachable coordinator: at shutdown, ask
+                # the coordinator first, within the deadline.
+                stream.consumer.committed([TopicPartition(t, p) for t, p in offsets],
+                                          timeout=max(0.1, self._closing_deadline - self.clock()))
+            stream.consumer.commit(offsets=partitions, asynchronous=False)
         except KafkaException as exc:
             # Not fatal: the records are on the destination; the next owner re-mirrors from the last commit.
             self.metrics.errors.labels(kind="commit", **self._label).inc()

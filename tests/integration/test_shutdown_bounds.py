@@ -31,7 +31,7 @@ def private_node(tmp_path_factory):
         node.stop()
 
 
-def _spec(path, src: str, dst: str, topic: str, consumer: dict[str, str]) -> list[str]:
+def _spec(path, src: str, dst: str, topic: str, consumer: dict[str, str], commit_interval_s: int = 1) -> list[str]:
     extra = "".join(f', {k}: "{v}"' for k, v in consumer.items())
     path.write_text(f"""
 groups:
@@ -44,7 +44,7 @@ groups:
         prefix: "b."
         group-id: "g-{topic}"
         preserve-partitions: true
-        commit-interval-s: 1
+        commit-interval-s: {commit_interval_s}
         shutdown-timeout-s: {SHUTDOWN_TIMEOUT_S}
 """)
     return ["--config", str(path), "--mirror", "bounded"]
@@ -56,7 +56,8 @@ def test_sigterm_with_the_source_cluster_down_exits_within_the_shutdown_timeout(
     topic = topic_name("src-down")
     create_topic(src, topic, partitions=2)
     produce(src, topic, [{"value": f"v-{i}".encode(), "partition": i % 2} for i in range(100)])
-    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", src, dst, topic, {}), tmp_path)
+    # Nothing is committed before SIGTERM: the final commit meets the stopped source.
+    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", src, dst, topic, {}, commit_interval_s=600), tmp_path)
     try:
         worker.wait_started(90)
         assert len(wait_for_count(dst, f"b.{topic}", 100, timeout=60)) == 100

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from mirror_worker.exactly_once import KEEPALIVE_MAX_S, keepalive_due, keepalive_interval_s, position_record_key
+from mirror_worker.runner import close_within
 from mirror_worker.topics import TopicInfo, outgrown_topics
 
 
@@ -43,3 +46,21 @@ def test_position_records_are_keyed_per_source_alias_topic_and_partition():
     keys = {position_record_key(a, (t, p)) for a in ("east", "west") for t in ("a.b", "a") for p in (0, 1)}
     assert len(keys) == 8
     assert position_record_key("east", ("a.b", 1)) == position_record_key("east", ("a.b", 1))
+
+
+def test_close_within_gives_up_on_a_close_that_does_not_return():
+    release = threading.Event()
+    assert close_within(lambda: release.wait(30), 0.2, "m") is False
+    release.set()
+
+
+def test_close_within_returns_after_a_close_that_finished_and_reraises_its_error():
+    closed = []
+    assert close_within(lambda: closed.append(True), 5, "m") is True
+    assert closed == [True]
+
+    def broken():
+        raise RuntimeError("consumer close failed")
+
+    with pytest.raises(RuntimeError, match="consumer close failed"):
+        close_within(broken, 5, "m")
