@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from devstack.kafka import KafkaNode
 from mirror_worker.exactly_once import positions_group
-from tests.kafka_util import create_topic, produce
-from tests.worker_util import WorkerProcess, loss_and_duplicates, read_topic, wait_for_count
+from tests.kafka_util import create_topic, private_kafka, produce
+from tests.worker_util import WorkerProcess, loss_and_duplicates, read_topic, wait_for_count, write_mirror_spec
 
 pytestmark = pytest.mark.integration
 
@@ -27,30 +26,15 @@ PARTITIONS = 2
 
 @pytest.fixture(scope="module")
 def short_retention_destination(tmp_path_factory):
-    node = KafkaNode("short-retention", tmp_path_factory.mktemp("short-retention"), heap_mb=256, extra_settings={
+    with private_kafka(tmp_path_factory.mktemp("short-retention"), **{
         "offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000",
-    })
-    node.start()
-    try:
-        node.wait_ready(120)
+    }) as node:
         yield node
-    finally:
-        node.stop()
 
 
-def _spec(path: Path, src: str, dst: str, name: str, topic: str) -> list[str]:
-    path.write_text(f"""
-groups:
-  - name: g
-    source: {{name: east, kafka: {{bootstrap.servers: "{src}"}}}}
-    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    mirrors:
-      - name: {name}
-        whitelist: "{topic}"
-        prefix: "r."
-        delivery: exactly-once
-        commit-interval-s: 1
-""")
+def _spec(path: Path, stack, dst: str, name: str, topic: str) -> list[str]:
+    write_mirror_spec(path, stack, name, topic, prefix="r.", destination=dst, delivery="exactly-once",
+                      **{"commit-interval-s": 1})
     return ["--config", str(path), "--mirror", name]
 
 
@@ -72,8 +56,8 @@ def test_positions_outlive_retention_while_idle_and_an_expired_one_halts(stack, 
                                                                          tmp_path, topic_name):
     src, dst = stack["source"].kafka.bootstrap_servers, short_retention_destination.bootstrap_servers
     idle_topic, stopped_topic = topic_name("eos-idle"), topic_name("eos-stopped")
-    idle_args = _spec(tmp_path / "idle.yaml", src, dst, "idle", idle_topic)
-    stopped_args = _spec(tmp_path / "stopped.yaml", src, dst, "stopped", stopped_topic)
+    idle_args = _spec(tmp_path / "idle.yaml", stack, dst, "idle", idle_topic)
+    stopped_args = _spec(tmp_path / "stopped.yaml", stack, dst, "stopped", stopped_topic)
     for topic in (idle_topic, stopped_topic):
         create_topic(src, topic, partitions=PARTITIONS)
         produce(src, topic, _records(topic, "first", 40))

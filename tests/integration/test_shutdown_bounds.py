@@ -9,10 +9,9 @@ import time
 
 import pytest
 
-from devstack.kafka import KafkaNode
 from tests.integration.test_worker_faults import LiveProducer
-from tests.kafka_util import create_topic, produce
-from tests.worker_util import WorkerProcess, loss_and_duplicates, read_topic, wait_for_count, write_properties
+from tests.kafka_util import create_topic, private_kafka, produce
+from tests.worker_util import WorkerProcess, loss_and_duplicates, read_topic, wait_for_count, write_mirror_spec
 
 pytestmark = pytest.mark.integration
 
@@ -22,31 +21,14 @@ MAX_POLL_INTERVAL_MS = 10_000
 
 @pytest.fixture
 def private_node(tmp_path_factory):
-    node = KafkaNode("private", tmp_path_factory.mktemp("private-kafka"), heap_mb=256)
-    node.start()
-    try:
-        node.wait_ready(120)
+    with private_kafka(tmp_path_factory.mktemp("private-kafka")) as node:
         yield node
-    finally:
-        node.stop()
 
 
-def _spec(path, src: str, dst: str, topic: str, consumer: dict[str, str], commit_interval_s: int = 1) -> list[str]:
-    extra = "".join(f', {k}: "{v}"' for k, v in consumer.items())
-    path.write_text(f"""
-groups:
-  - name: g
-    source: {{name: east, kafka: {{bootstrap.servers: "{src}"{extra}}}}}
-    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    mirrors:
-      - name: bounded
-        whitelist: "{topic}"
-        prefix: "b."
-        group-id: "g-{topic}"
-        preserve-partitions: true
-        commit-interval-s: {commit_interval_s}
-        shutdown-timeout-s: {SHUTDOWN_TIMEOUT_S}
-""")
+def _spec(path, stack, src: str, dst: str, topic: str, consumer: dict[str, str], commit_interval_s: int = 1) -> list[str]:
+    write_mirror_spec(path, stack, "bounded", topic, prefix="b.", source=src, destination=dst, source_kafka=consumer,
+                      **{"group-id": f'"g-{topic}"', "preserve-partitions": "true", "commit-interval-s": commit_interval_s,
+                         "shutdown-timeout-s": SHUTDOWN_TIMEOUT_S})
     return ["--config", str(path), "--mirror", "bounded"]
 
 
@@ -57,7 +39,7 @@ def test_sigterm_with_the_source_cluster_down_exits_within_the_shutdown_timeout(
     create_topic(src, topic, partitions=2)
     produce(src, topic, [{"value": f"v-{i}".encode(), "partition": i % 2} for i in range(100)])
     # Nothing is committed before SIGTERM: the final commit meets the stopped source.
-    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", src, dst, topic, {}, commit_interval_s=600), tmp_path)
+    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", stack, src, dst, topic, {}, commit_interval_s=600), tmp_path)
     try:
         worker.wait_started(90)
         assert len(wait_for_count(dst, f"b.{topic}", 100, timeout=60)) == 100
@@ -80,7 +62,7 @@ def test_destination_down_longer_than_max_poll_interval_keeps_group_membership(s
     create_topic(src, topic, partitions=2)
     consumer = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000",
                 "max.poll.interval.ms": str(MAX_POLL_INTERVAL_MS)}
-    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", src, dst, topic, consumer), tmp_path)
+    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", stack, src, dst, topic, consumer), tmp_path)
     live = LiveProducer(src, topic, total=6000, rate=200, tag="out")
     try:
         worker.wait_started(90)
