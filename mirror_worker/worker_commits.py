@@ -153,7 +153,9 @@ class CommitCycle:
                 try:
                     stream.transactions.commit(key, offset, self.config.shutdown_timeout_s)
                 except TransactionAborted as exc:
+                    # Most likely the destination is unreachable: try again next cycle, not every partition now.
                     log.warning("position keep-alive failed", extra={**self._label, "source": stream.alias, "error": str(exc)})
+                    break
                 except ProducerFenced as exc:
                     self.fatal = f"exactly-once producer fenced by another worker: {exc}"
                     return
