@@ -203,6 +203,11 @@ class MirrorConfig(_Strict):
         return f"{self.name}.mirror.offset-syncs"
 
     @property
+    def positions_topic(self) -> str:
+        """Exactly-once: compacted, on the destination; which partitions ever had a position (exactly_once.py)."""
+        return f"{self.name}.mirror.eos-positions"
+
+    @property
     def writes_offset_syncs(self) -> bool:
         return self.offset_syncs and self.preserve_partitions
 

@@ -10,6 +10,14 @@ The destination topic has at least as many partitions as its source in this mode
 names a real partition (the broker refuses offsets of unknown partitions). Nobody consumes with that
 group; it is only a transactional key-value store that `read_committed` fetches honour per partition.
 
+Offsets of a group without members expire (`offsets.retention.minutes` after their last commit, 7 days by
+default), so the positions are kept alive: one that did not move for a quarter of the destination's
+retention is committed again, unchanged, in its own transaction. And because one may still be gone (a
+mirror stopped for longer than the retention), each partition's first commit of a run also writes a record
+to the compacted topic `<mirror>.mirror.eos-positions` (key: source alias, topic, partition), in the same
+transaction: a missing position with such a record is a position that expired, and its partition halts
+instead of starting again from the source group or the reset policy (duplicates or loss).
+
 One transactional producer per assigned source partition (transactional.id names the mirror, source and
 partition), so a new owner's `init_transactions` fences the old owner and aborts its open transaction
 before the position is read. Invariant: the committed position of a partition equals the number of its
@@ -18,10 +26,12 @@ records in committed transactions, so a restart from it neither skips nor repeat
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource
 
 from mirror_worker.exceptions import MirrorError
 
@@ -46,12 +56,53 @@ def transactional_id(mirror: str, alias: str, topic: str, partition: int) -> str
     return f"kafka-mirror.{mirror}.{alias}.{topic}.{partition}"
 
 
+def position_record_key(alias: str, key: PositionKey) -> bytes:
+    """The key of a partition's record in the positions topic: one per (source alias, topic, partition)."""
+    return json.dumps([alias, key[0], key[1]]).encode()
+
+
+# Positions are re-committed at least this often, and at least four times per offsets retention period.
+KEEPALIVE_MAX_S = 3600.0
+
+
+def keepalive_interval_s(retention_ms: int | None) -> float:
+    """How often an unchanged position is committed again, given the destination's offsets retention."""
+    if not retention_ms or retention_ms <= 0:
+        return KEEPALIVE_MAX_S
+    return max(1.0, min(KEEPALIVE_MAX_S, retention_ms / 1000 / 4))
+
+
+def keepalive_due(held: dict[PositionKey, int], committed_at: dict[PositionKey, float], owned, now: float,
+                  interval_s: float) -> dict[PositionKey, int]:
+    """Positions of owned partitions not committed for `interval_s`: {key: the position to commit again}."""
+    return {key: offset for key, offset in held.items()
+            if key in owned and now - committed_at.get(key, float("-inf")) >= interval_s}
+
+
+def offsets_retention_ms(admin, timeout_s: float) -> int | None:
+    """The destination brokers' offsets.retention.minutes in ms, or None when it cannot be read."""
+    try:
+        broker = min(admin.list_topics(timeout=timeout_s).brokers)
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+        entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(timeout_s)
+        return int(entries["offsets.retention.minutes"].value) * 60_000
+    except (KafkaException, KeyError, ValueError, TypeError) as exc:
+        log.warning("offsets.retention.minutes of the destination not readable", extra={"error": str(exc)})
+        return None
+
+
 class PartitionTransactions:
     """The transactional producers of one source cluster's assigned partitions, and their positions."""
 
     def __init__(self, mirror: str, alias: str, producer_settings: dict, group_settings: dict,
-                 destination_topic, topic_id, timeout_s: float) -> None:
+                 destination_topic, topic_id, timeout_s: float, positions_topic: str, clock=time.monotonic) -> None:
         self.mirror = mirror
+        self.positions_topic = positions_topic
+        self.clock = clock
+        self.group_settings = group_settings
+        self.held: dict[PositionKey, int] = {}  # the position each owned partition has on the destination
+        self.committed_at: dict[PositionKey, float] = {}  # when this worker last committed it
+        self.recorded: set[PositionKey] = set()  # partitions whose positions-topic record this run wrote
         self.alias = alias
         self.producer_settings = producer_settings
         self.destination_topic = destination_topic  # source topic -> destination topic
@@ -98,12 +149,50 @@ class PartitionTransactions:
                     raise MirrorError(f"cannot read exactly-once positions of source {self.alias!r}: "
                                       f"{exc.args[0].str()}") from None
                 time.sleep(0.2)
-        return {key: ((tp.offset, tp.metadata) if tp.offset >= 0 else None) for key, tp in zip(keys, committed)}
+        found = {key: ((tp.offset, tp.metadata) if tp.offset >= 0 else None) for key, tp in zip(keys, committed)}
+        for key, position in found.items():
+            if position is not None:
+                self.held[key] = position[0]
+                self.committed_at.pop(key, None)  # committed who knows when: due for a keep-alive
+        return found
+
+    def keepalive_due(self, owned, interval_s: float) -> dict[PositionKey, int]:
+        return keepalive_due(self.held, self.committed_at, owned, self.clock(), interval_s)
+
+    def vanished(self, keys: list[PositionKey]) -> set[PositionKey]:
+        """Of partitions without a position, those that had one: their record is in the positions topic."""
+        if not keys:
+            return set()
+        wanted = {position_record_key(self.alias, key): key for key in keys}
+        reader = Consumer({
+            **self.group_settings, "group.id": positions_group(self.mirror, self.alias),
+            "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
+        })
+        found: set[PositionKey] = set()
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            reader.assign([TopicPartition(self.positions_topic, 0, OFFSET_BEGINNING)])
+            while True:
+                if time.monotonic() > deadline:
+                    raise MirrorError(f"cannot read {self.positions_topic} within {self.timeout_s:.0f}s")
+                msg = reader.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        return found
+                    raise MirrorError(f"cannot read {self.positions_topic}: {msg.error().str()}")
+                if msg.value() is not None and msg.key() in wanted:
+                    found.add(wanted[msg.key()])
+        finally:
+            reader.close()
 
     def commit(self, key: PositionKey, next_offset: int, timeout_s: float) -> None:
         """Add the position to the partition's transaction, commit it, open the next one."""
         producer = self.producers[key]
         try:
+            if key not in self.recorded:
+                self._record(producer, key)
             producer.send_offsets_to_transaction([self._slot(key, next_offset)], self.group_metadata, timeout_s)
             producer.commit_transaction(timeout_s)
         except KafkaException as exc:
@@ -112,7 +201,20 @@ class PartitionTransactions:
                 raise ProducerFenced(f"{key[0]}[{key[1]}]: {error.str()}") from None
             self._abort(producer, key)
             raise TransactionAborted(f"{key[0]}[{key[1]}]: {error.str()}") from None
+        self.held[key] = next_offset
+        self.committed_at[key] = self.clock()
+        self.recorded.add(key)
         producer.begin_transaction()
+
+    def _record(self, producer: Producer, key: PositionKey) -> None:
+        """In the open transaction: this partition has a position on the destination from now on."""
+        value = json.dumps({"mirror": self.mirror, "source": self.alias, "topic": key[0], "partition": key[1],
+                            "group": positions_group(self.mirror, self.alias)}).encode()
+        try:
+            producer.produce(self.positions_topic, value, position_record_key(self.alias, key), partition=0)
+        except BufferError:
+            producer.flush(self.timeout_s)
+            producer.produce(self.positions_topic, value, position_record_key(self.alias, key), partition=0)
 
     def abort(self, key: PositionKey) -> None:
         producer = self.producers.get(key)
@@ -129,6 +231,9 @@ class PartitionTransactions:
     def close(self, keys) -> None:
         """Drop the producers of partitions this worker no longer owns (their transactions are done)."""
         for key in list(keys):
+            self.held.pop(key, None)
+            self.committed_at.pop(key, None)
+            self.recorded.discard(key)
             producer = self.producers.pop(key, None)
             if producer is not None:
                 try:

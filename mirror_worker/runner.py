@@ -9,6 +9,7 @@ import logging
 import multiprocessing
 import signal
 import sys
+import threading
 import time
 
 from confluent_kafka import KafkaException
@@ -48,8 +49,38 @@ def run_worker(config: MirrorConfig, index: int = 0) -> int:
         return fail(str(exc), EXIT_FATAL)
     finally:
         if started:
-            worker.close()
+            close_within(worker.close, config.shutdown_timeout_s + CLOSE_GRACE_S, config.name)
     return EXIT_OK
+
+
+# close() bounds its own flush by shutdown_timeout_s; this is for the calls librdkafka does not bound.
+CLOSE_GRACE_S = 5.0
+
+
+def close_within(close, timeout_s: float, mirror: str) -> bool:
+    """Run `close` for at most `timeout_s`: the final offset commit and the consumer's close wait without
+    limit for an unreachable cluster's coordinator. Giving up loses nothing: what was not committed is
+    mirrored again after the restart (at-least-once); an open transaction is aborted by the next owner."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            close()
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    closer = threading.Thread(target=run, name="mirror-close", daemon=True)
+    closer.start()
+    closer.join(timeout_s)
+    if closer.is_alive():
+        log.error("shutdown timed out", extra={"mirror": mirror, "timeout_s": timeout_s})
+        print(f"mirror_worker: shutdown did not finish within {timeout_s:.0f}s (a cluster unreachable?): "
+              "exiting without the final commit; what it held is mirrored again after a restart",
+              file=sys.stderr, flush=True)
+        return False
+    if errors:
+        raise errors[0]
+    return True
 
 
 def _tune_gc() -> None:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from mirror_worker.exceptions import ConfigError
 
 # Kafka's own and Streams/Connect internals, and the mirror's own bookkeeping topics.
-INTERNAL_TOPIC_PATTERNS = (r"__.*", r".*[-.]internal", r"mirror\.heartbeats", r".*\.mirror\.offset-syncs")
+INTERNAL_TOPIC_PATTERNS = (r"__.*", r".*[-.]internal", r"mirror\.heartbeats", r".*\.mirror\.offset-syncs",
+                           r".*\.mirror\.eos-positions")
 _INTERNAL = re.compile("|".join(f"(?:{p})" for p in INTERNAL_TOPIC_PATTERNS))
 
 

@@ -34,6 +34,11 @@ def describe_topics(client, timeout: float = 10.0) -> dict[str, TopicInfo]:
     return topics
 
 
+def outgrown_topics(partitions, known: dict[str, TopicInfo]) -> set[str]:
+    """Topics of `partitions` ((topic, partition) pairs) with a partition beyond their known count."""
+    return {t for t, p in partitions if t in known and p >= known[t].partitions}
+
+
 class TopicCreationError(MirrorError):
     """A destination topic could not be created or grown."""
 

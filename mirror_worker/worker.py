@@ -26,7 +26,9 @@ from confluent_kafka.admin import AdminClient
 from mirror_worker.client_config import DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size
 from mirror_worker.config import MirrorConfig
 from mirror_worker.delivery import RunDelivery
-from mirror_worker.exactly_once import PartitionTransactions
+from mirror_worker.exactly_once import (
+    KEEPALIVE_MAX_S, PartitionTransactions, keepalive_interval_s, offsets_retention_ms, positions_group,
+)
 from mirror_worker import wire_format
 from mirror_worker.exceptions import ClusterRefusedError, FatalMirrorError, UnreachableClusterError
 from mirror_worker.metrics import MirrorMetrics
@@ -37,7 +39,7 @@ from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
 from mirror_worker.topics import DestinationTopics, TopicInfo
 from mirror_worker.worker_assignment import PartitionAssignment
-from mirror_worker.worker_commits import CommitCycle
+from mirror_worker.worker_commits import PAUSE_AFTER_S, CommitCycle
 from mirror_worker.worker_halts import Halts
 from mirror_worker.worker_schemas import SchemaGate
 from mirror_worker.worker_topics import TopicManagement
@@ -47,8 +49,6 @@ __all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_
 log = logging.getLogger("mirror_worker")
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
 
-# A full producer queue waits this long for room before the consumers are paused (see _apply_backpressure).
-PAUSE_AFTER_S = 1.0
 
 
 class MirrorWorker:
@@ -75,6 +75,7 @@ class MirrorWorker:
         self.destination_cluster_id = ""
         self._paused = False
         self._in_flight_peak = 0
+        self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
         # The mirrored records' producers' batch.size: at most the configured one, lowered by fit_batches.
         self.batch_bytes = int(config.producer.get("batch.size", DEFAULT_BATCH_SIZE))
         # Built by start(): they need the clients.
@@ -104,6 +105,10 @@ class MirrorWorker:
             self.heartbeat_producer = Producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
         # Exactly-once keys positions by source partition on the destination topic: it needs the room.
         destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once)
+        if cfg.exactly_once:
+            topic = cfg.positions_topic
+            destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
+            self.positions_keepalive_s = keepalive_interval_s(offsets_retention_ms(self.admin, cfg.startup_timeout_s))
         for source in cfg.sources:
             settings = {"group.id": cfg.group_id, **source.consumer}
             if cfg.metrics_port is not None:
@@ -124,6 +129,7 @@ class MirrorWorker:
                 stream.transactions = PartitionTransactions(
                     cfg.name, source.name, self._producer_settings(cfg.producer), connection_settings(cfg.producer),
                     self.router.policy.remote_topic, stream.topic_ids.get, cfg.startup_timeout_s,
+                    cfg.positions_topic, self.clock,
                 )
                 stream.producers = stream.transactions.producers
             self.streams.append(stream)
@@ -155,14 +161,24 @@ class MirrorWorker:
         self.commits = CommitCycle(
             self.streams, self._all_producers, self.metrics, self._label, self.state, self.clock, cfg.exactly_once,
             offset_sync_writer, self.producers[0] if self.producers else self.heartbeat_producer,
+            hold_consumers=self._hold_consumers, release_consumers=lambda: self._pause_all(False),
+            positions_keepalive_s=self.positions_keepalive_s,
         )
         self.assignment = PartitionAssignment(
             self.commits, self.halts, self.metrics, self._label, self.state, cfg.startup_timeout_s,
-            cfg.on_data_loss == "halt", lambda: self._paused,
+            cfg.on_data_loss == "halt", lambda: self._paused, vanished_reason=self._vanished_reason,
         )
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,
                                       producers=self._all_producers, fit_batches=self.fit_batches)
+
+    def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
+        group = positions_group(self.config.name, stream.alias)
+        return (f"its exactly-once position is gone from the destination (group {group}, "
+                f"{self.router.policy.remote_topic(key[0])}[{key[1]}]) although one was committed "
+                f"({self.config.positions_topic} says so): expired after offsets.retention.minutes, most likely "
+                "because the mirror was stopped longer than that; not restarting from the source group or "
+                "the reset policy (duplicates or loss): commit the right position in that group to resume")
 
     def _cluster_id(self, client, what: str) -> str:
         """The cluster's id, within startup_timeout_s; refused credentials or certificates fail at once."""
@@ -246,7 +262,8 @@ class MirrorWorker:
                 next_heartbeat = now + cfg.heartbeat_interval_s
             if now >= next_commit:
                 self.metrics.in_flight.labels(**self._label).set(self._in_flight())
-                self.checkpoint_and_commit()
+                self.checkpoint_and_commit(from_loop=True)
+                self.commits.keep_positions_alive()
                 next_commit = self.clock() + cfg.commit_interval_s
             self._consume_round(timeout)
         if self.state.fatal is not None:
@@ -273,9 +290,9 @@ class MirrorWorker:
         for producer in self._all_producers():
             producer.poll(0)
 
-    def checkpoint_and_commit(self, deadline: float | None = None) -> bool:
+    def checkpoint_and_commit(self, deadline: float | None = None, from_loop: bool = False) -> bool:
         """One commit cycle; partitions whose transaction was aborted are rewound. True if it completed."""
-        outcome = self.commits.checkpoint_and_commit(deadline=deadline)
+        outcome = self.commits.checkpoint_and_commit(deadline=deadline, from_loop=from_loop)
         for stream, key, reason in outcome.aborted:
             self.assignment.rewind(stream, key, reason)
         return outcome.complete
@@ -483,13 +500,8 @@ class MirrorWorker:
                 now = self.clock()
                 if now - started < PAUSE_AFTER_S:
                     continue
-                if not self._paused:
-                    self._pause_all(True)
+                if self._hold_consumers():
                     self.metrics.backpressure_pauses.labels(**self._label).inc()
-                for stream in self.streams:
-                    msg = stream.consumer.poll(0)
-                    if msg is not None:
-                        stream.stash.append(msg)
                 if now - last_log > 10:
                     log.warning("destination slow: consumption paused", extra={**self._label, "in_flight": self._in_flight()})
                     last_log = now
@@ -497,6 +509,19 @@ class MirrorWorker:
             self.metrics.backpressure_seconds.labels(**self._label).inc(self.clock() - started)
             if self._paused:
                 self._pause_all(False)
+
+    def _hold_consumers(self) -> bool:
+        """While the loop waits on the destination: pause the consumers and poll them (nothing is fetched)
+        so that the group keeps this worker past max.poll.interval.ms; what they still hand out joins the
+        stash. Never from a rebalance callback. True when this call paused them."""
+        paused_now = not self._paused
+        if paused_now:
+            self._pause_all(True)
+        for stream in self.streams:
+            msg = stream.consumer.poll(0)
+            if msg is not None:
+                stream.stash.append(msg)
+        return paused_now
 
     def _pause_all(self, pause: bool) -> None:
         self._paused = pause
@@ -511,7 +536,7 @@ class MirrorWorker:
     def _on_delivery_error(self, err: KafkaError, msg) -> None:
         """Records produced without a RunDelivery (heartbeats, offset syncs); only errors are reported."""
         self.metrics.errors.labels(kind="delivery", **self._label).inc()
-        if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic):
+        if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic, self.config.positions_topic):
             log.warning("heartbeat or offset sync delivery failed", extra={**self._label, "error": err.str()})
             return
         # Not a mirrored record (those carry their RunDelivery): nothing to tie it to, stop.

@@ -29,7 +29,8 @@ class PartitionAssignment:
     """
 
     def __init__(self, commits: CommitCycle, halts: Halts, metrics: MirrorMetrics, label: dict, state: RunState,
-                 startup_timeout_s: float, halts_on_loss: bool, paused: Callable[[], bool]) -> None:
+                 startup_timeout_s: float, halts_on_loss: bool, paused: Callable[[], bool],
+                 vanished_reason: Callable[[SourceStream, tuple[str, int]], str] | None = None) -> None:
         self.commits = commits
         self.halts = halts
         self.metrics = metrics
@@ -38,10 +39,15 @@ class PartitionAssignment:
         self.startup_timeout_s = startup_timeout_s
         self.halts_on_loss = halts_on_loss
         self.paused = paused
+        # Exactly-once: why a partition whose position expired from the destination halts (see exactly_once.py).
+        self.vanished_reason = vanished_reason or (lambda _stream, key: f"{key[0]}[{key[1]}]: position expired")
+        # Set by TopicManagement: partitions assigned beyond a topic's known count grow the destination first.
+        self.before_assign: Callable[[SourceStream, set], None] = lambda _stream, _keys: None
 
     # ---------------------------------------------------------------- rebalance callbacks
     def on_assign(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
+        self.before_assign(stream, keys)
         halts = self._assign_checked(stream, partitions)
         stream.assigned |= keys
         if self.paused():
@@ -85,6 +91,9 @@ class PartitionAssignment:
         keys = [(tp.topic, tp.partition) for tp in partitions]
         positions = stream.transactions.open(keys) if stream.transactions is not None else {}
         missing = [TopicPartition(t, p) for t, p in keys if positions.get((t, p)) is None]
+        # Exactly-once positions that existed and are gone (expired): no fallback can be trusted for them.
+        vanished = stream.transactions.vanished([(tp.topic, tp.partition) for tp in missing]) if missing and \
+            stream.transactions is not None else set()
         if missing:
             for tp in stream.consumer.committed(missing, timeout=self.startup_timeout_s):
                 if tp.offset >= 0:
@@ -96,6 +105,11 @@ class PartitionAssignment:
             key = (tp.topic, tp.partition)
             position, position_topic_id = positions.get(key) or (None, None)
             low, high = stream.consumer.get_watermark_offsets(tp, timeout=self.startup_timeout_s)
+            if key in vanished:
+                stream.ledger.forget([key])  # nothing is committed for it: no position is known
+                tp.offset = position if position is not None and low <= position <= high else high
+                halts.append((key, tp.offset, self.vanished_reason(stream, key)))
+                continue
             if tp.topic in recreated and position_topic_id in (None, "", recreated[tp.topic]):
                 # Seen recreated while this worker ran; the broker dropped the old topic's offsets with it.
                 position, position_topic_id = position or 0, recreated[tp.topic]

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from mirror_worker.source_stream import SourceStream
 
 log = logging.getLogger("mirror_worker")
+# A wait on the destination this long pauses the consumers (see flush and MirrorWorker._apply_backpressure).
+PAUSE_AFTER_S = 1.0
 
 
 @dataclass
@@ -37,7 +39,9 @@ class CommitCycle:
 
     def __init__(self, streams: list[SourceStream], producers: Callable[[], list], metrics: MirrorMetrics,
                  label: dict, state: RunState, clock: Callable[[], float], exactly_once: bool,
-                 offset_sync_writer: OffsetSyncWriter | None = None, sync_producer=None) -> None:
+                 offset_sync_writer: OffsetSyncWriter | None = None, sync_producer=None,
+                 hold_consumers: Callable[[], object] | None = None, release_consumers: Callable[[], None] | None = None,
+                 positions_keepalive_s: float = 3600.0) -> None:
         self.streams = streams
         self.producers = producers
         self.metrics = metrics
@@ -47,29 +51,48 @@ class CommitCycle:
         self.exactly_once = exactly_once
         self.offset_sync_writer = offset_sync_writer
         self.sync_producer = sync_producer
+        # While the main loop's flush waits on the destination: keep the consumers in their group (pause and
+        # poll them), and let them go again afterwards.
+        self.hold_consumers = hold_consumers
+        self.release_consumers = release_consumers
+        self.positions_keepalive_s = positions_keepalive_s  # exactly-once, see keep_positions_alive
 
-    def flush(self, deadline: float | None) -> bool:
-        """Wait until every producer delivered everything; False if the deadline came first."""
-        last_log = self.clock()
-        while True:
-            remaining = 0
-            for producer in self.producers():
-                remaining += producer.flush(0.5)
-            if remaining == 0:
-                return True
-            now = self.clock()
-            if self.state.fatal is not None:
-                return False
-            if deadline is None and self.state.stop_event.is_set():
-                deadline = now + self.state.shutdown_timeout_s
-            if deadline is not None and now >= deadline:
-                return False
-            if now - last_log > 10:
-                log.warning("waiting for the destination to acknowledge", extra={**self.label, "in_flight": remaining})
-                last_log = now
+    def flush(self, deadline: float | None, hold_consumers: bool = False) -> bool:
+        """Wait until every producer delivered everything; False if the deadline came first.
+
+        hold_consumers (the main loop's cycle only, never a rebalance callback): a wait longer than
+        PAUSE_AFTER_S pauses and polls the consumers, so a destination outage longer than
+        max.poll.interval.ms does not drop this worker from its group.
+        """
+        hold = hold_consumers and self.hold_consumers is not None
+        started = last_log = self.clock()
+        held = False
+        try:
+            while True:
+                remaining = 0
+                for producer in self.producers():
+                    remaining += producer.flush(0.5)
+                if remaining == 0:
+                    return True
+                now = self.clock()
+                if self.state.fatal is not None:
+                    return False
+                if deadline is None and self.state.stop_event.is_set():
+                    deadline = now + self.state.shutdown_timeout_s
+                if deadline is not None and now >= deadline:
+                    return False
+                if hold and now - started >= PAUSE_AFTER_S:
+                    self.hold_consumers()
+                    held = True
+                if now - last_log > 10:
+                    log.warning("waiting for the destination to acknowledge", extra={**self.label, "in_flight": remaining})
+                    last_log = now
+        finally:
+            if held and self.release_consumers is not None:
+                self.release_consumers()
 
     def checkpoint_and_commit(self, only: tuple[SourceStream, set] | None = None,
-                              deadline: float | None = None) -> CommitOutcome:
+                              deadline: float | None = None, from_loop: bool = False) -> CommitOutcome:
         if self.exactly_once:
             return self._commit_transactions(only, deadline)
         if only is None:
@@ -78,7 +101,7 @@ class CommitCycle:
         checkpoints = [(stream, stream.ledger.checkpoint(), stream.pending) for stream in self.streams]
         for stream in self.streams:
             stream.pending = {}
-        if not self.flush(deadline) or self.state.fatal is not None:
+        if not self.flush(deadline, hold_consumers=from_loop) or self.state.fatal is not None:
             # Nothing handed over since these checkpoints is known to be delivered: commit nothing.
             for stream, _, pending in checkpoints:
                 _merge_pending(stream, pending)
@@ -176,13 +199,34 @@ class CommitCycle:
                 self.commit(stream, committed)
         return outcome
 
+    def keep_positions_alive(self) -> None:
+        """Exactly-once: commit again, unchanged, each position the destination's offsets retention could
+        expire (see exactly_once.py). Runs right after a commit cycle: the due transactions hold no records."""
+        for stream in self.streams:
+            if stream.transactions is None or self.state.fatal is not None:
+                continue
+            for key, offset in stream.transactions.keepalive_due(stream.assigned, self.positions_keepalive_s).items():
+                try:
+                    stream.transactions.commit(key, offset, self.state.shutdown_timeout_s)
+                except TransactionAborted as exc:
+                    # Most likely the destination is unreachable: try again next cycle, not every partition now.
+                    log.warning("position keep-alive failed", extra={**self.label, "source": stream.alias, "error": str(exc)})
+                    break
+                except ProducerFenced as exc:
+                    self.state.fail(f"exactly-once producer fenced by another worker: {exc}")
+                    return
+
     def commit(self, stream: SourceStream, offsets: dict) -> None:
         """Commit `offsets` on the source group; a failed commit is counted, never fatal."""
+        partitions = [TopicPartition(t, p, o, stream.topic_ids.get(t, "")) for (t, p), o in offsets.items()]
         try:
-            stream.consumer.commit(
-                offsets=[TopicPartition(t, p, o, stream.topic_ids.get(t, "")) for (t, p), o in offsets.items()],
-                asynchronous=False,
-            )
+            closing = self.state.closing_deadline
+            if closing is not None:
+                # A synchronous commit waits without limit for an unreachable coordinator: at shutdown, ask
+                # the coordinator first, within the deadline.
+                stream.consumer.committed([TopicPartition(t, p) for t, p in offsets],
+                                          timeout=max(0.1, closing - self.clock()))
+            stream.consumer.commit(offsets=partitions, asynchronous=False)
         except KafkaException as exc:
             # Not fatal: the records are on the destination; the next owner re-mirrors from the last commit.
             self.metrics.errors.labels(kind="commit", **self.label).inc()

@@ -18,7 +18,7 @@ from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.naming import check_mapping
 from mirror_worker.routing import Router
 from mirror_worker.topic_configs import copied_configs, describe_explicit_configs, exclusion_pattern, sync_topic_configs
-from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics
+from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics, outgrown_topics
 from mirror_worker.worker_assignment import PartitionAssignment
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class TopicManagement:
         self.producers = producers  # every producer of mirrored records, now (they are replaced at times)
         self.fit_batches = fit_batches  # called with the destination limits whenever they may have shrunk
         self.max_bytes: dict[str, int] = {}
+        assignment.before_assign = self.follow_growth
 
     def refresh(self) -> None:
         """Mirror newly matching source topics: create their destination topics, then subscribe."""
@@ -65,16 +66,7 @@ class TopicManagement:
             assignment.check_topic_ids(stream, list(current))
             changed = {t: info for t, info in current.items() if stream.topics.get(t) != info}
             if changed:
-                mapping = {self.router.policy.remote_topic(t): info for t, info in changed.items()}
-                counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
-                self.sync_configs({stream.alias: list(changed)})
-                self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
-                self.fit_batches(self.max_bytes.values())  # before any record of these topics is produced
-                changed_counts = [t for t, c in counts.items() if self.router.destination_partitions.get(t) != c]
-                for topic, count in counts.items():
-                    self.router.set_destination_partitions(topic, count)
-                self._refresh_producer_metadata(changed_counts)
-                self._check_partition_room(changed, counts)
+                self._follow_sources(stream, changed)
             if set(current) != set(stream.topics):
                 added, removed = set(current) - set(stream.topics), set(stream.topics) - set(current)
                 self.before_subscribe(stream, sorted(added))
@@ -91,6 +83,31 @@ class TopicManagement:
                 else:
                     stream.consumer.unsubscribe()
             stream.topics = current
+
+    def _follow_sources(self, stream: SourceStream, changed: dict[str, TopicInfo]) -> None:
+        """Create or grow the destination topics of new or changed source topics, and route to them."""
+        mapping = {self.router.policy.remote_topic(t): info for t, info in changed.items()}
+        counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
+        self.sync_configs({stream.alias: list(changed)})
+        self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
+        self.fit_batches(self.max_bytes.values())  # before any record of these topics is produced
+        changed_counts = [t for t, c in counts.items() if self.router.destination_partitions.get(t) != c]
+        for topic, count in counts.items():
+            self.router.set_destination_partitions(topic, count)
+        self._refresh_producer_metadata(changed_counts)
+        self._check_partition_room(changed, counts)
+
+    def follow_growth(self, stream: SourceStream, keys) -> None:
+        """Partitions assigned beyond what this worker knows of their topics: the source grew since the
+        last refresh, so the destination grows first (a record of an unknown partition cannot be produced)."""
+        topics = outgrown_topics(keys, stream.topics)
+        if not topics:
+            return
+        visible = describe_topics(stream.consumer)
+        grown = {t: visible[t] for t in topics if t in visible}
+        if grown:
+            self._follow_sources(stream, grown)
+            stream.topics = {**stream.topics, **grown}
 
     def _refresh_producer_metadata(self, topics: list[str]) -> None:
         """Make every producer see the current partitions of `topics` before anything is routed to them.

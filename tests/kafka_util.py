@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from devstack.kafka import KafkaNode
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
@@ -62,3 +66,16 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0
     finally:
         consumer.close()
     return out
+
+
+@contextmanager
+def private_kafka(home: Path, **broker_settings: str):
+    """A started one-node cluster of the test's own (small heap), for outages and special broker configs:
+    the shared stack is never stopped or reconfigured."""
+    node = KafkaNode("private", home, heap_mb=256, extra_settings=broker_settings)
+    node.start()
+    try:
+        node.wait_ready(120)
+        yield node
+    finally:
+        node.stop()

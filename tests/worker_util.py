@@ -181,15 +181,19 @@ def owned_partitions(worker: WorkerProcess) -> set[str]:
     return set().union(*worker.owned().values())
 
 
-def write_mirror_spec(path: Path, stack, name: str, whitelist: str, prefix: str = "m.", **settings) -> Path:
+def write_mirror_spec(path: Path, stack, name: str, whitelist: str, prefix: str = "m.", *, source: str | None = None,
+                      destination: str | None = None, source_kafka: dict[str, str] | None = None, **settings) -> Path:
     """A one-mirror YAML spec from the stack's source (alias `east`) to its destination; `settings` are
-    extra mirror keys as the spec spells them (kebab-case)."""
-    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    extra mirror keys as the spec spells them (kebab-case). `source`/`destination` replace the stack's
+    bootstrap servers (a test's private broker); `source_kafka` adds source consumer settings."""
+    src = source or stack["source"].kafka.bootstrap_servers
+    dst = destination or stack["destination"].kafka.bootstrap_servers
     extra = "".join(f"\n        {key}: {value}" for key, value in settings.items())
+    consumer = "".join(f', {key}: "{value}"' for key, value in (source_kafka or {}).items())
     path.write_text(f"""
 groups:
   - name: g
-    source: {{name: east, kafka: {{bootstrap.servers: "{src}"}}}}
+    source: {{name: east, kafka: {{bootstrap.servers: "{src}"{consumer}}}}}
     destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
     mirrors:
       - name: {name}

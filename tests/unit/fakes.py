@@ -187,6 +187,7 @@ class FakeTransactions:
     """PartitionTransactions: positions on the 'destination', commits that abort when told to."""
 
     def __init__(self, positions: dict | None = None, producer_factory=FakeProducer) -> None:
+        self.expired: set = set()  # partitions whose position expired from the destination
         self.positions = dict(positions or {})  # key -> (offset, topic id)
         self.producer_factory = producer_factory
         self.producers: dict = {}
@@ -210,6 +211,13 @@ class FakeTransactions:
         producer.in_transaction = []
         self.commits.append((key, next_offset))
         self.positions[key] = (next_offset, "")
+
+    def vanished(self, keys) -> set:
+        """Of partitions without a position, those that had one (see PartitionTransactions.vanished)."""
+        return set(keys) & self.expired
+
+    def keepalive_due(self, owned, interval_s: float) -> dict:
+        return {}
 
     def close(self, keys) -> None:
         for key in list(keys):
@@ -299,7 +307,10 @@ def make_worker(logs: dict, *, committed: dict | None = None, low: dict | None =
         worker.producers.append(producer)
     worker.streams.append(stream)
     worker.assemble(FakeAdmin(), FakeDestination())
-    stream.topics = {t: object() for t in topics}  # subscribed (refresh_topics is not driven here)
+    from mirror_worker.topics import TopicInfo
+
+    partitions = {t: 1 + max(p for tp, p in logs if tp == t) for t in topics}
+    stream.topics = {t: TopicInfo(t, partitions[t], 1) for t in topics}  # subscribed (refresh is not driven here)
     return worker, stream, consumer, producer
 
 

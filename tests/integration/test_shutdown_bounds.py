@@ -1,0 +1,88 @@
+"""Issue #17 i: bounded shutdown and a destination outage longer than max.poll.interval.ms.
+
+Each test starts its own broker for the side that goes down; the shared stack is never stopped.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.test_worker_faults import LiveProducer
+from tests.kafka_util import create_topic, private_kafka, produce
+from tests.worker_util import WorkerProcess, loss_and_duplicates, read_topic, wait_for_count, write_mirror_spec
+
+pytestmark = pytest.mark.integration
+
+SHUTDOWN_TIMEOUT_S = 8
+MAX_POLL_INTERVAL_MS = 10_000
+
+
+@pytest.fixture
+def private_node(tmp_path_factory):
+    with private_kafka(tmp_path_factory.mktemp("private-kafka")) as node:
+        yield node
+
+
+def _spec(path, stack, src: str, dst: str, topic: str, consumer: dict[str, str], commit_interval_s: int = 1) -> list[str]:
+    write_mirror_spec(path, stack, "bounded", topic, prefix="b.", source=src, destination=dst, source_kafka=consumer,
+                      **{"group-id": f'"g-{topic}"', "preserve-partitions": "true", "commit-interval-s": commit_interval_s,
+                         "shutdown-timeout-s": SHUTDOWN_TIMEOUT_S})
+    return ["--config", str(path), "--mirror", "bounded"]
+
+
+def test_sigterm_with_the_source_cluster_down_exits_within_the_shutdown_timeout(stack, private_node, tmp_path,
+                                                                                topic_name):
+    src, dst = private_node.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("src-down")
+    create_topic(src, topic, partitions=2)
+    produce(src, topic, [{"value": f"v-{i}".encode(), "partition": i % 2} for i in range(100)])
+    # Nothing is committed before SIGTERM: the final commit meets the stopped source.
+    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", stack, src, dst, topic, {}, commit_interval_s=600), tmp_path)
+    try:
+        worker.wait_started(90)
+        assert len(wait_for_count(dst, f"b.{topic}", 100, timeout=60)) == 100
+        private_node.stop()
+        time.sleep(2)  # the worker's clients notice: connections refused
+        # Bounded: terminate() raises TimeoutExpired past the shutdown timeout and a few seconds more.
+        code = worker.terminate(timeout=SHUTDOWN_TIMEOUT_S + 10)
+        assert code == 0, worker.stderr[-2000:]
+        assert [e for e in worker.logs() if e.get("msg") == "mirror stopped"], worker.stderr[-2000:]
+    finally:
+        worker.stop_quietly()
+
+
+def test_destination_down_longer_than_max_poll_interval_keeps_group_membership(stack, private_node, tmp_path,
+                                                                               topic_name):
+    """The commit cycle waits for the destination; meanwhile the consumer is polled (paused), so the group
+    keeps the worker: no revoke or loss, nothing lost or duplicated after the destination comes back."""
+    src, dst = stack["source"].kafka.bootstrap_servers, private_node.bootstrap_servers
+    topic = topic_name("dst-down")
+    create_topic(src, topic, partitions=2)
+    consumer = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000",
+                "max.poll.interval.ms": str(MAX_POLL_INTERVAL_MS)}
+    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", stack, src, dst, topic, consumer), tmp_path)
+    live = LiveProducer(src, topic, total=6000, rate=200, tag="out")
+    try:
+        worker.wait_started(90)
+        live.start()
+        wait_for_count(dst, f"b.{topic}", 200, timeout=60)
+        private_node.stop()
+        time.sleep(MAX_POLL_INTERVAL_MS / 1000 * 2.5)  # well past max.poll.interval.ms, records still coming
+        private_node.start()
+        private_node.wait_ready(120)
+        live.finish()
+        destination = wait_for_count(dst, f"b.{topic}", 6000, timeout=120)
+        time.sleep(3)
+        destination = read_topic(dst, f"b.{topic}")
+        assert worker.proc.poll() is None, worker.stderr[-2000:]
+        assert worker.terminate() == 0, worker.stderr[-2000:]
+    finally:
+        worker.stop_quietly()
+    missing, duplicates, ordered = loss_and_duplicates(read_topic(src, topic, timeout=30), destination)
+    assert (len(missing), duplicates, ordered) == (0, 0, True)
+    messages = [entry["msg"] for entry in worker.logs()]
+    assert "partitions lost (not committed)" not in messages
+    assert messages.count("partitions assigned") == 1
+    assert messages.count("partitions revoked") <= 1  # at most the final one, at SIGTERM
