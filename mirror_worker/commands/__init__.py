@@ -28,3 +28,12 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D401 - argparse's hook
         raise ConfigError(message)
+
+
+def subcommand_parser(subparsers, name: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand over one mirror of a YAML spec: its parser with --config and --mirror."""
+    parser = subparsers.add_parser(name, prog=f"python -m mirror_worker {name}", allow_abbrev=False,
+                                   description=description)
+    parser.add_argument("--config", required=True, metavar="SPEC", help="YAML mirror spec")
+    parser.add_argument("--mirror", metavar="NAME", help="the mirror (required when the spec has several)")
+    return parser

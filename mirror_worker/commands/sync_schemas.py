@@ -10,16 +10,12 @@ import json
 import sys
 from pathlib import Path
 
-from mirror_worker.commands import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail
+from mirror_worker.commands import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail, subcommand_parser
 from mirror_worker.exceptions import ConfigError, MirrorError
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "sync-schemas", prog="python -m mirror_worker sync-schemas", allow_abbrev=False,
-        description="Copy a mirror's schema subjects to its destination registry.")
-    parser.add_argument("--config", required=True, metavar="SPEC", help="YAML mirror spec")
-    parser.add_argument("--mirror", metavar="NAME", help="the mirror (required when the spec has several)")
+    parser = subcommand_parser(subparsers, "sync-schemas", "Copy a mirror's schema subjects to its destination registry.")
     parser.add_argument("--topics", metavar="A,B", help="source topics (default: all the mirror selects)")
     parser.set_defaults(run=run)
 

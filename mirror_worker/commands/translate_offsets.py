@@ -12,16 +12,13 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from mirror_worker.commands import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail
+from mirror_worker.commands import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail, subcommand_parser
 from mirror_worker.exceptions import ConfigError, MirrorError
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "translate-offsets", prog="python -m mirror_worker translate-offsets", allow_abbrev=False,
-        description="Destination offsets a source consumer group resumes from after failover.")
-    parser.add_argument("--config", required=True, metavar="FILE", help="YAML mirror spec")
-    parser.add_argument("--mirror", metavar="NAME", help="the mirror (required when the spec has several)")
+    parser = subcommand_parser(subparsers, "translate-offsets",
+                               "Destination offsets a source consumer group resumes from after failover.")
     parser.add_argument("--group", required=True, metavar="GROUP", help="the consumer group to translate")
     parser.add_argument("--source", metavar="ALIAS", help="source cluster (when the mirror has several)")
     parser.add_argument("--apply", action="store_true",
