@@ -12,17 +12,19 @@ the client callbacks and shutdown. The parts, each built from explicit collabora
     TopicManagement      worker_topics.py      discovery, creation, growth, config sync, heartbeats
     SchemaGate           worker_schemas.py     per source: schema-id map, ids first seen mid-stream, conflicts
     Halts                worker_halts.py       a refused record: dead letter or halt its partition
+    Backpressure         backpressure.py       queue.size records in flight, the wait for room, holding the consumers
+    ClientSettings       clients.py            client callbacks (errors, statistics), a bounded first contact
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from mirror_worker.backpressure import Backpressure
 from mirror_worker.client_config import DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size
 from mirror_worker.config import MirrorConfig
 from mirror_worker.delivery import RunDelivery
@@ -30,7 +32,8 @@ from mirror_worker.exactly_once import (
     KEEPALIVE_MAX_S, PartitionTransactions, keepalive_interval_s, offsets_retention_ms, positions_group,
 )
 from mirror_worker import wire_format
-from mirror_worker.exceptions import ClusterRefusedError, FatalMirrorError, UnreachableClusterError
+from mirror_worker.clients import ClientSettings
+from mirror_worker.exceptions import FatalMirrorError
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
 from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance, provenance_value
@@ -39,7 +42,7 @@ from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
 from mirror_worker.topics import DestinationTopics, TopicInfo
 from mirror_worker.worker_assignment import PartitionAssignment
-from mirror_worker.worker_commits import PAUSE_AFTER_S, CommitCycle
+from mirror_worker.worker_commits import CommitCycle
 from mirror_worker.worker_halts import Halts
 from mirror_worker.worker_schemas import SchemaGate
 from mirror_worker.worker_topics import TopicManagement
@@ -47,8 +50,6 @@ from mirror_worker.worker_topics import TopicManagement
 __all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value"]
 
 log = logging.getLogger("mirror_worker")
-librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
-
 
 
 class MirrorWorker:
@@ -60,12 +61,12 @@ class MirrorWorker:
         self.clock = clock
         self.state = RunState(config.shutdown_timeout_s, clock)
         self.batch_size = max(1, min(5000, config.queue_size // 4))
-        self.refused: str | None = None  # the last authentication or TLS failure reported by a client
         self.router = Router(
             config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers,
             producer_per_partition=config.exactly_once,
         )
         self._label = {"mirror": config.name}
+        self.clients = ClientSettings(self.metrics, self._label, self.state, self._on_delivery_error)
         self.halts = Halts(self.metrics, self._label, config.dead_letter_topic,
                            lambda topic, partition: self.router.route(topic, partition).producer_index,
                            self._on_refused_delivery)
@@ -73,8 +74,8 @@ class MirrorWorker:
         self.producers: list[Producer] = []
         self.heartbeat_producer: Producer | None = None
         self.destination_cluster_id = ""
-        self._paused = False
-        self._in_flight_peak = 0
+        self.backpressure = Backpressure(self.streams, self._all_producers, config.queue_size, self.batch_size,
+                                         self.metrics, self._label, self.state, clock)
         self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
         # The mirrored records' producers' batch.size: at most the configured one, lowered by fit_batches.
         self.batch_bytes = int(config.producer.get("batch.size", DEFAULT_BATCH_SIZE))
@@ -95,7 +96,7 @@ class MirrorWorker:
     def start(self) -> None:
         """Connect (bounded wait), discover topics, create destination topics, subscribe."""
         cfg = self.config
-        self.admin = AdminClient(self._client_settings(cfg.producer))
+        self.admin = AdminClient(self.clients.client(cfg.producer))
         self.destination_cluster_id = self._cluster_id(self.admin, "destination")
         if not cfg.exactly_once:
             for _ in range(cfg.num_producers):
@@ -119,12 +120,12 @@ class MirrorWorker:
             # The worker picks every start position itself (see PartitionAssignment); a fetch that falls off
             # the log later must surface as an error, never as librdkafka's silent reset.
             settings["auto.offset.reset"] = "error"
-            consumer = Consumer(self._client_settings(settings, stats_source=source.name))
+            consumer = Consumer(self.clients.client(settings, stats_source=source.name))
             cluster_id = self._cluster_id(consumer, f"source {source.name!r}")
             stream = SourceStream(source.name, consumer, cluster_id, cluster_id == self.destination_cluster_id,
                                   producers=self.producers,
                                   reset_policy=reset_policy, incremental_assignment=_incremental(settings),
-                                  admin=AdminClient(self._client_settings(connection_settings(source.consumer))))
+                                  admin=AdminClient(self.clients.client(connection_settings(source.consumer))))
             if cfg.exactly_once:
                 stream.transactions = PartitionTransactions(
                     cfg.name, source.name, self._producer_settings(cfg.producer), connection_settings(cfg.producer),
@@ -161,12 +162,12 @@ class MirrorWorker:
         self.commits = CommitCycle(
             self.streams, self._all_producers, self.metrics, self._label, self.state, self.clock, cfg.exactly_once,
             offset_sync_writer, self.producers[0] if self.producers else self.heartbeat_producer,
-            hold_consumers=self._hold_consumers, release_consumers=lambda: self._pause_all(False),
+            hold_consumers=self.backpressure.hold_consumers, release_consumers=self.backpressure.release_consumers,
             positions_keepalive_s=self.positions_keepalive_s,
         )
         self.assignment = PartitionAssignment(
             self.commits, self.halts, self.metrics, self._label, self.state, cfg.startup_timeout_s,
-            cfg.on_data_loss == "halt", lambda: self._paused, vanished_reason=self._vanished_reason,
+            cfg.on_data_loss == "halt", lambda: self.backpressure.paused, vanished_reason=self._vanished_reason,
         )
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,
@@ -181,37 +182,11 @@ class MirrorWorker:
                 "the reset policy (duplicates or loss): commit the right position in that group to resume")
 
     def _cluster_id(self, client, what: str) -> str:
-        """The cluster's id, within startup_timeout_s; refused credentials or certificates fail at once."""
-        deadline = time.monotonic() + self.config.startup_timeout_s
-        self.refused = None
-        while True:
-            try:
-                return client.list_topics(timeout=max(0.1, min(2.0, deadline - time.monotonic()))).cluster_id or ""
-            except KafkaException as exc:
-                error = exc.args[0].str()
-            client.poll(0)  # serves error_cb, which sees why the connection failed
-            if self.refused:
-                raise ClusterRefusedError(f"{what} cluster refused the connection: {self.refused}")
-            if time.monotonic() >= deadline:
-                raise UnreachableClusterError(
-                    f"{what} cluster unreachable within {self.config.startup_timeout_s:.0f}s: {error}"
-                )
-
-    def _client_settings(self, settings: dict, stats_source: str | None = None) -> dict:
-        out = {**settings, "logger": librdkafka_log, "error_cb": self._on_client_error}
-        if stats_source is not None and "statistics.interval.ms" in settings:
-            out["stats_cb"] = lambda stats_json: self._on_stats(stats_source, stats_json)
-        return out
+        return self.clients.cluster_id(client, what, self.config.startup_timeout_s)
 
     def _producer_settings(self, settings: dict) -> dict:
-        out = {
-            **self._client_settings(settings),
-            "delivery.report.only.error": True,
-            "on_delivery": self._on_delivery_error,
-        }
-        if settings is self.config.producer:  # the mirrored records' producers (see fit_batches)
-            out["batch.size"] = str(self.batch_bytes)
-        return out
+        # The mirrored records' producers get the fitted batch.size (see fit_batches).
+        return self.clients.producer(settings, self.batch_bytes if settings is self.config.producer else None)
 
     def fit_batches(self, limits) -> None:
         """Keep the producers' batch.size within the smallest max.message.bytes of the destination topics.
@@ -261,7 +236,7 @@ class MirrorWorker:
                 self.topics.send_heartbeats(self.heartbeat_producer or self.producers[0], self.destination_cluster_id)
                 next_heartbeat = now + cfg.heartbeat_interval_s
             if now >= next_commit:
-                self.metrics.in_flight.labels(**self._label).set(self._in_flight())
+                self.metrics.in_flight.labels(**self._label).set(self.backpressure.in_flight())
                 self.checkpoint_and_commit(from_loop=True)
                 self.commits.keep_positions_alive()
                 next_commit = self.clock() + cfg.commit_interval_s
@@ -271,7 +246,7 @@ class MirrorWorker:
 
     def _consume_round(self, timeout: float) -> None:
         """Wait for room if needed, then per stream: the stash first, else one batch from the consumer."""
-        self._apply_backpressure()
+        self.backpressure.wait_for_room()
         for stream in self.streams:
             if stream.stash:
                 batch, stream.stash = stream.stash, []
@@ -319,7 +294,7 @@ class MirrorWorker:
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
         no_limit = 1 << 62
         # queue.size bounds the records in flight across every producer (exactly-once has one per partition).
-        room = self.config.queue_size - self._in_flight()
+        room = self.backpressure.room()
         # The current run: its partition, and what was handed over of it.
         topic = partition = None
         skip = False
@@ -428,7 +403,7 @@ class MirrorWorker:
             # cover exactly what was handed over, since exactly-once commits the open transaction with it.
             if last is not None:
                 _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
-        self._note_in_flight()
+        self.backpressure.note_in_flight()
         for topic, counts in pending.items():
             records, size = before.get(topic, (0, 0))
             if counts[0] > records:
@@ -463,74 +438,10 @@ class MirrorWorker:
             self.state.fail(f"source {stream.alias!r} consumer failed: {err.str()}")
         log.warning("consume error", extra={**self._label, "source": stream.alias, "error": err.str(), "topic": msg.topic()})
 
-    # ---------------------------------------------------------------- backpressure
-    def _in_flight(self) -> int:
-        return sum(len(p) for p in self._all_producers())
-
-    def _note_in_flight(self) -> None:
-        """After a batch was handed over, when the records in flight peak (deliveries only lower them)."""
-        in_flight = self._in_flight()
-        if in_flight > self._in_flight_peak:
-            self._in_flight_peak = in_flight
-            self.metrics.in_flight_max.labels(**self._label).set(in_flight)
-
     def _all_producers(self) -> list[Producer]:
         if not self.config.exactly_once:
             return self.producers
         return [p for stream in self.streams for p in stream.producers.values()]
-
-    def _apply_backpressure(self) -> None:
-        """Wait for room in the producers while a stream holds records they refused (queue full).
-
-        The consumers are paused only when the wait outlasts PAUSE_AFTER_S: librdkafka drops a paused
-        partition's prefetched records, so pausing on every full queue would fetch everything twice.
-        While paused, the consumers are still polled (nothing is fetched) to keep the group membership
-        (max.poll.interval.ms); what they still hand out joins the stash, behind the refused records.
-        """
-        if not any(stream.stash for stream in self.streams):
-            return
-        room_at = max(1, self.config.queue_size - self.batch_size // 2)
-        started = last_log = self.clock()
-        try:
-            while True:
-                for producer in self._all_producers():
-                    producer.poll(0.002)
-                if self._in_flight() <= room_at or not self.state.running:
-                    break
-                now = self.clock()
-                if now - started < PAUSE_AFTER_S:
-                    continue
-                if self._hold_consumers():
-                    self.metrics.backpressure_pauses.labels(**self._label).inc()
-                if now - last_log > 10:
-                    log.warning("destination slow: consumption paused", extra={**self._label, "in_flight": self._in_flight()})
-                    last_log = now
-        finally:
-            self.metrics.backpressure_seconds.labels(**self._label).inc(self.clock() - started)
-            if self._paused:
-                self._pause_all(False)
-
-    def _hold_consumers(self) -> bool:
-        """While the loop waits on the destination: pause the consumers and poll them (nothing is fetched)
-        so that the group keeps this worker past max.poll.interval.ms; what they still hand out joins the
-        stash. Never from a rebalance callback. True when this call paused them."""
-        paused_now = not self._paused
-        if paused_now:
-            self._pause_all(True)
-        for stream in self.streams:
-            msg = stream.consumer.poll(0)
-            if msg is not None:
-                stream.stash.append(msg)
-        return paused_now
-
-    def _pause_all(self, pause: bool) -> None:
-        self._paused = pause
-        for stream in self.streams:
-            partitions = [
-                TopicPartition(t, p) for t, p in stream.assigned if pause or (t, p) not in stream.ledger.halted
-            ]
-            if partitions:
-                (stream.consumer.pause if pause else stream.consumer.resume)(partitions)
 
     # ---------------------------------------------------------------- callbacks from librdkafka threads / poll
     def _on_delivery_error(self, err: KafkaError, msg) -> None:
@@ -560,24 +471,6 @@ class MirrorWorker:
                 "error": err.str()})
             return
         self.halts.halt(run.stream, run.topic, run.partition, run.first_offset, reason)
-
-    def _on_client_error(self, err: KafkaError) -> None:
-        if err.fatal():
-            self.state.fail(f"fatal client error: {err.str()}")
-        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
-            self.refused = err.str()
-        log.warning("client error", extra={**self._label, "error": err.str(), "code": err.name()})
-
-    def _on_stats(self, source: str, stats_json: str) -> None:
-        """Per-partition lag of this worker's assignment, from librdkafka's statistics."""
-        stats = json.loads(stats_json)
-        for topic, data in stats.get("topics", {}).items():
-            for partition, pdata in data.get("partitions", {}).items():
-                lag = pdata.get("consumer_lag", -1)
-                if partition != "-1" and lag >= 0:
-                    self.metrics.partition_lag.labels(
-                        source=source, topic=topic, partition=partition, **self._label
-                    ).set(lag)
 
     # ---------------------------------------------------------------- shutdown
     def close(self) -> None:

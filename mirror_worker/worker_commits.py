@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, TopicPartition
 
+from mirror_worker.backpressure import PAUSE_AFTER_S
 from mirror_worker.exactly_once import ProducerFenced, TransactionAborted
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
     from mirror_worker.source_stream import SourceStream
 
 log = logging.getLogger("mirror_worker")
-# A wait on the destination this long pauses the consumers (see flush and MirrorWorker._apply_backpressure).
-PAUSE_AFTER_S = 1.0
 
 
 @dataclass

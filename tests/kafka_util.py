@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from devstack.kafka import KafkaNode
 
@@ -20,6 +20,18 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | 
     while name not in admin.list_topics(timeout=10).topics:
         if time.monotonic() > deadline:
             raise TimeoutError(f"topic {name} not visible after creation")
+        time.sleep(0.2)
+
+
+def grow_partitions(bootstrap: str, name: str, partitions: int) -> None:
+    """Add partitions and wait until the metadata shows them: a producer made before the broker answers
+    with the new count fails records for the new partitions with 'Unknown partition'."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(name, partitions)])[name].result(30)
+    deadline = time.monotonic() + 30
+    while len(admin.list_topics(name, timeout=10).topics[name].partitions) < partitions:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {name} does not show {partitions} partitions after growth")
         time.sleep(0.2)
 
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewPartitions
 
-from tests.kafka_util import create_topic, produce
+from tests.kafka_util import create_topic, grow_partitions, produce
 from tests.worker_util import WorkerProcess, by_partition, read_topic, wait_for_count, write_mirror_spec
 
 pytestmark = pytest.mark.integration
@@ -43,8 +42,7 @@ def test_new_source_partitions_reach_the_new_destination_partitions(stack, topic
         worker.wait_started()
         assert len(wait_for_count(dst, remote, 40, timeout=60)) == 40
 
-        admin = AdminClient({"bootstrap.servers": src})
-        admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
+        grow_partitions(src, topic, 4)
         produce(src, topic, _records("after", range(2, 4), 20))
         produce(src, topic, _records("later", range(4), 5))
 

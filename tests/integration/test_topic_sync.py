@@ -6,11 +6,11 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from mirror_worker.topic_configs import describe_explicit_configs
 from mirror_worker.topics import describe_topics
-from tests.kafka_util import create_topic, produce
+from tests.kafka_util import create_topic, grow_partitions, produce
 from tests.worker_util import WorkerProcess, wait_for_count, write_properties
 
 pytestmark = pytest.mark.integration
@@ -54,8 +54,7 @@ def test_destination_grows_when_the_source_gains_partitions(stack, topic_name, t
         assert len(wait_for_count(dst, f"dc.{topic}", 40)) == 40
         assert describe_topics(AdminClient({"bootstrap.servers": dst}))[f"dc.{topic}"].partitions == 2
 
-        admin = AdminClient({"bootstrap.servers": src})
-        admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
+        grow_partitions(src, topic, 4)
         grown_at = time.monotonic()
         produce(src, topic, _records("after", 40, range(2, 4)))  # only into the new partitions
 

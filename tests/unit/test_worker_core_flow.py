@@ -41,7 +41,7 @@ def test_a_long_wait_for_room_pauses_the_consumers_then_resumes_them():
         return 0
 
     producer.poll = poll_then_come_back
-    worker._apply_backpressure()
+    worker.backpressure.wait_for_room()
     assert worker.metrics.backpressure_pauses.labels(mirror="m")._value.get() == 1
     assert TP not in consumer.paused  # resumed once there was room
     assert [m.offset() for m in stream.stash] == [10, 11, 12, 13]  # nothing jumped ahead of the stashed records

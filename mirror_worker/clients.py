@@ -1,0 +1,76 @@
+"""The worker's librdkafka clients: their callbacks (errors, statistics, logs) and a bounded first contact."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+
+from confluent_kafka import KafkaError, KafkaException
+
+from mirror_worker.exceptions import ClusterRefusedError, UnreachableClusterError
+from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.run_state import RunState
+
+log = logging.getLogger("mirror_worker")
+librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
+
+
+class ClientSettings:
+    """Adds the worker's callbacks to client settings; remembers why a cluster refused a connection.
+
+    `on_delivery_error` receives the error-only delivery reports of records produced without a
+    per-run callback (heartbeats, offset syncs, positions); mirrored records bring their own.
+    """
+
+    def __init__(self, metrics: MirrorMetrics, label: dict, state: RunState,
+                 on_delivery_error: Callable[[KafkaError, object], None]) -> None:
+        self.metrics = metrics
+        self.label = label
+        self.state = state
+        self.on_delivery_error = on_delivery_error
+        self.refused: str | None = None  # the last authentication or TLS failure reported by a client
+
+    def client(self, settings: dict, stats_source: str | None = None) -> dict:
+        out = {**settings, "logger": librdkafka_log, "error_cb": self._on_client_error}
+        if stats_source is not None and "statistics.interval.ms" in settings:
+            out["stats_cb"] = lambda stats_json: self._on_stats(stats_source, stats_json)
+        return out
+
+    def producer(self, settings: dict, batch_size: int | None = None) -> dict:
+        out = {**self.client(settings), "delivery.report.only.error": True, "on_delivery": self.on_delivery_error}
+        if batch_size is not None:
+            out["batch.size"] = str(batch_size)
+        return out
+
+    def cluster_id(self, client, what: str, timeout_s: float) -> str:
+        """The cluster's id, within timeout_s; refused credentials or certificates fail at once."""
+        deadline = time.monotonic() + timeout_s
+        self.refused = None
+        while True:
+            try:
+                return client.list_topics(timeout=max(0.1, min(2.0, deadline - time.monotonic()))).cluster_id or ""
+            except KafkaException as exc:
+                error = exc.args[0].str()
+            client.poll(0)  # serves error_cb, which sees why the connection failed
+            if self.refused:
+                raise ClusterRefusedError(f"{what} cluster refused the connection: {self.refused}")
+            if time.monotonic() >= deadline:
+                raise UnreachableClusterError(f"{what} cluster unreachable within {timeout_s:.0f}s: {error}")
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self.state.fail(f"fatal client error: {err.str()}")
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            self.refused = err.str()
+        log.warning("client error", extra={**self.label, "error": err.str(), "code": err.name()})
+
+    def _on_stats(self, source: str, stats_json: str) -> None:
+        """Per-partition lag of this worker's assignment, from librdkafka's statistics."""
+        stats = json.loads(stats_json)
+        for topic, data in stats.get("topics", {}).items():
+            for partition, pdata in data.get("partitions", {}).items():
+                lag = pdata.get("consumer_lag", -1)
+                if partition != "-1" and lag >= 0:
+                    self.metrics.partition_lag.labels(source=source, topic=topic, partition=partition, **self.label).set(lag)
