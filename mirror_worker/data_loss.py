@@ -71,6 +71,11 @@ def decide_start(
     return StartDecision(Verdict.RESUME, position)
 
 
+def resets_to_earliest(reset_policy: str) -> bool:
+    """Whether auto.offset.reset starts a partition without a position at the earliest record."""
+    return reset_policy in ("earliest", "smallest", "beginning")
+
+
 def committed_positions(consumer, partitions: list[TopicPartition], timeout: float) -> dict[tuple[str, int], tuple[int, str]]:
     """The group's committed offset of each partition that has one, with the commit's metadata (the
     source topic's id, as the mirror writes it)."""

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import TopicPartition
 
-from mirror_worker.data_loss import StartDecision, Verdict, committed_positions, decide_start, topic_ids
+from mirror_worker.data_loss import (StartDecision, Verdict, committed_positions, decide_start, resets_to_earliest,
+                                     topic_ids)
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.run_state import RunState
 from mirror_worker.worker_commits import CommitCycle
@@ -97,7 +98,7 @@ class PartitionAssignment:
         if missing:
             positions.update(committed_positions(stream.consumer, missing, self.startup_timeout_s))
         recreated = self.fetch_topic_ids(stream, sorted({t for t, _ in keys}))
-        reset_to_earliest = stream.reset_policy in ("earliest", "smallest", "beginning")
+        reset_to_earliest = resets_to_earliest(stream.reset_policy)
         halts = []
         for tp in partitions:
             key = (tp.topic, tp.partition)
