@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror_worker.config import MirrorConfig, SourceCluster
 from mirror_worker.exceptions import ConfigError, MirrorError
 from mirror_worker.offset_syncs import OffsetSync, PartitionTranslation, translate_positions
 from mirror_worker.client_config import connection_settings
+from mirror_worker.data_loss import topic_ids
 
 
 class TranslationError(MirrorError):
@@ -68,16 +69,8 @@ def committed_source_offsets(config: MirrorConfig, source: SourceCluster, group:
 
 
 def source_topic_ids(source: SourceCluster, topics: list[str], timeout: float = 30.0) -> dict[str, str]:
-    if not topics:
-        return {}
-    futures = _admin(source.consumer).describe_topics(TopicCollection(topics), request_timeout=timeout)
-    ids = {}
-    for topic, future in futures.items():
-        try:
-            ids[topic] = str(future.result(timeout).topic_id)
-        except KafkaException:
-            continue  # deleted: its syncs still translate, nothing to compare them with
-    return ids
+    # A deleted topic has no id: its syncs still translate, nothing to compare them with.
+    return topic_ids(_admin(source.consumer), topics, timeout)
 
 
 def read_offset_syncs(config: MirrorConfig, timeout: float = 30.0) -> list[OffsetSync]:

@@ -7,9 +7,10 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import TopicPartition
 
-from mirror_worker.data_loss import StartDecision, Verdict, decide_start
+from mirror_worker.data_loss import (StartDecision, Verdict, committed_positions, decide_start, resets_to_earliest,
+                                     topic_ids)
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.run_state import RunState
 from mirror_worker.worker_commits import CommitCycle
@@ -95,11 +96,9 @@ class PartitionAssignment:
         vanished = stream.transactions.vanished([(tp.topic, tp.partition) for tp in missing]) if missing and \
             stream.transactions is not None else set()
         if missing:
-            for tp in stream.consumer.committed(missing, timeout=self.startup_timeout_s):
-                if tp.offset >= 0:
-                    positions[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
+            positions.update(committed_positions(stream.consumer, missing, self.startup_timeout_s))
         recreated = self.fetch_topic_ids(stream, sorted({t for t, _ in keys}))
-        reset_to_earliest = stream.reset_policy in ("earliest", "smallest", "beginning")
+        reset_to_earliest = resets_to_earliest(stream.reset_policy)
         halts = []
         for tp in partitions:
             key = (tp.topic, tp.partition)
@@ -141,14 +140,8 @@ class PartitionAssignment:
 
         A recreated topic stays marked for the rest of this run, so its partitions halt whenever assigned.
         """
-        if not topics:
-            return {}
-        futures = stream.admin.describe_topics(TopicCollection(topics), request_timeout=self.startup_timeout_s)
-        for topic, future in futures.items():
-            try:
-                topic_id = str(future.result().topic_id)
-            except KafkaException:
-                continue  # deleted meanwhile: the subscription change handles it
+        # A topic deleted meanwhile has no id: the subscription change handles it.
+        for topic, topic_id in topic_ids(stream.admin, topics, self.startup_timeout_s).items():
             old = stream.topic_ids.get(topic)
             if old is not None and old != topic_id and topic not in stream.recreated:
                 stream.recreated[topic] = old

@@ -2,16 +2,30 @@
 
     python spark_jobs/catchup.py --config mirrors.yaml --mirror NAME [--topics a,b] [--from-timestamp T]
     python spark_jobs/catchup.py --source.bootstrap.servers S --destination.bootstrap.servers D \\
-        --topics a,b --group.id G [--prefix P] [--from-offsets topic:partition:offset,...]
+        --topics a,b --group.id G [--prefix P] [--from-offsets topic:partition:offset,...] [--on-data-loss reset]
 
-1. Per source partition, a range [start, end): start is the mirror group's committed offset (or the
-   earliest offset when none is committed, as the worker would start), or given offsets/timestamps;
-   end is the high watermark when the job starts.
+1. Per source partition, a range [start, end): start is the mirror group's committed offset, or given
+   offsets/timestamps, taken through the worker's own `decide_start` (see catchup_plan.py; with no
+   committed offset the partition starts as the worker would, by its auto.offset.reset); end is the
+   high watermark when the job starts.
 2. Spark's Kafka source reads exactly those ranges (batch, explicit starting and ending offsets), one
    Spark task per source partition.
 3. Each task writes its records to the destination (same partition with preserve-partitions; keys,
    values, headers and timestamps kept) through an idempotent acks=all producer, flushes, and only
-   then commits the mirror group's offset at its range end.
+   then commits the mirror group's offset at its range end, with the source topic's id as the commit's
+   metadata, as the worker commits.
+
+Data loss: a start below the log's earliest offset (retention deleted records the mirror had not
+copied), past its end, or a topic recreated since the group's commit (topic id) is never clamped
+silently. By default (on_data_loss halt) that partition is not copied and its group offset is not
+moved; one line on stderr names the partition and the lost range, the other partitions are copied,
+the JSON summary lists the loss under "data_loss", and the job exits 3. With `on_data_loss: reset`
+(spec) or `--on-data-loss reset` the partition is copied from its earliest record, the skipped range is
+reported the same way, and the job exits 0. Explicit --from-offsets are checked the same way.
+
+Every Kafka client of the job (driver and executors) is built from the mirror's resolved settings
+(client_config: TLS/SASL, `${file:...}` secrets); the copy's producer starts from the worker's
+producer settings.
 
 Hand-over: the worker resumes from the committed offsets, i.e. exactly at the range ends: no gap,
 no overlap. The mirror's workers must be stopped while the job runs (checked: the group must have
@@ -19,7 +33,8 @@ no active member). Rerun bound: a partition whose task completed is never copied
 commit moved the start); a task that failed before its commit is copied again from its start on the
 rerun, so duplicates are at most the records of the ranges whose tasks failed.
 
-Exit codes: 0 done, 1 runtime failure, 2 bad input (one line on stderr).
+Exit codes: 0 done, 1 runtime failure, 2 bad input (one line on stderr), 3 data loss found (the lost
+partitions halted, everything else copied and committed).
 """
 
 from __future__ import annotations
@@ -33,12 +48,19 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script (spark-submit / python spark_jobs/catchup.py)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges  # noqa: E402
 from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args  # noqa: E402
 from spark_jobs.kafka_meta import KafkaMeta, resolve_topics  # noqa: E402
 
 log = logging.getLogger("spark_jobs.catchup")
 
-Range = tuple[str, int, int, int]  # (topic, partition, start, end)
+DATA_LOSS_EXIT = 3
+# Where a bounded batch copy differs from the worker's producer settings (long-running, latency first).
+_COPY_PRODUCER = {
+    "linger.ms": "20",                         # throughput: nobody waits on a single record
+    "message.timeout.ms": "300000",            # the task fails (a rerun copies the range again) instead of waiting forever
+    "queue.buffering.max.messages": "200000",
+}
 
 
 def _parse_arguments(args: list[str]):
@@ -46,49 +68,10 @@ def _parse_arguments(args: list[str]):
     parser.add_argument("--from-offsets", help="topic:partition:offset,... (default: the group's committed offsets)")
     parser.add_argument("--from-timestamp", help="start at this time (epoch ms or ISO-8601) instead")
     parser.add_argument("--no-commit", action="store_true", help="copy without moving the mirror group's offsets")
+    parser.add_argument("--on-data-loss", choices=("halt", "reset"),
+                        help="a start that would skip lost records: halt the partition (default) or copy from the "
+                             "earliest record (default: the spec's on_data_loss)")
     return parser.parse_args(args)
-
-
-def parse_timestamp(text: str) -> int:
-    """Epoch milliseconds from `1700000000000` or an ISO-8601 time (UTC unless it says otherwise)."""
-    from datetime import datetime, timezone
-
-    if text.strip().lstrip("-").isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise JobInputError(f"bad timestamp {text!r}: use epoch milliseconds or ISO-8601") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1000)
-
-
-def parse_offsets(text: str) -> dict[tuple[str, int], int]:
-    """`topic:partition:offset,...` into {(topic, partition): offset}."""
-    result = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        pieces = item.rsplit(":", 2)
-        if len(pieces) != 3 or not pieces[1].isdigit() or not pieces[2].isdigit():
-            raise JobInputError(f"bad --from-offsets entry {item!r}: expected topic:partition:offset")
-        result[(pieces[0], int(pieces[1]))] = int(pieces[2])
-    if not result:
-        raise JobInputError("--from-offsets is empty")
-    return result
-
-
-def plan_ranges(
-    watermarks: dict[str, dict[int, tuple[int, int]]],
-    starts: dict[tuple[str, int], int | None],
-) -> list[Range]:
-    """Ranges to copy, start clamped into [low, high]; a missing start means the low watermark."""
-    ranges = []
-    for topic, partitions in sorted(watermarks.items()):
-        for partition, (low, high) in sorted(partitions.items()):
-            start = starts.get((topic, partition))
-            start = low if start is None else min(max(start, low), high)
-            ranges.append((topic, partition, start, high))
-    return ranges
 
 
 def offsets_json(ranges: list[Range], index: int) -> str:
@@ -103,10 +86,14 @@ def read_ranges(spark, target: JobTarget, ranges: list[Range]):
     """The records of `ranges` as a DataFrame (one Spark partition per Kafka partition)."""
     from pyspark.sql import functions as F
 
-    topics = sorted({r[0] for r in ranges})
+    # Assigned, not subscribed: Spark wants offsets for every partition it reads, and halted or empty
+    # partitions have no range.
+    assigned: dict[str, list[int]] = {}
+    for topic, partition, _, _ in ranges:
+        assigned.setdefault(topic, []).append(partition)
     reader = spark.read.format("kafka").options(**target.spark_options("source"))
     frame = (
-        reader.option("subscribe", ",".join(topics))
+        reader.option("assign", json.dumps(assigned))
         .option("startingOffsets", offsets_json(ranges, 2))
         .option("endingOffsets", offsets_json(ranges, 3))
         .option("includeHeaders", "true")
@@ -123,7 +110,7 @@ def read_ranges(spark, target: JobTarget, ranges: list[Range]):
 
 
 def copy_partition(batches, destination_conf: dict, topic_map: dict, preserve_partitions: bool,
-                   commit_conf: dict | None, ends: dict):
+                   commit_conf: dict | None, ends: dict, topic_ids: dict):
     """Runs in an executor on Arrow batches of one Kafka partition's range: produce, flush, commit its end."""
     from collections import Counter
 
@@ -155,7 +142,8 @@ def copy_partition(batches, destination_conf: dict, topic_map: dict, preserve_pa
     if commit_conf is not None and counts:
         committer = Consumer(commit_conf)
         try:
-            committer.commit(offsets=[TopicPartition(t, p, ends[f"{t}:{p}"]) for t, p in counts], asynchronous=False)
+            committer.commit(offsets=[TopicPartition(t, p, ends[f"{t}:{p}"], topic_ids.get(t, "")) for t, p in counts],
+                             asynchronous=False)
         finally:
             committer.close()
     for (topic, partition), copied in sorted(counts.items()):
@@ -168,12 +156,12 @@ def copy_partition(batches, destination_conf: dict, topic_map: dict, preserve_pa
 
 
 def producer_conf(target: JobTarget) -> dict:
-    settings = {k: v for k, v in target.destination_settings.items() if k.startswith(("security.", "sasl.", "ssl."))}
-    return {
-        **settings, "bootstrap.servers": target.destination_bootstrap, "acks": "all", "enable.idempotence": True,
-        "linger.ms": 20, "batch.size": 1_000_000, "compression.type": "lz4", "message.timeout.ms": 300_000,
-        "queue.buffering.max.messages": 200_000, "partitioner": "murmur2_random",
-    }
+    """The worker's producer settings (acks=all, idempotence, partitioner, security) with the copy's changes."""
+    return {**target.destination_settings, **_COPY_PRODUCER, "bootstrap.servers": target.destination_bootstrap}
+
+
+def commit_conf(target: JobTarget) -> dict:
+    return {**target.connection("source"), "group.id": target.group_id, "enable.auto.commit": False}
 
 
 def check_group_idle(target: JobTarget) -> None:
@@ -181,7 +169,7 @@ def check_group_idle(target: JobTarget) -> None:
     from confluent_kafka import ConsumerGroupState
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": target.source_bootstrap})
+    admin = AdminClient(target.connection("source"))
     description = _describe_group(admin, target.group_id)
     if description.members and description.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
         raise JobInputError(
@@ -211,7 +199,7 @@ def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list
     from mirror_worker.config import TopicCreation
     from mirror_worker.topics import DestinationTopics, describe_topics
 
-    admin = AdminClient({"bootstrap.servers": target.destination_bootstrap})
+    admin = AdminClient(target.connection("destination"))
     infos = describe_topics(source.consumer)
     DestinationTopics(admin, TopicCreation(), target.preserve_partitions).ensure(
         {target.destination_topic(t): infos[t] for t in topics}
@@ -239,40 +227,47 @@ def run(target: JobTarget, args) -> dict:
                     raise JobInputError(f"--from-offsets: {topic} has no partition {partition}")
         if target.group_id and not args.no_commit:
             check_group_idle(target)
+        ids = source.topic_ids(topics)
         watermarks = {t: source.watermarks(t) for t in topics}
-        starts: dict[tuple[str, int], int | None] = {}
+        positions: dict = {}  # (topic, partition) -> (offset, topic id of the commit, if any)
         for topic in topics:
             if explicit is not None:
-                starts.update({k: v for k, v in explicit.items() if k[0] == topic})
+                positions.update({k: (v, None) for k, v in explicit.items() if k[0] == topic})
             elif from_ms is not None:
-                starts.update({(topic, p): o for p, o in source.offsets_for_time(topic, from_ms).items()})
+                positions.update({(topic, p): (o, None) for p, o in source.offsets_for_time(topic, from_ms).items()})
             elif target.group_id:
-                starts.update({(topic, p): o for p, o in source.committed(target.group_id, topic).items()})
-        ranges = plan_ranges(watermarks, starts)
+                positions.update({(topic, p): found for p, found in source.positions(target.group_id, topic).items()})
+        on_data_loss = args.on_data_loss or target.on_data_loss
+        plan = plan_ranges(watermarks, positions, ids, target.reset_to_earliest, on_data_loss == "halt")
         ensure_destination_topics(target, source, topics)
     finally:
         source.close()
 
+    for loss in plan.losses:
+        (log.error if loss.halted else log.warning)("%s", loss.line())
+        print(f"catchup: {loss.line()}", file=sys.stderr, flush=True)
+    ranges = plan.ranges
     to_copy = [r for r in ranges if r[3] > r[2]]
     for topic, partition, start, end in ranges:
         log.info("range %s[%d]: [%d, %d) %d records", topic, partition, start, end, end - start)
     copied = 0
     started = time.monotonic()
     if to_copy:
-        copied = _copy_with_spark(target, args, to_copy)
+        copied = _copy_with_spark(target, args, to_copy, ids)
     if target.group_id and not args.no_commit:
-        _commit_empty(target, [r for r in ranges if r[3] == r[2]])
+        _commit_empty(target, [r for r in ranges if r[3] == r[2]], ids)
     seconds = time.monotonic() - started
     summary = {
         "topics": topics, "records": copied, "seconds": round(seconds, 2),
         "msgs_per_s": round(copied / seconds) if copied and seconds else 0,
         "ranges": [{"topic": t, "partition": p, "start": s, "end": e} for t, p, s, e in ranges],
+        "data_loss": [loss.summary() for loss in plan.losses],
     }
     print(json.dumps(summary), flush=True)
     return summary
 
 
-def _copy_with_spark(target: JobTarget, args, ranges: list[Range]) -> int:
+def _copy_with_spark(target: JobTarget, args, ranges: list[Range], topic_ids: dict[str, str]) -> int:
     from spark_jobs.session import create_session
 
     spark = create_session("mirror-catchup", master=args.master)
@@ -283,13 +278,10 @@ def _copy_with_spark(target: JobTarget, args, ranges: list[Range]) -> int:
         frame = read_ranges(spark, target, ranges)
         topic_map = {t: target.destination_topic(t) for t in {r[0] for r in ranges}}
         ends = {f"{t}:{p}": e for t, p, _, e in ranges}
-        commit_conf = None
-        if target.group_id and not args.no_commit:
-            commit_conf = {"bootstrap.servers": target.source_bootstrap, "group.id": target.group_id,
-                           "enable.auto.commit": False}
+        committer = commit_conf(target) if target.group_id and not args.no_commit else None
         conf, preserve = producer_conf(target), target.preserve_partitions
         results = frame.mapInArrow(
-            lambda batches: copy_partition(batches, conf, topic_map, preserve, commit_conf, ends),
+            lambda batches: copy_partition(batches, conf, topic_map, preserve, committer, ends, topic_ids),
             "topic string, partition int, copied long",
         ).collect()
         return sum(row.copied for row in results)
@@ -297,16 +289,16 @@ def _copy_with_spark(target: JobTarget, args, ranges: list[Range]) -> int:
         spark.stop()
 
 
-def _commit_empty(target: JobTarget, ranges: list[Range]) -> None:
+def _commit_empty(target: JobTarget, ranges: list[Range], topic_ids: dict[str, str]) -> None:
     """Partitions with nothing to copy still get their start committed, so the worker starts there."""
     from confluent_kafka import Consumer, TopicPartition
 
     if not ranges:
         return
-    committer = Consumer({"bootstrap.servers": target.source_bootstrap, "group.id": target.group_id,
-                          "enable.auto.commit": False})
+    committer = Consumer(commit_conf(target))
     try:
-        committer.commit(offsets=[TopicPartition(t, p, e) for t, p, _, e in ranges], asynchronous=False)
+        committer.commit(offsets=[TopicPartition(t, p, e, topic_ids.get(t, "")) for t, p, _, e in ranges],
+                         asynchronous=False)
     finally:
         committer.close()
 
@@ -315,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stdout)
     try:
         args = _parse_arguments(sys.argv[1:] if argv is None else argv)
-        run(target_from_args(args), args)
+        summary = run(target_from_args(args), args)
     except JobInputError as exc:
         print(f"catchup: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -323,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"catchup: failed: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
               file=sys.stderr, flush=True)
         return 1
-    return 0
+    return DATA_LOSS_EXIT if any(loss["action"] == "halt" for loss in summary["data_loss"]) else 0
 
 
 if __name__ == "__main__":

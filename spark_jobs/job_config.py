@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
+from mirror_worker.client_config import connection_settings, consumer_settings, producer_settings
+from mirror_worker.data_loss import resets_to_earliest
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.naming import IdentityPolicy, NamingPolicy, PrefixPolicy
 from mirror_worker.security import java_security_settings
@@ -27,13 +29,26 @@ class JobTarget:
     policy: NamingPolicy = field(default_factory=IdentityPolicy)
     group_id: str | None = None
     preserve_partitions: bool = True
-    # librdkafka client settings, dotted keys; kept out of repr: they hold credentials.
+    # The worker's resolved librdkafka settings (client_config.consumer_settings / producer_settings:
+    # secrets read, Java keys translated, defaults in); kept out of repr: they hold credentials.
     source_settings: dict = field(default_factory=dict, repr=False)
     destination_settings: dict = field(default_factory=dict, repr=False)
     topic_filter: object | None = None                        # from the spec, when --topics is not given
+    on_data_loss: str = "halt"                                # MirrorConfig.on_data_loss
 
     def destination_topic(self, source_topic: str) -> str:
         return self.policy.remote_topic(source_topic)
+
+    def connection(self, side: str) -> dict:
+        """How to reach and authenticate to the source or destination cluster, for any librdkafka client."""
+        settings = self.source_settings if side == "source" else self.destination_settings
+        bootstrap = self.source_bootstrap if side == "source" else self.destination_bootstrap
+        return {**connection_settings(settings), "bootstrap.servers": bootstrap}
+
+    @property
+    def reset_to_earliest(self) -> bool:
+        """Where a partition without a committed offset starts, as the worker would start it."""
+        return resets_to_earliest(self.source_settings.get("auto.offset.reset", "earliest"))
 
     def spark_options(self, side: str) -> dict[str, str]:
         """Kafka client settings as Spark's `kafka.`-prefixed source/sink options."""
@@ -90,6 +105,7 @@ def target_from_args(args: argparse.Namespace) -> JobTarget:
             source_settings=dict(source.consumer),
             destination_settings=dict(mirror.producer),
             topic_filter=mirror.topic_filter(),
+            on_data_loss=mirror.on_data_loss,
         )
     missing = [flag for flag, value in (("--source.bootstrap.servers", args.source_bootstrap),
                                         ("--destination.bootstrap.servers", args.destination_bootstrap),
@@ -98,6 +114,9 @@ def target_from_args(args: argparse.Namespace) -> JobTarget:
         raise JobInputError(f"{missing[0]} is required (or --config mirrors.yaml --mirror NAME)")
     try:
         policy = PrefixPolicy(args.prefix) if args.prefix else IdentityPolicy()
+        source = consumer_settings({"bootstrap.servers": args.source_bootstrap}, "--source.bootstrap.servers")
+        destination = producer_settings({"bootstrap.servers": args.destination_bootstrap},
+                                        "--destination.bootstrap.servers", 10_000)
     except ConfigError as exc:
         raise JobInputError(str(exc)) from None
     return JobTarget(
@@ -106,4 +125,6 @@ def target_from_args(args: argparse.Namespace) -> JobTarget:
         topics=topics,
         policy=policy,
         group_id=args.group_id,
+        source_settings=source,
+        destination_settings=destination,
     )

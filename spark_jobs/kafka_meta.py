@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
+from mirror_worker.client_config import connection_settings
+from mirror_worker.data_loss import committed_positions, topic_ids
 from spark_jobs.job_config import JobInputError, JobTarget
 
 _quiet = logging.getLogger("spark_jobs.librdkafka")
@@ -19,10 +22,8 @@ class KafkaMeta:
     def __init__(self, bootstrap: str, what: str, settings: dict | None = None, group_id: str = "spark-jobs-meta",
                  timeout: float = 15.0) -> None:
         self.what, self.timeout = what, timeout
-        self.conf = {
-            **{k: v for k, v in (settings or {}).items() if k.startswith(("security.", "sasl.", "ssl.", "client."))},
-            "bootstrap.servers": bootstrap, "enable.auto.commit": False, "logger": _quiet,
-        }
+        self.connection = {**connection_settings(settings or {}), "bootstrap.servers": bootstrap, "logger": _quiet}
+        self.conf = {**self.connection, "enable.auto.commit": False}
         self.consumer = Consumer({**self.conf, "group.id": group_id})
         try:
             self.topics = {
@@ -52,14 +53,22 @@ class KafkaMeta:
         ends = self.watermarks(topic)
         return {tp.partition: tp.offset if tp.offset >= 0 else ends[tp.partition][1] for tp in found}
 
-    def committed(self, group: str, topic: str) -> dict[int, int | None]:
+    def positions(self, group: str, topic: str) -> dict[int, tuple[int, str]]:
+        """The group's committed offset and commit metadata (the topic id the mirror wrote) per partition that has one."""
         reader = Consumer({**self.conf, "group.id": group})
         try:
-            result = reader.committed([TopicPartition(topic, p) for p in range(self.partitions(topic))],
-                                      timeout=self.timeout)
+            found = committed_positions(reader, [TopicPartition(topic, p) for p in range(self.partitions(topic))],
+                                        self.timeout)
         finally:
             reader.close()
-        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in result}
+        return {partition: position for (_, partition), position in found.items()}
+
+    def committed(self, group: str, topic: str) -> dict[int, int | None]:
+        found = self.positions(group, topic)
+        return {p: found[p][0] if p in found else None for p in range(self.partitions(topic))}
+
+    def topic_ids(self, topics: list[str]) -> dict[str, str]:
+        return topic_ids(AdminClient(self.connection), topics, self.timeout)
 
     def close(self) -> None:
         self.consumer.close()

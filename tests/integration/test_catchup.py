@@ -3,29 +3,16 @@ no overlap, a rerun copies nothing, and bad input exits 2 with one line."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 from confluent_kafka import Producer
 
-from devstack.paths import ROOT
+from tests.catchup_util import catchup_summary, run_catchup
 from tests.kafka_util import create_topic
 from tests.worker_util import WorkerProcess, by_partition, committed_offsets, read_topic, wait_for_count, write_properties
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 PARTITIONS = 6
-
-
-def _catchup(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "spark_jobs/catchup.py", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, stdin=subprocess.DEVNULL)
-
-
-def _summary(result: subprocess.CompletedProcess) -> dict:
-    return json.loads(next(line for line in result.stdout.splitlines() if line.startswith('{"topics"')))
 
 
 def _produce(bootstrap: str, topic: str, start: int, count: int) -> None:
@@ -46,18 +33,18 @@ def test_catchup_then_worker_continues_without_gap_or_overlap(stack, topic_name,
     create_topic(src, topic, partitions=PARTITIONS)
     _produce(src, topic, 0, 120_000)
 
-    result = _catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst,
+    result = run_catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst,
                       "--topics", topic, "--group.id", group, "--prefix", "cu.")
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = _summary(result)
+    summary = catchup_summary(result)
     assert summary["records"] == 120_000
     assert committed_offsets(src, group, topic, PARTITIONS) == {p: 20_000 for p in range(PARTITIONS)}
     assert f"catchup: {topic}[0] copied 20000 records up to offset 20000" in result.stderr
 
-    rerun = _catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst,
+    rerun = run_catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst,
                      "--topics", topic, "--group.id", group, "--prefix", "cu.")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert _summary(rerun)["records"] == 0  # nothing copied twice
+    assert catchup_summary(rerun)["records"] == 0  # nothing copied twice
 
     _produce(src, topic, 120_000, 6_000)  # arrives after the catch-up: the worker's part
     consumer = write_properties(tmp_path / "source.properties", {"bootstrap.servers": src, "group.id": group})
@@ -89,7 +76,7 @@ def test_catchup_refuses_while_the_mirror_runs(stack, topic_name, tmp_path):
                            tmp_path)
     try:
         worker.wait_started()
-        result = _catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst,
+        result = run_catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst,
                           "--topics", topic, "--group.id", group)
     finally:
         assert worker.terminate() == 0
@@ -118,7 +105,7 @@ def test_catchup_bad_input(stack, case):
         "missing group": (["--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst, "--topics", "t"],
                           "catchup: --group.id is required (the mirror's consumer group), or --no-commit"),
     }[case]
-    result = _catchup(*args[0])
+    result = run_catchup(*args[0])
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(args[1]), result.stderr

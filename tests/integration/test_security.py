@@ -16,6 +16,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mirror_worker.client_config import consumer_settings, settings_from_connection
+from tests.catchup_util import run_catchup
 from tests.kafka_util import create_topic, produce, topic_exists
 from tests.secure_kafka import create_scram_user, make_certificates, secure_node
 from tests.worker_util import WorkerProcess, committed_offsets, wait_for_count, write_properties
@@ -113,12 +114,10 @@ def test_mirror_from_a_sasl_ssl_scram_source_with_the_password_in_a_file(stack, 
                 topic, 300)
 
 
-def test_mirror_into_a_sasl_ssl_scram_destination_from_a_yaml_spec(secure, secrets_file, tmp_path,
-                                                                    topic_name):
-    """librdkafka-style keys in the spec's kafka mapping; both sides' passwords from the secrets file;
-    exactly-once, so transactions and destination-kept positions go through SASL_SSL too."""
-    node, certs = secure
-    topic = _topic_with_records(node, topic_name("secure-dst"), 120)
+def _secured_spec(tmp_path, node, certs, secrets_file, mirrors: str):
+    """A spec whose source and destination are the secured node's SASL_SSL listener (SCRAM-SHA-512 with a
+    JAAS line and a PEM CA, SCRAM-SHA-256 with librdkafka keys and a PKCS12 truststore), passwords from
+    the secrets file; `mirrors`: the YAML list items of its mirrors."""
     spec = tmp_path / "mirrors.yaml"
     spec.write_text(f"""
 groups:
@@ -142,6 +141,18 @@ groups:
         ssl.truststore.type: PKCS12
         ssl.truststore.password: "{certs.truststore_password}"
     mirrors:
+{mirrors.strip(chr(10))}
+""")
+    return spec
+
+
+def test_mirror_into_a_sasl_ssl_scram_destination_from_a_yaml_spec(secure, secrets_file, tmp_path,
+                                                                    topic_name):
+    """librdkafka-style keys in the spec's kafka mapping; both sides' passwords from the secrets file;
+    exactly-once, so transactions and destination-kept positions go through SASL_SSL too."""
+    node, certs = secure
+    topic = _topic_with_records(node, topic_name("secure-dst"), 120)
+    spec = _secured_spec(tmp_path, node, certs, secrets_file, f"""
       - name: secured-copy
         whitelist: "{topic}"
         prefix: "copy."
@@ -282,3 +293,27 @@ def test_spark_reads_a_sasl_ssl_scram_cluster_from_the_mirror_spec_settings(secu
     rows = (spark.read.format("kafka").options(**target.spark_options("source"))
             .option("subscribe", topic).load().selectExpr("CAST(value AS STRING) AS v").collect())
     assert sorted(r.v for r in rows) == sorted(r["value"].decode() for r in _records(60))
+
+
+@pytest.mark.spark
+def test_catchup_copies_and_commits_between_sasl_ssl_clusters_with_passwords_in_a_file(secure, secrets_file, tmp_path,
+                                                                                     topic_name):
+    """Every client of the Spark catch-up (metadata, group check, topic ids, Spark's reader, the executors'
+    producers and commits) goes through SASL_SSL with the spec's settings and `${file:...}` secrets."""
+    node, certs = secure
+    topic = _topic_with_records(node, topic_name("secure-catchup"), 90)
+    group = f"cu-{topic}"
+    spec = _secured_spec(tmp_path, node, certs, secrets_file, f"""
+      - name: secured-catchup
+        whitelist: "{topic}"
+        prefix: "cu."
+        preserve-partitions: true
+        group-id: "{group}"
+""")
+    result = run_catchup("--config", str(spec), "--mirror", "secured-catchup")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert committed_offsets(node.bootstrap_servers, group, topic, 3) == {0: 30, 1: 30, 2: 30}
+    copied = wait_for_count(node.bootstrap_servers, f"cu.{topic}", 90, timeout=60)
+    assert sorted(m.value() for m in copied) == sorted(r["value"] for r in _records(90))
+    for secret in (SOURCE_PASSWORD, DEST_PASSWORD):
+        assert secret not in result.stdout + result.stderr
