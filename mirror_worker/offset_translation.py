@@ -21,6 +21,7 @@ from mirror_worker.exceptions import ConfigError, MirrorError
 from mirror_worker.offset_syncs import OffsetSync, PartitionTranslation, translate_positions
 from mirror_worker.client_config import connection_settings
 from mirror_worker.data_loss import topic_ids
+from mirror_worker.groups import describe_group
 
 
 class TranslationError(MirrorError):
@@ -134,7 +135,7 @@ def apply_group_offsets(config: MirrorConfig, group: str, offsets: dict[tuple[st
     """Write `offsets` to `group` on the destination; refused while the group has active members."""
     admin = _admin(config.producer)
     try:
-        description = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout)
+        description = describe_group(admin, group, timeout)
     except KafkaException as exc:
         raise TranslationError(f"cannot describe group {group!r} on the destination: {exc.args[0].str()}") from None
     if description.members:

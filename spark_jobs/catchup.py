@@ -166,31 +166,16 @@ def commit_conf(target: JobTarget) -> dict:
 
 def check_group_idle(target: JobTarget) -> None:
     """The worker must not run during a catch-up: both would write the same ranges."""
-    from confluent_kafka import ConsumerGroupState
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient(target.connection("source"))
-    description = _describe_group(admin, target.group_id)
-    if description.members and description.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
+    from mirror_worker.groups import active_members
+
+    members = active_members(AdminClient(target.connection("source")), target.group_id)
+    if members:
         raise JobInputError(
-            f"mirror group {target.group_id!r} has {len(description.members)} active member(s): "
+            f"mirror group {target.group_id!r} has {members} active member(s): "
             "stop the mirror's workers before a catch-up"
         )
-
-
-def _describe_group(admin, group: str, timeout: float = 30.0):
-    """Describe `group`, waiting while its coordinator is not ready (a young cluster has none yet)."""
-    from confluent_kafka import KafkaError, KafkaException
-
-    waiting = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return admin.describe_consumer_groups([group], request_timeout=15)[group].result(20)
-        except KafkaException as exc:
-            if exc.args[0].code() not in waiting or time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
 
 
 def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list[str]) -> None:

@@ -378,9 +378,10 @@ class MirrorWorkerOperator(_MirrorOperator):
 
 # ------------------------------------------------------------------------------------ catch-up hand-over
 def group_members(admin, group_id: str, timeout_s: float = 10.0) -> int:
-    """Active members of a consumer group (0 when it is empty or unknown)."""
-    future = admin.describe_consumer_groups([group_id], request_timeout=timeout_s)[group_id]
-    return len(future.result(timeout_s).members or [])
+    """Active members of a consumer group (0 when it is empty or unknown); waits for a coordinator."""
+    from mirror_worker.groups import active_members
+
+    return active_members(admin, group_id, timeout_s)
 
 
 class StopMirrorForCatchupOperator(_MirrorOperator):

@@ -1,0 +1,32 @@
+"""Consumer-group look-ups shared by the worker's tools, the Spark catch-up and the Airflow operators."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException
+
+# A young cluster (or one whose coordinator moved) answers these until its group coordinator is ready.
+_COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                          KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+
+
+def describe_group(admin, group: str, timeout: float = 30.0):
+    """Describe `group`, waiting up to `timeout` while its coordinator is not ready."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = max(1.0, deadline - time.monotonic())
+        try:
+            return admin.describe_consumer_groups([group], request_timeout=remaining)[group].result(remaining + 5)
+        except KafkaException as exc:
+            if exc.args[0].code() not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def active_members(admin, group: str, timeout: float = 30.0) -> int:
+    """Members of `group` that hold it (0 when it is empty, dead or unknown)."""
+    description = describe_group(admin, group, timeout)
+    if description.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
+        return 0
+    return len(description.members or [])
