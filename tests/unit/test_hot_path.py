@@ -8,36 +8,7 @@ from mirror_worker.exceptions import SchemaRegistryUnavailable
 from mirror_worker.source_stream import SourceStream
 from mirror_worker.worker import MirrorWorker
 from mirror_worker import wire_format
-from tests.unit.fakes import FakeAdmin, FakeDestination
-
-
-class FakeMsg:
-    def __init__(self, topic, partition, offset, value, key=b"k"):
-        self._t, self._p, self._o, self._v, self._k = topic, partition, offset, value, key
-
-    def error(self):
-        return None
-
-    def topic(self):
-        return self._t
-
-    def partition(self):
-        return self._p
-
-    def offset(self):
-        return self._o
-
-    def key(self):
-        return self._k
-
-    def value(self):
-        return self._v
-
-    def headers(self):
-        return None
-
-    def timestamp(self):
-        return (1, 1000)
+from tests.unit.fakes import FakeAdmin, FakeDestination, FakeMessage
 
 
 class FakeProducer:
@@ -93,7 +64,7 @@ def test_a_batch_ended_by_an_exception_still_advances_the_position_over_what_was
     stream = _stream(worker, worker.producers)
     stream.schemas = UnreachableRegistry()
     framed_unknown = wire_format.header(77) + b"payload"
-    batch = [FakeMsg("t", 0, o, b"plain") for o in range(10, 15)] + [FakeMsg("t", 0, 15, framed_unknown)]
+    batch = [FakeMessage("t", 0, o, value=b"plain") for o in range(10, 15)] + [FakeMessage("t", 0, 15, value=framed_unknown)]
     with pytest.raises(SchemaRegistryUnavailable):
         worker._mirror(stream, batch)
     # 10..14 are in the producer (exactly-once: in the open transaction); the position says so.
@@ -105,7 +76,7 @@ def test_queue_size_bounds_records_in_flight_across_all_producers():
     worker = _worker(queue_size=10, delivery="exactly-once")
     producers = {("t", p): FakeProducer() for p in range(4)}
     stream = _stream(worker, producers)
-    batch = [FakeMsg("t", p, o, b"v") for p in range(4) for o in range(6)]  # 24 records, 6 per partition
+    batch = [FakeMessage("t", p, o, value=b"v") for p in range(4) for o in range(6)]  # 24 records, 6 per partition
     worker._mirror(stream, batch)
     assert sum(len(p) for p in producers.values()) == 10
     assert stream.stash == batch[10:]  # the rest waits, in order
@@ -123,7 +94,7 @@ def test_each_run_carries_the_delivery_callback_of_its_source_partition():
     producer = FakeProducer()
     worker.producers.append(producer)
     stream = _stream(worker, worker.producers)
-    batch = [FakeMsg("t", 1, o, b"v") for o in (40, 41)] + [FakeMsg("t", 2, o, b"v") for o in (7, 8)]
+    batch = [FakeMessage("t", 1, o, value=b"v") for o in (40, 41)] + [FakeMessage("t", 2, o, value=b"v") for o in (7, 8)]
     worker._mirror(stream, batch)
     runs = [q[3] for q in producer.queue]
     assert all(isinstance(r, RunDelivery) for r in runs)
