@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.integration.test_worker_faults import PARTITIONS, LiveProducer, _verify, mirror_workers
-from tests.worker_util import committed_offsets
+from tests.worker_util import committed_offsets, owned_partitions
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,8 @@ RESUME_WITHIN_S = 5.0
 @pytest.fixture
 def mirror(stack, tmp_path, topic_name):
     """Workers with static membership and librdkafka's default session timeout; `mirror(name, "--worker.slot", "3")`."""
-    with mirror_workers(stack, tmp_path, topic_name("static"), {}, ["--static.membership"]) as start:
+    with mirror_workers(stack, tmp_path, topic_name("static"), {"auto.offset.reset": "earliest"},
+                        ["--static.membership"]) as start:
         yield start
 
 
@@ -36,12 +37,15 @@ def _logged_at(entry: dict) -> float:
     return datetime.strptime(entry["ts"], "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
 
-def test_kill_9_then_restart_with_the_same_slot_resumes_within_5_seconds(mirror, record_property):
+@pytest.mark.parametrize("delivery", [[], ["--exactly.once"]], ids=["at-least-once", "exactly-once"])
+def test_kill_9_then_restart_with_the_same_slot_resumes_within_5_seconds(mirror, record_property, delivery):
+    """Exactly-once: the restarted member's transactional producers fence the dead ones' and abort what they left
+    open, so read_committed readers see each record once."""
     live = LiveProducer(mirror.src, mirror.topic, total=60_000, rate=2_000)
     live.start()
     watermarks = Consumer({"bootstrap.servers": mirror.dst, "group.id": "watermarks"})
     try:
-        worker = mirror("first", "--worker.slot", "1")
+        worker = mirror("first", "--worker.slot", "1", *delivery)
         worker.wait_started()
         deadline = time.monotonic() + 60
         while _destination_total(watermarks, mirror.topic) < 3_000:
@@ -52,7 +56,7 @@ def test_kill_9_then_restart_with_the_same_slot_resumes_within_5_seconds(mirror,
         stalled = _destination_total(watermarks, mirror.topic)
         committed = sum(max(0, o) for o in committed_offsets(mirror.src, mirror.group, mirror.topic, PARTITIONS).values())
         launched = time.time()
-        restarted = mirror("second", "--worker.slot", "1")  # the same slot
+        restarted = mirror("second", "--worker.slot", "1", *delivery)  # the same slot
         started = _logged_at(restarted.wait_for_log("mirror started", timeout=60))
         deadline = time.monotonic() + 90
         while _destination_total(watermarks, mirror.topic) <= stalled:
@@ -69,8 +73,11 @@ def test_kill_9_then_restart_with_the_same_slot_resumes_within_5_seconds(mirror,
     assert resumed_after < RESUME_WITHIN_S
     assert live.is_alive(), "the source producer finished before the restart: not mid-stream"
     live.finish()
-    duplicates = _verify(mirror, 60_000, record_property)  # nothing lost, per-partition order kept
-    assert duplicates <= stalled - committed, "records before the last commit were mirrored again"
+    duplicates = _verify(mirror, 60_000, record_property)  # read_committed: nothing lost, per-partition order kept
+    if delivery:
+        assert duplicates == 0
+    else:
+        assert duplicates <= stalled - committed, "records before the last commit were mirrored again"
     assert restarted.terminate() == 0
 
 
@@ -93,3 +100,35 @@ def test_a_second_process_with_the_same_slot_fences_the_first_loudly(mirror, rec
     _verify(mirror, 20_000, record_property)
     assert second.proc.poll() is None, second.stderr
     assert second.terminate() == 0
+
+
+def _membership_changes(worker) -> int:
+    return sum(1 for e in worker.logs() if e.get("msg") in (
+        "partitions assigned", "partitions revoked", "partitions lost (not committed)"))
+
+
+def test_a_restarted_member_gets_its_own_partitions_back_without_moving_the_others(mirror, record_property):
+    live = LiveProducer(mirror.src, mirror.topic, total=20_000, rate=2_000)
+    live.start()
+    steady = mirror("slot-0", "--worker.slot", "0")
+    steady.wait_started()
+    crashing = mirror("slot-1", "--worker.slot", "1")
+    crashing.wait_started()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        owned = [owned_partitions(w) for w in (steady, crashing)]
+        if all(owned) and len(owned[0] | owned[1]) == PARTITIONS:
+            break
+        time.sleep(0.5)
+    assert all(owned) and len(owned[0] | owned[1]) == PARTITIONS, owned
+    time.sleep(2.0)
+    changes = _membership_changes(steady)
+    crashing.kill()
+    restarted = mirror("slot-1-again", "--worker.slot", "1")
+    restarted.wait_started()
+    time.sleep(5.0)  # a rebalance, had there been one, would show in the steady worker's logs by now
+    assert owned_partitions(restarted) == owned[1]
+    assert _membership_changes(steady) == changes, "the other worker's partitions moved"
+    live.finish()
+    _verify(mirror, 20_000, record_property)
+    assert steady.terminate() == 0 and restarted.terminate() == 0
