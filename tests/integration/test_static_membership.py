@@ -81,16 +81,22 @@ def test_kill_9_then_restart_with_the_same_slot_resumes_within_5_seconds(mirror,
     assert restarted.terminate() == 0
 
 
+def _live_and_two_workers(mirror, *workers: tuple[str, str]):
+    """20 000 records produced live, and two workers (name, slot) started one after the other."""
+    live = LiveProducer(mirror.src, mirror.topic, total=20_000, rate=2_000)
+    live.start()
+    started = []
+    for name, slot in workers:
+        started.append(mirror(name, "--worker.slot", slot))
+        started[-1].wait_started()
+    return live, *started
+
+
 def test_a_second_process_with_the_same_slot_fences_the_first_loudly(mirror, record_property):
     """The broker hands a static member's id to the newest consumer that joins with it (KIP-345) and fences
     the older one: librdkafka reports FENCED_INSTANCE_ID as fatal, so the first worker exits non-zero with a
     line naming the instance, and the second alone mirrors on."""
-    live = LiveProducer(mirror.src, mirror.topic, total=20_000, rate=2_000)
-    live.start()
-    first = mirror("first", "--worker.slot", "3")
-    first.wait_started()
-    second = mirror("second", "--worker.slot", "3")
-    second.wait_started()
+    live, first, second = _live_and_two_workers(mirror, ("first", "3"), ("second", "3"))
     code = first.wait(timeout=60)
     print(f"\nfirst worker exited {code}: {first.stderr.strip()}")
     assert code not in (0, None)
@@ -108,12 +114,7 @@ def _membership_changes(worker) -> int:
 
 
 def test_a_restarted_member_gets_its_own_partitions_back_without_moving_the_others(mirror, record_property):
-    live = LiveProducer(mirror.src, mirror.topic, total=20_000, rate=2_000)
-    live.start()
-    steady = mirror("slot-0", "--worker.slot", "0")
-    steady.wait_started()
-    crashing = mirror("slot-1", "--worker.slot", "1")
-    crashing.wait_started()
+    live, steady, crashing = _live_and_two_workers(mirror, ("slot-0", "0"), ("slot-1", "1"))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         owned = [owned_partitions(w) for w in (steady, crashing)]
