@@ -133,3 +133,16 @@ def test_a_restarted_member_gets_its_own_partitions_back_without_moving_the_othe
     live.finish()
     _verify(mirror, 20_000, record_property)
     assert steady.terminate() == 0 and restarted.terminate() == 0
+
+
+def test_num_streams_processes_of_one_slot_get_ids_of_their_own(mirror):
+    """Two --num.streams processes with one --worker.slot: were their ids the same, one would fence the other."""
+    worker = mirror("streams", "--worker.slot", "2", "--num.streams", "2")
+    deadline = time.monotonic() + 60
+    while len(worker.owned()) < 2:
+        assert time.monotonic() < deadline and worker.proc.poll() is None, worker.stderr[-2000:]
+        time.sleep(0.5)
+    time.sleep(3.0)  # a fenced process would stop at its next commit (1 s interval)
+    assert worker.proc.poll() is None, worker.stderr[-2000:]
+    assert len(worker.owned()) == 2 and "fenced" not in worker.stderr
+    assert worker.terminate() == 0
