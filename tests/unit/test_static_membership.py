@@ -1,6 +1,9 @@
 """Static group membership without servers: the instance id per slot, stream and source, and its validation."""
 
 import json
+import logging
+import sys
+import threading
 
 import pytest
 from confluent_kafka import KafkaError
@@ -87,6 +90,10 @@ def test_bad_membership_input_exits_2_with_one_line(flags, capsys, monkeypatch, 
     from mirror_worker.__main__ import main
 
     monkeypatch.delenv(SLOT_ENV, raising=False)
+    # main() configures logging onto capsys's stdout: later tests must not log into it once it is closed.
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
     argv = flags(*extra, consumer_text=consumer_text or "bootstrap.servers=h:1\ngroup.id=g\n", name=name)
     assert main(argv) == 2
     err = capsys.readouterr().err
