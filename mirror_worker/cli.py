@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from mirror_worker.client_config import consumer_settings, producer_settings
 from mirror_worker.commands import OneLineParser
 from mirror_worker.config import MirrorConfig, build_mirror_config
 from mirror_worker.exceptions import ConfigError
+from mirror_worker.membership import SLOT_ENV, SLOT_FLAG, parse_slot
 from mirror_worker.properties import load_properties
 
 
@@ -70,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="copy source topic configs to the destination this often (default 60000, 0 disables)")
     add("--config.sync.exclude", dest="config_sync_exclude", metavar="REGEXES",
         help="topic config keys never copied, on top of MirrorMaker 2's defaults (a comma separates regexes)")
+    add("--static.membership", dest="static_membership", type=_bool, nargs="?", const=True,
+        help="static group membership: a restarted worker takes its partitions back at once (see --worker.slot)")
+    add(SLOT_FLAG, dest="worker_slot", metavar="N",
+        help=f"this worker's slot among the mirror's workers (default ${SLOT_ENV}, else 0): with static "
+             "membership, never two live workers of one mirror with the same slot")
     add("--metrics.port", dest="metrics_port", type=int, metavar="PORT", help="Prometheus endpoint port")
     add("--name", dest="name", default=None, metavar="NAME", help="mirror name (default: mirror)")
     add("--config", dest="spec", metavar="FILE", help="YAML mirror spec instead of the flags above")
@@ -82,6 +89,7 @@ _CLI_FIELDS = (
     "prefix", "queue_size", "max_procs", "schema_registry_url", "provenance_headers", "dead_letter_topic",
     "metrics_port", "on_data_loss", "config_sync_interval_ms",
     "destination_schema_registry_url", "schema_sync", "schema_compatibility", "schema_id_rewrite",
+    "static_membership",
 )
 
 
@@ -90,6 +98,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def config_from_args(args: argparse.Namespace) -> MirrorConfig:
+    config = _mirror_config(args)
+    slot = parse_slot(args.worker_slot, SLOT_FLAG) if args.worker_slot is not None else parse_slot(
+        os.environ.get(SLOT_ENV), SLOT_ENV)
+    if slot is None:
+        return config
+    # The slot belongs to the process, not to the mirror: it joins whichever way the mirror was given.
+    return build_mirror_config({**config.model_dump(), "worker_slot": slot}, where=SLOT_FLAG)
+
+
+def _mirror_config(args: argparse.Namespace) -> MirrorConfig:
     if args.spec:
         from mirror_worker.spec import select_mirror
 

@@ -17,6 +17,13 @@ log = logging.getLogger("mirror_worker")
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
 
 
+def fatal_reason(what: str, err: KafkaError, instance: str | None) -> str:
+    """Why the worker stops; a static member names its id: librdkafka's FENCED_INSTANCE_ID (another process
+    joined with it) reaches the consumer as a bare `_FATAL` with the broker's text."""
+    member = f" (static member {instance}: is its worker slot running twice?)" if instance else ""
+    return f"{what}{member}: {err.str()}"
+
+
 class ClientSettings:
     """Adds the worker's callbacks to client settings; remembers why a cluster refused a connection.
 

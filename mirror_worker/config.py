@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from mirror_worker.exceptions import ConfigError
+from mirror_worker.membership import check_instance_id
 from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, NamingPolicy, PrefixPolicy
 from mirror_worker.redaction import redact_settings, register_secrets
 from mirror_worker.topic_filter import TopicFilter
@@ -141,6 +142,10 @@ class MirrorConfig(_Strict):
     config_sync_exclude: list[str] = Field(default_factory=list)  # regexes, on top of MM2's defaults
     # Offset syncs for failover (offset_syncs.py); written only with preserve_partitions.
     offset_syncs: bool = True
+    # Static group membership (membership.py): opt-in, since a static member that stops cleanly does not leave
+    # the group and its partitions idle until session.timeout.ms. The slot comes from --worker.slot.
+    static_membership: bool = False
+    worker_slot: int = Field(0, ge=0)
 
     @field_validator("config_sync_exclude")
     @classmethod
@@ -169,6 +174,12 @@ class MirrorConfig(_Strict):
             if "transactional.id" in self.producer:
                 raise ValueError("exactly-once chooses transactional.id per source partition: remove it "
                                  "from the producer settings")
+        for source in self.sources:
+            if "group.instance.id" in source.consumer:
+                raise ValueError(f"source {source.name!r}: group.instance.id is derived per worker slot and stream: "
+                                 "set static-membership (--static.membership) and --worker.slot instead")
+            if self.static_membership:
+                check_instance_id(self.group_id, source.name, self.worker_slot, self.process_count)
         has_source_registry = any(self.source_registry_url(s) for s in self.sources)
         if self.destination_schema_registry_url and not has_source_registry:
             raise ValueError("a destination schema registry needs a source schema registry "

@@ -16,7 +16,8 @@ class RunState:
 
     def fail(self, reason: str) -> None:
         """Stop the loop; the worker exits with `reason` (nothing more is committed)."""
-        self.fatal = reason
+        if self.fatal is None:  # the first reason is the cause; later ones follow from it
+            self.fatal = reason
 
     @property
     def running(self) -> bool:

@@ -26,7 +26,7 @@ log = logging.getLogger("mirror_worker")
 def run_worker(config: MirrorConfig, index: int = 0) -> int:
     """One worker in this process, until SIGTERM/SIGINT or a fatal error."""
     metrics = MirrorMetrics(config.name)
-    worker = MirrorWorker(config, metrics)
+    worker = MirrorWorker(config, metrics, stream_index=index)
 
     def request_stop(signum, _frame):
         log.info("stop requested", extra={"mirror": config.name, "signal": signal.Signals(signum).name})

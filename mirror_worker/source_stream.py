@@ -42,6 +42,7 @@ class SourceStream:
     producers: list | dict = field(default_factory=list)
     transactions: PartitionTransactions | None = None
     reset_policy: str = "earliest"
+    instance_id: str | None = None  # group.instance.id of a static member (membership.py)
     incremental_assignment: bool = False  # cooperative-sticky or the KIP-848 consumer protocol
     admin: AdminClient | None = None
     # Source topic ids, kept in commit metadata: a deleted-and-recreated topic is told from the old one.

@@ -32,8 +32,9 @@ from mirror_worker.exactly_once import (
     KEEPALIVE_MAX_S, PartitionTransactions, keepalive_interval_s, offsets_retention_ms, positions_group,
 )
 from mirror_worker import wire_format
-from mirror_worker.clients import ClientSettings
+from mirror_worker.clients import ClientSettings, fatal_reason
 from mirror_worker.exceptions import FatalMirrorError
+from mirror_worker.membership import membership_settings
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
 from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance, provenance_value
@@ -55,8 +56,10 @@ log = logging.getLogger("mirror_worker")
 class MirrorWorker:
     """One worker process: start-up wiring, the main loop and its hot path (`_mirror`), backpressure, shutdown."""
 
-    def __init__(self, config: MirrorConfig, metrics: MirrorMetrics | None = None, clock=time.monotonic) -> None:
+    def __init__(self, config: MirrorConfig, metrics: MirrorMetrics | None = None, clock=time.monotonic,
+                 stream_index: int = 0) -> None:
         self.config = config
+        self.stream_index = stream_index  # this process among --num.streams: part of a static member's id
         self.metrics = metrics or MirrorMetrics(config.name)
         self.clock = clock
         self.state = RunState(config.shutdown_timeout_s, clock)
@@ -111,7 +114,8 @@ class MirrorWorker:
             destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
             self.positions_keepalive_s = keepalive_interval_s(offsets_retention_ms(self.admin, cfg.startup_timeout_s))
         for source in cfg.sources:
-            settings = {"group.id": cfg.group_id, **source.consumer}
+            settings = {"group.id": cfg.group_id, **source.consumer, **membership_settings(
+                cfg.static_membership, cfg.group_id, source.name, cfg.worker_slot, self.stream_index)}
             if cfg.metrics_port is not None:
                 settings.setdefault("statistics.interval.ms", "5000")
             if cfg.exactly_once:
@@ -125,6 +129,7 @@ class MirrorWorker:
             stream = SourceStream(source.name, consumer, cluster_id, cluster_id == self.destination_cluster_id,
                                   producers=self.producers,
                                   reset_policy=reset_policy, incremental_assignment=_incremental(settings),
+                                  instance_id=settings.get("group.instance.id"),
                                   admin=AdminClient(self.clients.client(connection_settings(source.consumer))))
             if cfg.exactly_once:
                 stream.transactions = PartitionTransactions(
@@ -434,8 +439,8 @@ class MirrorWorker:
             self.assignment.on_position_reset(stream, msg.topic(), msg.partition(), err.str())
             return
         self.metrics.errors.labels(kind="consume", **self._label).inc()
-        if err.fatal():
-            self.state.fail(f"source {stream.alias!r} consumer failed: {err.str()}")
+        if err.fatal() or err.code() == KafkaError._FATAL:  # the latter: a fenced static member, see fatal_reason
+            self.state.fail(fatal_reason(f"source {stream.alias!r} consumer failed", err, stream.instance_id))
         log.warning("consume error", extra={**self._label, "source": stream.alias, "error": err.str(), "topic": msg.topic()})
 
     def _all_producers(self) -> list[Producer]:

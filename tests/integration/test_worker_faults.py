@@ -6,6 +6,7 @@ import re
 import threading
 import time
 import urllib.request
+from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -52,33 +53,39 @@ class LiveProducer(threading.Thread):
             raise self.error
 
 
-@pytest.fixture
-def mirror(stack, tmp_path, topic_name):
-    """A fresh source topic and a function that starts workers mirroring it (same group)."""
+@contextmanager
+def mirror_workers(stack, tmp_path, topic: str, consumer_settings: dict[str, str], worker_args: list[str]):
+    """A fresh source topic and a function that starts workers mirroring it (same group); stops them after."""
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    topic = topic_name("fault")
     create_topic(src, topic, partitions=PARTITIONS)
     group = f"g-{topic}"
-    consumer = write_properties(tmp_path / "source.properties", {
-        "bootstrap.servers": src, "group.id": group,
-        # A kill -9 leaves a dead member behind until the session times out (45 s by default).
-        "session.timeout.ms": "6000", "heartbeat.interval.ms": "1000",
-    })
+    consumer = write_properties(tmp_path / "source.properties",
+                                {"bootstrap.servers": src, "group.id": group, **consumer_settings})
     producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": dst})
     workers: list[WorkerProcess] = []
 
-    def start(name: str = "worker") -> WorkerProcess:
+    def start(name: str = "worker", *extra: str) -> WorkerProcess:
         worker = WorkerProcess([
             "--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
-            "--preserve.partitions", "--offset.commit.interval.ms", "1000",
+            "--preserve.partitions", "--offset.commit.interval.ms", "1000", *worker_args, *extra,
         ], tmp_path, name)
         workers.append(worker)
         return worker
 
     start.src, start.dst, start.topic, start.group = src, dst, topic, group
-    yield start
-    for worker in workers:
-        worker.stop_quietly()
+    try:
+        yield start
+    finally:
+        for worker in workers:
+            worker.stop_quietly()
+
+
+@pytest.fixture
+def mirror(stack, tmp_path, topic_name):
+    # A kill -9 leaves a dead member behind until the session times out (45 s by default).
+    with mirror_workers(stack, tmp_path, topic_name("fault"),
+                        {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}, []) as start:
+        yield start
 
 
 def _wait_for_destination_total(bootstrap: str, topic: str, at_least: int, timeout: float) -> None:
