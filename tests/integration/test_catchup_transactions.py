@@ -58,6 +58,7 @@ def test_catchup_copies_committed_records_up_to_the_last_stable_offset_then_the_
         for p in OPEN_PARTITIONS:
             assert (f"catchup: {topic}[{p}] stopped at the last stable offset {LAST_STABLE[p]} (a transaction is "
                     f"open; high watermark {HIGH[p]})") in result.stderr
+            assert f"WARNING spark_jobs.catchup {topic}[{p}] stopped at the last stable offset" in result.stdout
         assert committed_offsets(src, group, topic, PARTITIONS) == LAST_STABLE
         assert _values(read_topic(dst, f"ct.{topic}")) == source.committed  # no aborted, none of the open one
 
