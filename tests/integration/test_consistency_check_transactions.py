@@ -60,6 +60,8 @@ def test_a_mirrored_transactional_source_is_consistent_up_to_the_last_stable_off
     assert all(ranges[(s.topic, p)] == (0, LAST_STABLE[p]) for s in sources for p in OPEN_PARTITIONS)
     stopped = [e for e in run.logs() if "stopped at the last stable offset" in e.get("msg", "")]
     assert len(stopped) == 2 * len(OPEN_PARTITIONS)
+    html = run.report_path.with_suffix(".html").read_text()
+    assert html.count("stopped at the last stable offset (a transaction is open)") == 2 * len(OPEN_PARTITIONS)
     # The provenance-headed copy is mapped by its headers, the other by position.
     (read,) = [e for e in run.logs() if e.get("msg") == "destination read"]
     assert read["positional"] == sum(len(v) for v in sources[1].committed.values())

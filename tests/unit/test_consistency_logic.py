@@ -402,7 +402,9 @@ def test_html_summary_shows_status_partitions_and_examples():
         "totals": {"checked": 30, "missing": 25, "duplicated": 0, "altered": 0, "out_of_order": 0},
         "partitions": [{"topic": "<t>", "partition": 0, "source_count": 30, "destination_count": 5, "missing": 25,
                         "duplicated": 0, "altered": 0, "out_of_order": 0, "beyond_committed": 0}],
-        "window": {"kind": "all", "ranges": []},
+        "window": {"kind": "all", "ranges": [], "open_transactions": [
+            {"topic": "<t>", "partition": 0, "last_stable_offset": 22, "high_watermark": 27,
+             "reason": "stopped at the last stable offset (a transaction is open)"}]},
         "source": {"bootstrap_servers": "s:1", "topics": ["<t>"], "group_id": None},
         "destination": {"bootstrap_servers": "d:1", "topics": ["<t>"]},
         "generated_at": "2024-05-01T00:00:00+00:00",
@@ -413,6 +415,8 @@ def test_html_summary_shows_status_partitions_and_examples():
     assert "&lt;t&gt;:0:19" in html and "<t>" not in html
     assert "... and 5 more" in html
     assert "duplicated (" not in html
+    assert ("&lt;t&gt;[0] stopped at the last stable offset (a transaction is open): last stable offset 22, "
+            "high watermark 27<br>") in html
 
 
 def plan(committed=None) -> cc.CheckPlan:
