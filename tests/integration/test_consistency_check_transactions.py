@@ -1,6 +1,6 @@
 """The consistency check over a transactional source the worker mirrored (one topic with provenance headers,
-one without): aborted records and transaction markers are not missing, and a partition whose transaction is
-still open is checked up to its last stable offset and named in the report."""
+one without, one exactly-once): aborted records and transaction markers are not missing, and a partition
+whose transaction is still open is checked up to its last stable offset and named in the report."""
 
 from __future__ import annotations
 
@@ -34,10 +34,13 @@ def _mirror(stack, tmp_path, source: TransactionalSource, *flags: str) -> None:
 def test_a_mirrored_transactional_source_is_consistent_up_to_the_last_stable_offset(stack, topic_name, tmp_path):
     src = stack["source"].kafka.bootstrap_servers
     sources = [write_transactional_source(src, topic_name("cc-tx-prov")),
-               write_transactional_source(src, topic_name("cc-tx-plain"))]
+               write_transactional_source(src, topic_name("cc-tx-plain")),
+               write_transactional_source(src, topic_name("cc-tx-eos"))]
     try:
         _mirror(stack, tmp_path, sources[0], "--provenance.headers")
         _mirror(stack, tmp_path, sources[1])
+        # Exactly-once: the destination holds transactions of its own, read read_committed.
+        _mirror(stack, tmp_path, sources[2], "--exactly.once", "--provenance.headers")
 
         run = run_check(stack, tmp_path, "--topics", ",".join(s.topic for s in sources), "--prefix", "tx.")
     finally:
@@ -59,9 +62,9 @@ def test_a_mirrored_transactional_source_is_consistent_up_to_the_last_stable_off
     ranges = {(r["topic"], r["partition"]): (r["from"], r["to"]) for r in run.report["window"]["ranges"]}
     assert all(ranges[(s.topic, p)] == (0, LAST_STABLE[p]) for s in sources for p in OPEN_PARTITIONS)
     stopped = [e for e in run.logs() if "stopped at the last stable offset" in e.get("msg", "")]
-    assert len(stopped) == 2 * len(OPEN_PARTITIONS)
+    assert len(stopped) == len(sources) * len(OPEN_PARTITIONS)
     html = run.report_path.with_suffix(".html").read_text()
-    assert html.count("stopped at the last stable offset (a transaction is open)") == 2 * len(OPEN_PARTITIONS)
+    assert html.count("stopped at the last stable offset (a transaction is open)") == len(sources) * len(OPEN_PARTITIONS)
     # The provenance-headed copy is mapped by its headers, the other by position.
     (read,) = [e for e in run.logs() if e.get("msg") == "destination read"]
     assert read["positional"] == sum(len(v) for v in sources[1].committed.values())
