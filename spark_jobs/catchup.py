@@ -7,9 +7,13 @@
 1. Per source partition, a range [start, end): start is the mirror group's committed offset, or given
    offsets/timestamps, taken through the worker's own `decide_start` (see catchup_plan.py; with no
    committed offset the partition starts as the worker would, by its auto.offset.reset); end is the
-   high watermark when the job starts.
+   last stable offset (LSO) when the job starts, as the worker's read_committed consumer sees it: the
+   high watermark unless a transaction is open, then the first offset of the oldest open one. Such a
+   partition is named on stderr, in the log and under "open_transactions" in the JSON summary.
 2. Spark's Kafka source reads exactly those ranges (batch, explicit starting and ending offsets), one
-   Spark task per source partition.
+   Spark task per source partition, read_committed (unless the mirror's source settings say
+   isolation.level=read_uncommitted: then read_uncommitted up to the high watermark, as the worker reads):
+   aborted records and transaction markers inside a range are skipped, as the worker skips them.
 3. Each task writes its records to the destination (same partition with preserve-partitions; keys,
    values, headers and timestamps kept) through an idempotent acks=all producer, flushes, and only
    then commits the mirror group's offset at its range end, with the source topic's id as the commit's
@@ -28,8 +32,10 @@ Every Kafka client of the job (driver and executors) is built from the mirror's 
 producer settings.
 
 Hand-over: the worker resumes from the committed offsets, i.e. exactly at the range ends: no gap,
-no overlap. The mirror's workers must be stopped while the job runs (checked: the group must have
-no active member). Rerun bound: a partition whose task completed is never copied again (its
+no overlap (at an LSO the worker gets the open transaction's records once it commits, none if it
+aborts). A range without a committed record (only aborted records and markers) is committed at its end
+too. The mirror's workers must be stopped while the job runs (checked: the group must have no active
+member). Rerun bound: a partition whose task completed is never copied again (its
 commit moved the start); a task that failed before its commit is copied again from its start on the
 rerun, so duplicates are at most the records of the ranges whose tasks failed.
 
@@ -51,6 +57,7 @@ if __package__ in (None, ""):  # run as a script (spark-submit / python spark_jo
 from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges  # noqa: E402
 from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args  # noqa: E402
 from spark_jobs.kafka_meta import KafkaMeta, resolve_topics  # noqa: E402
+from spark_jobs.stable_offsets import open_transactions, reachable  # noqa: E402
 
 log = logging.getLogger("spark_jobs.catchup")
 
@@ -213,7 +220,7 @@ def run(target: JobTarget, args) -> dict:
         if target.group_id and not args.no_commit:
             check_group_idle(target)
         ids = source.topic_ids(topics)
-        watermarks = {t: source.watermarks(t) for t in topics}
+        ends = source.log_ends(topics)
         positions: dict = {}  # (topic, partition) -> (offset, topic id of the commit, if any)
         for topic in topics:
             if explicit is not None:
@@ -223,7 +230,7 @@ def run(target: JobTarget, args) -> dict:
             elif target.group_id:
                 positions.update({(topic, p): found for p, found in source.positions(target.group_id, topic).items()})
         on_data_loss = args.on_data_loss or target.on_data_loss
-        plan = plan_ranges(watermarks, positions, ids, target.reset_to_earliest, on_data_loss == "halt")
+        plan = plan_ranges(reachable(ends), positions, ids, target.reset_to_earliest, on_data_loss == "halt")
         ensure_destination_topics(target, source, topics)
     finally:
         source.close()
@@ -232,27 +239,34 @@ def run(target: JobTarget, args) -> dict:
         (log.error if loss.halted else log.warning)("%s", loss.line())
         print(f"catchup: {loss.line()}", file=sys.stderr, flush=True)
     ranges = plan.ranges
+    stopped = open_transactions({(t, p): e for t, p, _, e in ranges}, ends)
+    for transaction in stopped:
+        log.warning("%s", transaction.line())
+        print(f"catchup: {transaction.line()}", file=sys.stderr, flush=True)
     to_copy = [r for r in ranges if r[3] > r[2]]
     for topic, partition, start, end in ranges:
-        log.info("range %s[%d]: [%d, %d) %d records", topic, partition, start, end, end - start)
-    copied = 0
+        log.info("range %s[%d]: [%d, %d) %d offsets", topic, partition, start, end, end - start)
+    copied: dict[tuple[str, int], int] = {}
     started = time.monotonic()
     if to_copy:
         copied = _copy_with_spark(target, args, to_copy, ids)
     if target.group_id and not args.no_commit:
-        _commit_empty(target, [r for r in ranges if r[3] == r[2]], ids)
+        # The tasks committed what they copied; a range of aborted records and markers only had none to copy.
+        _commit_uncopied(target, [r for r in ranges if (r[0], r[1]) not in copied], ids)
     seconds = time.monotonic() - started
     summary = {
-        "topics": topics, "records": copied, "seconds": round(seconds, 2),
-        "msgs_per_s": round(copied / seconds) if copied and seconds else 0,
+        "topics": topics, "records": sum(copied.values()), "seconds": round(seconds, 2),
+        "msgs_per_s": round(sum(copied.values()) / seconds) if copied and seconds else 0,
         "ranges": [{"topic": t, "partition": p, "start": s, "end": e} for t, p, s, e in ranges],
+        "open_transactions": [transaction.summary() for transaction in stopped],
         "data_loss": [loss.summary() for loss in plan.losses],
     }
     print(json.dumps(summary), flush=True)
     return summary
 
 
-def _copy_with_spark(target: JobTarget, args, ranges: list[Range], topic_ids: dict[str, str]) -> int:
+def _copy_with_spark(target: JobTarget, args, ranges: list[Range], topic_ids: dict[str, str]) -> dict[tuple[str, int], int]:
+    """Records copied per partition that had any (each committed by its task)."""
     from spark_jobs.session import create_session
 
     spark = create_session("mirror-catchup", master=args.master)
@@ -269,13 +283,13 @@ def _copy_with_spark(target: JobTarget, args, ranges: list[Range], topic_ids: di
             lambda batches: copy_partition(batches, conf, topic_map, preserve, committer, ends, topic_ids),
             "topic string, partition int, copied long",
         ).collect()
-        return sum(row.copied for row in results)
+        return {(row.topic, row.partition): row.copied for row in results}
     finally:
         spark.stop()
 
 
-def _commit_empty(target: JobTarget, ranges: list[Range], topic_ids: dict[str, str]) -> None:
-    """Partitions with nothing to copy still get their start committed, so the worker starts there."""
+def _commit_uncopied(target: JobTarget, ranges: list[Range], topic_ids: dict[str, str]) -> None:
+    """Ranges without a record to copy still get their end committed, so the worker starts there."""
     from confluent_kafka import Consumer, TopicPartition
 
     if not ranges:

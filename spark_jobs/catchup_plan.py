@@ -66,8 +66,9 @@ def plan_ranges(
     reset_to_earliest: bool,
     halt_on_loss: bool,
 ) -> Plan:
-    """Per partition, [decide_start's offset, high watermark); a partition without a position starts as
-    the worker would (its auto.offset.reset: `reset_to_earliest`)."""
+    """Per partition, [decide_start's offset, end); a partition without a position starts as the worker
+    would (its auto.offset.reset: `reset_to_earliest`). `watermarks` are (low, end) as the worker's consumer
+    sees them: the end is the last stable offset read_committed."""
     ranges, losses = [], []
     for topic, partitions in sorted(watermarks.items()):
         for partition, (low, high) in sorted(partitions.items()):

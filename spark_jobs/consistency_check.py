@@ -7,12 +7,16 @@
 (or `--config mirrors.yaml --mirror NAME`.) Through spark-submit, give the Kafka connector jars to the
 driver: `spark-submit --jars "$(ls .cache/spark/jars/*.jar | paste -sd,)" spark_jobs/consistency_check.py ...`.
 
-Window: by default every source record from the low to the high watermark of each partition.
+Window: by default every source record from the low watermark to the last stable offset (LSO) of each
+partition, read read_committed as the worker reads (read_uncommitted up to the high watermark when the
+mirror's source settings say so): a partition where a transaction is open stops at its LSO and is named
+with its LSO and high watermark under window.open_transactions, "stopped at the last stable offset (a
+transaction is open)"; aborted records and transaction markers are not source records.
 `--from-timestamp`/`--to-timestamp` (epoch milliseconds or ISO-8601, UTC when no zone is given) select,
 per partition, the offsets from the first record at or after the from-time up to (excluded) the first
 record at or after the to-time, as Kafka's offsetsForTimes does. `--offsets topic:partition:from-to`
-(from included, to excluded) checks exactly the listed partitions. Ranges are clamped to the watermarks.
-The destination topics are read whole (from low to high watermark): their offsets do not follow the
+(from included, to excluded) checks exactly the listed partitions. Ranges are clamped to [low, LSO).
+The destination topics are read whole, read_committed (low watermark to LSO): their offsets do not follow the
 source's, so a destination record is placed by the source coordinates it maps to.
 
 Mapping a destination record back to its source record:
@@ -55,10 +59,9 @@ import argparse
 import json
 import logging
 import os
-import re
 import time
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from itertools import chain
 
 from py4j.protocol import Py4JError
@@ -69,10 +72,12 @@ from pyspark.sql import functions as F
 from mirror_worker.logs import configure_logging
 from mirror_worker.wire_format import HEADER_SIZE, MAGIC_BYTE
 from mirror_worker.worker import PROVENANCE_HEADER
+from spark_jobs.check_window import CheckWindow, Ranges, source_ranges, window_from_args
 from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args
 from spark_jobs.kafka_meta import KafkaMeta, resolve_topics
 from spark_jobs.report import write_report
 from spark_jobs.session import create_session
+from spark_jobs.stable_offsets import OpenTransaction, open_transactions, reachable
 
 PROG = "consistency_check"
 METADATA_TIMEOUT_S = 8.0
@@ -86,92 +91,8 @@ KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset B
 
 log = logging.getLogger("spark_jobs.consistency_check")
 
-Ranges = dict[tuple[str, int], tuple[int, int]]          # (topic, partition) -> [from, to)
-
 
 # ------------------------------------------------------------------ input
-
-
-@dataclass(frozen=True)
-class CheckWindow:
-    kind: str                       # "all" | "timestamps" | "offsets"
-    from_ms: int | None = None
-    to_ms: int | None = None
-    offsets: tuple[tuple[str, int, int, int], ...] = ()   # (topic, partition, from, to)
-
-    def describe(self) -> dict:
-        out: dict = {"kind": self.kind}
-        if self.kind == "timestamps":
-            out["from_timestamp"] = self.from_ms
-            out["to_timestamp"] = self.to_ms
-        return out
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def format_ms(ms: int) -> str:
-    try:
-        moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    except (OverflowError, ValueError, OSError):
-        return str(ms)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-
-
-def parse_timestamp(text: str, flag: str) -> int:
-    """Epoch milliseconds, or ISO-8601 (UTC unless it carries a zone), as epoch milliseconds."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise JobInputError(f"{flag}: {text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    ms = (moment - _EPOCH) // timedelta(milliseconds=1)
-    if ms < 0:  # negative times mean "latest"/"earliest" to offsetsForTimes
-        raise JobInputError(f"{flag}: {text!r} is before 1970-01-01T00:00:00Z")
-    return ms
-
-
-_OFFSET_RANGE = re.compile(r"^([^:,\s]+):(\d+):(\d+)-(\d+)$")
-
-
-def parse_offsets(text: str) -> tuple[tuple[str, int, int, int], ...]:
-    """`topic:partition:from-to,...` (from included, to excluded) into (topic, partition, from, to) tuples."""
-    entries = [e.strip() for e in text.split(",") if e.strip()]
-    if not entries:
-        raise JobInputError("--offsets: no range given (topic:partition:from-to,...)")
-    out, seen = [], set()
-    for entry in entries:
-        match = _OFFSET_RANGE.match(entry)
-        if not match:
-            raise JobInputError(f"--offsets: {entry!r} is not topic:partition:from-to")
-        topic, partition, start, end = match[1], int(match[2]), int(match[3]), int(match[4])
-        if start >= end:
-            raise JobInputError(f"bad window: --offsets {entry!r}: from {start} is not below to {end}")
-        if (topic, partition) in seen:
-            raise JobInputError(f"--offsets: {topic}:{partition} is given twice")
-        seen.add((topic, partition))
-        out.append((topic, partition, start, end))
-    return tuple(out)
-
-
-def window_from_args(args: argparse.Namespace) -> CheckWindow:
-    timed = args.from_timestamp is not None or args.to_timestamp is not None
-    if args.offsets is not None:
-        if timed:
-            raise JobInputError("--offsets cannot be combined with --from-timestamp/--to-timestamp")
-        return CheckWindow("offsets", offsets=parse_offsets(args.offsets))
-    if not timed:
-        return CheckWindow("all")
-    start = parse_timestamp(args.from_timestamp, "--from-timestamp") if args.from_timestamp is not None else None
-    end = parse_timestamp(args.to_timestamp, "--to-timestamp") if args.to_timestamp is not None else None
-    if start is not None and end is not None and start >= end:
-        raise JobInputError(f"bad window: --from-timestamp {format_ms(start)} is not before "
-                            f"--to-timestamp {format_ms(end)}")
-    return CheckWindow("timestamps", from_ms=start, to_ms=end)
 
 
 def _parse_arguments(args: list[str]) -> argparse.Namespace:
@@ -205,39 +126,6 @@ def check_report_path(report: Path) -> None:
 # ------------------------------------------------------------------ plan (driver, no Spark)
 
 
-def source_ranges(window: CheckWindow, topics: list[str], watermarks: dict[str, dict[int, tuple[int, int]]],
-                  time_offsets: dict[tuple[str, int], tuple[int | None, int | None]] | None = None) -> Ranges:
-    """The window as offset ranges per source partition, clamped to [low, high) watermarks.
-
-    time_offsets: for a timestamp window, (offset for --from, offset for --to) per partition, None
-    where that bound was not given.
-    """
-    ranges: Ranges = {}
-    if window.kind == "offsets":
-        for topic, partition, start, end in window.offsets:
-            if topic not in topics:
-                raise JobInputError(f"--offsets: topic {topic!r} is not among the checked topics")
-            if partition not in watermarks[topic]:
-                raise JobInputError(f"--offsets: topic {topic!r} has {len(watermarks[topic])} partitions "
-                                    f"on the source cluster; {partition} is not one")
-            low, high = watermarks[topic][partition]
-            clamped = (min(max(start, low), high), max(min(end, high), low))
-            if clamped != (start, end):
-                log.warning("offset range clamped to the watermarks", extra={
-                    "topic": topic, "partition": partition, "requested": [start, end], "range": list(clamped)})
-            ranges[(topic, partition)] = clamped
-        return ranges
-    for topic in topics:
-        for partition, (low, high) in sorted(watermarks[topic].items()):
-            start, end = low, high
-            if window.kind == "timestamps":
-                by_time = (time_offsets or {}).get((topic, partition), (None, None))
-                start = low if by_time[0] is None else max(by_time[0], low)
-                end = high if by_time[1] is None else min(by_time[1], high)
-            ranges[(topic, partition)] = (start, max(start, end))
-    return ranges
-
-
 @dataclass
 class CheckPlan:
     target: JobTarget
@@ -249,6 +137,7 @@ class CheckPlan:
     committed: dict[tuple[str, int], int | None]
     source_cluster_id: str | None
     report: Path
+    open_transactions: list[OpenTransaction] = field(default_factory=list)   # source partitions stopped at their LSO
 
 
 def plan_check(args: argparse.Namespace) -> CheckPlan:
@@ -267,7 +156,8 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
         topic_map = {target.destination_topic(t): t for t in topics}
         for destination_topic in topic_map:
             destination.partitions(destination_topic)
-        watermarks = {t: source.watermarks(t) for t in topics}
+        log_ends = source.log_ends(topics)
+        watermarks = reachable(log_ends)
         time_offsets = None
         if window.kind == "timestamps":
             def at(ms: int | None) -> dict[str, dict[int, int]]:
@@ -277,6 +167,7 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
             time_offsets = {(t, p): (starts.get(t, {}).get(p), ends.get(t, {}).get(p))
                             for t in topics for p in watermarks[t]}
         ranges = source_ranges(window, topics, watermarks, time_offsets)
+        stopped = open_transactions({k: end for k, (_, end) in ranges.items()}, log_ends)
         committed: dict[tuple[str, int], int | None] = {tp: None for tp in ranges}
         if target.group_id:
             for topic in topics:
@@ -285,10 +176,7 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
                         committed[(topic, partition)] = offset
         # Destination watermarks are taken after the committed offsets: every record the group had
         # committed was on the destination by then, so none of them falls past the snapshot.
-        destination_ranges = {
-            (d, p): (low, high)
-            for d in topic_map for p, (low, high) in sorted(destination.watermarks(d).items())
-        }
+        destination_ranges = {key: (e.low, e.stable) for key, e in sorted(destination.log_ends(topic_map).items())}
         cluster_id = source.consumer.list_topics(timeout=METADATA_TIMEOUT_S).cluster_id or None
     finally:
         source.close()
@@ -297,8 +185,10 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
         log.info("partition planned", extra={
             "topic": topic, "partition": partition, "from": start, "to": end,
             "committed": committed[(topic, partition)]})
+    for transaction in stopped:
+        log.warning(transaction.line(), extra=transaction.summary())
     return CheckPlan(target, window, topics, topic_map, ranges, destination_ranges, committed, cluster_id,
-                     Path(args.report))
+                     Path(args.report), stopped)
 
 
 # ------------------------------------------------------------------ Spark: read
@@ -555,6 +445,7 @@ def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, li
         **plan.window.describe(),
         "ranges": [{"topic": t, "partition": p, "from": s, "to": e, "committed": plan.committed[(t, p)]}
                    for (t, p), (s, e) in sorted(plan.source_ranges.items())],
+        "open_transactions": [transaction.summary() for transaction in plan.open_transactions],
     }
     return {
         "status": status,

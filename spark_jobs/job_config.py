@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from mirror_worker.client_config import connection_settings, consumer_settings, producer_settings
 from mirror_worker.data_loss import resets_to_earliest
 from mirror_worker.exceptions import ConfigError
+from mirror_worker.log_ends import reads_committed
 from mirror_worker.naming import IdentityPolicy, NamingPolicy, PrefixPolicy
 from mirror_worker.security import java_security_settings
+from spark_jobs.stable_offsets import isolation_option
 
 
 class JobInputError(Exception):
@@ -50,13 +52,21 @@ class JobTarget:
         """Where a partition without a committed offset starts, as the worker would start it."""
         return resets_to_earliest(self.source_settings.get("auto.offset.reset", "earliest"))
 
+    @property
+    def reads_committed(self) -> bool:
+        """Whether the worker reads the source read_committed (it does unless its settings say otherwise)."""
+        return reads_committed(self.source_settings)
+
     def spark_options(self, side: str) -> dict[str, str]:
         """Kafka client settings as Spark's `kafka.`-prefixed source/sink options."""
         settings = self.source_settings if side == "source" else self.destination_settings
         bootstrap = self.source_bootstrap if side == "source" else self.destination_bootstrap
         # Spark's Kafka client is the Java one: the spec's settings are librdkafka's (see mirror_worker/security.py).
         security = java_security_settings(settings)
-        return {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in security.items()}}
+        # The destination is read as its consumers read it: an exactly-once mirror writes transactions there.
+        committed = side == "destination" or self.reads_committed
+        return {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in security.items()},
+                **isolation_option(committed)}
 
 
 class _OneLineParser(argparse.ArgumentParser):

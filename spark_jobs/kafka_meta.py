@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror_worker.client_config import connection_settings
 from mirror_worker.data_loss import committed_positions, topic_ids
+from mirror_worker.log_ends import list_offsets, reads_committed
 from spark_jobs.job_config import JobInputError, JobTarget
+from spark_jobs.stable_offsets import LogEnds
 
 _quiet = logging.getLogger("spark_jobs.librdkafka")
 _quiet.addHandler(logging.NullHandler())
@@ -22,6 +24,7 @@ class KafkaMeta:
     def __init__(self, bootstrap: str, what: str, settings: dict | None = None, group_id: str = "spark-jobs-meta",
                  timeout: float = 15.0) -> None:
         self.what, self.timeout = what, timeout
+        self.committed_reads = reads_committed(settings or {})
         self.connection = {**connection_settings(settings or {}), "bootstrap.servers": bootstrap, "logger": _quiet}
         self.conf = {**self.connection, "enable.auto.commit": False}
         self.consumer = Consumer({**self.conf, "group.id": group_id})
@@ -45,6 +48,16 @@ class KafkaMeta:
             p: self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout)
             for p in range(self.partitions(topic))
         }
+
+    def log_ends(self, topics) -> dict[tuple[str, int], LogEnds]:
+        """Per partition of `topics`: log start, the end this cluster's reader reaches (the LSO read_committed),
+        high watermark."""
+        admin = AdminClient(self.connection)
+        partitions = [TopicPartition(t, p) for t in topics for p in range(self.partitions(t))]
+        low = list_offsets(admin, partitions, OffsetSpec.earliest(), self.committed_reads, self.timeout)
+        high = list_offsets(admin, partitions, OffsetSpec.latest(), False, self.timeout)
+        stable = list_offsets(admin, partitions, OffsetSpec.latest(), True, self.timeout) if self.committed_reads else high
+        return {key: LogEnds(low[key], stable[key], high[key]) for key in high}
 
     def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[int, int]:
         """First offset at or after `timestamp_ms` per partition (the end offset when there is none)."""

@@ -58,6 +58,9 @@ def render_html(report: dict) -> str:
         f"destination <code>{escape(str(destination.get('bootstrap_servers')))}</code> "
         f"topics <code>{escape(', '.join(destination.get('topics', [])))}</code><br>",
         f"window: {escape(_describe_window(window))}<br>",
+        *(f"{escape(t['topic'])}[{t['partition']}] {escape(t['reason'])}: last stable offset "
+          f"{t['last_stable_offset']}, high watermark {t['high_watermark']}<br>"
+          for t in window.get("open_transactions", [])),
         f"generated at {escape(report['generated_at'])}",
         "</p>",
         "<h2>Totals</h2>",
@@ -88,7 +91,7 @@ def _describe_window(window: dict) -> str:
     if kind == "offsets":
         ranges = ", ".join(f"{r['topic']}:{r['partition']}:{r['from']}-{r['to']}" for r in window.get("ranges", []))
         return f"offsets {ranges}"
-    return "everything from the low to the high watermark"
+    return "everything from the low watermark to the last stable offset"
 
 
 def _table(header: list[str], rows: list[list], bad_from: int) -> str:

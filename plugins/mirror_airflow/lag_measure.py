@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import time
 
-from confluent_kafka import OFFSET_END, Consumer, IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from mirror_airflow.lag_rules import PartitionKey, Sample
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exactly_once import positions_group
+from mirror_worker.log_ends import log_bounds, reads_committed
 from mirror_worker.topics import describe_topics
 from mirror_worker.client_config import connection_settings
 
@@ -44,7 +45,8 @@ def measure_partitions(mirror: MirrorConfig, timeout: float = 30.0) -> list[tupl
                 wanted = topic_filter.select(topics)
                 partitions = [TopicPartition(t, p) for t in sorted(wanted) for p in range(topics[t].partitions)]
                 committed = _committed(mirror, source.name, consumer, partitions, policy, timeout)
-                marks = _watermarks(source.consumer, partitions, timeout)
+                marks = log_bounds(AdminClient(connection_settings(source.consumer)), partitions,
+                                   reads_committed(source.consumer), timeout)
                 now = time.time()
                 for tp in partitions:
                     key = (tp.topic, tp.partition)
@@ -54,23 +56,6 @@ def measure_partitions(mirror: MirrorConfig, timeout: float = 30.0) -> list[tupl
     except KafkaException as exc:
         raise MeasurementError(f"mirror {mirror.name}: lag measurement failed: {exc.args[0]}") from None
     return out
-
-
-def _watermarks(settings: dict, partitions: list[TopicPartition], timeout: float) -> dict[tuple[str, int], tuple[int, int]]:
-    """(log start, end) of every partition in two batched requests. The end is what the mirror's consumer
-    can reach: the last stable offset for a read_committed consumer (librdkafka's default)."""
-    if not partitions:
-        return {}
-    admin = AdminClient(connection_settings(settings))
-    uncommitted = settings.get("isolation.level", "read_committed") == "read_uncommitted"
-    level = IsolationLevel.READ_UNCOMMITTED if uncommitted else IsolationLevel.READ_COMMITTED
-
-    def offsets(spec: OffsetSpec) -> dict[tuple[str, int], int]:
-        futures = admin.list_offsets({tp: spec for tp in partitions}, isolation_level=level, request_timeout=timeout)
-        return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
-
-    low, high = offsets(OffsetSpec.earliest()), offsets(OffsetSpec.latest())
-    return {key: (low[key], high[key]) for key in high}
 
 
 def _committed(mirror: MirrorConfig, alias: str, consumer: Consumer, partitions: list[TopicPartition], policy,

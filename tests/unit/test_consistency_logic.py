@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from spark_jobs import check_window
 from spark_jobs import consistency_check as cc
 from spark_jobs.job_config import JobInputError, JobTarget
 from spark_jobs.report import render_html, write_report
@@ -35,18 +36,18 @@ def parse(*extra: str, report: str | None = None, tmp_path=None):
     ("2024-05-01T00:00:00.0079Z", BASE_MS + 7),
 ])
 def test_parse_timestamp_epoch_ms_or_iso(text, expected):
-    assert cc.parse_timestamp(text, "--from-timestamp") == expected
+    assert check_window.parse_timestamp(text, "--from-timestamp") == expected
 
 
 @pytest.mark.parametrize("text", ["yesterday", "-5", "1.5", "2024-13-01", ""])
 def test_parse_timestamp_rejects_garbage(text):
     with pytest.raises(JobInputError, match=r"^--to-timestamp: .* is neither epoch milliseconds nor an ISO-8601 time$"):
-        cc.parse_timestamp(text, "--to-timestamp")
+        check_window.parse_timestamp(text, "--to-timestamp")
 
 
 def test_parse_timestamp_rejects_times_before_the_epoch():
     with pytest.raises(JobInputError) as info:
-        cc.parse_timestamp("1969-12-31T23:59:59.999Z", "--from-timestamp")
+        check_window.parse_timestamp("1969-12-31T23:59:59.999Z", "--from-timestamp")
     assert str(info.value) == "--from-timestamp: '1969-12-31T23:59:59.999Z' is before 1970-01-01T00:00:00Z"
 
 
@@ -96,7 +97,7 @@ def test_offsets_give_the_topics_when_none_are_listed(tmp_path):
 
 
 def test_parse_offsets():
-    assert cc.parse_offsets(" orders.eu-1:0:0-100 , orders.eu-1:2:50-51,x_y:10:7-8,") == (
+    assert check_window.parse_offsets(" orders.eu-1:0:0-100 , orders.eu-1:2:50-51,x_y:10:7-8,") == (
         ("orders.eu-1", 0, 0, 100), ("orders.eu-1", 2, 50, 51), ("x_y", 10, 7, 8))
 
 
@@ -115,7 +116,7 @@ def test_parse_offsets():
 ])
 def test_parse_offsets_rejects(text, message):
     with pytest.raises(JobInputError) as info:
-        cc.parse_offsets(text)
+        check_window.parse_offsets(text)
     assert str(info.value) == message
 
 
@@ -401,7 +402,9 @@ def test_html_summary_shows_status_partitions_and_examples():
         "totals": {"checked": 30, "missing": 25, "duplicated": 0, "altered": 0, "out_of_order": 0},
         "partitions": [{"topic": "<t>", "partition": 0, "source_count": 30, "destination_count": 5, "missing": 25,
                         "duplicated": 0, "altered": 0, "out_of_order": 0, "beyond_committed": 0}],
-        "window": {"kind": "all", "ranges": []},
+        "window": {"kind": "all", "ranges": [], "open_transactions": [
+            {"topic": "<t>", "partition": 0, "last_stable_offset": 22, "high_watermark": 27,
+             "reason": "stopped at the last stable offset (a transaction is open)"}]},
         "source": {"bootstrap_servers": "s:1", "topics": ["<t>"], "group_id": None},
         "destination": {"bootstrap_servers": "d:1", "topics": ["<t>"]},
         "generated_at": "2024-05-01T00:00:00+00:00",
@@ -412,6 +415,8 @@ def test_html_summary_shows_status_partitions_and_examples():
     assert "&lt;t&gt;:0:19" in html and "<t>" not in html
     assert "... and 5 more" in html
     assert "duplicated (" not in html
+    assert ("&lt;t&gt;[0] stopped at the last stable offset (a transaction is open): last stable offset 22, "
+            "high watermark 27<br>") in html
 
 
 def plan(committed=None) -> cc.CheckPlan:
