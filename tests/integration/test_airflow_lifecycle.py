@@ -60,6 +60,36 @@ def test_lifecycle_dag_mirrors_and_stops_gracefully(stack, topic_name, tmp_path,
     assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == RECORDS
 
 
+def test_airflow_runs_each_mapped_worker_task_with_its_map_index_as_slot(stack, topic_name, tmp_path, airflow_db,
+                                                                        monkeypatch):
+    """`workers: 2` through Airflow's own task runner (dag.test(), which runs mapped tasks one after the
+    other): both map indexes succeed, and their static members in the group are slots 0 and 1 (a static
+    member stays listed after SIGTERM until its session times out)."""
+    from airflow.utils.state import DagRunState, TaskInstanceState
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_airflow.dag_factory import mirror_dags, render
+    from mirror_worker.groups import describe_group
+
+    src = stack["source"].kafka.bootstrap_servers
+    topic, name, group = topic_name("afm"), f"m{uuid.uuid4().hex[:8]}", f"af-group-{uuid.uuid4().hex[:8]}"
+    create_topic(src, topic, partitions=PARTITIONS)
+    produce(src, topic, [{"value": f"v{i}".encode(), "partition": i % PARTITIONS} for i in range(RECORDS)])
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(_spec(stack, name, topic, group, **{"static-membership": True, "airflow": {"workers": 2}}))
+    monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(spec))
+    render(spec, dags_folder())
+
+    run = mirror_dags(name, spec)[f"mirror__{name}"].test(run_conf={"stop_after_s": 8})
+
+    assert run.state == DagRunState.SUCCESS
+    workers = {ti.map_index: ti.state for ti in run.get_task_instances() if ti.task_id == "run_worker"}
+    assert workers == {0: TaskInstanceState.SUCCESS, 1: TaskInstanceState.SUCCESS}
+    members = describe_group(AdminClient({"bootstrap.servers": src}), group).members or []
+    assert sorted(m.group_instance_id for m in members) == [f"{group}.source.slot-{s}.stream-0" for s in (0, 1)]
+    assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == RECORDS
+
+
 def test_kafka_and_registry_hooks_on_the_stack(stack, monkeypatch):
     from mirror_airflow.hooks import KafkaHook, SchemaRegistryHook
 
