@@ -112,6 +112,8 @@ def lifecycle_dag(name: str, path: Path, settings: MirrorAirflowSettings, notifi
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
+        # All of the mirror's worker tasks run at once and until paused: none may wait behind another.
+        **({"max_active_tasks": settings.workers} if settings.workers > 1 else {}),
         is_paused_upon_creation=not settings.unpaused,
         tags=[TAG, name, "lifecycle"],
         params={"stop_after_s": Param(None, type=["null", "integer"], minimum=1,
@@ -122,17 +124,27 @@ def lifecycle_dag(name: str, path: Path, settings: MirrorAirflowSettings, notifi
         discover = DiscoverTopicsOperator(task_id="discover", **common, **_kafka_conns(settings))
         ensure = EnsureDestinationTopicsOperator(task_id="ensure_topics", **common, **_kafka_conns(settings))
         schemas = SyncSchemasOperator(task_id="sync_schemas", **common)
-        worker = MirrorWorkerOperator(
-            task_id="run_worker", **common,
-            api_conn_id=settings.api_conn_id,
-            pause_check_interval_s=settings.pause_check_interval_s,
-            retries=settings.worker_retries,
-            retry_delay=timedelta(seconds=settings.worker_retry_delay_s),
-            # Called once the last retry failed: on-call hears of a crash loop, not of each restart.
-            on_failure_callback=notifiers or None,
-        )
+        worker = worker_task(common, settings, notifiers)
         discover >> ensure >> schemas >> worker
     return dag
+
+
+def worker_task(common: dict, settings: MirrorAirflowSettings, notifiers: list):
+    """`run_worker`: one task, or with `airflow.workers` N > 1 one mapped task per worker slot 0..N-1."""
+    worker = dict(
+        task_id="run_worker", **common,
+        api_conn_id=settings.api_conn_id,
+        pause_check_interval_s=settings.pause_check_interval_s,
+        retries=settings.worker_retries,
+        retry_delay=timedelta(seconds=settings.worker_retry_delay_s),
+        # Called once the last retry failed: on-call hears of a crash loop, not of each restart.
+        on_failure_callback=notifiers or None,
+    )
+    if settings.workers == 1:
+        return MirrorWorkerOperator(**worker)
+    # The map index is the slot, and a retry of a mapped task keeps its map index: the restarted worker
+    # comes back with the same group.instance.id (static membership) and no two live tasks share one.
+    return MirrorWorkerOperator.partial(**worker).expand(worker_slot=list(range(settings.workers)))
 
 
 def verify_dag(name: str, path: Path, settings: MirrorAirflowSettings, notifiers: list):

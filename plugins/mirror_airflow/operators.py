@@ -22,6 +22,7 @@ from airflow.sdk import BaseOperator
 
 from mirror_airflow.exceptions import WorkerFailedError
 from mirror_airflow.hooks import KafkaHook, connection_settings
+from mirror_worker.membership import SLOT_FLAG
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -255,7 +256,7 @@ def _parent_death_signal():
 
 
 class MirrorWorkerOperator(_MirrorOperator):
-    """Runs `python -m mirror_worker --config SPEC --mirror NAME` and supervises it.
+    """Runs `python -m mirror_worker --config SPEC --mirror NAME [--worker.slot N]` and supervises it.
 
     Pause check every `pause_check_interval_s` (<= 15 s) through the REST API (`api_conn_id`):
     paused -> SIGTERM, the worker flushes and commits, the task succeeds. `stop_after_s` (arg or DAG
@@ -267,8 +268,10 @@ class MirrorWorkerOperator(_MirrorOperator):
 
     def __init__(self, *, stop_after_s: float | None = None, api_conn_id: str = "airflow_api",
                  pause_check_interval_s: float = 10.0, stop_timeout_s: float = 45.0,
-                 poll_interval_s: float = 1.0, **kwargs) -> None:
+                 poll_interval_s: float = 1.0, worker_slot: int | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
+        if worker_slot is not None and (not isinstance(worker_slot, int) or worker_slot < 0):
+            raise ValueError(f"{self.task_id}: worker_slot must be a non-negative integer, got {worker_slot!r}")
         if not 0 < pause_check_interval_s <= 15:
             raise ValueError(f"{self.task_id}: pause_check_interval_s must be in (0, 15], got {pause_check_interval_s}")
         if stop_after_s is not None and stop_after_s <= 0:
@@ -280,10 +283,12 @@ class MirrorWorkerOperator(_MirrorOperator):
         self.pause_check_interval_s = pause_check_interval_s
         self.stop_timeout_s = stop_timeout_s
         self.poll_interval_s = poll_interval_s
+        self.worker_slot = worker_slot
         self._worker: _WorkerProcess | None = None
 
     def worker_argv(self) -> list[str]:
-        return [sys.executable, "-m", "mirror_worker", "--config", self.spec_path, "--mirror", self.mirror_name]
+        argv = [sys.executable, "-m", "mirror_worker", "--config", self.spec_path, "--mirror", self.mirror_name]
+        return argv if self.worker_slot is None else [*argv, SLOT_FLAG, str(self.worker_slot)]
 
     def _bounded_run(self, context) -> float | None:
         if self.stop_after_s is not None:

@@ -35,6 +35,9 @@ class MirrorAirflowSettings(KebabModel):
 
     # The lifecycle DAG is created paused (Airflow's usual default) unless the spec says otherwise.
     unpaused: bool = False
+    # Worker tasks of the lifecycle DAG, each its own process in the mirror's group with its own slot.
+    # Strict: YAML gives an int; "2" or true is a typo, not a count. 1024 is Airflow's core.max_map_length.
+    workers: int = Field(1, ge=1, le=1024, strict=True)
     worker_retries: int = Field(3, ge=0, le=100)
     worker_retry_delay_s: float = Field(30.0, ge=0)
     # How often run_worker asks the REST API whether its DAG was paused (the contract caps it at 15 s).

@@ -60,6 +60,36 @@ def test_lifecycle_dag_mirrors_and_stops_gracefully(stack, topic_name, tmp_path,
     assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == RECORDS
 
 
+def test_airflow_runs_each_mapped_worker_task_with_its_map_index_as_slot(stack, topic_name, tmp_path, airflow_db,
+                                                                        monkeypatch):
+    """`workers: 2` through Airflow's own task runner (dag.test(), which runs mapped tasks one after the
+    other): both map indexes succeed, and their static members in the group are slots 0 and 1 (a static
+    member stays listed after SIGTERM until its session times out)."""
+    from airflow.utils.state import DagRunState, TaskInstanceState
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_airflow.dag_factory import mirror_dags, render
+    from mirror_worker.groups import describe_group
+
+    src = stack["source"].kafka.bootstrap_servers
+    topic, name, group = topic_name("afm"), f"m{uuid.uuid4().hex[:8]}", f"af-group-{uuid.uuid4().hex[:8]}"
+    create_topic(src, topic, partitions=PARTITIONS)
+    produce(src, topic, [{"value": f"v{i}".encode(), "partition": i % PARTITIONS} for i in range(RECORDS)])
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(_spec(stack, name, topic, group, **{"static-membership": True, "airflow": {"workers": 2}}))
+    monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(spec))
+    render(spec, dags_folder())
+
+    run = mirror_dags(name, spec)[f"mirror__{name}"].test(run_conf={"stop_after_s": 8})
+
+    assert run.state == DagRunState.SUCCESS
+    workers = {ti.map_index: ti.state for ti in run.get_task_instances() if ti.task_id == "run_worker"}
+    assert workers == {0: TaskInstanceState.SUCCESS, 1: TaskInstanceState.SUCCESS}
+    members = describe_group(AdminClient({"bootstrap.servers": src}), group).members or []
+    assert sorted(m.group_instance_id for m in members) == [f"{group}.source.slot-{s}.stream-0" for s in (0, 1)]
+    assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == RECORDS
+
+
 def test_kafka_and_registry_hooks_on_the_stack(stack, monkeypatch):
     from mirror_airflow.hooks import KafkaHook, SchemaRegistryHook
 
@@ -172,3 +202,110 @@ def test_sync_schemas_copies_the_discovered_topics_subjects(stack, topic_name, t
     report = SyncSchemasOperator(task_id="sync_schemas", spec_path=str(path), mirror_name="withreg").execute({"ti": Ti()})
     assert report["ok"] and report["topics"] == [topic] and report["registered"] == 1, report
     assert SchemaRegistryClient({"url": stack["destination"].registry.url}).get_versions(f"af.{topic}-value") == [1]
+
+
+def test_two_worker_tasks_share_the_group_a_killed_one_loses_nothing_and_a_pause_stops_both(
+        stack, topic_name, tmp_path, monkeypatch):
+    """`airflow: {workers: 2}` with static membership: the two tasks of the mapped run_worker, run at once
+    as the executor would, each hold partitions of the mirror's group; kill -9 of one worker fails its task
+    and the retry (same map index, same slot) mirrors on; a pause stops both with every record committed.
+    Airflow's scheduler is not in the loop: dag.test() runs mapped tasks one after the other."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_airflow import operators
+    from mirror_airflow.dag_factory import mirror_dags
+    from mirror_airflow.exceptions import WorkerFailedError
+    from mirror_worker.groups import describe_group
+    from tests.kafka_util import consume_all
+    from tests.worker_util import loss_and_duplicates
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, name, group = topic_name("afw"), f"w{uuid.uuid4().hex[:8]}", f"af-group-{uuid.uuid4().hex[:8]}"
+    partitions = 4
+    create_topic(src, topic, partitions=partitions)
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(_spec(stack, name, topic, group, **{
+        "static-membership": True, "airflow": {"workers": 2, "pause-check-interval-s": 1, "worker-retries": 1}}))
+    paused = threading.Event()
+
+    class Api:
+        def is_paused(self, dag_id):
+            return paused.is_set()
+
+    monkeypatch.setattr(operators, "api_from_connection", lambda conn_id, log: Api())
+    mapped = mirror_dags(name, spec)[f"mirror__{name}"].get_task("run_worker")
+    outcome: dict[int, object] = {}
+
+    def start(slot: int):
+        task = mapped.unmap({"worker_slot": slot})  # what the executor runs for map index `slot`
+
+        def run():
+            try:
+                outcome[slot] = task.execute({"params": {}})
+            except Exception as exc:
+                outcome[slot] = exc
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return task, thread
+
+    batch = iter(range(10_000))
+
+    def produce_batch(count: int = 100):
+        produce(src, topic, [{"value": f"v{next(batch)}".encode(), "partition": i % partitions} for i in range(count)])
+
+    admin = AdminClient({"bootstrap.servers": src})
+
+    def holders() -> dict[str, int]:
+        members = describe_group(admin, group).members or []
+        return {m.group_instance_id: len(m.assignment.topic_partitions) for m in members}
+
+    def wait_for_two_holders():
+        deadline = time.monotonic() + 60
+        while True:
+            held = holders()
+            if len(held) == 2 and all(held.values()):
+                return held
+            assert time.monotonic() < deadline, f"not two members holding partitions: {held}"
+            time.sleep(0.5)
+
+    tasks = dict((slot, start(slot)) for slot in (0, 1))
+    try:
+        produce_batch()
+        held = wait_for_two_holders()
+        assert sorted(held) == [f"{group}.source.slot-{s}.stream-0" for s in (0, 1)]
+        assert sum(held.values()) == partitions
+        produce_batch()
+        wait_for_count(dst, f"af.{topic}", 200, timeout=60)
+
+        killed, thread = tasks[1]
+        os.kill(killed._worker.proc.pid, signal.SIGKILL)
+        thread.join(30)
+        assert isinstance(outcome.pop(1), WorkerFailedError)
+        produce_batch()
+        # Airflow's retry of map index 1: the same slot takes its static id and partitions back. Slot 0
+        # never gets them (the dead member's session outlives the test), so the commits checked below
+        # after the pause are the retried worker's.
+        tasks[1] = start(1)
+        produce_batch()
+
+        paused.set()
+        stopped_at = time.monotonic()
+        for _, thread in tasks.values():
+            thread.join(60)
+        assert time.monotonic() - stopped_at < 60
+        assert {slot: (r["exit_code"], r["reason"]) for slot, r in outcome.items()} == {
+            0: (0, "stop: DAG paused"), 1: (0, "stop: DAG paused")}, outcome
+        assert sum(committed_offsets(src, group, topic, partitions).values()) == 400
+        source = consume_all(src, topic, 400)
+        missing, _, ordered = loss_and_duplicates(source, wait_for_count(dst, f"af.{topic}", 400, timeout=30))
+        assert missing == [] and ordered
+    finally:  # a failed check must not leave workers running (the pause stops them)
+        paused.set()
+        for _, thread in tasks.values():
+            thread.join(60)

@@ -91,6 +91,10 @@ def test_dag_ids_and_tasks_per_mirror(tmp_path, dags_dir, monkeypatch):
     ('      - name: broken\n        whitelist: "x"\n        num-streams: 0\n', "num-streams: Input should be greater than or equal to 1"),
     ('      - name: broken\n        whitelist: "x"\n        airflow: {lag: {no-such: 1}}\n', "airflow.lag: no-such: unknown key"),
     ('      - name: broken\n        whitelist: "x"\n        airflow: {alerts: {no-such: 1}}\n', "airflow.alerts: no-such: unknown key"),
+    ('      - name: broken\n        whitelist: "x"\n        airflow: {workers: 0}\n', "airflow.workers: Input should be greater than or equal to 1"),
+    ('      - name: broken\n        whitelist: "x"\n        airflow: {workers: -1}\n', "airflow.workers: Input should be greater than or equal to 1"),
+    ('      - name: broken\n        whitelist: "x"\n        airflow: {workers: "x"}\n', "airflow.workers: Input should be a valid integer"),
+    ('      - name: broken\n        whitelist: "x"\n        airflow: {workers: "2"}\n', "airflow.workers: Input should be a valid integer"),
 ])
 def test_a_broken_mirror_fails_only_its_own_file(tmp_path, dags_dir, monkeypatch, broken, key):
     spec = tmp_path / "mirrors.yaml"
@@ -99,9 +103,29 @@ def test_a_broken_mirror_fails_only_its_own_file(tmp_path, dags_dir, monkeypatch
     bag = _dagbag(dags_dir, spec, monkeypatch)
     assert list(bag.import_errors) == [str(dags_dir / "mirror__broken.py")]
     message = bag.import_errors[str(dags_dir / "mirror__broken.py")]
-    assert "mirror 'broken'" in message and key in message, message
+    assert message.strip().splitlines()[-1].endswith(f"mirror 'broken': {key}"), message  # one line, naming the key
     assert {"mirror__orders", "mirror__payments", "mirror__orders__verify"} <= set(bag.dag_ids)
     assert not any("broken" in d for d in bag.dag_ids)
+
+
+def test_workers_map_the_worker_task_over_one_slot_each(tmp_path, dags_dir, monkeypatch):
+    """`airflow: {workers: 2}`: run_worker is one task mapped over slots 0 and 1, each worker started with
+    its slot; the default (payments) stays one unmapped task with today's argv."""
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(HEAD + GOOD.replace("worker-retries: 2}", "worker-retries: 2, workers: 2}"))
+    render(spec, dags_dir)
+    bag = _dagbag(dags_dir, spec, monkeypatch)
+    assert bag.import_errors == {}
+    orders, payments = bag.dags["mirror__orders"], bag.dags["mirror__payments"]
+    assert _structure(orders) == _structure(payments) == LIFECYCLE
+    mapped = orders.get_task("run_worker")
+    assert mapped.is_mapped and mapped.expand_input.value == {"worker_slot": [0, 1]}
+    assert mapped.retries == 2 and orders.max_active_tasks == 2
+    for slot in (0, 1):
+        argv = mapped.unmap({"worker_slot": slot}).worker_argv()
+        assert argv[1:] == ["-m", "mirror_worker", "--config", str(spec), "--mirror", "orders", "--worker.slot", str(slot)]
+    single = payments.get_task("run_worker")
+    assert not single.is_mapped and single.worker_argv()[-2:] == ["--mirror", "payments"]
 
 
 def test_a_mirror_without_its_dag_file_is_reported(tmp_path, dags_dir, monkeypatch):

@@ -74,6 +74,9 @@ def test_worker_operator_validates_arguments():
     op = MirrorWorkerOperator(task_id="w4", **common)
     assert op.worker_argv()[1:] == ["-m", "mirror_worker", "--config", "/x.yaml", "--mirror", "m"]
     assert op.worker_argv()[0] == sys.executable
+    with pytest.raises(ValueError, match="worker_slot must be a non-negative integer, got -1"):
+        MirrorWorkerOperator(task_id="w5", worker_slot=-1, **common)
+    assert MirrorWorkerOperator(task_id="w6", worker_slot=3, **common).worker_argv()[-2:] == ["--worker.slot", "3"]
 
 
 def test_spec_accepts_and_ignores_the_airflow_mapping(tmp_path):
