@@ -281,8 +281,10 @@ def test_spark_options_carry_java_security_keys():
     assert target.spark_options("source") == {
         "kafka.bootstrap.servers": "s:1", "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
         "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                                  'username="u" password="p-123";'}
-    assert target.spark_options("destination") == {"kafka.bootstrap.servers": "d:2"}
+                                  'username="u" password="p-123";',
+        "kafka.isolation.level": "read_committed"}
+    assert target.spark_options("destination") == {"kafka.bootstrap.servers": "d:2",
+                                                   "kafka.isolation.level": "read_committed"}
 
 
 @pytest.mark.skipif(not shutil.which("keytool"), reason="keytool (JDK) not installed")
