@@ -235,14 +235,12 @@ def run(target: JobTarget, args) -> dict:
     finally:
         source.close()
 
-    for loss in plan.losses:
-        (log.error if loss.halted else log.warning)("%s", loss.line())
-        print(f"catchup: {loss.line()}", file=sys.stderr, flush=True)
     ranges = plan.ranges
     stopped = open_transactions({(t, p): e for t, p, _, e in ranges}, ends)
-    for transaction in stopped:
-        log.warning("%s", transaction.line())
-        print(f"catchup: {transaction.line()}", file=sys.stderr, flush=True)
+    for level, line in [(logging.ERROR if loss.halted else logging.WARNING, loss.line()) for loss in plan.losses] + \
+            [(logging.WARNING, transaction.line()) for transaction in stopped]:
+        log.log(level, "%s", line)  # people read these on stderr too: one line each
+        print(f"catchup: {line}", file=sys.stderr, flush=True)
     to_copy = [r for r in ranges if r[3] > r[2]]
     for topic, partition, start, end in ranges:
         log.info("range %s[%d]: [%d, %d) %d offsets", topic, partition, start, end, end - start)

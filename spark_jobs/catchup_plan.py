@@ -10,10 +10,9 @@ committed. With `on_data_loss: reset` the range starts at the earliest record st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
-from spark_jobs.job_config import JobInputError
+from spark_jobs.job_config import JobInputError, epoch_ms
 
 Range = tuple[str, int, int, int]  # (topic, partition, start, end)
 Position = tuple[int, str | None]  # (offset, topic id the commit carries, if any)
@@ -85,15 +84,10 @@ def plan_ranges(
 
 def parse_timestamp(text: str) -> int:
     """Epoch milliseconds from `1700000000000` or an ISO-8601 time (UTC unless it says otherwise)."""
-    if text.strip().lstrip("-").isdigit():
-        return int(text)
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return epoch_ms(text)
     except ValueError:
         raise JobInputError(f"bad timestamp {text!r}: use epoch milliseconds or ISO-8601") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1000)
 
 
 def parse_offsets(text: str) -> dict[tuple[str, int], int]:

@@ -6,9 +6,9 @@ import argparse
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
-from spark_jobs.job_config import JobInputError
+from spark_jobs.job_config import JobInputError, epoch_ms
 
 log = logging.getLogger("spark_jobs.consistency_check")
 
@@ -30,9 +30,6 @@ class CheckWindow:
         return out
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
 def format_ms(ms: int) -> str:
     try:
         moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
@@ -43,18 +40,12 @@ def format_ms(ms: int) -> str:
 
 def parse_timestamp(text: str, flag: str) -> int:
     """Epoch milliseconds, or ISO-8601 (UTC unless it carries a zone), as epoch milliseconds."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
     try:
-        moment = datetime.fromisoformat(text)
+        ms = epoch_ms(text)
     except ValueError:
-        raise JobInputError(f"{flag}: {text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    ms = (moment - _EPOCH) // timedelta(milliseconds=1)
+        raise JobInputError(f"{flag}: {text.strip()!r} is neither epoch milliseconds nor an ISO-8601 time") from None
     if ms < 0:  # negative times mean "latest"/"earliest" to offsetsForTimes
-        raise JobInputError(f"{flag}: {text!r} is before 1970-01-01T00:00:00Z")
+        raise JobInputError(f"{flag}: {text.strip()!r} is before 1970-01-01T00:00:00Z")
     return ms
 
 

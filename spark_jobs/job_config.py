@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 from mirror_worker.client_config import connection_settings, consumer_settings, producer_settings
 from mirror_worker.data_loss import resets_to_earliest
@@ -67,6 +68,21 @@ class JobTarget:
         committed = side == "destination" or self.reads_committed
         return {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in security.items()},
                 **isolation_option(committed)}
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def epoch_ms(text: str) -> int:
+    """Epoch milliseconds from `1714521600000` or an ISO-8601 time (UTC unless it carries a zone); ValueError
+    otherwise. Never negative from digits: Kafka's offsets-for-times reads -1/-2 as latest/earliest."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
 class _OneLineParser(argparse.ArgumentParser):

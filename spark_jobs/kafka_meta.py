@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from functools import cached_property
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror_worker.client_config import connection_settings
 from mirror_worker.data_loss import committed_positions, topic_ids
-from mirror_worker.log_ends import list_offsets, reads_committed
+from mirror_worker.log_ends import list_offsets, log_bounds, reads_committed
 from spark_jobs.job_config import JobInputError, JobTarget
 from spark_jobs.stable_offsets import LogEnds
 
@@ -49,15 +50,20 @@ class KafkaMeta:
             for p in range(self.partitions(topic))
         }
 
+    @cached_property
+    def admin(self) -> AdminClient:
+        return AdminClient(self.connection)
+
     def log_ends(self, topics) -> dict[tuple[str, int], LogEnds]:
         """Per partition of `topics`: log start, the end this cluster's reader reaches (the LSO read_committed),
         high watermark."""
-        admin = AdminClient(self.connection)
         partitions = [TopicPartition(t, p) for t in topics for p in range(self.partitions(t))]
-        low = list_offsets(admin, partitions, OffsetSpec.earliest(), self.committed_reads, self.timeout)
-        high = list_offsets(admin, partitions, OffsetSpec.latest(), False, self.timeout)
-        stable = list_offsets(admin, partitions, OffsetSpec.latest(), True, self.timeout) if self.committed_reads else high
-        return {key: LogEnds(low[key], stable[key], high[key]) for key in high}
+        bounds = log_bounds(self.admin, partitions, self.committed_reads, self.timeout)
+        if self.committed_reads:
+            high = list_offsets(self.admin, partitions, OffsetSpec.latest(), False, self.timeout)
+        else:  # a read_uncommitted reader reaches the high watermark
+            high = {key: end for key, (_, end) in bounds.items()}
+        return {key: LogEnds(low, stable, high[key]) for key, (low, stable) in bounds.items()}
 
     def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[int, int]:
         """First offset at or after `timestamp_ms` per partition (the end offset when there is none)."""
@@ -81,7 +87,7 @@ class KafkaMeta:
         return {p: found[p][0] if p in found else None for p in range(self.partitions(topic))}
 
     def topic_ids(self, topics: list[str]) -> dict[str, str]:
-        return topic_ids(AdminClient(self.connection), topics, self.timeout)
+        return topic_ids(self.admin, topics, self.timeout)
 
     def close(self) -> None:
         self.consumer.close()
