@@ -9,17 +9,14 @@ checked against what the source still holds:
     topic id of the commit != the topic's id now -> RECREATED, whatever the offsets say
 
 The default reaction is to halt the partition and say so; resetting to the earliest record still
-there is opt-in (`on_data_loss: reset`), and is logged with the skipped range. `decide_start` is pure;
-`committed_positions` and `topic_ids` read its inputs through clients the caller made (the worker and
-the Spark catch-up both use them).
+there is opt-in (`on_data_loss: reset`), and is logged with the skipped range. Pure: its inputs are read
+by `groups.committed_positions` and `topics.topic_ids`, for the worker and the Spark catch-up alike.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-
-from confluent_kafka import KafkaException, TopicCollection, TopicPartition
 
 
 class Verdict(enum.Enum):
@@ -74,23 +71,3 @@ def decide_start(
 def resets_to_earliest(reset_policy: str) -> bool:
     """Whether auto.offset.reset starts a partition without a position at the earliest record."""
     return reset_policy in ("earliest", "smallest", "beginning")
-
-
-def committed_positions(consumer, partitions: list[TopicPartition], timeout: float) -> dict[tuple[str, int], tuple[int, str]]:
-    """The group's committed offset of each partition that has one, with the commit's metadata (the
-    source topic's id, as the mirror writes it)."""
-    return {(tp.topic, tp.partition): (tp.offset, tp.metadata)
-            for tp in consumer.committed(partitions, timeout=timeout) if tp.offset >= 0}
-
-
-def topic_ids(admin, topics: list[str], timeout: float) -> dict[str, str]:
-    """The current id of each of `topics`; a topic deleted meanwhile is left out."""
-    if not topics:
-        return {}
-    ids = {}
-    for topic, future in admin.describe_topics(TopicCollection(topics), request_timeout=timeout).items():
-        try:
-            ids[topic] = str(future.result(timeout).topic_id)
-        except KafkaException:
-            continue
-    return ids

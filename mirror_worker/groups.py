@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException
+from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, TopicPartition
 
 # A young cluster (or one whose coordinator moved) answers these until its group coordinator is ready.
 _COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
@@ -30,3 +30,10 @@ def active_members(admin, group: str, timeout: float = 30.0) -> int:
     if description.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
         return 0
     return len(description.members or [])
+
+
+def committed_positions(consumer, partitions: list[TopicPartition], timeout: float) -> dict[tuple[str, int], tuple[int, str]]:
+    """The group's committed offset of each partition that has one, with the commit's metadata (the
+    source topic's id, as the mirror writes it)."""
+    return {(tp.topic, tp.partition): (tp.offset, tp.metadata)
+            for tp in consumer.committed(partitions, timeout=timeout) if tp.offset >= 0}

@@ -20,8 +20,8 @@ from mirror_worker.config import MirrorConfig, SourceCluster
 from mirror_worker.exceptions import ConfigError, MirrorError
 from mirror_worker.offset_syncs import OffsetSync, PartitionTranslation, translate_positions
 from mirror_worker.client_config import connection_settings
-from mirror_worker.data_loss import topic_ids
 from mirror_worker.groups import describe_group
+from mirror_worker.topics import topic_ids
 
 
 class TranslationError(MirrorError):

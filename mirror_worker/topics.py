@@ -6,7 +6,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from mirror_worker.config import TopicCreation
@@ -134,3 +134,16 @@ class DestinationTopics:
             entries = future.result(self.timeout)
             result[resource.name] = int(entries["max.message.bytes"].value)
         return result
+
+
+def topic_ids(admin, topics: list[str], timeout: float) -> dict[str, str]:
+    """The current id of each of `topics`; a topic deleted meanwhile is left out."""
+    if not topics:
+        return {}
+    ids = {}
+    for topic, future in admin.describe_topics(TopicCollection(topics), request_timeout=timeout).items():
+        try:
+            ids[topic] = str(future.result(timeout).topic_id)
+        except KafkaException:
+            continue
+    return ids

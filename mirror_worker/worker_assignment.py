@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import TopicPartition
 
-from mirror_worker.data_loss import (StartDecision, Verdict, committed_positions, decide_start, resets_to_earliest,
-                                     topic_ids)
+from mirror_worker.data_loss import StartDecision, Verdict, decide_start, resets_to_earliest
+from mirror_worker.groups import committed_positions
+from mirror_worker.topics import topic_ids
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.run_state import RunState
 from mirror_worker.worker_commits import CommitCycle

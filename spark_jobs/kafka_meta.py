@@ -9,7 +9,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror_worker.client_config import connection_settings
-from mirror_worker.data_loss import committed_positions, topic_ids
+from mirror_worker.groups import committed_positions
+from mirror_worker.topics import topic_ids
 from mirror_worker.log_ends import list_offsets, log_bounds, reads_committed
 from spark_jobs.job_config import JobInputError, JobTarget
 from spark_jobs.stable_offsets import LogEnds
