@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirror_worker.exactly_once import positions_group
+from tests.integration.test_consistency_check import run_check, zero_counts
 from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic
 from tests.worker_util import WorkerProcess, by_partition, loss_and_duplicates, read_topic, write_properties
@@ -89,6 +90,14 @@ def test_ten_kill9_leave_every_record_exactly_once_in_order(stack, tmp_path, top
     # The positions on the destination say exactly how far each source partition was mirrored.
     ends = {p: len(src_parts[p]) for p in range(PARTITIONS)}
     assert _positions(dst, positions_group("eos", "source"), topic) == ends
+
+    # The nightly proof agrees: the aborted mirror transactions' records and the markers they left on the
+    # destination are neither missing nor duplicates, and every partition is in order.
+    check = run_check(stack, tmp_path, "--topics", topic, name="eos-check")
+    assert check.rc == 0, check.stderr[-2000:]
+    assert check.report["status"] == "ok"
+    for partition in range(PARTITIONS):
+        assert check.counts(topic, partition) == zero_counts(ends[partition])
 
 
 def test_exactly_once_resumes_from_destination_positions_not_source_group(stack, tmp_path, topic_name):
