@@ -187,3 +187,67 @@ def test_kafka_cluster_ids_are_valid_and_distinct():
 def test_published_ports_do_not_collide(model):
     published = [p["published"] for s in model["services"].values() for p in s.get("ports", [])]
     assert len(published) == len(set(published))
+
+
+# ------------------------------------------------------------------ the CeleryExecutor variant
+
+CELERY_FILE = ROOT / "docker-compose.celery.yaml"
+CELERY_WORKERS = {"airflow-worker-1", "airflow-worker-2"}
+
+
+@pytest.fixture(scope="module")
+def celery_model() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DOCKER_"))}
+    result = subprocess.run(
+        [str(_compose_binary()), "-f", str(COMPOSE_FILE), "-f", str(CELERY_FILE), "--project-directory", str(ROOT),
+         "config", "--format", "json"], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_the_celery_variant_runs_every_airflow_component_on_one_broker(celery_model):
+    services = celery_model["services"]
+    assert CELERY_WORKERS | {"redis"} <= set(services)
+    airflow = AIRFLOW_SERVICES | CELERY_WORKERS | {"airflow-init"}
+    envs = [services[name]["environment"] for name in airflow]
+    assert {env["AIRFLOW__CORE__EXECUTOR"] for env in envs} == {"CeleryExecutor"}
+    assert len({env["AIRFLOW__CELERY__BROKER_URL"] for env in envs}) == 1
+    assert envs[0]["AIRFLOW__CELERY__BROKER_URL"].split("/")[2].split(":")[0] in services
+    # The base file's settings still reach every component: database, secrets, code, spec.
+    for key in ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY",
+                "KAFKA_MIRROR_SPEC", "PYTHONPATH"):
+        assert len({env[key] for env in envs}) == 1, key
+
+
+def test_the_celery_workers_are_two_hosts_with_the_code_and_wait_for_the_broker(celery_model):
+    services = celery_model["services"]
+    assert {services[name]["hostname"] for name in CELERY_WORKERS} == CELERY_WORKERS
+    for name in CELERY_WORKERS:
+        worker = services[name]
+        assert worker["command"] == ["celery", "worker"]
+        mounts = {Path(v["source"]).name for v in worker["volumes"] if v["type"] == "bind"}
+        assert MOUNTED_CODE <= mounts
+        assert worker["depends_on"]["redis"]["condition"] == "service_healthy"
+        assert worker["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+    assert services["airflow-scheduler"]["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_the_image_installs_the_celery_provider_pinned_and_consistent_with_the_constraints():
+    dockerfile = (ROOT / "docker" / "airflow" / "Dockerfile").read_text()
+    assert "requirements-celery.txt" in dockerfile.split("RUN pip install", 1)[1].split("\n")[0]
+    pins = dict(line.split("==") for line in (ROOT / "docker" / "airflow" / "requirements-celery.txt").read_text()
+                .splitlines() if line and not line.startswith("#"))
+    assert "apache-airflow-providers-celery" in pins
+    constraints = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines()
+                       if "==" in line and not line.startswith("#"))
+    clashes = {name: (pin, constraints[name]) for name, pin in pins.items() if constraints.get(name, pin) != pin}
+    assert clashes == {}
+
+
+def test_the_compose_demo_mirror_maps_two_worker_tasks(monkeypatch):
+    from tests.unit.test_airflow_dagbag import _dagbag
+
+    bag = _dagbag(ROOT / "dags", ROOT / "config" / "mirrors.compose.yaml", monkeypatch)
+    assert bag.import_errors == {}
+    run_worker = bag.dags["mirror__demo"].get_task("run_worker")
+    assert run_worker.is_mapped and run_worker.expand_input.value == {"worker_slot": [0, 1]}
