@@ -217,7 +217,7 @@ def test_two_worker_tasks_share_the_group_a_killed_one_loses_nothing_and_a_pause
 
     from confluent_kafka.admin import AdminClient
 
-    from mirror_airflow import operators
+    from mirror_airflow.operators import worker as operators
     from mirror_airflow.dag_factory import mirror_dags
     from mirror_airflow.exceptions import WorkerFailedError
     from mirror_worker.groups import describe_group
