@@ -25,8 +25,9 @@ from mirror_worker.exceptions import ConfigError
 class KafkaHook(KafkaBaseHook):
     """Admin, consumer and producer clients with the mirror's delivery settings (acks=all, manual commits)."""
 
-    def __init__(self, kafka_conn_id: str = KafkaBaseHook.default_conn_name, **kwargs) -> None:
-        super().__init__(kafka_config_id=kafka_conn_id, **kwargs)
+    def __init__(self, kafka_conn_id: str | None = None, *, kafka_config_id: str | None = None, **kwargs) -> None:
+        # kafka_config_id: the official hooks' name for it, which Airflow passes (conn_name_attr).
+        super().__init__(kafka_config_id=kafka_conn_id or kafka_config_id or self.default_conn_name, **kwargs)
         self._settings: dict[str, str] | None = None
 
     @property
