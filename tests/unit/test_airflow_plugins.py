@@ -173,6 +173,20 @@ def test_api_base_url_from_connection(monkeypatch):
     assert (api.base_url, api.username, api.password) == ("http://127.0.0.1:8089", "admin", "pw")
 
 
+def test_airflow_api_hook_gives_the_client_or_none_without_a_connection(monkeypatch):
+    import logging
+
+    from mirror_airflow.hooks import AirflowApiHook, api_from_connection
+
+    monkeypatch.setenv("AIRFLOW_CONN_API_H", json.dumps({"conn_type": "http", "host": "https://af.example",
+                                                         "login": "ops", "password": "pw"}))
+    api = AirflowApiHook("api_h").get_conn()
+    assert (api.base_url, api.username) == ("https://af.example", "ops")
+    assert api_from_connection("api_h", logging.getLogger("t")).base_url == "https://af.example"
+    monkeypatch.delenv("AIRFLOW_CONN_NO_SUCH_API", raising=False)
+    assert api_from_connection("no_such_api", logging.getLogger("t")) is None
+
+
 def test_render_writes_checks_and_removes_stubs(tmp_path):
     spec = tmp_path / "m.yaml"
     spec.write_text(SPEC)
