@@ -67,6 +67,17 @@ then
   .venv/bin/python -m pip install -q --force-reinstall --no-deps "pyspark==$pyspark_pin"
 fi
 
+# The repo's Airflow provider (mirror_airflow under plugins/, entry point apache_airflow_provider), editable:
+# `airflow providers list` shows it. --no-deps: its requirements are the pinned ones installed above.
+provider_stamp=$(printf '%s\n' "$ROOT" | cat - pyproject.toml | sha256sum | cut -c1-16)
+if fresh provider "$provider_stamp" && .venv/bin/python -m pip show -q airflow-provider-kafka-mirror >/dev/null 2>&1; then
+  say "airflow provider ok"
+else
+  say "installing the Airflow provider airflow-provider-kafka-mirror (editable, from plugins/)"
+  .venv/bin/python -m pip install -q --no-deps -e .
+  mark provider "$provider_stamp"
+fi
+
 # --- Java parts from Maven Central ----------------------------------------------------------------
 kafka_stamp=$(stamp_of java/kafka/pom.xml java/settings.xml)
 if compgen -G "$CACHE/kafka/libs/kafka_2.13-*.jar" >/dev/null && fresh kafka "$kafka_stamp"; then

@@ -49,7 +49,7 @@ def lifecycle_dag_id(name: str) -> str:
 
 
 def _notifiers(name: str, alerts: dict, where: str) -> list:
-    from mirror_airflow.notifiers import notifiers_for
+    from mirror_airflow.notifications import notifiers_for
 
     try:
         return list(notifiers_for(alerts, mirror=name))

@@ -7,6 +7,7 @@ would: it must have mirrored every record and committed the group's offsets on t
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -90,14 +91,35 @@ def test_airflow_runs_each_mapped_worker_task_with_its_map_index_as_slot(stack, 
     assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == RECORDS
 
 
-def test_kafka_and_registry_hooks_on_the_stack(stack, monkeypatch):
+def test_kafka_and_registry_hooks_on_the_stack(stack, topic_name, monkeypatch):
+    from confluent_kafka import TopicPartition
+    from airflow.providers.apache.kafka.hooks.client import KafkaAdminClientHook
+
     from mirror_airflow.hooks import KafkaHook, SchemaRegistryHook
 
+    # One `kafka` connection (the official provider's type), extras = client settings, for both hooks.
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_IT", json.dumps(
-        {"conn_type": "kafka", "extra": {"bootstrap.servers": stack["source"].kafka.bootstrap_servers}}))
-    ok, message = KafkaHook("kafka_it").test_connection()
+        {"conn_type": "kafka", "extra": {"bootstrap.servers": stack["source"].kafka.bootstrap_servers,
+                                         "client.id": "hook-it", "linger.ms": "5"}}))
+    hook = KafkaHook("kafka_it")
+    ok, message = hook.test_connection()
     assert ok, message
     assert "broker(s)" in message
+    topic = topic_name("hook")
+    KafkaAdminClientHook(kafka_config_id="kafka_it").create_topic([(topic, 2, 1)])  # the official hook
+    assert len(hook.get_conn.list_topics(topic, timeout=10).topics[topic].partitions) == 2
+    producer = hook.get_producer()
+    producer.produce(topic, key=b"k", value=b"through the hook", partition=1)
+    assert producer.flush(30) == 0
+    consumer = hook.get_consumer(f"hook-it-{uuid.uuid4().hex[:8]}")
+    try:
+        consumer.assign([TopicPartition(topic, 1, 0)])
+        deadline, message = time.monotonic() + 30, None
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+        assert message is not None and message.error() is None and message.value() == b"through the hook"
+    finally:
+        consumer.close()
     registry = stack["source"].registry.url  # http://host:port/apis/ccompat/v7
     host, _, rest = registry.removeprefix("http://").partition("/")
     monkeypatch.setenv("AIRFLOW_CONN_REG_IT", json.dumps(
@@ -217,7 +239,7 @@ def test_two_worker_tasks_share_the_group_a_killed_one_loses_nothing_and_a_pause
 
     from confluent_kafka.admin import AdminClient
 
-    from mirror_airflow import operators
+    from mirror_airflow.operators import worker as operators
     from mirror_airflow.dag_factory import mirror_dags
     from mirror_airflow.exceptions import WorkerFailedError
     from mirror_worker.groups import describe_group

@@ -173,6 +173,20 @@ def test_api_base_url_from_connection(monkeypatch):
     assert (api.base_url, api.username, api.password) == ("http://127.0.0.1:8089", "admin", "pw")
 
 
+def test_airflow_api_hook_gives_the_client_or_none_without_a_connection(monkeypatch):
+    import logging
+
+    from mirror_airflow.hooks import AirflowApiHook, api_from_connection
+
+    monkeypatch.setenv("AIRFLOW_CONN_API_H", json.dumps({"conn_type": "http", "host": "https://af.example",
+                                                         "login": "ops", "password": "pw"}))
+    api = AirflowApiHook("api_h").get_conn()
+    assert (api.base_url, api.username) == ("https://af.example", "ops")
+    assert api_from_connection("api_h", logging.getLogger("t")).base_url == "https://af.example"
+    monkeypatch.delenv("AIRFLOW_CONN_NO_SUCH_API", raising=False)
+    assert api_from_connection("no_such_api", logging.getLogger("t")) is None
+
+
 def test_render_writes_checks_and_removes_stubs(tmp_path):
     spec = tmp_path / "m.yaml"
     spec.write_text(SPEC)
@@ -195,25 +209,111 @@ def test_committed_dag_stubs_match_the_demo_spec():
     assert changes == [], "run: PYTHONPATH=.:plugins .venv/bin/python -m mirror_airflow.dag_factory render --spec config/mirrors.yaml --out dags/"
 
 
-def test_verify_spark_submit_command(monkeypatch, tmp_path):
+class FakeSparkSubmit:
+    """Stands in for the spark-submit process the Spark hook starts: records its argv and environment, and
+    plays the launcher's part (outcome file, report) with the exit code the test chose."""
+
+    calls: list = []
+    exit_code = 0
+    report: dict | None = None
+
+    def __init__(self, argv, **kwargs):
+        FakeSparkSubmit.calls.append((list(argv), kwargs.get("env") or {}))
+        args = argv[argv.index("--outcome"):]
+        if self.report is not None and "--report" in args:
+            Path(args[args.index("--report") + 1]).write_text(json.dumps(self.report))
+        Path(args[1]).write_text(json.dumps({"job": Path(args[2]).name, "exit_code": self.exit_code}))
+        self.stdout = iter(["spark-submit output\n"])
+
+    def wait(self):
+        return self.exit_code
+
+
+@pytest.fixture
+def spark_submit(monkeypatch):
+    import airflow.providers.apache.spark.hooks.spark_submit as hook_module
+
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_T", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.setattr(hook_module.subprocess, "Popen", FakeSparkSubmit)
+    FakeSparkSubmit.calls, FakeSparkSubmit.exit_code, FakeSparkSubmit.report = [], 0, None
+    return FakeSparkSubmit
+
+
+def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
     op = ConsistencyCheckOperator(task_id="consistency_check", spec_path="/s/m.yaml", mirror_name="orders",
                                   conn_id="spark_t", report_dir=str(tmp_path))
-    argv = op.spark_submit_command({})
+    spark_submit.report = {"status": "ok", "totals": {"checked": 4, "missing": 0}}
+    assert op.execute({})["summary"] == f"ok: checked=4 (report {op.report_path})"
     jars = sorted(str(p) for p in (ROOT / ".cache" / "spark" / "jars").glob("*.jar"))
     assert jars, "spark connector jars missing: make setup"
     report = op.report_path
     assert report.parent == tmp_path / "orders" and report.name.startswith("check-") and report.suffix == ".json"
+    [(argv, env)] = spark_submit.calls
+    outcome = argv[argv.index("--outcome") + 1]
     assert argv == [
         "spark-submit", "--master", "local[2]",
         "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
         "--jars", ",".join(jars),
         "--driver-memory", "1g", "--name", "consistency_check-orders",
+        str(ROOT / "plugins" / "mirror_airflow" / "spark_launcher.py"), "--outcome", outcome,
         str(ROOT / "spark_jobs" / "consistency_check.py"),
         "--config", "/s/m.yaml", "--mirror", "orders", "--report", str(report),
     ]
-    assert op.env_vars["PYSPARK_PYTHON"] == sys.executable
-    assert op.env_vars["PATH"].split(":")[0] == str(Path(sys.executable).parent)  # spark-submit of this venv
+    assert not Path(outcome).exists()  # read, then removed
+    assert env["PYSPARK_PYTHON"] == sys.executable
+    assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)  # spark-submit of this venv
+
+
+@pytest.mark.parametrize("code, report, message", [
+    (1, {"status": "inconsistent", "totals": {"missing": 2}}, "mirror 'orders' is inconsistent: inconsistent: missing=2"),
+    (2, None, r"mirror 'orders': the consistency check did not complete \(exit 2, bad input\)$"),
+    (3, None, r"mirror 'orders': the consistency check did not complete \(exit 3, could not complete\)$"),
+])
+def test_verify_tells_the_checks_exit_codes_apart(spark_submit, tmp_path, code, report, message):
+    spark_submit.exit_code, spark_submit.report = code, report
+    op = ConsistencyCheckOperator(task_id="consistency_check", spec_path="/s/m.yaml", mirror_name="orders",
+                                  conn_id="spark_t", report_dir=str(tmp_path))
+    with pytest.raises(RuntimeError, match=message):
+        op.execute({})
+
+
+@pytest.mark.parametrize("code, message", [
+    (1, r"the catch-up failed \(nothing committed past what was delivered\) \(exit 1\)"),
+    (2, r"the catch-up refused its input \(exit 2\)"),
+    (3, r"the catch-up halted on data loss \(the task log names the partitions\) \(exit 3\)"),
+])
+def test_catchup_tells_the_jobs_exit_codes_apart(spark_submit, code, message):
+    spark_submit.exit_code = code
+    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m", conn_id="spark_t")
+    with pytest.raises(RuntimeError, match=message):
+        op.execute({"params": {"topics": "a"}})
+    [(argv, _)] = spark_submit.calls
+    assert argv[argv.index("--outcome") + 2:] == [str(ROOT / "spark_jobs" / "catchup.py"), "--config", "/s.yaml",
+                                                   "--mirror", "m", "--topics", "a"]
+
+
+def test_catchup_succeeds_when_the_job_exits_0(spark_submit):
+    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m", conn_id="spark_t")
+    assert op.execute({"params": {}}) is None and len(spark_submit.calls) == 1
+
+
+@pytest.mark.parametrize("body, code", [
+    ("import sys; sys.exit(3)", 3),
+    ("print('done')", 0),
+    ("raise RuntimeError('boom')", 1),
+    ("import sys; sys.exit('bad input')", 1),
+])
+def test_spark_launcher_records_the_jobs_exit_code(tmp_path, body, code):
+    import subprocess
+
+    job = tmp_path / "job.py"
+    job.write_text("import sys\nassert sys.argv[1:] == ['--x', '1'], sys.argv\n" + body + "\n")
+    outcome = tmp_path / "outcome.json"
+    launcher = ROOT / "plugins" / "mirror_airflow" / "spark_launcher.py"
+    done = subprocess.run([sys.executable, str(launcher), "--outcome", str(outcome), str(job), "--x", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == code, done.stderr
+    assert json.loads(outcome.read_text()) == {"job": "job.py", "exit_code": code}
 
 
 @pytest.mark.parametrize("params, tail", [

@@ -11,7 +11,7 @@ import pytest
 
 from tests.airflow_support import ROOT  # noqa: F401
 
-import mirror_airflow.operators as operators
+import mirror_airflow.operators.worker as operators
 from mirror_airflow.exceptions import WorkerFailedError
 
 # Stands in for `python -m mirror_worker`: JSON lines on stdout, SIGTERM -> "flush" and exit 0.

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from mirror_airflow.lag_dag import build_lag_dag
-from mirror_airflow.notifiers import (
+from mirror_airflow.notifications import (
     EmailNotifier, SlackWebhookNotifier, WebhookNotifier, alert_fields, alert_text, notifiers_for,
 )
 from mirror_airflow.sensors import LagCheckFailed, MirrorLagSensor
@@ -79,7 +79,7 @@ def test_notifiers_for():
 
 
 def test_email_is_skipped_with_a_log_line_without_the_smtp_provider(monkeypatch, caplog):
-    monkeypatch.setattr("mirror_airflow.notifiers.smtp_available", lambda: False)
+    monkeypatch.setattr("mirror_airflow.notifications.smtp_available", lambda: False)
     with caplog.at_level(logging.WARNING):
         assert notifiers_for({"email": ["a@b.c"]}) == []
     assert "apache-airflow-providers-smtp is not installed" in caplog.text

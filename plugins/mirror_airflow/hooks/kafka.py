@@ -1,17 +1,19 @@
-"""Hooks: Kafka clients and a schema-registry client from Airflow connections.
+"""KafkaHook: Kafka clients from an Airflow connection of the official Kafka provider's type `kafka`.
 
-Kafka connection (conn type `kafka`): the extras are a JSON object of librdkafka (or Java client)
-settings, e.g. `{"bootstrap.servers": "127.0.0.1:9092", "security.protocol": "SASL_SSL", ...}`.
-They go through the worker's own checks (mirror_worker/client_config.py), so a bad key fails the
-same way it would in the spec. Schema-registry connection (conn type `http`): host (with scheme,
-or `schema` as the scheme), port, optional path in the extra `path`, login/password as basic auth.
+The hook builds on `airflow.providers.apache.kafka.hooks.base.KafkaBaseHook` (which owns the `kafka`
+connection type; this package declares no second one). The connection's extras are a JSON object of
+librdkafka (or Java client) settings, e.g. `{"bootstrap.servers": "127.0.0.1:9092", "security.protocol":
+"SASL_SSL", ...}`, as for the official hooks; here they go through the worker's own checks
+(mirror_worker/client_config.py), so a bad key fails the same way it would in the spec, and the
+connection's login/password, when given, are the SASL credentials.
 """
 
 from __future__ import annotations
 
 import json
+from functools import cached_property
 
-from airflow.sdk import BaseHook
+from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from mirror_airflow.exceptions import ConnectionConfigError
 from mirror_worker.client_config import (
@@ -20,16 +22,17 @@ from mirror_worker.client_config import (
 from mirror_worker.exceptions import ConfigError
 
 
-class KafkaHook(BaseHook):
-    conn_name_attr = "kafka_conn_id"
-    default_conn_name = "kafka_default"
-    conn_type = "kafka"
-    hook_name = "Kafka (librdkafka settings in extras)"
+class KafkaHook(KafkaBaseHook):
+    """Admin, consumer and producer clients with the mirror's delivery settings (acks=all, manual commits)."""
 
-    def __init__(self, kafka_conn_id: str = default_conn_name, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.kafka_conn_id = kafka_conn_id
+    def __init__(self, kafka_conn_id: str | None = None, *, kafka_config_id: str | None = None, **kwargs) -> None:
+        # kafka_config_id: the official hooks' name for it, which Airflow passes (conn_name_attr).
+        super().__init__(kafka_config_id=kafka_conn_id or kafka_config_id or self.default_conn_name, **kwargs)
         self._settings: dict[str, str] | None = None
+
+    @property
+    def kafka_conn_id(self) -> str:
+        return self.kafka_config_id
 
     @property
     def where(self) -> str:
@@ -63,6 +66,11 @@ class KafkaHook(BaseHook):
     def admin_config(self) -> dict[str, str]:
         return connection_settings(self.client_settings())
 
+    @cached_property
+    def get_conn(self):
+        """The admin client, as KafkaBaseHook.get_conn, built from the checked settings."""
+        return self.get_admin_client()
+
     def get_admin_client(self):
         from confluent_kafka.admin import AdminClient
 
@@ -87,44 +95,3 @@ class KafkaHook(BaseHook):
         except Exception as exc:  # the UI shows the message: any client error is a failed test
             return False, f"{self.where}: {exc.__class__.__name__}: {exc}"
         return True, f"connected: cluster {metadata.cluster_id}, {len(metadata.brokers)} broker(s), {len(metadata.topics)} topic(s)"
-
-
-class SchemaRegistryHook(BaseHook):
-    conn_name_attr = "schema_registry_conn_id"
-    default_conn_name = "schema_registry_default"
-    conn_type = "http"
-    hook_name = "Schema registry (Confluent API)"
-
-    def __init__(self, schema_registry_conn_id: str = default_conn_name, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.schema_registry_conn_id = schema_registry_conn_id
-
-    def client_config(self) -> dict[str, str]:
-        """confluent-kafka SchemaRegistryClient config: url (+ basic.auth.user.info)."""
-        conn = self.get_connection(self.schema_registry_conn_id)
-        where = f"Airflow connection {self.schema_registry_conn_id!r}"
-        if not conn.host:
-            raise ConnectionConfigError(f"{where}: host is required (the schema registry's address)")
-        host = conn.host if "://" in conn.host else f"{conn.schema or 'http'}://{conn.host}"
-        url = f"{host}:{conn.port}" if conn.port else host
-        path = (conn.extra_dejson or {}).get("path")
-        if path:
-            url = f"{url.rstrip('/')}/{str(path).lstrip('/')}"
-        config = {"url": url}
-        if conn.login:
-            config["basic.auth.user.info"] = f"{conn.login}:{conn.password or ''}"
-        return config
-
-    def get_client(self):
-        from confluent_kafka.schema_registry import SchemaRegistryClient
-
-        return SchemaRegistryClient(self.client_config())
-
-    def test_connection(self) -> tuple[bool, str]:
-        try:
-            subjects = self.get_client().get_subjects()
-        except ConfigError as exc:
-            return False, str(exc)
-        except Exception as exc:
-            return False, f"{exc.__class__.__name__}: {exc}"
-        return True, f"connected: {len(subjects)} subject(s)"

@@ -1,0 +1,53 @@
+"""SchemaRegistryHook: a confluent-kafka SchemaRegistryClient from an `http` connection.
+
+Host (with scheme, or `schema` as the scheme), port, optional path in the extra `path` (e.g.
+`/apis/ccompat/v7`), login/password as basic auth.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import BaseHook
+
+from mirror_airflow.exceptions import ConnectionConfigError
+from mirror_worker.exceptions import ConfigError
+
+
+class SchemaRegistryHook(BaseHook):
+    conn_name_attr = "schema_registry_conn_id"
+    default_conn_name = "schema_registry_default"
+    conn_type = "http"
+    hook_name = "Schema registry (Confluent API)"
+
+    def __init__(self, schema_registry_conn_id: str = default_conn_name, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.schema_registry_conn_id = schema_registry_conn_id
+
+    def client_config(self) -> dict[str, str]:
+        """confluent-kafka SchemaRegistryClient config: url (+ basic.auth.user.info)."""
+        conn = self.get_connection(self.schema_registry_conn_id)
+        where = f"Airflow connection {self.schema_registry_conn_id!r}"
+        if not conn.host:
+            raise ConnectionConfigError(f"{where}: host is required (the schema registry's address)")
+        host = conn.host if "://" in conn.host else f"{conn.schema or 'http'}://{conn.host}"
+        url = f"{host}:{conn.port}" if conn.port else host
+        path = (conn.extra_dejson or {}).get("path")
+        if path:
+            url = f"{url.rstrip('/')}/{str(path).lstrip('/')}"
+        config = {"url": url}
+        if conn.login:
+            config["basic.auth.user.info"] = f"{conn.login}:{conn.password or ''}"
+        return config
+
+    def get_client(self):
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        return SchemaRegistryClient(self.client_config())
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            subjects = self.get_client().get_subjects()
+        except ConfigError as exc:
+            return False, str(exc)
+        except Exception as exc:
+            return False, f"{exc.__class__.__name__}: {exc}"
+        return True, f"connected: {len(subjects)} subject(s)"

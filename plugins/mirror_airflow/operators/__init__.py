@@ -1,0 +1,25 @@
+"""Operators of the mirror DAGs, one module per role:
+
+- `base`: MirrorOperator (spec, mirror, Kafka clients from the spec or from `kafka` connections)
+- `topics`: DiscoverTopicsOperator, EnsureDestinationTopicsOperator
+- `schemas`: SyncSchemasOperator
+- `worker`: MirrorWorkerOperator (process supervision in mirror_airflow.supervisor)
+- `handover`: StopMirrorForCatchupOperator, ResumeMirrorOperator
+- `spark`: ConsistencyCheckOperator, CatchupOperator (SparkSubmitOperator)
+"""
+
+from mirror_airflow.hooks.airflow_api import AirflowApi, api_from_connection
+from mirror_airflow.operators.base import MirrorOperator
+from mirror_airflow.operators.handover import ResumeMirrorOperator, StopMirrorForCatchupOperator, group_members
+from mirror_airflow.operators.schemas import SyncSchemasOperator
+from mirror_airflow.operators.spark import CatchupOperator, ConsistencyCheckOperator, MirrorSparkJob
+from mirror_airflow.operators.topics import DiscoverTopicsOperator, EnsureDestinationTopicsOperator
+from mirror_airflow.operators.worker import MirrorWorkerOperator
+from mirror_airflow.supervisor import REPO_ROOT, Action, next_action, pause_check_due
+
+__all__ = [
+    "REPO_ROOT", "Action", "AirflowApi", "CatchupOperator", "ConsistencyCheckOperator", "DiscoverTopicsOperator",
+    "EnsureDestinationTopicsOperator", "MirrorOperator", "MirrorSparkJob", "MirrorWorkerOperator",
+    "ResumeMirrorOperator", "StopMirrorForCatchupOperator", "SyncSchemasOperator", "api_from_connection",
+    "group_members", "next_action", "pause_check_due",
+]

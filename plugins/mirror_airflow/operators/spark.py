@@ -1,0 +1,179 @@
+"""The Spark jobs of a mirror (spark_jobs/) as SparkSubmitOperators, submitted through the Spark provider's
+public interface (SparkSubmitOperator.execute -> SparkSubmitHook.submit).
+
+The application is mirror_airflow/spark_launcher.py, which runs the job and writes its exit code to an
+outcome file; the operator reads that file to tell the job's outcomes apart:
+
+| code | consistency check | catch-up |
+|---|---|---|
+| 0 | consistent | copied, offsets committed |
+| 1 | inconsistent (the report says how) | failed (nothing committed past what was delivered) |
+| 2 | bad input | bad input |
+| 3 | could not complete | halted on data loss |
+
+With a driver that does not run on the Airflow worker (cluster deploy mode) there is no outcome file: the
+task then fails or succeeds as spark-submit does, without the distinction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from mirror_airflow.supervisor import REPO_ROOT
+
+LAUNCHER = Path(__file__).resolve().parents[1] / "spark_launcher.py"
+
+
+def spark_env() -> dict[str, str]:
+    """spark-submit and its Python workers run this interpreter, with the repo importable."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": str(REPO_ROOT),
+        "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "/usr/bin:/bin")]),
+    }
+
+
+def report_dir_default() -> Path:
+    base = os.environ.get("MIRROR_REPORT_DIR") or Path(os.environ.get("AIRFLOW_HOME", Path.home() / "airflow")) / "mirror-reports"
+    return Path(base)
+
+
+def report_summary(report_path: Path | None) -> str | None:
+    """One line from a consistency report: status and the non-zero totals."""
+    try:
+        report = json.loads(Path(report_path).read_text())
+    except (TypeError, OSError, ValueError):
+        return None
+    totals = report.get("totals") or {}
+    counts = ", ".join(f"{k}={v}" for k, v in totals.items() if v)
+    return f"{report.get('status', '?')}: {counts or 'nothing checked'} (report {report_path})"
+
+
+def read_outcome(path: Path | None) -> int | None:
+    """The job's exit code from the launcher's outcome file; None when there is none (or it is unreadable)."""
+    try:
+        code = json.loads(Path(path).read_text())["exit_code"]
+    except (TypeError, OSError, ValueError, KeyError):
+        return None
+    return code if isinstance(code, int) else None
+
+
+class MirrorSparkJob(SparkSubmitOperator):
+    """spark-submit of one of spark_jobs/ for a mirror of the spec, with the Kafka connector jars."""
+
+    script = ""
+
+    def __init__(self, *, spec_path: str, mirror_name: str, conn_id: str = "spark_default", **kwargs) -> None:
+        if not spec_path or not mirror_name:
+            raise ValueError("spec_path and mirror_name are required")
+        kwargs.setdefault("driver_memory", "1g")
+        kwargs.setdefault("conf", {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        super().__init__(application=str(LAUNCHER), conn_id=conn_id, env_vars=spark_env(),
+                         name=f"{self.script.removesuffix('.py')}-{mirror_name}", **kwargs)
+        self.spec_path = str(spec_path)
+        self.mirror_name = mirror_name
+        self.outcome_path: Path | None = None
+
+    @property
+    def job_path(self) -> Path:
+        return REPO_ROOT / "spark_jobs" / self.script
+
+    def job_args(self, context) -> list[str]:
+        return ["--config", self.spec_path, "--mirror", self.mirror_name]
+
+    def prepare(self, context) -> None:
+        """Jars, outcome file and arguments, decided when the task runs (the jars are looked up on the worker host)."""
+        from spark_jobs.session import kafka_connector_jars
+
+        self.jars = ",".join(kafka_connector_jars())
+        handle, name = tempfile.mkstemp(prefix=f"{self.job_path.stem}-outcome-", suffix=".json")
+        os.close(handle)
+        os.unlink(name)  # the launcher creates it when the job ends: no file means no outcome
+        self.outcome_path = Path(name)
+        self.application_args = ["--outcome", name, str(self.job_path), *self.job_args(context)]
+
+    def submit(self, context) -> tuple[int | None, Exception | None]:
+        """Runs the job through SparkSubmitOperator.execute; (the job's exit code or None, the submit error)."""
+        self.prepare(context)
+        error: Exception | None = None
+        try:
+            super().execute(context)
+        except Exception as exc:  # spark-submit failed: the outcome file says how, when the driver ran here
+            error = exc
+        code = read_outcome(self.outcome_path)
+        if self.outcome_path is not None:
+            self.outcome_path.unlink(missing_ok=True)
+        if code is None and error is None:
+            code = 0
+        return code, error
+
+
+class ConsistencyCheckOperator(MirrorSparkJob):
+    """spark_jobs/consistency_check.py: exit 1 (inconsistent) fails the task with the report summary."""
+
+    script = "consistency_check.py"
+
+    def __init__(self, *, report_dir: str | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.report_dir = report_dir
+        self.report_path: Path | None = None
+
+    def job_args(self, context) -> list[str]:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        directory = Path(self.report_dir) if self.report_dir else report_dir_default()
+        self.report_path = directory / self.mirror_name / f"check-{stamp}.json"
+        self.report_path.parent.mkdir(parents=True, exist_ok=True)
+        return [*super().job_args(context), "--report", str(self.report_path)]
+
+    def execute(self, context):
+        code, error = self.submit(context)
+        summary = report_summary(self.report_path)
+        if code == 1 and summary:
+            raise RuntimeError(f"mirror {self.mirror_name!r} is inconsistent: {summary}") from error
+        if code != 0 or error is not None:
+            what = {2: "bad input", 3: "could not complete"}.get(code, "failed")
+            raise RuntimeError(f"mirror {self.mirror_name!r}: the consistency check did not complete "
+                               f"(exit {'?' if code is None else code}, {what})"
+                               f"{': ' + summary if summary else ''}") from error
+        self.log.info("consistency check: %s", summary)
+        return {"report": str(self.report_path), "summary": summary}
+
+
+class CatchupOperator(MirrorSparkJob):
+    """spark_jobs/catchup.py with the DAG run's params: topics, from_offsets or from_timestamp."""
+
+    script = "catchup.py"
+
+    def job_args(self, context) -> list[str]:
+        params = context.get("params") or {}
+        args = super().job_args(context)
+        topics = str(params.get("topics") or "").strip()
+        offsets = str(params.get("from_offsets") or "").strip()
+        timestamp = str(params.get("from_timestamp") or "").strip()
+        if offsets and timestamp:
+            raise ValueError("give from_offsets or from_timestamp, not both")
+        if topics:
+            args += ["--topics", topics]
+        if offsets:
+            args += ["--from-offsets", offsets]
+        if timestamp:
+            args += ["--from-timestamp", timestamp]
+        return args
+
+    def execute(self, context):
+        code, error = self.submit(context)
+        if code == 0 and error is None:
+            return None
+        what = {1: "failed (nothing committed past what was delivered)", 2: "refused its input",
+                3: "halted on data loss (the task log names the partitions)"}.get(code, "did not complete")
+        raise RuntimeError(f"mirror {self.mirror_name!r}: the catch-up {what} "
+                           f"(exit {'?' if code is None else code})") from error
