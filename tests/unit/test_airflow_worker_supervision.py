@@ -136,3 +136,21 @@ ScriptWorker(script={worker_script!r}, task_id="w").execute({{"params": {{}}}})
     finally:
         if task.poll() is None:
             task.kill()
+
+
+# A worker still starting: no SIGTERM handler yet, so SIGTERM ends it by the default action (exit -15).
+STARTING = "import time; time.sleep(60)"
+
+
+def test_a_pause_that_ends_a_worker_still_starting_is_a_clean_stop(monkeypatch):
+    monkeypatch.setattr(operators, "api_from_connection", lambda conn_id, log: FakeApi(paused_after=0))
+    op = ScriptWorker(script=STARTING, task_id="w", pause_check_interval_s=0.2)
+    summary = op.execute({"params": {}})
+    assert summary["exit_code"] == 0 and summary["reason"] == "stop: DAG paused"
+
+
+def test_a_worker_killed_by_someone_else_still_fails_the_task():
+    script = "import os, signal, time; time.sleep(0.3); os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)"
+    op = ScriptWorker(script=script, task_id="w")
+    with pytest.raises(WorkerFailedError):
+        op.execute({"params": {}})

@@ -3,6 +3,7 @@ it when the DAG is paused, when the run is bounded, or when the task is killed."
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 
@@ -93,6 +94,11 @@ class MirrorWorkerOperator(MirrorOperator):
             raise
         finally:
             tail = worker.join_output()
+        if code == -signal.SIGTERM and action is not Action.EXITED:
+            # Our SIGTERM reached the worker before it had installed its handler, i.e. while it was still
+            # starting: it had mirrored and committed nothing, so this stop is as clean as a graceful one.
+            self.log.info("mirror worker stopped while starting (before it handled SIGTERM): nothing to commit")
+            code = 0
         summary = {"exit_code": code, "reason": action.value, "seconds": round(time.monotonic() - started, 1)}
         # 0 is the worker's clean stop (flushed, committed) after SIGTERM/SIGINT, whoever sent it.
         if code != 0:
