@@ -37,7 +37,7 @@ from mirror_worker.exceptions import FatalMirrorError
 from mirror_worker.membership import membership_settings
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
-from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance, provenance_value
+from mirror_worker.provenance import PROVENANCE_HEADER, mirrored_headers, parse_provenance, provenance_value
 from mirror_worker.routing import Router
 from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
@@ -419,19 +419,12 @@ class MirrorWorker:
     # ---------------------------------------------------------------- headers, consume errors
     def _headers(self, stream: SourceStream, msg, headers, destination_topic: str):
         """Copy headers, check for a cycle, add provenance. False means: the record was refused."""
-        out = []
-        for name, value in headers or ():
-            if name == PROVENANCE_HEADER:
-                origin = parse_provenance(value) if value else None
-                if origin and origin[1] and origin[1] == self.destination_cluster_id:
-                    self.halts.refuse(stream, msg, f"cycle: the record came from the destination cluster ({value.decode()})", force_halt=True)
-                    return False
-                if self.config.provenance_headers:
-                    continue  # replaced by this hop's provenance below
-            out.append((name, value))
-        if self.config.provenance_headers:
-            out.append((PROVENANCE_HEADER, provenance_value(
-                stream.alias, stream.cluster_id, msg.topic(), msg.partition(), msg.offset())))
+        provenance = provenance_value(stream.alias, stream.cluster_id, msg.topic(), msg.partition(), msg.offset()) \
+            if self.config.provenance_headers else None
+        out = mirrored_headers(headers, provenance, self.destination_cluster_id)
+        if type(out) is bytes:
+            self.halts.refuse(stream, msg, f"cycle: the record came from the destination cluster ({out.decode()})", force_halt=True)
+            return False
         return out
 
     def _on_consume_error(self, stream: SourceStream, msg, err: KafkaError) -> None:
