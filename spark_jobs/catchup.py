@@ -84,6 +84,8 @@ def _parse_arguments(args: list[str]):
     parser.add_argument("--from-offsets", help="topic:partition:offset,... (default: the group's committed offsets)")
     parser.add_argument("--from-timestamp", help="start at this time (epoch ms or ISO-8601) instead")
     parser.add_argument("--summary", help="also write the JSON summary (totals, rates, per-partition ranges) here")
+    parser.add_argument("--progress-interval-s", type=float, default=5.0,
+                        help="progress lines (per task on stderr, the whole job in the log) this often")
     parser.add_argument("--no-commit", action="store_true", help="copy without moving the mirror group's offsets")
     parser.add_argument("--on-data-loss", choices=("halt", "reset"),
                         help="a start that would skip lost records: halt the partition (default) or copy from the "
@@ -185,7 +187,7 @@ def run(target: JobTarget, args) -> dict:
         id_headers, fields = schema_fields(target, topics)
         tasks = copy_tasks_for(target, to_copy, ids, destination_partitions, fields)
         progress = DestinationProgress(target.connection("destination"), destination_partitions,
-                                       sum(r[3] - r[2] for r in to_copy))
+                                       sum(r[3] - r[2] for r in to_copy), args.progress_interval_s)
         copy = copy_with_spark(args.master, tasks, copy_settings(target, args, clusters, id_headers), progress)
     copied = {key: records for key, (records, _) in copy["partitions"].items()}
     if target.group_id and not args.no_commit:
@@ -237,7 +239,7 @@ def copy_settings(target: JobTarget, args, clusters: tuple[str, str], id_headers
         consumer=reader_conf(target), producer=producer_conf(target),
         commit=bool(target.group_id) and not args.no_commit, destination_cluster_id=destination_cluster,
         provenance=(target.source_alias, source_cluster) if target.provenance_headers else None,
-        id_headers=id_headers,
+        id_headers=id_headers, progress_interval_s=args.progress_interval_s,
     )
 
 

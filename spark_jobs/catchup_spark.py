@@ -71,7 +71,7 @@ class DestinationProgress:
         self.consumer = Consumer({**connection, "group.id": "mirror-catchup-progress", "enable.auto.commit": False})
         self.topics, self.total, self.interval_s, self.clock = topics, total, interval_s, clock
         self.stopped = threading.Event()
-        self.baseline = self._written()
+        self.baseline: int | None = None
         self.started = clock()
         self.thread = threading.Thread(target=self._run, name="catchup-progress", daemon=True)
 
@@ -92,6 +92,9 @@ class DestinationProgress:
     def _run(self) -> None:
         while not self.stopped.wait(self.interval_s):
             try:
+                if self.baseline is None:  # a destination topic created just now may have no leader yet
+                    self.baseline = self._written()
+                    continue
                 written = self._written() - self.baseline
             except Exception as exc:  # progress is best effort: the copy goes on
                 log.warning("progress: destination log ends unavailable: %s", exc)
@@ -99,6 +102,11 @@ class DestinationProgress:
             log.info("%s", json.dumps(self.line(written, self.clock() - self.started)))
 
     def __enter__(self):
+        try:
+            self.baseline = self._written()  # before any task starts: the records written since are the copy's
+        except Exception as exc:
+            log.warning("progress: destination log ends unavailable: %s", exc)
+        self.started = self.clock()
         self.thread.start()
         return self
 
