@@ -1,8 +1,9 @@
 """The catch-up's executor side: one Spark task copies one source partition's offset range with librdkafka.
 
-The task assigns its partition at the range start (read_committed, as the worker reads), consumes in
-batches, produces every record below the range end through the worker's producer settings and the
-worker's record transform (routing decided by `mirror_worker.routing.Router` on the driver, headers by
+The task assigns its partition at the range start (read_committed, as the worker reads), takes batches
+as the worker takes them (`take_available`: what the consumer holds, never waiting for a batch to fill),
+produces every record below the range end through the worker's producer settings and the worker's
+record transform (routing decided by `mirror_worker.routing.Router` on the driver, headers by
 `mirror_worker.provenance.mirrored_headers`, schema ids by `mirror_worker.wire_format.rewrite`), flushes,
 and only then commits the mirror group's offset at the range end (with the topic id as metadata, as the
 worker commits). A delivery error, a flush that does not finish or a consumer error fails the task before
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 
 from mirror_worker import wire_format
 from mirror_worker.provenance import mirrored_headers, provenance_value
+from mirror_worker.worker import take_available
 
 
 class CopyFailed(Exception):
@@ -115,7 +117,7 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
     position, copied = task.start, 0
     stalled_at = clock() + settings.stall_timeout_s
     while position < end:
-        batch = consumer.consume(settings.batch, 1.0)
+        batch = take_available(consumer, settings.batch, 1.0)
         if not batch:
             if clock() >= stalled_at:
                 raise CopyFailed(f"{task.topic}[{task.partition}]: nothing read for {settings.stall_timeout_s:.0f}s "
