@@ -133,7 +133,8 @@ def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: s
         "msgs_per_s": round(records / wall), "mb_per_s": round(records * size / wall / 1e6, 2), "wall_s": round(wall, 1),
         "spark_startup_s": summary["spark_startup_s"], "copy_phase_s": summary["copy_phase_s"],
         "copy_phase_msgs_per_s": summary["copy_phase_msgs_per_s"],
-        "task_seconds_median": tasks[len(tasks) // 2],
+        "task_seconds_median": tasks[len(tasks) // 2], "task_seconds_sum": round(sum(tasks), 2),
+        "tasks_cpu_s": round(sum(r["cpu_s"] for r in summary["ranges"]), 2),
         "task_msgs_per_s_median": round(sorted(r["copied"] / r["seconds"] for r in summary["ranges"])[len(tasks) // 2]),
     }
 

@@ -189,7 +189,7 @@ def run(target: JobTarget, args) -> dict:
         progress = DestinationProgress(target.connection("destination"), destination_partitions,
                                        sum(r[3] - r[2] for r in to_copy), args.progress_interval_s)
         copy = copy_with_spark(args.master, tasks, copy_settings(target, args, clusters, id_headers), progress)
-    copied = {key: records for key, (records, _) in copy["partitions"].items()}
+    copied = {key: records for key, (records, _, _) in copy["partitions"].items()}
     if target.group_id and not args.no_commit:
         # The tasks committed their ranges; an empty range (nothing since the group's offset) had no task.
         _commit_uncopied(target, [r for r in ranges if (r[0], r[1]) not in copied], ids)
@@ -202,13 +202,13 @@ def run(target: JobTarget, args) -> dict:
 
 def _summary(topics: list[str], ranges: list[Range], copy: dict, seconds: float, stopped, losses) -> dict:
     """The job's JSON summary: totals, rates (end to end from the plan, and of the copy phase alone), ranges."""
-    records = sum(copied for copied, _ in copy["partitions"].values())
+    records = sum(copied for copied, _, _ in copy["partitions"].values())
     phase = copy["copy_seconds"]
     per_range = []
     for topic, partition, start, end in ranges:
-        copied, task_seconds = copy["partitions"].get((topic, partition), (0, 0.0))
+        copied, task_seconds, cpu = copy["partitions"].get((topic, partition), (0, 0.0, 0.0))
         per_range.append({"topic": topic, "partition": partition, "start": start, "end": end, "copied": copied,
-                          "seconds": task_seconds})
+                          "seconds": task_seconds, "cpu_s": cpu})
     return {
         "topics": topics, "records": records, "seconds": round(seconds, 2),
         "msgs_per_s": round(records / seconds) if records and seconds else 0,

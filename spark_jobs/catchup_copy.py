@@ -177,12 +177,13 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
 
 
 def copy_tasks(tasks: Iterable[CopyTask], settings: CopySettings) -> Iterator[tuple]:
-    """A Spark partition's tasks (mapPartitions): (topic, partition, copied, seconds) per range."""
+    """A Spark partition's tasks (mapPartitions): (topic, partition, copied, seconds, cpu seconds) per range
+    (cpu: the Python worker process's, librdkafka's threads included)."""
     from confluent_kafka import Consumer, Producer
 
     for task in tasks:
         errors: list = []
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         producer = Producer({**settings.producer, "delivery.report.only.error": True,
                              "on_delivery": lambda err, _msg: errors.append(err.str())})
         consumer = Consumer(settings.consumer)
@@ -192,4 +193,5 @@ def copy_tasks(tasks: Iterable[CopyTask], settings: CopySettings) -> Iterator[tu
             consumer.close()
         print(f"catchup: {task.topic}[{task.partition}] copied {copied} records up to offset {task.end}",
               file=sys.stderr, flush=True)
-        yield task.topic, task.partition, copied, round(time.monotonic() - started, 3)
+        yield (task.topic, task.partition, copied, round(time.monotonic() - started, 3),
+               round(time.process_time() - cpu, 3))

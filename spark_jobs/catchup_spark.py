@@ -145,7 +145,7 @@ def copy_with_spark(master: str | None, tasks: list[CopyTask], settings: CopySet
     finally:
         spark.stop()
     return {
-        "partitions": {(topic, partition): (copied, seconds) for topic, partition, copied, seconds in rows},
+        "partitions": {(topic, partition): (copied, seconds, cpu) for topic, partition, copied, seconds, cpu in rows},
         "spark_startup_s": round(startup, 2), "copy_seconds": copy_seconds,
         "parallelism": parallelism, "master": master,
     }
