@@ -33,6 +33,7 @@ from mirror_worker.exactly_once import (
 )
 from mirror_worker import wire_format
 from mirror_worker.clients import ClientSettings, fatal_reason
+from mirror_worker.consume import take_available
 from mirror_worker.exceptions import FatalMirrorError
 from mirror_worker.membership import membership_settings
 from mirror_worker.metrics import MirrorMetrics
@@ -48,7 +49,7 @@ from mirror_worker.worker_halts import Halts
 from mirror_worker.worker_schemas import SchemaGate
 from mirror_worker.worker_topics import TopicManagement
 
-__all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value"]
+__all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value", "take_available"]
 
 log = logging.getLogger("mirror_worker")
 
@@ -504,22 +505,6 @@ def _close_run(handed_over, pending: dict, topic: str, partition: int, last, rec
     counts[1] += size
     if newest > counts[2]:
         counts[2] = newest
-
-
-def take_available(consumer, limit: int, timeout: float) -> list:
-    """What the consumer already holds (up to `limit`), waiting up to `timeout` only while it holds nothing.
-
-    `consume(limit, timeout)` waits until `limit` records arrived or the timeout ended: at ordinary rates
-    every record would wait for the batch to fill (10,000 msgs/s and a batch of 2,500: up to 250 ms).
-    Big batches still come from high rates, when the prefetch queue holds them already.
-    """
-    batch = consumer.consume(limit, 0)
-    if batch:
-        return batch
-    batch = consumer.consume(1, timeout)  # returns as soon as one record (or event) is there
-    if batch and limit > 1:
-        batch += consumer.consume(limit - 1, 0)
-    return batch
 
 
 def _incremental(consumer_settings: dict) -> bool:

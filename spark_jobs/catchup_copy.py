@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from mirror_worker import wire_format
 from mirror_worker.provenance import mirrored_headers, provenance_value
-from mirror_worker.worker import take_available
+from mirror_worker.consume import take_available
 
 
 class CopyFailed(Exception):
@@ -76,7 +76,7 @@ class Progress:
         self.started = self.clock()
         self.next_at = self.started + self.interval_s
 
-    def report(self, copied: int, position: int, done: bool = False) -> None:
+    def report(self, copied: int, position: int, done: bool = False, **extra) -> None:
         now = self.clock()
         if not done and now < self.next_at:
             return
@@ -88,7 +88,7 @@ class Progress:
             "event": "partition done" if done else "partition progress", "topic": self.task.topic,
             "partition": self.task.partition, "copied": copied, "position": position, "end": self.task.end,
             "offsets_left": left, "msgs_per_s": round(rate), "seconds": round(seconds, 2),
-            "eta_s": round(left / rate, 1) if rate > 0 else None,
+            "eta_s": round(left / rate, 1) if rate > 0 else None, **extra,
         })
 
 
@@ -114,7 +114,7 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
     id_headers = settings.id_headers if task.frame_keys or task.frame_values else None
     frame_keys, frame_values, rewrite, framed = task.frame_keys, task.frame_values, wire_format.rewrite, wire_format.is_framed
     eof = KafkaError._PARTITION_EOF
-    position, copied = task.start, 0
+    position, copied, waits = task.start, 0, 0
     stalled_at = clock() + settings.stall_timeout_s
     while position < end:
         batch = take_available(consumer, settings.batch, 1.0)
@@ -160,7 +160,8 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
                     produce(destination_topic, value, key, destination_partition, timestamp=timestamp, headers=headers)
                     break
                 except BufferError:  # queue.buffering.max.messages in flight: wait for deliveries
-                    poll(0.05)
+                    waits += 1
+                    poll(0.005)
             position = offset + 1
             copied += 1
         poll(0)
@@ -172,7 +173,7 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
                          "not committed")
     if settings.commit:
         consumer.commit(offsets=[TopicPartition(task.topic, task.partition, end, task.topic_id)], asynchronous=False)
-    progress.report(copied, end, done=True)
+    progress.report(copied, end, done=True, producer_waits=waits)
     return copied
 
 
