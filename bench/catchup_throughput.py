@@ -1,6 +1,7 @@
 """Catch-up throughput against the worker's, on the same data in the same run: msgs/s of each.
 
     .venv/bin/python -m bench.catchup_throughput [--records 5000000] [--size 100] [--masters local[1],local[2]]
+        [--repeats 1]
 
 Preloads one topic (6 partitions, keyed records, lz4) into `source` once, with one producer process per
 core. Then, on that same topic, each with its own group and destination prefix:
@@ -10,8 +11,9 @@ core. Then, on that same topic, each with its own group and destination prefix:
 - spark_jobs/catchup.py once per Spark master: end to end (process launch to exit, Spark start-up
   included), the copy phase alone (its summary: the Spark job's run, Spark start-up left out) and the
   Spark start-up time.
-Writes bench/results/catchup_throughput.json (one row per run; catch-up rows carry their ratio to the
-worker's msgs/s of this run).
+With --repeats N the systems run N times, interleaved, and the medians are printed. Writes
+bench/results/catchup_throughput.json (one row per run; catch-up rows carry their ratios to the worker of
+the same run: msgs/s of the copy phase and end to end, and CPU seconds of the tasks vs the worker's).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,17 +71,17 @@ def preload(bootstrap: str, topic: str, records: int, size: int, processes: int)
     return time.monotonic() - started
 
 
-def measure_worker(stack: Stack, topic: str, records: int, size: int, workdir: Path) -> dict:
+def measure_worker(stack: Stack, topic: str, records: int, size: int, workdir: Path, run: int) -> dict:
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     consumer_cfg = workdir / "source.properties"
-    consumer_cfg.write_text(f"bootstrap.servers={src}\ngroup.id=bench-w-{topic}\n")
+    consumer_cfg.write_text(f"bootstrap.servers={src}\ngroup.id=bench-w{run}-{topic}\n")
     producer_cfg = workdir / "destination.properties"
     producer_cfg.write_text(f"bootstrap.servers={dst}\n")
     watcher = Consumer({"bootstrap.servers": dst, "group.id": "bench-watch"})
     launched = time.monotonic()
     worker = subprocess.Popen(
         [sys.executable, "-m", "mirror_worker", "--consumer.config", str(consumer_cfg), "--producer.config",
-         str(producer_cfg), "--whitelist", topic, "--prefix", "w.", "--preserve.partitions",
+         str(producer_cfg), "--whitelist", topic, "--prefix", f"w{run}.", "--preserve.partitions",
          "--offset.commit.interval.ms", "5000"],
         cwd=paths.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
@@ -87,7 +90,7 @@ def measure_worker(stack: Stack, topic: str, records: int, size: int, workdir: P
         deadline = time.monotonic() + 1800
         while time.monotonic() < deadline:
             try:
-                done = end_total(watcher, f"w.{topic}")
+                done = end_total(watcher, f"w{run}.{topic}")
             except Exception:  # the destination topic does not exist yet
                 done = 0
             now = time.monotonic()
@@ -104,16 +107,16 @@ def measure_worker(stack: Stack, topic: str, records: int, size: int, workdir: P
         watcher.close()
     mirrored = records - first_count
     return {
-        "system": "worker", "record_bytes": size, "records": records,
+        "system": "worker", "run": run, "record_bytes": size, "records": records,
         "msgs_per_s": round(mirrored / (finished - first)), "mb_per_s": round(mirrored * size / (finished - first) / 1e6, 2),
         "end_to_end_msgs_per_s": round(records / (finished - launched)), "wall_s": round(finished - launched, 1),
         "cpu_s": round(cpu, 2), "peak_rss_mib": round(rss, 1),
     }
 
 
-def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: str, workdir: Path) -> dict:
+def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: str, workdir: Path, run: int) -> dict:
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    prefix = f"cu{master.strip('local[]')}."
+    prefix = f"cu{run}-{master.strip('local[]*')}."
     summary_file = workdir / f"summary-{prefix}json"
     started = time.monotonic()
     result = subprocess.run(
@@ -129,7 +132,7 @@ def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: s
     assert summary["records"] == records, summary
     tasks = sorted(r["seconds"] for r in summary["ranges"])
     return {
-        "system": "catchup", "master": master, "record_bytes": size, "records": records,
+        "system": "catchup", "run": run, "master": master, "record_bytes": size, "records": records,
         "msgs_per_s": round(records / wall), "mb_per_s": round(records * size / wall / 1e6, 2), "wall_s": round(wall, 1),
         "spark_startup_s": summary["spark_startup_s"], "copy_phase_s": summary["copy_phase_s"],
         "copy_phase_msgs_per_s": summary["copy_phase_msgs_per_s"],
@@ -139,11 +142,26 @@ def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: s
     }
 
 
+def medians(rows: list[dict]) -> list[dict]:
+    """Per system (and master): the median of each measured figure over the runs."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["system"], row.get("master")), []).append(row)
+    out = []
+    for (system, master), group in groups.items():
+        figures = {key for row in group for key, value in row.items()
+                   if isinstance(value, (int, float)) and key not in ("run", "records", "record_bytes")}
+        out.append({"system": system, "master": master, "runs": len(group), "median": {
+            key: statistics.median(row[key] for row in group if key in row) for key in sorted(figures)}})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=5_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--masters", default="local[1],local[2]")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of every system, interleaved")
     parser.add_argument("--preload-processes", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args(argv)
     rows = []
@@ -151,15 +169,20 @@ def main(argv: list[str] | None = None) -> int:
         topic = f"bench-cu-{args.size}-{uuid.uuid4().hex[:8]}"
         seconds = preload(stack["source"].kafka.bootstrap_servers, topic, args.records, args.size, args.preload_processes)
         print(json.dumps({"preload_s": round(seconds, 1), "records": args.records}), flush=True)
-        worker = measure_worker(stack, topic, args.records, args.size, Path(workdir))
-        rows.append(worker)
-        print(json.dumps(worker), flush=True)
-        for master in args.masters.split(","):
-            row = measure_catchup(stack, topic, args.records, args.size, master, Path(workdir))
-            row["copy_phase_ratio_vs_worker"] = round(row["copy_phase_msgs_per_s"] / worker["msgs_per_s"], 2)
-            row["end_to_end_ratio_vs_worker"] = round(row["msgs_per_s"] / worker["end_to_end_msgs_per_s"], 2)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        # Interleaved, so that the machine's load (shared cores) hits every system alike.
+        for run in range(args.repeats):
+            worker = measure_worker(stack, topic, args.records, args.size, Path(workdir), run)
+            rows.append(worker)
+            print(json.dumps(worker), flush=True)
+            for master in args.masters.split(","):
+                row = measure_catchup(stack, topic, args.records, args.size, master, Path(workdir), run)
+                row["copy_phase_ratio_vs_worker"] = round(row["copy_phase_msgs_per_s"] / worker["msgs_per_s"], 2)
+                row["end_to_end_ratio_vs_worker"] = round(row["msgs_per_s"] / worker["end_to_end_msgs_per_s"], 2)
+                row["cpu_ratio_vs_worker"] = round(row["tasks_cpu_s"] / worker["cpu_s"], 2)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    for line in medians(rows):
+        print(json.dumps(line))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "catchup_throughput.json").write_text(json.dumps(rows, indent=2) + "\n")
     return 0
