@@ -78,6 +78,10 @@ _COPY_PRODUCER = {
     "queue.buffering.max.messages": "200000",
 }
 
+# A task's consumer reads one partition: fewer, larger fetches than the worker's 1 MB per partition (its
+# prefetch stays bounded by the worker's queued.max.messages.kbytes).
+_COPY_CONSUMER = {"max.partition.fetch.bytes": str(16 << 20)}
+
 
 def _parse_arguments(args: list[str]):
     parser = base_parser("catchup.py", "Copy a mirror's backlog with Spark, then hand over to the worker.")
@@ -102,13 +106,12 @@ def commit_conf(target: JobTarget) -> dict:
     return {**target.connection("source"), "group.id": target.group_id, "enable.auto.commit": False}
 
 
-def check_group_idle(target: JobTarget) -> None:
+def check_group_idle(target: JobTarget, source: KafkaMeta) -> None:
     """The worker must not run during a catch-up: both would write the same ranges."""
-    from confluent_kafka.admin import AdminClient
-
     from mirror_worker.groups import active_members
 
-    members = active_members(AdminClient(target.connection("source")), target.group_id)
+    # The metadata reader's admin client: its librdkafka log stays off stderr, which holds one line per finding.
+    members = active_members(source.admin, target.group_id)
     if members:
         raise JobInputError(
             f"mirror group {target.group_id!r} has {members} active member(s): "
@@ -151,7 +154,7 @@ def run(target: JobTarget, args) -> dict:
                 if partition >= source.partitions(topic):
                     raise JobInputError(f"--from-offsets: {topic} has no partition {partition}")
         if target.group_id and not args.no_commit:
-            check_group_idle(target)
+            check_group_idle(target, source)
         ids = source.topic_ids(topics)
         ends = source.log_ends(topics)
         positions: dict = {}  # (topic, partition) -> (offset, topic id of the commit, if any)
@@ -226,7 +229,8 @@ def reader_conf(target: JobTarget) -> dict:
     and committing the range end for the mirror group."""
     isolation = "read_committed" if target.reads_committed else "read_uncommitted"
     conf = {**target.source_settings, **commit_conf(target), "enable.auto.offset.store": False,
-            "enable.partition.eof": True, "auto.offset.reset": "error", "isolation.level": isolation}
+            "enable.partition.eof": True, "auto.offset.reset": "error", "isolation.level": isolation,
+            **_COPY_CONSUMER}
     conf.pop("group.instance.id", None)
     if not target.group_id:
         conf["group.id"] = "mirror-catchup-reader"
