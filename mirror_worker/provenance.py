@@ -18,3 +18,21 @@ def parse_provenance(value: bytes) -> tuple[str, str, str, int, int] | None:
         return alias, cluster_id, topic, int(partition), int(offset)
     except ValueError:
         return None
+
+
+def mirrored_headers(headers, provenance: bytes | None, destination_cluster_id: str) -> list | bytes:
+    """The headers a mirrored record carries: the source record's, with this hop's provenance (when given)
+    in place of an earlier hop's. A provenance header naming `destination_cluster_id` is a cycle: that
+    header's value comes back (bytes) instead of a list, and the record must not be mirrored."""
+    out = []
+    for name, value in headers or ():
+        if name == PROVENANCE_HEADER:
+            origin = parse_provenance(value) if value else None
+            if origin and origin[1] and origin[1] == destination_cluster_id:
+                return value
+            if provenance is not None:
+                continue  # replaced by this hop's provenance below
+        out.append((name, value))
+    if provenance is not None:
+        out.append((PROVENANCE_HEADER, provenance))
+    return out

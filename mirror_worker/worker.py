@@ -33,11 +33,12 @@ from mirror_worker.exactly_once import (
 )
 from mirror_worker import wire_format
 from mirror_worker.clients import ClientSettings, fatal_reason
+from mirror_worker.consume import take_available
 from mirror_worker.exceptions import FatalMirrorError
 from mirror_worker.membership import membership_settings
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
-from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance, provenance_value
+from mirror_worker.provenance import PROVENANCE_HEADER, mirrored_headers, parse_provenance, provenance_value
 from mirror_worker.routing import Router
 from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
@@ -48,7 +49,7 @@ from mirror_worker.worker_halts import Halts
 from mirror_worker.worker_schemas import SchemaGate
 from mirror_worker.worker_topics import TopicManagement
 
-__all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value"]
+__all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value", "take_available"]
 
 log = logging.getLogger("mirror_worker")
 
@@ -419,19 +420,12 @@ class MirrorWorker:
     # ---------------------------------------------------------------- headers, consume errors
     def _headers(self, stream: SourceStream, msg, headers, destination_topic: str):
         """Copy headers, check for a cycle, add provenance. False means: the record was refused."""
-        out = []
-        for name, value in headers or ():
-            if name == PROVENANCE_HEADER:
-                origin = parse_provenance(value) if value else None
-                if origin and origin[1] and origin[1] == self.destination_cluster_id:
-                    self.halts.refuse(stream, msg, f"cycle: the record came from the destination cluster ({value.decode()})", force_halt=True)
-                    return False
-                if self.config.provenance_headers:
-                    continue  # replaced by this hop's provenance below
-            out.append((name, value))
-        if self.config.provenance_headers:
-            out.append((PROVENANCE_HEADER, provenance_value(
-                stream.alias, stream.cluster_id, msg.topic(), msg.partition(), msg.offset())))
+        provenance = provenance_value(stream.alias, stream.cluster_id, msg.topic(), msg.partition(), msg.offset()) \
+            if self.config.provenance_headers else None
+        out = mirrored_headers(headers, provenance, self.destination_cluster_id)
+        if type(out) is bytes:
+            self.halts.refuse(stream, msg, f"cycle: the record came from the destination cluster ({out.decode()})", force_halt=True)
+            return False
         return out
 
     def _on_consume_error(self, stream: SourceStream, msg, err: KafkaError) -> None:
@@ -511,22 +505,6 @@ def _close_run(handed_over, pending: dict, topic: str, partition: int, last, rec
     counts[1] += size
     if newest > counts[2]:
         counts[2] = newest
-
-
-def take_available(consumer, limit: int, timeout: float) -> list:
-    """What the consumer already holds (up to `limit`), waiting up to `timeout` only while it holds nothing.
-
-    `consume(limit, timeout)` waits until `limit` records arrived or the timeout ended: at ordinary rates
-    every record would wait for the batch to fill (10,000 msgs/s and a batch of 2,500: up to 250 ms).
-    Big batches still come from high rates, when the prefetch queue holds them already.
-    """
-    batch = consumer.consume(limit, 0)
-    if batch:
-        return batch
-    batch = consumer.consume(1, timeout)  # returns as soon as one record (or event) is there
-    if batch and limit > 1:
-        batch += consumer.consume(limit - 1, 0)
-    return batch
 
 
 def _incremental(consumer_settings: dict) -> bool:

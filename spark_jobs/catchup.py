@@ -10,14 +10,21 @@
    last stable offset (LSO) when the job starts, as the worker's read_committed consumer sees it: the
    high watermark unless a transaction is open, then the first offset of the oldest open one. Such a
    partition is named on stderr, in the log and under "open_transactions" in the JSON summary.
-2. Spark's Kafka source reads exactly those ranges (batch, explicit starting and ending offsets), one
-   Spark task per source partition, read_committed (unless the mirror's source settings say
-   isolation.level=read_uncommitted: then read_uncommitted up to the high watermark, as the worker reads):
-   aborted records and transaction markers inside a range are skipped, as the worker skips them.
-3. Each task writes its records to the destination (same partition with preserve-partitions; keys,
-   values, headers and timestamps kept) through an idempotent acks=all producer, flushes, and only
-   then commits the mirror group's offset at its range end, with the source topic's id as the commit's
-   metadata, as the worker commits.
+2. Spark plans, schedules and retries the copy: one Spark task per source partition range
+   (catchup_spark.py). Each task reads its range with librdkafka (spark_jobs/catchup_copy.py: assigned at
+   the start, batches of 10,000, read_committed unless the mirror's source settings say
+   isolation.level=read_uncommitted, exactly as the worker reads: aborted records and transaction markers
+   are skipped), and writes it with the worker's producer settings and the worker's record transform:
+   routing (`Router`: preserve-partitions, preserve-order, or the key), headers (`mirrored_headers`:
+   provenance when the mirror adds it, cycles refused), schema ids (`wire_format.rewrite` with the map the
+   worker's `SchemaSyncer` builds, when the mirror syncs schemas); keys, values and timestamps kept.
+3. Each task flushes, and only then commits the mirror group's offset at its range end, with the source
+   topic's id as the commit's metadata, as the worker commits.
+
+Progress: every task prints a JSON line on stderr every 5 s (records copied, position, rate, time left) and
+one when done; the driver logs the whole job's progress every 5 s from the destination's log ends. The JSON
+summary (stdout, and `--summary PATH`) has totals, the end-to-end rate, the Spark start-up time, the copy
+phase's time and rate, and per range its offsets, records copied and seconds.
 
 Data loss: a start below the log's earliest offset (retention deleted records the mirror had not
 copied), past its end, or a topic recreated since the group's commit (topic id) is never clamped
@@ -54,7 +61,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script (spark-submit / python spark_jobs/catchup.py)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from spark_jobs.catchup_copy import CopySettings  # noqa: E402
 from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges  # noqa: E402
+from spark_jobs.catchup_spark import DestinationProgress, copy_tasks_for, copy_with_spark, schema_fields  # noqa: E402
 from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args  # noqa: E402
 from spark_jobs.kafka_meta import KafkaMeta, resolve_topics  # noqa: E402
 from spark_jobs.stable_offsets import open_transactions, reachable  # noqa: E402
@@ -69,97 +78,23 @@ _COPY_PRODUCER = {
     "queue.buffering.max.messages": "200000",
 }
 
+# A task's consumer reads one partition: fewer, larger fetches than the worker's 1 MB per partition (its
+# prefetch stays bounded by the worker's queued.max.messages.kbytes).
+_COPY_CONSUMER = {"max.partition.fetch.bytes": str(16 << 20)}
+
 
 def _parse_arguments(args: list[str]):
     parser = base_parser("catchup.py", "Copy a mirror's backlog with Spark, then hand over to the worker.")
     parser.add_argument("--from-offsets", help="topic:partition:offset,... (default: the group's committed offsets)")
     parser.add_argument("--from-timestamp", help="start at this time (epoch ms or ISO-8601) instead")
+    parser.add_argument("--summary", help="also write the JSON summary (totals, rates, per-partition ranges) here")
+    parser.add_argument("--progress-interval-s", type=float, default=5.0,
+                        help="progress lines (per task on stderr, the whole job in the log) this often")
     parser.add_argument("--no-commit", action="store_true", help="copy without moving the mirror group's offsets")
     parser.add_argument("--on-data-loss", choices=("halt", "reset"),
                         help="a start that would skip lost records: halt the partition (default) or copy from the "
                              "earliest record (default: the spec's on_data_loss)")
     return parser.parse_args(args)
-
-
-def offsets_json(ranges: list[Range], index: int) -> str:
-    """Spark's startingOffsets (index 2) / endingOffsets (index 3) JSON for the ranges."""
-    spec: dict[str, dict[str, int]] = {}
-    for r in ranges:
-        spec.setdefault(r[0], {})[str(r[1])] = r[index]
-    return json.dumps(spec)
-
-
-def read_ranges(spark, target: JobTarget, ranges: list[Range]):
-    """The records of `ranges` as a DataFrame (one Spark partition per Kafka partition)."""
-    from pyspark.sql import functions as F
-
-    # Assigned, not subscribed: Spark wants offsets for every partition it reads, and halted or empty
-    # partitions have no range.
-    assigned: dict[str, list[int]] = {}
-    for topic, partition, _, _ in ranges:
-        assigned.setdefault(topic, []).append(partition)
-    reader = spark.read.format("kafka").options(**target.spark_options("source"))
-    frame = (
-        reader.option("assign", json.dumps(assigned))
-        .option("startingOffsets", offsets_json(ranges, 2))
-        .option("endingOffsets", offsets_json(ranges, 3))
-        .option("includeHeaders", "true")
-        .option("failOnDataLoss", "true")
-        # Fewer, larger fetches than the Java consumer's defaults (500 records a poll).
-        .option("kafka.max.poll.records", "20000")
-        .option("kafka.max.partition.fetch.bytes", str(16 << 20))
-        .load()
-    )
-    return frame.select(
-        "topic", "partition", "offset", "key", "value", "headers",
-        F.unix_millis(F.col("timestamp")).alias("timestamp_ms"),
-    )
-
-
-def copy_partition(batches, destination_conf: dict, topic_map: dict, preserve_partitions: bool,
-                   commit_conf: dict | None, ends: dict, topic_ids: dict):
-    """Runs in an executor on Arrow batches of one Kafka partition's range: produce, flush, commit its end."""
-    from collections import Counter
-
-    import pyarrow as pa
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-
-    errors: list[str] = []
-    producer = Producer({**destination_conf, "on_delivery": lambda err, _m: err and errors.append(err.str())})
-    counts: dict[tuple[str, int], int] = {}
-    for batch in batches:
-        columns = batch.to_pydict()
-        rows = zip(columns["topic"], columns["partition"], columns["key"], columns["value"], columns["headers"],
-                   columns["timestamp_ms"])
-        for topic, partition, key, value, headers, timestamp_ms in rows:
-            if headers:
-                headers = [(h["key"], h["value"]) for h in headers]
-            while True:
-                try:
-                    producer.produce(topic_map[topic], value, key, partition if preserve_partitions else -1,
-                                     timestamp=timestamp_ms or 0, headers=headers or None)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-        for key, count in Counter(zip(columns["topic"], columns["partition"])).items():
-            counts[key] = counts.get(key, 0) + count
-        producer.poll(0)
-    if producer.flush(300) or errors:
-        raise KafkaException(f"catch-up delivery failed for {sorted(counts)}: {errors[:3] or 'flush timed out'}")
-    if commit_conf is not None and counts:
-        committer = Consumer(commit_conf)
-        try:
-            committer.commit(offsets=[TopicPartition(t, p, ends[f"{t}:{p}"], topic_ids.get(t, "")) for t, p in counts],
-                             asynchronous=False)
-        finally:
-            committer.close()
-    for (topic, partition), copied in sorted(counts.items()):
-        print(f"catchup: {topic}[{partition}] copied {copied} records up to offset {ends[f'{topic}:{partition}']}",
-              file=sys.stderr, flush=True)
-    yield pa.RecordBatch.from_pydict(
-        {"topic": [t for t, _ in counts], "partition": [p for _, p in counts], "copied": list(counts.values())},
-        schema=pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("copied", pa.int64())]),
-    )
 
 
 def producer_conf(target: JobTarget) -> dict:
@@ -171,13 +106,12 @@ def commit_conf(target: JobTarget) -> dict:
     return {**target.connection("source"), "group.id": target.group_id, "enable.auto.commit": False}
 
 
-def check_group_idle(target: JobTarget) -> None:
+def check_group_idle(target: JobTarget, source: KafkaMeta) -> None:
     """The worker must not run during a catch-up: both would write the same ranges."""
-    from confluent_kafka.admin import AdminClient
-
     from mirror_worker.groups import active_members
 
-    members = active_members(AdminClient(target.connection("source")), target.group_id)
+    # The metadata reader's admin client: its librdkafka log stays off stderr, which holds one line per finding.
+    members = active_members(source.admin, target.group_id)
     if members:
         raise JobInputError(
             f"mirror group {target.group_id!r} has {members} active member(s): "
@@ -208,7 +142,9 @@ def run(target: JobTarget, args) -> dict:
 
     source = KafkaMeta(target.source_bootstrap, "source", target.source_settings, timeout=10)
     try:
-        KafkaMeta(target.destination_bootstrap, "destination", target.destination_settings, timeout=10).close()
+        destination = KafkaMeta(target.destination_bootstrap, "destination", target.destination_settings, timeout=10)
+        clusters = (_cluster_id(source), _cluster_id(destination))
+        destination.close()
         topics = resolve_topics(target, source)
         if explicit:
             unknown = sorted({t for t, _ in explicit} - set(topics))
@@ -218,7 +154,7 @@ def run(target: JobTarget, args) -> dict:
                 if partition >= source.partitions(topic):
                     raise JobInputError(f"--from-offsets: {topic} has no partition {partition}")
         if target.group_id and not args.no_commit:
-            check_group_idle(target)
+            check_group_idle(target, source)
         ids = source.topic_ids(topics)
         ends = source.log_ends(topics)
         positions: dict = {}  # (topic, partition) -> (offset, topic id of the commit, if any)
@@ -234,6 +170,10 @@ def run(target: JobTarget, args) -> dict:
         ensure_destination_topics(target, source, topics)
     finally:
         source.close()
+    destination = KafkaMeta(target.destination_bootstrap, "destination", target.destination_settings, timeout=10)
+    destination_partitions = {target.destination_topic(t): destination.partitions(target.destination_topic(t))
+                              for t in topics}
+    destination.close()
 
     ranges = plan.ranges
     stopped = open_transactions({(t, p): e for t, p, _, e in ranges}, ends)
@@ -244,47 +184,71 @@ def run(target: JobTarget, args) -> dict:
     to_copy = [r for r in ranges if r[3] > r[2]]
     for topic, partition, start, end in ranges:
         log.info("range %s[%d]: [%d, %d) %d offsets", topic, partition, start, end, end - start)
-    copied: dict[tuple[str, int], int] = {}
     started = time.monotonic()
+    copy = {"partitions": {}, "spark_startup_s": 0.0, "copy_seconds": 0.0}
     if to_copy:
-        copied = _copy_with_spark(target, args, to_copy, ids)
+        id_headers, fields = schema_fields(target, topics)
+        tasks = copy_tasks_for(target, to_copy, ids, destination_partitions, fields)
+        progress = DestinationProgress(target.connection("destination"), destination_partitions,
+                                       sum(r[3] - r[2] for r in to_copy), args.progress_interval_s)
+        copy = copy_with_spark(args.master, tasks, copy_settings(target, args, clusters, id_headers), progress)
+    copied = {key: records for key, (records, _, _) in copy["partitions"].items()}
     if target.group_id and not args.no_commit:
-        # The tasks committed what they copied; a range of aborted records and markers only had none to copy.
+        # The tasks committed their ranges; an empty range (nothing since the group's offset) had no task.
         _commit_uncopied(target, [r for r in ranges if (r[0], r[1]) not in copied], ids)
-    seconds = time.monotonic() - started
-    summary = {
-        "topics": topics, "records": sum(copied.values()), "seconds": round(seconds, 2),
-        "msgs_per_s": round(sum(copied.values()) / seconds) if copied and seconds else 0,
-        "ranges": [{"topic": t, "partition": p, "start": s, "end": e} for t, p, s, e in ranges],
-        "open_transactions": [transaction.summary() for transaction in stopped],
-        "data_loss": [loss.summary() for loss in plan.losses],
-    }
+    summary = _summary(topics, ranges, copy, time.monotonic() - started, stopped, plan.losses)
     print(json.dumps(summary), flush=True)
+    if args.summary:
+        Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
 
-def _copy_with_spark(target: JobTarget, args, ranges: list[Range], topic_ids: dict[str, str]) -> dict[tuple[str, int], int]:
-    """Records copied per partition that had any (each committed by its task)."""
-    from spark_jobs.session import create_session
+def _summary(topics: list[str], ranges: list[Range], copy: dict, seconds: float, stopped, losses) -> dict:
+    """The job's JSON summary: totals, rates (end to end from the plan, and of the copy phase alone), ranges."""
+    records = sum(copied for copied, _, _ in copy["partitions"].values())
+    phase = copy["copy_seconds"]
+    per_range = []
+    for topic, partition, start, end in ranges:
+        copied, task_seconds, cpu = copy["partitions"].get((topic, partition), (0, 0.0, 0.0))
+        per_range.append({"topic": topic, "partition": partition, "start": start, "end": end, "copied": copied,
+                          "seconds": task_seconds, "cpu_s": cpu})
+    return {
+        "topics": topics, "records": records, "seconds": round(seconds, 2),
+        "msgs_per_s": round(records / seconds) if records and seconds else 0,
+        "spark_startup_s": copy["spark_startup_s"], "copy_phase_s": round(phase, 2),
+        "copy_phase_msgs_per_s": round(records / phase) if records and phase else 0,
+        "master": copy.get("master"), "parallelism": copy.get("parallelism"),
+        "ranges": per_range,
+        "open_transactions": [transaction.summary() for transaction in stopped],
+        "data_loss": [loss.summary() for loss in losses],
+    }
 
-    spark = create_session("mirror-catchup", master=args.master)
-    try:
-        spark.sparkContext.setJobDescription(
-            f"catch-up {len(ranges)} partitions, {sum(r[3] - r[2] for r in ranges)} records"
-        )
-        frame = read_ranges(spark, target, ranges)
-        topic_map = {t: target.destination_topic(t) for t in {r[0] for r in ranges}}
-        ends = {f"{t}:{p}": e for t, p, _, e in ranges}
-        committer = commit_conf(target) if target.group_id and not args.no_commit else None
-        conf, preserve = producer_conf(target), target.preserve_partitions
-        results = frame.mapInArrow(
-            lambda batches: copy_partition(batches, conf, topic_map, preserve, committer, ends, topic_ids),
-            "topic string, partition int, copied long",
-        ).collect()
-        return {(row.topic, row.partition): row.copied for row in results}
-    finally:
-        spark.stop()
 
+def reader_conf(target: JobTarget) -> dict:
+    """A task's consumer: the worker's source settings, assigned (never subscribed), reading as the worker reads,
+    and committing the range end for the mirror group."""
+    isolation = "read_committed" if target.reads_committed else "read_uncommitted"
+    conf = {**target.source_settings, **commit_conf(target), "enable.auto.offset.store": False,
+            "enable.partition.eof": True, "auto.offset.reset": "error", "isolation.level": isolation,
+            **_COPY_CONSUMER}
+    conf.pop("group.instance.id", None)
+    if not target.group_id:
+        conf["group.id"] = "mirror-catchup-reader"
+    return conf
+
+
+def copy_settings(target: JobTarget, args, clusters: tuple[str, str], id_headers: dict) -> CopySettings:
+    source_cluster, destination_cluster = clusters
+    return CopySettings(
+        consumer=reader_conf(target), producer=producer_conf(target),
+        commit=bool(target.group_id) and not args.no_commit, destination_cluster_id=destination_cluster,
+        provenance=(target.source_alias, source_cluster) if target.provenance_headers else None,
+        id_headers=id_headers, progress_interval_s=args.progress_interval_s,
+    )
+
+
+def _cluster_id(meta: KafkaMeta) -> str:
+    return meta.consumer.list_topics(timeout=meta.timeout).cluster_id or ""
 
 def _commit_uncopied(target: JobTarget, ranges: list[Range], topic_ids: dict[str, str]) -> None:
     """Ranges without a record to copy still get their end committed, so the worker starts there."""

@@ -38,6 +38,10 @@ class JobTarget:
     destination_settings: dict = field(default_factory=dict, repr=False)
     topic_filter: object | None = None                        # from the spec, when --topics is not given
     on_data_loss: str = "halt"                                # MirrorConfig.on_data_loss
+    preserve_order: bool = False                              # MirrorConfig.preserve_order (routing)
+    provenance_headers: bool = False                          # MirrorConfig.provenance_headers
+    source_alias: str = "source"                              # the source's name in provenance headers
+    mirror: object | None = field(default=None, repr=False)  # the MirrorConfig (--config): schema sync, if any
 
     def destination_topic(self, source_topic: str) -> str:
         return self.policy.remote_topic(source_topic)
@@ -132,6 +136,10 @@ def target_from_args(args: argparse.Namespace) -> JobTarget:
             destination_settings=dict(mirror.producer),
             topic_filter=mirror.topic_filter(),
             on_data_loss=mirror.on_data_loss,
+            preserve_order=mirror.preserve_order,
+            provenance_headers=mirror.provenance_headers,
+            source_alias=source.name,
+            mirror=mirror,
         )
     missing = [flag for flag, value in (("--source.bootstrap.servers", args.source_bootstrap),
                                         ("--destination.bootstrap.servers", args.destination_bootstrap),

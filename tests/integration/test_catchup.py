@@ -3,6 +3,8 @@ no overlap, a rerun copies nothing, and bad input exits 2 with one line."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from confluent_kafka import Producer
 
@@ -33,11 +35,26 @@ def test_catchup_then_worker_continues_without_gap_or_overlap(stack, topic_name,
     create_topic(src, topic, partitions=PARTITIONS)
     _produce(src, topic, 0, 120_000)
 
+    summary_file = tmp_path / "summary.json"
     result = run_catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst,
-                      "--topics", topic, "--group.id", group, "--prefix", "cu.")
+                      "--topics", topic, "--group.id", group, "--prefix", "cu.", "--summary", str(summary_file),
+                      "--progress-interval-s", "0.2")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = catchup_summary(result)
     assert summary["records"] == 120_000
+    assert json.loads(summary_file.read_text()) == summary
+    assert [(r["partition"], r["start"], r["end"], r["copied"]) for r in summary["ranges"]] == [
+        (p, 0, 20_000, 20_000) for p in range(PARTITIONS)]
+    assert summary["spark_startup_s"] > 0 and 0 < summary["copy_phase_s"] < summary["seconds"]
+    assert summary["copy_phase_msgs_per_s"] > summary["msgs_per_s"] > 0  # the copy phase leaves Spark's start-up out
+    # Progress: a line per task when it is done (and while it runs), the whole job's from the driver.
+    done = [json.loads(line.split("catchup: ", 1)[1]) for line in result.stderr.splitlines()
+            if line.startswith("catchup: {") and '"partition done"' in line]
+    assert sorted((e["partition"], e["copied"], e["offsets_left"]) for e in done) == [
+        (p, 20_000, 0) for p in range(PARTITIONS)]
+    overall = [json.loads(line.split(" spark_jobs.catchup ", 1)[1]) for line in result.stdout.splitlines()
+               if '"event": "catch-up progress"' in line]
+    assert overall and overall[-1]["offsets"] == 120_000 and 0 <= overall[-1]["copied"] <= 120_000
     assert committed_offsets(src, group, topic, PARTITIONS) == {p: 20_000 for p in range(PARTITIONS)}
     assert f"catchup: {topic}[0] copied 20000 records up to offset 20000" in result.stderr
 

@@ -111,6 +111,9 @@ def test_every_client_conf_carries_the_mirrors_security_settings_and_secrets(tmp
     assert target.connection("source") == source            # admin (group idle check), metadata reader
     assert target.connection("destination") == destination  # admin (destination topics)
     assert catchup.commit_conf(target) == {**source, "group.id": target.group_id, "enable.auto.commit": False}
+    reader = catchup.reader_conf(target)  # the tasks' consumer: reads the range, commits its end
+    assert reader.items() >= {**source, "group.id": target.group_id, "isolation.level": "read_committed",
+                              "enable.auto.commit": False, "enable.partition.eof": True}.items()
     producer = catchup.producer_conf(target)
     assert producer.items() >= destination.items()
     assert (producer["acks"], producer["enable.idempotence"], producer["partitioner"]) == ("all", "true", "murmur2_random")

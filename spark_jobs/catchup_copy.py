@@ -1,0 +1,198 @@
+"""The catch-up's executor side: one Spark task copies one source partition's offset range with librdkafka.
+
+The task assigns its partition at the range start (read_committed, as the worker reads), takes batches
+as the worker takes them (`take_available`: what the consumer holds, never waiting for a batch to fill),
+produces every record below the range end through the worker's producer settings and the worker's
+record transform (routing decided by `mirror_worker.routing.Router` on the driver, headers by
+`mirror_worker.provenance.mirrored_headers`, schema ids by `mirror_worker.wire_format.rewrite`), flushes,
+and only then commits the mirror group's offset at the range end (with the topic id as metadata, as the
+worker commits). A delivery error, a flush that does not finish or a consumer error fails the task before
+its commit: a rerun copies the range again from its start.
+
+The range is done when the consumer reaches a record at or past the end, or the partition end (EOF) at or
+past it: aborted records and transaction markers have offsets but are never delivered.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from mirror_worker import wire_format
+from mirror_worker.provenance import mirrored_headers, provenance_value
+from mirror_worker.consume import take_available
+
+
+class CopyFailed(Exception):
+    """A range could not be copied completely; nothing of it was committed."""
+
+
+@dataclass(frozen=True)
+class CopyTask:
+    """One source partition's range [start, end) and where its records go."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    destination_topic: str
+    destination_partition: int          # -1: the producer's partitioner (murmur2 of the key), as the worker
+    topic_id: str = ""                  # the commit's metadata
+    frame_keys: bool = False            # rewrite schema ids in keys / values (the topic's framing)
+    frame_values: bool = False
+
+
+@dataclass(frozen=True)
+class CopySettings:
+    """What every task of one job shares (picklable: it travels to the executors)."""
+
+    consumer: dict
+    producer: dict
+    commit: bool = True
+    destination_cluster_id: str = ""
+    provenance: tuple[str, str] | None = None   # (source alias, source cluster id) when the mirror adds the header
+    id_headers: dict = field(default_factory=dict)  # source framing header -> destination's
+    batch: int = 10_000
+    progress_interval_s: float = 5.0
+    stall_timeout_s: float = 120.0
+    flush_timeout_s: float = 300.0
+
+
+@dataclass
+class Progress:
+    """A task's progress lines: records copied, rate and time left, every `interval_s` and at the end."""
+
+    task: CopyTask
+    interval_s: float
+    clock: Callable[[], float]
+    emit: Callable[[dict], None]
+    started: float = 0.0
+    next_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+        self.next_at = self.started + self.interval_s
+
+    def report(self, copied: int, position: int, done: bool = False, **extra) -> None:
+        now = self.clock()
+        if not done and now < self.next_at:
+            return
+        self.next_at = now + self.interval_s
+        seconds = now - self.started
+        rate = copied / seconds if seconds > 0 else 0.0
+        left = max(0, self.task.end - position)
+        self.emit({
+            "event": "partition done" if done else "partition progress", "topic": self.task.topic,
+            "partition": self.task.partition, "copied": copied, "position": position, "end": self.task.end,
+            "offsets_left": left, "msgs_per_s": round(rate), "seconds": round(seconds, 2),
+            "eta_s": round(left / rate, 1) if rate > 0 else None, **extra,
+        })
+
+
+def _stderr_line(event: dict) -> None:
+    print(f"catchup: {json.dumps(event)}", file=sys.stderr, flush=True)
+
+
+def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, errors: list,
+               clock: Callable[[], float] = time.monotonic, emit: Callable[[dict], None] = _stderr_line) -> int:
+    """Copy `task`'s range from `consumer` to `producer`, flush, commit its end; the records copied.
+
+    `errors` collects the producer's delivery errors (its on_delivery callback appends to it).
+    """
+    from confluent_kafka import KafkaError, TopicPartition
+
+    end = task.end
+    progress = Progress(task, settings.progress_interval_s, clock, emit)
+    consumer.assign([TopicPartition(task.topic, task.partition, task.start)])
+    produce, poll = producer.produce, producer.poll
+    destination_topic, destination_partition = task.destination_topic, task.destination_partition
+    provenance = settings.provenance
+    cluster = settings.destination_cluster_id
+    id_headers = settings.id_headers if task.frame_keys or task.frame_values else None
+    frame_keys, frame_values, rewrite, framed = task.frame_keys, task.frame_values, wire_format.rewrite, wire_format.is_framed
+    eof = KafkaError._PARTITION_EOF
+    position, copied, waits = task.start, 0, 0
+    stalled_at = clock() + settings.stall_timeout_s
+    while position < end:
+        batch = take_available(consumer, settings.batch, 1.0)
+        if not batch:
+            if clock() >= stalled_at:
+                raise CopyFailed(f"{task.topic}[{task.partition}]: nothing read for {settings.stall_timeout_s:.0f}s "
+                                 f"at offset {position}, range end {end}")
+            continue
+        stalled_at = clock() + settings.stall_timeout_s
+        for msg in batch:
+            err = msg.error()
+            if err is not None:
+                if err.code() == eof:
+                    position = max(position, msg.offset())  # the partition's end: nothing below it is left
+                    continue
+                raise CopyFailed(f"{task.topic}[{task.partition}] consume error at offset {position}: {err.str()}")
+            offset = msg.offset()
+            if offset >= end:
+                position = end
+                break
+            key, value, headers = msg.key(), msg.value(), msg.headers()
+            timestamp = msg.timestamp()[1]
+            if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
+                timestamp = 0
+            if provenance or headers:
+                headers = mirrored_headers(headers, provenance and provenance_value(
+                    provenance[0], provenance[1], task.topic, task.partition, offset), cluster)
+                if type(headers) is bytes:
+                    raise CopyFailed(f"{task.topic}[{task.partition}] offset {offset}: cycle: the record came from "
+                                     f"the destination cluster ({headers.decode()})")
+            if id_headers is not None:
+                try:
+                    if frame_keys and framed(key):
+                        key = rewrite(key, id_headers)
+                    if frame_values and framed(value):
+                        value = rewrite(value, id_headers)
+                except KeyError as exc:
+                    raise CopyFailed(f"{task.topic}[{task.partition}] offset {offset}: schema id "
+                                     f"{wire_format.schema_id(exc.args[0])} is not in the destination registry's "
+                                     "map (sync the mirror's schemas, then rerun)") from None
+            while True:
+                try:
+                    produce(destination_topic, value, key, destination_partition, timestamp=timestamp, headers=headers)
+                    break
+                except BufferError:  # queue.buffering.max.messages in flight: wait for deliveries
+                    waits += 1
+                    poll(0.005)
+            position = offset + 1
+            copied += 1
+        poll(0)
+        if errors:
+            break
+        progress.report(copied, position)
+    if errors or producer.flush(settings.flush_timeout_s):
+        raise CopyFailed(f"{task.topic}[{task.partition}] delivery failed: {errors[:3] or 'flush timed out'}; "
+                         "not committed")
+    if settings.commit:
+        consumer.commit(offsets=[TopicPartition(task.topic, task.partition, end, task.topic_id)], asynchronous=False)
+    progress.report(copied, end, done=True, producer_waits=waits)
+    return copied
+
+
+def copy_tasks(tasks: Iterable[CopyTask], settings: CopySettings) -> Iterator[tuple]:
+    """A Spark partition's tasks (mapPartitions): (topic, partition, copied, seconds, cpu seconds) per range
+    (cpu: the Python worker process's, librdkafka's threads included)."""
+    from confluent_kafka import Consumer, Producer
+
+    for task in tasks:
+        errors: list = []
+        started, cpu = time.monotonic(), time.process_time()
+        producer = Producer({**settings.producer, "delivery.report.only.error": True,
+                             "on_delivery": lambda err, _msg: errors.append(err.str())})
+        consumer = Consumer(settings.consumer)
+        try:
+            copied = copy_range(task, settings, consumer, producer, errors)
+        finally:
+            consumer.close()
+        print(f"catchup: {task.topic}[{task.partition}] copied {copied} records up to offset {task.end}",
+              file=sys.stderr, flush=True)
+        yield (task.topic, task.partition, copied, round(time.monotonic() - started, 3),
+               round(time.process_time() - cpu, 3))

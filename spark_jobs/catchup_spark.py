@@ -1,0 +1,151 @@
+"""The catch-up's driver side of the copy: one Spark task per source partition range, and its progress.
+
+Spark plans, schedules and retries the ranges; each task reads and writes with librdkafka
+(spark_jobs/catchup_copy.py). Where a record goes is decided here, once per partition, by the worker's
+`Router`; schema ids are mapped by the worker's `SchemaSyncer` (when the mirror syncs schemas) before any
+task starts. While the tasks run, a thread on the driver logs the whole job's progress from the destination's
+log ends (records written since the copy started, rate, time left).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from mirror_worker.framing import rewritten_fields
+from mirror_worker.routing import Router
+from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_tasks
+from spark_jobs.catchup_plan import Range
+from spark_jobs.job_config import JobTarget
+
+log = logging.getLogger("spark_jobs.catchup")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PROGRESS_INTERVAL_S = 5.0
+
+
+def schema_fields(target: JobTarget, topics: list[str]) -> tuple[dict, dict[str, tuple[bool, bool]]]:
+    """(source framing header -> destination's, topic -> (rewrite keys, rewrite values)), as the worker's
+    schema gate has them after syncing the topics' subjects; nothing when the mirror does not sync schemas."""
+    mirror = target.mirror
+    if mirror is None or not mirror.syncs_schemas or mirror.schema_id_rewrite == "off":
+        return {}, {}
+    from mirror_worker.schema_sync import syncers_for
+
+    syncer = syncers_for(mirror).get(target.source_alias)
+    if syncer is None:
+        return {}, {}
+    for topic in topics:
+        syncer.sync_topic(topic)
+    fields = {topic: rewritten_fields(mirror.schema_id_rewrite, syncer.framing.get(topic)) for topic in topics}
+    return dict(syncer.id_headers), fields
+
+
+def copy_tasks_for(target: JobTarget, ranges: list[Range], topic_ids: dict[str, str],
+                   destination_partitions: dict[str, int], fields: dict[str, tuple[bool, bool]]) -> list[CopyTask]:
+    """One task per range, routed as the worker routes (preserve-partitions, preserve-order, or the key)."""
+    router = Router(target.policy, target.preserve_partitions, target.preserve_order)
+    for topic, count in destination_partitions.items():
+        router.set_destination_partitions(topic, count)
+    tasks = []
+    for topic, partition, start, end in ranges:
+        route = router.route(topic, partition)
+        keys, values = fields.get(topic, (False, False))
+        tasks.append(CopyTask(topic, partition, start, end, route.topic, route.partition, topic_ids.get(topic, ""),
+                              keys, values))
+    return tasks
+
+
+class DestinationProgress:
+    """Logs the job's progress every `interval_s` from the destination topics' log ends (a thread)."""
+
+    def __init__(self, connection: dict, topics: dict[str, int], total: int, interval_s: float = PROGRESS_INTERVAL_S,
+                 clock=time.monotonic) -> None:
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({**connection, "group.id": "mirror-catchup-progress", "enable.auto.commit": False})
+        self.topics, self.total, self.interval_s, self.clock = topics, total, interval_s, clock
+        self.stopped = threading.Event()
+        self.baseline: int | None = None
+        self.started = clock()
+        self.thread = threading.Thread(target=self._run, name="catchup-progress", daemon=True)
+
+    def _written(self) -> int:
+        from confluent_kafka import TopicPartition
+
+        return sum(self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                   for topic, count in self.topics.items() for p in range(count))
+
+    def line(self, written: int, seconds: float) -> dict:
+        rate = written / seconds if seconds > 0 else 0.0
+        left = max(0, self.total - written)
+        return {"event": "catch-up progress", "copied": written, "offsets": self.total,
+                "percent": round(100 * written / self.total, 1) if self.total else 100.0,
+                "msgs_per_s": round(rate), "seconds": round(seconds, 1),
+                "eta_s": round(left / rate, 1) if rate > 0 else None}
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.interval_s):
+            try:
+                if self.baseline is None:  # a destination topic created just now may have no leader yet
+                    self.baseline = self._written()
+                    continue
+                written = self._written() - self.baseline
+            except Exception as exc:  # progress is best effort: the copy goes on
+                log.warning("progress: destination log ends unavailable: %s", exc)
+                continue
+            log.info("%s", json.dumps(self.line(written, self.clock() - self.started)))
+
+    def __enter__(self):
+        try:
+            self.baseline = self._written()  # before any task starts: the records written since are the copy's
+        except Exception as exc:
+            log.warning("progress: destination log ends unavailable: %s", exc)
+        self.started = self.clock()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.thread.join(10)
+        self.consumer.close()
+
+
+def copy_with_spark(master: str | None, tasks: list[CopyTask], settings: CopySettings,
+                    progress: DestinationProgress | None) -> dict:
+    """Run the tasks (one Spark task each); per range copied and seconds, the Spark start-up and copy times."""
+    from spark_jobs.session import create_session
+
+    # The executors' Python workers import spark_jobs and mirror_worker: the repo must be on their path
+    # (spark-submit from Airflow sets PYTHONPATH; a direct run may not).
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if str(REPO_ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), *paths]))
+    started = time.monotonic()
+    spark = create_session("mirror-catchup", master=master)
+    try:
+        startup = time.monotonic() - started
+        context = spark.sparkContext
+        parallelism = context.defaultParallelism
+        context.setJobDescription(f"catch-up {len(tasks)} partitions, {sum(t.end - t.start for t in tasks)} offsets")
+        copy_started = time.monotonic()
+        job = context.parallelize(tasks, len(tasks)).mapPartitions(functools.partial(copy_tasks, settings=settings))
+        if progress is not None:
+            with progress:
+                rows = job.collect()
+        else:
+            rows = job.collect()
+        copy_seconds = time.monotonic() - copy_started
+        master = context.master
+    finally:
+        spark.stop()
+    return {
+        "partitions": {(topic, partition): (copied, seconds, cpu) for topic, partition, copied, seconds, cpu in rows},
+        "spark_startup_s": round(startup, 2), "copy_seconds": copy_seconds,
+        "parallelism": parallelism, "master": master,
+    }
