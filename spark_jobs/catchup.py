@@ -61,6 +61,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script (spark-submit / python spark_jobs/catchup.py)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size  # noqa: E402
 from spark_jobs.catchup_copy import CopySettings  # noqa: E402
 from spark_jobs.catchup_eos import destination_positions, expired_line, exactly_once_for  # noqa: E402
 from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges  # noqa: E402
@@ -117,7 +118,8 @@ def check_group_idle(target: JobTarget) -> None:
         )
 
 
-def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list[str]) -> None:
+def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list[str]) -> dict[str, int]:
+    """Creates (or grows) the destination topics as the worker does; returns their max.message.bytes."""
     from confluent_kafka.admin import AdminClient
 
     from mirror_worker.config import TopicCreation
@@ -135,6 +137,7 @@ def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list
     if exactly_once:
         destination.ensure({mirror.positions_topic: TopicInfo(mirror.positions_topic, 1, 1)},
                            {mirror.positions_topic: {"cleanup.policy": "compact"}})
+    return destination.max_message_bytes([target.destination_topic(t) for t in topics])
 
 
 def run(target: JobTarget, args) -> dict:
@@ -171,7 +174,7 @@ def run(target: JobTarget, args) -> dict:
                 positions.update({(topic, p): (o, None) for p, o in source.offsets_for_time(topic, from_ms).items()})
             elif target.group_id:
                 positions.update({(topic, p): found for p, found in source.positions(target.group_id, topic).items()})
-        ensure_destination_topics(target, source, topics)  # exactly-once: the positions topic too, read next
+        limits = ensure_destination_topics(target, source, topics)  # exactly-once: the positions topic too, read next
         expired: list = []
         if eos is not None and explicit is None and from_ms is None:
             # The worker starts an exactly-once partition from its destination position when it has one.
@@ -207,7 +210,7 @@ def run(target: JobTarget, args) -> dict:
         tasks = copy_tasks_for(target, to_copy, ids, destination_partitions, fields)
         progress = DestinationProgress(target.connection("destination"), destination_partitions,
                                        sum(r[3] - r[2] for r in to_copy), args.progress_interval_s)
-        copy = copy_with_spark(args.master, tasks, copy_settings(target, args, clusters, id_headers), progress)
+        copy = copy_with_spark(args.master, tasks, copy_settings(target, args, clusters, id_headers, limits), progress)
     copied = {key: records for key, (records, _) in copy["partitions"].items()}
     if target.group_id and not args.no_commit:
         # The tasks committed their ranges; an empty range (nothing since the group's offset) had no task.
@@ -254,10 +257,14 @@ def reader_conf(target: JobTarget) -> dict:
     return conf
 
 
-def copy_settings(target: JobTarget, args, clusters: tuple[str, str], id_headers: dict) -> CopySettings:
+def copy_settings(target: JobTarget, args, clusters: tuple[str, str], id_headers: dict,
+                  limits: dict[str, int] | None = None) -> CopySettings:
     source_cluster, destination_cluster = clusters
     eos = exactly_once_for(target)
     producer = producer_conf(target)
+    # As the worker fits its producers: no record batch larger than a destination topic accepts.
+    configured = int(producer.get("batch.size", DEFAULT_BATCH_SIZE))
+    producer["batch.size"] = str(fitted_batch_size(configured, (limits or {}).values()))
     if eos is not None:  # a transactional producer's message.timeout.ms may not exceed its transaction.timeout.ms:
         producer.pop("message.timeout.ms")  # the worker's setting (or librdkafka's fit to the transaction's)
         if "message.timeout.ms" in target.destination_settings:

@@ -176,7 +176,9 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
             checkpoint(position)
             checkpointed, checkpointed_at = copied, position
         progress.report(copied, position)
-    if errors or (checkpoint is None and producer.flush(settings.flush_timeout_s)):
+    # The flush serves the last delivery reports (failures land in `errors`): check them after it.
+    unflushed = producer.flush(settings.flush_timeout_s) if checkpoint is None and not errors else 0
+    if errors or unflushed:
         raise CopyFailed(f"{task.topic}[{task.partition}] delivery failed: {errors[:3] or 'flush timed out'}; "
                          "not committed")
     if checkpoint is not None and checkpointed_at != end:

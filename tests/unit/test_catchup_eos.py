@@ -83,3 +83,24 @@ def test_a_worker_taking_the_partition_over_fails_the_task_and_says_so(transacti
     with pytest.raises(Fenced, match=r"orders\[2\]: a worker took the partition over during the catch-up"):
         copy_exactly_once(replace(TASK, end=40), SETTINGS, RangeConsumer(_log(range(10, 40))), [], copy_range)
     assert fake.commits == [] and fake.closed  # nothing committed after the takeover; the producer closed
+
+
+class FailingFlushProducer(RecordingProducer):
+    """Its last delivery reports, served by the flush, are failures (as a refused batch's are)."""
+
+    def __init__(self, errors):
+        super().__init__()
+        self.errors = errors
+
+    def flush(self, timeout):
+        self.errors.append("Broker: Message size too large")
+        return 0
+
+
+def test_a_failure_reported_by_the_final_flush_fails_the_task_before_its_commit():
+    calls, errors = [], []
+    consumer = RangeConsumer(_log(range(10, 20)), calls=calls)
+    with pytest.raises(Exception, match="delivery failed.*Message size too large"):
+        copy_range(TASK, replace(SETTINGS, exactly_once=None), consumer, FailingFlushProducer(errors), errors,
+                   emit=lambda _e: None)
+    assert calls == []  # nothing committed
