@@ -56,11 +56,13 @@ import json
 import logging
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script (spark-submit / python spark_jobs/catchup.py)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mirror_worker.catchup_lease import CatchupLease  # noqa: E402
 from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size  # noqa: E402
 from spark_jobs.catchup_copy import CopySettings  # noqa: E402
 from spark_jobs.catchup_eos import destination_positions, expired_line, exactly_once_for  # noqa: E402
@@ -141,6 +143,11 @@ def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list
 
 
 def run(target: JobTarget, args) -> dict:
+    with ExitStack() as held:  # the catch-up's lease on the mirror's group, until the job ends
+        return _run(target, args, held)
+
+
+def _run(target: JobTarget, args, held: ExitStack) -> dict:
     if not target.group_id and not args.no_commit:
         raise JobInputError("--group.id is required (the mirror's consumer group), or --no-commit")
     if args.from_offsets and args.from_timestamp:
@@ -163,6 +170,8 @@ def run(target: JobTarget, args) -> dict:
                 if partition >= source.partitions(topic):
                     raise JobInputError(f"--from-offsets: {topic} has no partition {partition}")
         if target.group_id and not args.no_commit:
+            # Announce the catch-up first, then look for workers: a worker starting from now on sees the lease.
+            held.enter_context(CatchupLease(target.connection("source"), target.group_id, topics[0]))
             check_group_idle(target)
         ids = source.topic_ids(topics)
         ends = source.log_ends(topics)

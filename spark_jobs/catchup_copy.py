@@ -184,9 +184,32 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
     if checkpoint is not None and checkpointed_at != end:
         checkpoint(end)  # the transaction's commit waits for every record of it
     if settings.commit:
-        consumer.commit(offsets=[TopicPartition(task.topic, task.partition, end, task.topic_id)], asynchronous=False)
+        commit_range(consumer, [TopicPartition(task.topic, task.partition, end, task.topic_id)])
     progress.report(copied, end, done=True)
     return copied
+
+
+def commit_range(consumer, offsets, timeout_s: float = 60.0, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+    """Commit a range's end for the mirror group, from outside the group (the task is not a member).
+
+    The broker refuses such a commit while the group has members: a worker that joined during the catch-up
+    is a member until it sees the catch-up's lease and exits (mirror_worker/catchup_lease.py). Retried
+    until the group is empty again, or `timeout_s`.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+
+    busy = {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS,
+            KafkaError.STALE_MEMBER_EPOCH, KafkaError.FENCED_MEMBER_EPOCH}
+    deadline = clock() + timeout_s
+    while True:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() not in busy or clock() > deadline:
+                raise
+            sleep(0.5)
 
 
 def copy_tasks(tasks: Iterable[CopyTask], settings: CopySettings) -> Iterator[tuple]:
