@@ -13,15 +13,18 @@ before it checks the other, so that one of the two always sees the other:
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from mirror_worker.exceptions import MirrorError
 from mirror_worker.groups import active_members
 
 CLIENT_ID = "kafka-mirror-catchup-lease"
+log = logging.getLogger("mirror_worker")
+_unchecked: set[str] = set()  # groups whose lease group this process may not describe (warned once)
 
 
 def lease_group(group: str) -> str:
@@ -33,8 +36,22 @@ class CatchupRunning(MirrorError):
 
 
 def check_no_catchup(admin, group: str, timeout_s: float) -> None:
-    """Raises CatchupRunning when a catch-up holds `group` (the worker's check at each assignment)."""
-    if active_members(admin, lease_group(group), timeout_s):
+    """Raises CatchupRunning when a catch-up holds `group` (the worker's check at each assignment).
+
+    A worker whose credentials may not describe the lease group (a literal group ACL) cannot check: it
+    says so once and mirrors, as it did before the lease existed.
+    """
+    try:
+        members = active_members(admin, lease_group(group), timeout_s)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+            raise
+        if group not in _unchecked:
+            _unchecked.add(group)
+            log.warning("cannot check for a running catch-up: not authorized to describe its lease group",
+                        extra={"group": group, "lease_group": lease_group(group)})
+        return
+    if members:
         raise CatchupRunning(
             f"a catch-up is copying the backlog of consumer group {group!r} (its lease group {lease_group(group)!r} "
             "has a member): the worker exits without mirroring; start it again when the catch-up has finished")

@@ -97,3 +97,17 @@ def test_a_worker_assigned_partitions_while_a_catchup_holds_the_group_mirrors_no
     assign(worker, stream, P0, P1)
     worker._consume_round(0)
     assert len(producer.delivered) == 7
+
+
+def test_a_worker_not_authorized_to_describe_the_lease_group_still_mirrors():
+    from confluent_kafka import KafkaError, KafkaException
+
+    worker, stream, consumer, producer = _two_partitions()
+
+    def refused(groups, request_timeout=None):
+        raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "Group authorization failed"))
+
+    stream.admin.describe_consumer_groups = refused
+    assign(worker, stream, P0, P1)
+    worker._consume_round(0)
+    assert len(producer.delivered) == 7
