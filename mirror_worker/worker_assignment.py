@@ -32,7 +32,8 @@ class PartitionAssignment:
 
     def __init__(self, commits: CommitCycle, halts: Halts, metrics: MirrorMetrics, label: dict, state: RunState,
                  startup_timeout_s: float, halts_on_loss: bool, paused: Callable[[], bool],
-                 vanished_reason: Callable[[SourceStream, tuple[str, int]], str] | None = None) -> None:
+                 vanished_reason: Callable[[SourceStream, tuple[str, int]], str] | None = None,
+                 catchup_check: Callable[[SourceStream], None] | None = None) -> None:
         self.commits = commits
         self.halts = halts
         self.metrics = metrics
@@ -43,12 +44,16 @@ class PartitionAssignment:
         self.paused = paused
         # Exactly-once: why a partition whose position expired from the destination halts (see exactly_once.py).
         self.vanished_reason = vanished_reason or (lambda _stream, key: f"{key[0]}[{key[1]}]: position expired")
+        # Raises when a Spark catch-up holds the group (catchup_lease.py): nothing may be mirrored then.
+        self.catchup_check = catchup_check or (lambda _stream: None)
         # Set by TopicManagement: partitions assigned beyond a topic's known count grow the destination first.
         self.before_assign: Callable[[SourceStream, set], None] = lambda _stream, _keys: None
 
     # ---------------------------------------------------------------- rebalance callbacks
     def on_assign(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
+        if partitions:
+            self.catchup_check(stream)  # a member of the group by now: a catch-up starting later sees this worker
         self.before_assign(stream, keys)
         halts = self._assign_checked(stream, partitions)
         stream.assigned |= keys

@@ -56,12 +56,16 @@ import json
 import logging
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script (spark-submit / python spark_jobs/catchup.py)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mirror_worker.catchup_lease import CatchupLease  # noqa: E402
+from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size  # noqa: E402
 from spark_jobs.catchup_copy import CopySettings  # noqa: E402
+from spark_jobs.catchup_eos import destination_positions, expired_line, exactly_once_for  # noqa: E402
 from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges  # noqa: E402
 from spark_jobs.catchup_spark import DestinationProgress, copy_tasks_for, copy_with_spark, schema_fields  # noqa: E402
 from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args  # noqa: E402
@@ -119,25 +123,40 @@ def check_group_idle(target: JobTarget, source: KafkaMeta) -> None:
         )
 
 
-def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list[str]) -> None:
+def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list[str]) -> dict[str, int]:
+    """Creates (or grows) the destination topics as the worker does; returns their max.message.bytes."""
     from confluent_kafka.admin import AdminClient
 
     from mirror_worker.config import TopicCreation
-    from mirror_worker.topics import DestinationTopics, describe_topics
+    from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics
 
     admin = AdminClient(target.connection("destination"))
     infos = describe_topics(source.consumer)
-    DestinationTopics(admin, TopicCreation(), target.preserve_partitions).ensure(
-        {target.destination_topic(t): infos[t] for t in topics}
-    )
+    mirror = target.mirror
+    exactly_once = mirror is not None and mirror.exactly_once
+    # As the worker creates them: the spec's topic creation settings; exactly-once keys positions by source
+    # partition on the destination topic (it needs the room) and keeps its compacted positions topic.
+    destination = DestinationTopics(admin, mirror.topic_creation if mirror is not None else TopicCreation(),
+                                    target.preserve_partitions or exactly_once)
+    destination.ensure({target.destination_topic(t): infos[t] for t in topics})
+    if exactly_once:
+        destination.ensure({mirror.positions_topic: TopicInfo(mirror.positions_topic, 1, 1)},
+                           {mirror.positions_topic: {"cleanup.policy": "compact"}})
+    return destination.max_message_bytes([target.destination_topic(t) for t in topics])
 
 
 def run(target: JobTarget, args) -> dict:
+    with ExitStack() as held:  # the catch-up's lease on the mirror's group, until the job ends
+        return _run(target, args, held)
+
+
+def _run(target: JobTarget, args, held: ExitStack) -> dict:
     if not target.group_id and not args.no_commit:
         raise JobInputError("--group.id is required (the mirror's consumer group), or --no-commit")
     if args.from_offsets and args.from_timestamp:
         raise JobInputError("--from-offsets and --from-timestamp cannot be combined")
     explicit = parse_offsets(args.from_offsets) if args.from_offsets else None
+    eos = exactly_once_for(target)
     from_ms = parse_timestamp(args.from_timestamp) if args.from_timestamp else None
 
     source = KafkaMeta(target.source_bootstrap, "source", target.source_settings, timeout=10)
@@ -154,6 +173,8 @@ def run(target: JobTarget, args) -> dict:
                 if partition >= source.partitions(topic):
                     raise JobInputError(f"--from-offsets: {topic} has no partition {partition}")
         if target.group_id and not args.no_commit:
+            # Announce the catch-up first, then look for workers: a worker starting from now on sees the lease.
+            held.enter_context(CatchupLease(target.connection("source"), target.group_id, topics[0]))
             check_group_idle(target, source)
         ids = source.topic_ids(topics)
         ends = source.log_ends(topics)
@@ -165,9 +186,18 @@ def run(target: JobTarget, args) -> dict:
                 positions.update({(topic, p): (o, None) for p, o in source.offsets_for_time(topic, from_ms).items()})
             elif target.group_id:
                 positions.update({(topic, p): found for p, found in source.positions(target.group_id, topic).items()})
+        limits = ensure_destination_topics(target, source, topics)  # exactly-once: the positions topic too, read next
+        expired: list = []
+        if eos is not None and explicit is None and from_ms is None:
+            # The worker starts an exactly-once partition from its destination position when it has one.
+            keys = [(t, p) for t in topics for p in range(source.partitions(t))]
+            on_destination, vanished = destination_positions(eos, keys, target.destination_topic, ids)
+            positions.update(on_destination)
+            expired = sorted(vanished)
         on_data_loss = args.on_data_loss or target.on_data_loss
-        plan = plan_ranges(reachable(ends), positions, ids, target.reset_to_earliest, on_data_loss == "halt")
-        ensure_destination_topics(target, source, topics)
+        watermarks = {t: {p: bounds for p, bounds in parts.items() if (t, p) not in expired}
+                      for t, parts in reachable(ends).items()}
+        plan = plan_ranges(watermarks, positions, ids, target.reset_to_earliest, on_data_loss == "halt")
     finally:
         source.close()
     destination = KafkaMeta(target.destination_bootstrap, "destination", target.destination_settings, timeout=10)
@@ -178,6 +208,7 @@ def run(target: JobTarget, args) -> dict:
     ranges = plan.ranges
     stopped = open_transactions({(t, p): e for t, p, _, e in ranges}, ends)
     for level, line in [(logging.ERROR if loss.halted else logging.WARNING, loss.line()) for loss in plan.losses] + \
+            [(logging.ERROR, expired_line(key, eos)) for key in expired] + \
             [(logging.WARNING, transaction.line()) for transaction in stopped]:
         log.log(level, "%s", line)  # people read these on stderr too: one line each
         print(f"catchup: {line}", file=sys.stderr, flush=True)
@@ -191,12 +222,14 @@ def run(target: JobTarget, args) -> dict:
         tasks = copy_tasks_for(target, to_copy, ids, destination_partitions, fields)
         progress = DestinationProgress(target.connection("destination"), destination_partitions,
                                        sum(r[3] - r[2] for r in to_copy), args.progress_interval_s)
-        copy = copy_with_spark(args.master, tasks, copy_settings(target, args, clusters, id_headers), progress)
+        copy = copy_with_spark(args.master, tasks, copy_settings(target, args, clusters, id_headers, limits), progress)
     copied = {key: records for key, (records, _, _) in copy["partitions"].items()}
     if target.group_id and not args.no_commit:
         # The tasks committed their ranges; an empty range (nothing since the group's offset) had no task.
         _commit_uncopied(target, [r for r in ranges if (r[0], r[1]) not in copied], ids)
     summary = _summary(topics, ranges, copy, time.monotonic() - started, stopped, plan.losses)
+    summary["data_loss"] += [{"topic": t, "partition": p, "kind": "position_expired", "action": "halt",
+                              "reason": expired_line((t, p), eos)} for t, p in expired]
     print(json.dumps(summary), flush=True)
     if args.summary:
         Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
@@ -237,10 +270,20 @@ def reader_conf(target: JobTarget) -> dict:
     return conf
 
 
-def copy_settings(target: JobTarget, args, clusters: tuple[str, str], id_headers: dict) -> CopySettings:
+def copy_settings(target: JobTarget, args, clusters: tuple[str, str], id_headers: dict,
+                  limits: dict[str, int] | None = None) -> CopySettings:
     source_cluster, destination_cluster = clusters
+    eos = exactly_once_for(target)
+    producer = producer_conf(target)
+    # As the worker fits its producers: no record batch larger than a destination topic accepts.
+    configured = int(producer.get("batch.size", DEFAULT_BATCH_SIZE))
+    producer["batch.size"] = str(fitted_batch_size(configured, (limits or {}).values()))
+    if eos is not None:  # a transactional producer's message.timeout.ms may not exceed its transaction.timeout.ms:
+        producer.pop("message.timeout.ms")  # the worker's setting (or librdkafka's fit to the transaction's)
+        if "message.timeout.ms" in target.destination_settings:
+            producer["message.timeout.ms"] = target.destination_settings["message.timeout.ms"]
     return CopySettings(
-        consumer=reader_conf(target), producer=producer_conf(target),
+        consumer=reader_conf(target), producer=producer, exactly_once=eos,
         commit=bool(target.group_id) and not args.no_commit, destination_cluster_id=destination_cluster,
         provenance=(target.source_alias, source_cluster) if target.provenance_headers else None,
         id_headers=id_headers, progress_interval_s=args.progress_interval_s,

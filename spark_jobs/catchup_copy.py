@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from mirror_worker import wire_format
 from mirror_worker.provenance import mirrored_headers, provenance_value
 from mirror_worker.consume import take_available
+from spark_jobs.catchup_eos import copy_exactly_once
 
 
 class CopyFailed(Exception):
@@ -56,6 +57,7 @@ class CopySettings:
     provenance: tuple[str, str] | None = None   # (source alias, source cluster id) when the mirror adds the header
     id_headers: dict = field(default_factory=dict)  # source framing header -> destination's
     batch: int = 10_000
+    exactly_once: object | None = None          # catchup_eos.ExactlyOnce for an exactly-once mirror
     progress_interval_s: float = 5.0
     stall_timeout_s: float = 120.0
     flush_timeout_s: float = 300.0
@@ -97,10 +99,13 @@ def _stderr_line(event: dict) -> None:
 
 
 def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, errors: list,
-               clock: Callable[[], float] = time.monotonic, emit: Callable[[dict], None] = _stderr_line) -> int:
+               clock: Callable[[], float] = time.monotonic, emit: Callable[[dict], None] = _stderr_line,
+               checkpoint: Callable[[int], None] | None = None, checkpoint_every: int = 0) -> int:
     """Copy `task`'s range from `consumer` to `producer`, flush, commit its end; the records copied.
 
-    `errors` collects the producer's delivery errors (its on_delivery callback appends to it).
+    `errors` collects the producer's delivery errors (its on_delivery callback appends to it). With a
+    `checkpoint` (exactly-once: commit the open transaction with the position given), it is called after a
+    batch once `checkpoint_every` records were copied since the last one, and at the end instead of the flush.
     """
     from confluent_kafka import KafkaError, TopicPartition
 
@@ -115,6 +120,7 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
     frame_keys, frame_values, rewrite, framed = task.frame_keys, task.frame_values, wire_format.rewrite, wire_format.is_framed
     eof = KafkaError._PARTITION_EOF
     position, copied, waits = task.start, 0, 0
+    checkpointed, checkpointed_at = 0, None
     stalled_at = clock() + settings.stall_timeout_s
     while position < end:
         batch = take_available(consumer, settings.batch, 1.0)
@@ -167,14 +173,44 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
         poll(0)
         if errors:
             break
+        if checkpoint is not None and copied - checkpointed >= checkpoint_every:
+            checkpoint(position)
+            checkpointed, checkpointed_at = copied, position
         progress.report(copied, position)
-    if errors or producer.flush(settings.flush_timeout_s):
+    # The flush serves the last delivery reports (failures land in `errors`): check them after it.
+    unflushed = producer.flush(settings.flush_timeout_s) if checkpoint is None and not errors else 0
+    if errors or unflushed:
         raise CopyFailed(f"{task.topic}[{task.partition}] delivery failed: {errors[:3] or 'flush timed out'}; "
                          "not committed")
+    if checkpoint is not None and checkpointed_at != end:
+        checkpoint(end)  # the transaction's commit waits for every record of it
     if settings.commit:
-        consumer.commit(offsets=[TopicPartition(task.topic, task.partition, end, task.topic_id)], asynchronous=False)
+        commit_range(consumer, [TopicPartition(task.topic, task.partition, end, task.topic_id)])
     progress.report(copied, end, done=True, producer_waits=waits)
     return copied
+
+
+def commit_range(consumer, offsets, timeout_s: float = 60.0, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+    """Commit a range's end for the mirror group, from outside the group (the task is not a member).
+
+    The broker refuses such a commit while the group has members: a worker that joined during the catch-up
+    is a member until it sees the catch-up's lease and exits (mirror_worker/catchup_lease.py). Retried
+    until the group is empty again, or `timeout_s`.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+
+    busy = {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS,
+            KafkaError.STALE_MEMBER_EPOCH, KafkaError.FENCED_MEMBER_EPOCH}
+    deadline = clock() + timeout_s
+    while True:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() not in busy or clock() > deadline:
+                raise
+            sleep(0.5)
 
 
 def copy_tasks(tasks: Iterable[CopyTask], settings: CopySettings) -> Iterator[tuple]:
@@ -185,11 +221,14 @@ def copy_tasks(tasks: Iterable[CopyTask], settings: CopySettings) -> Iterator[tu
     for task in tasks:
         errors: list = []
         started, cpu = time.monotonic(), time.process_time()
-        producer = Producer({**settings.producer, "delivery.report.only.error": True,
-                             "on_delivery": lambda err, _msg: errors.append(err.str())})
         consumer = Consumer(settings.consumer)
         try:
-            copied = copy_range(task, settings, consumer, producer, errors)
+            if settings.exactly_once is not None:
+                copied = copy_exactly_once(task, settings, consumer, errors, copy_range)
+            else:
+                producer = Producer({**settings.producer, "delivery.report.only.error": True,
+                                     "on_delivery": lambda err, _msg: errors.append(err.str())})
+                copied = copy_range(task, settings, consumer, producer, errors)
         finally:
             consumer.close()
         print(f"catchup: {task.topic}[{task.partition}] copied {copied} records up to offset {task.end}",

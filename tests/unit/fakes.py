@@ -241,14 +241,27 @@ class FakeFuture:
         return self.value
 
 
-class FakeAdmin:
-    """AdminClient.describe_topics: every topic has the id in `topic_ids` (default 'id-<topic>')."""
+class FakeGroupDescription:
+    def __init__(self, members: int) -> None:
+        from confluent_kafka import ConsumerGroupState
 
-    def __init__(self, topic_ids: dict | None = None) -> None:
+        self.members = [object()] * members
+        self.state = ConsumerGroupState.STABLE if members else ConsumerGroupState.EMPTY
+
+
+class FakeAdmin:
+    """AdminClient.describe_topics: every topic has the id in `topic_ids` (default 'id-<topic>');
+    describe_consumer_groups: `group_members` members per group (none by default)."""
+
+    def __init__(self, topic_ids: dict | None = None, group_members: dict | None = None) -> None:
         self.topic_ids = topic_ids or {}
+        self.group_members = group_members if group_members is not None else {}
 
     def describe_topics(self, topics, request_timeout=None):
         return {t: FakeFuture(FakeTopicDescription(self.topic_ids.get(t, f"id-{t}"))) for t in topics.topic_names}
+
+    def describe_consumer_groups(self, groups, request_timeout=None):
+        return {g: FakeFuture(FakeGroupDescription(self.group_members.get(g, 0))) for g in groups}
 
 
 class FakeDestination:

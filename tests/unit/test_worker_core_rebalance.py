@@ -80,3 +80,34 @@ def test_a_recreated_topic_halts_its_partition_on_assign():
     worker, stream, consumer, producer = make_worker({P0: records("t", 0, range(3))}, committed={P0: (1, "old-id")})
     assign(worker, stream, P0)
     assert "deleted and recreated" in stream.ledger.halted[P0].reason
+
+
+def test_a_worker_assigned_partitions_while_a_catchup_holds_the_group_mirrors_nothing():
+    import pytest
+
+    from mirror_worker.catchup_lease import CatchupRunning
+
+    worker, stream, consumer, producer = _two_partitions()
+    stream.admin.group_members["g.catchup"] = 1  # the catch-up's lease member (mirror_worker/catchup_lease.py)
+    with pytest.raises(CatchupRunning, match="a catch-up is copying the backlog of consumer group 'g'"):
+        assign(worker, stream, P0, P1)
+    assert consumer.assignment == set() and stream.assigned == set()
+    assert producer.delivered == [] and consumer.commits == []
+    stream.admin.group_members["g.catchup"] = 0  # the catch-up ended: the next assignment mirrors
+    assign(worker, stream, P0, P1)
+    worker._consume_round(0)
+    assert len(producer.delivered) == 7
+
+
+def test_a_worker_not_authorized_to_describe_the_lease_group_still_mirrors():
+    from confluent_kafka import KafkaError, KafkaException
+
+    worker, stream, consumer, producer = _two_partitions()
+
+    def refused(groups, request_timeout=None):
+        raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "Group authorization failed"))
+
+    stream.admin.describe_consumer_groups = refused
+    assign(worker, stream, P0, P1)
+    worker._consume_round(0)
+    assert len(producer.delivered) == 7

@@ -1,0 +1,100 @@
+"""A catch-up's hold on a mirror's group: no worker mirrors the partitions a Spark catch-up is copying.
+
+The catch-up copies ranges that start at the mirror group's committed offsets and commits their ends when
+they are delivered. A worker that started meanwhile would start at the same offsets and copy the same
+records again. So, while a catch-up runs, a consumer of its own is a member of the group `<group>.catchup`
+(kept by its heartbeats; gone within its session timeout if the job dies), and each side announces itself
+before it checks the other, so that one of the two always sees the other:
+- the catch-up joins `<group>.catchup`, then refuses to start while the mirror's group has an active member;
+- a worker is a member of the mirror's group when its partitions are assigned: it then refuses to mirror
+  while `<group>.catchup` has an active member, and exits without having copied anything (Airflow's retry,
+  or a person, starts it again once the catch-up is done: it resumes at the ranges' ends).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+
+from mirror_worker.exceptions import MirrorError
+from mirror_worker.groups import active_members
+
+CLIENT_ID = "kafka-mirror-catchup-lease"
+log = logging.getLogger("mirror_worker")
+_unchecked: set[str] = set()  # groups whose lease group this process may not describe (warned once)
+
+
+def lease_group(group: str) -> str:
+    return f"{group}.catchup"
+
+
+class CatchupRunning(MirrorError):
+    """A catch-up holds the mirror's group: the worker must not mirror now."""
+
+
+def check_no_catchup(admin, group: str, timeout_s: float) -> None:
+    """Raises CatchupRunning when a catch-up holds `group` (the worker's check at each assignment).
+
+    A worker whose credentials may not describe the lease group (a literal group ACL) cannot check: it
+    says so once and mirrors, as it did before the lease existed.
+    """
+    try:
+        members = active_members(admin, lease_group(group), timeout_s)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+            raise
+        if group not in _unchecked:
+            _unchecked.add(group)
+            log.warning("cannot check for a running catch-up: not authorized to describe its lease group",
+                        extra={"group": group, "lease_group": lease_group(group)})
+        return
+    if members:
+        raise CatchupRunning(
+            f"a catch-up is copying the backlog of consumer group {group!r} (its lease group {lease_group(group)!r} "
+            "has a member): the worker exits without mirroring; start it again when the catch-up has finished")
+
+
+class CatchupLease:
+    """The catch-up's membership of `<group>.catchup` for as long as the job runs (a context manager).
+
+    The member subscribes to one of the mirror's topics (a group needs a subscription to be joined) and
+    pauses whatever it is assigned: it never fetches a record.
+    """
+
+    def __init__(self, connection: dict, group: str, topic: str, join_timeout_s: float = 60.0) -> None:
+        self.consumer = Consumer({**connection, "group.id": lease_group(group), "client.id": CLIENT_ID,
+                                  "enable.auto.commit": False, "session.timeout.ms": 10_000,
+                                  "heartbeat.interval.ms": 2_000})
+        self.group, self.topic, self.join_timeout_s = group, topic, join_timeout_s
+        self.joined = threading.Event()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._keep, name="catchup-lease", daemon=True)
+
+    def _on_assign(self, consumer, partitions) -> None:
+        consumer.assign(partitions)
+        consumer.pause(partitions)
+        self.joined.set()
+
+    def _keep(self) -> None:
+        while not self.stopped.is_set():
+            self.consumer.poll(0.5)  # serves the group callbacks; paused partitions deliver nothing
+
+    def __enter__(self) -> CatchupLease:
+        self.consumer.subscribe([self.topic], on_assign=self._on_assign)
+        self.thread.start()
+        deadline = time.monotonic() + self.join_timeout_s
+        while not self.joined.wait(0.2):
+            if time.monotonic() > deadline:
+                self.__exit__()
+                raise MirrorError(f"catch-up: could not join the lease group {lease_group(self.group)!r} "
+                                  f"within {self.join_timeout_s:.0f}s")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        if self.thread.is_alive():
+            self.thread.join(10)
+        self.consumer.close()  # leaves the group at once: a waiting worker may start

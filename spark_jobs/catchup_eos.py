@@ -1,0 +1,103 @@
+"""Catch-up on an exactly-once mirror: the copy moves the worker's own positions on the destination.
+
+An exactly-once worker resumes from its positions on the destination (mirror_worker/exactly_once.py), not
+from the source group, whose offsets are only for monitoring there. A catch-up that moved only the source
+group left the worker's older position behind, and the worker copied the whole backlog a second time.
+So, for an exactly-once mirror, the catch-up:
+- plans each partition from its destination position when it has one, as the worker starts it (else from
+  the source group's offset, as the worker does before its first exactly-once commit); a position that
+  existed and expired halts the job for that partition, as it halts the worker's;
+- copies each partition through the worker's `PartitionTransactions`, with the worker's transactional.id
+  for that partition: its `init_transactions` fences a worker that holds the partition (aborting its open
+  transaction), and a worker that starts later fences the task, whose next commit fails, so the two never
+  both write a range; records and the position commit in one transaction, every `commit_every` records
+  and at the range end, so a failed task leaves a position that says exactly what was copied;
+- reads the position again after fencing: when a worker moved it past the plan's start between the plan
+  and the task, the task starts there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from mirror_worker.exactly_once import PartitionTransactions, ProducerFenced, TransactionAborted
+
+PositionKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class ExactlyOnce:
+    """What a task needs to write an exactly-once mirror's transactions (picklable)."""
+
+    mirror: str
+    alias: str
+    positions_topic: str
+    group_settings: dict            # the destination connection: the positions group lives there
+    timeout_s: float = 30.0
+    commit_every: int = 100_000     # records per transaction: bounds what a failed task leaves uncommitted
+
+
+def exactly_once_for(target) -> ExactlyOnce | None:
+    """The mirror's exactly-once settings, or None when it mirrors at least once (or runs from flags)."""
+    mirror = target.mirror
+    if mirror is None or not mirror.exactly_once:
+        return None
+    return ExactlyOnce(mirror.name, target.source_alias, mirror.positions_topic, target.connection("destination"),
+                       float(mirror.startup_timeout_s))
+
+
+def _transactions(eos: ExactlyOnce, producer_settings: dict, destination_topic, topic_id) -> PartitionTransactions:
+    return PartitionTransactions(eos.mirror, eos.alias, producer_settings, eos.group_settings, destination_topic,
+                                 topic_id, eos.timeout_s, eos.positions_topic)
+
+
+def destination_positions(eos: ExactlyOnce, keys: list[PositionKey], destination_topic,
+                          topic_ids: dict[str, str]) -> tuple[dict[PositionKey, tuple[int, str]], set[PositionKey]]:
+    """(the destination position and topic id of each partition that has one, the partitions whose position
+    expired): read as the worker reads them, without opening any producer (nothing is fenced here)."""
+    transactions = _transactions(eos, {}, destination_topic, lambda topic: topic_ids.get(topic) or "")
+    try:
+        found = transactions.positions(keys)
+        vanished = transactions.vanished([key for key, position in found.items() if position is None])
+    finally:
+        transactions.close_all()
+    return {key: position for key, position in found.items() if position is not None}, vanished
+
+
+def expired_line(key: PositionKey, eos: ExactlyOnce) -> str:
+    return (f"{key[0]}[{key[1]}]: its exactly-once position on the destination (group "
+            f"kafka-mirror-eos.{eos.mirror}.{eos.alias}) expired; neither the source group's offset nor a reset can "
+            "be trusted for it: the worker halts it too (see the README's exactly-once section)")
+
+
+class Fenced(Exception):
+    """A worker took the partition over while the task copied it."""
+
+
+def copy_exactly_once(task, settings, consumer, errors: list, copy_range) -> int:
+    """Copy `task`'s range through the partition's transactional producer; the records copied.
+
+    `copy_range` is catchup_copy.copy_range (passed in: that module imports this one).
+    """
+    eos: ExactlyOnce = settings.exactly_once
+    key = (task.topic, task.partition)
+    where = f"{task.topic}[{task.partition}]"
+    producer_settings = {**settings.producer, "delivery.report.only.error": True,
+                         "on_delivery": lambda err, _msg: errors.append(err.str())}
+    transactions = _transactions(eos, producer_settings, lambda _topic: task.destination_topic,
+                                 lambda _topic: task.topic_id)
+    try:
+        found = transactions.open([key])[key]  # fences the partition's previous owner
+        # Ahead of the plan: a worker mirrored part of the range since. (Behind it only when a person chose the
+        # start with --from-offsets or --from-timestamp.)
+        start = min(max(task.start, found[0]), task.end) if found is not None else task.start
+        return copy_range(replace(task, start=start), settings, consumer, transactions.producers[key], errors,
+                          checkpoint=lambda position: transactions.commit(key, position, eos.timeout_s),
+                          checkpoint_every=eos.commit_every)
+    except ProducerFenced as exc:
+        raise Fenced(f"{where}: a worker took the partition over during the catch-up ({exc}); what the catch-up "
+                     "committed stays, the worker continues from its position") from None
+    except TransactionAborted as exc:
+        raise Fenced(f"{where}: transaction aborted ({exc}); the position says what was copied: rerun") from None
+    finally:
+        transactions.close_all()
