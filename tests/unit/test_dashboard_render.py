@@ -118,3 +118,20 @@ def test_logged_in_user_sees_only_mirrors_of_dags_it_may_read(board):
     assert client.get("/api/mirrors/secret").status_code == 403
     assert client.get("/mirrors/nobody").status_code == 404
     assert client.get("/mirrors/orders/report").text == "<html>the check's own report</html>"
+
+
+def test_airflow_loads_the_plugin_from_the_plugins_folder():
+    """What the api-server does with AIRFLOW__CORE__PLUGINS_FOLDER=plugins/ (tests/airflow_support.py
+    and devstack set it): one plugin with the mounted app and the nav entry, no import errors, and the
+    library package is not imported file by file (plugins/.airflowignore)."""
+    import sys
+
+    from airflow import plugins_manager
+
+    apps, _middlewares = plugins_manager.get_fastapi_plugins()
+    assert plugins_manager.get_import_errors() == {}
+    mounted = [a for a in apps if a["url_prefix"] == "/mirror-dashboard"]
+    assert len(mounted) == 1 and mounted[0]["name"] == "Kafka mirror dashboard"
+    views, _react = plugins_manager._get_ui_plugins()
+    assert [v["href"] for v in views if v["name"] == "Kafka mirrors"] == ["/mirror-dashboard/"]
+    assert "gather" not in sys.modules and "sensors" not in sys.modules

@@ -70,9 +70,9 @@ def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], title: str, 
         parts.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="#e4e4e4"/>'
                      f'<text x="{LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end" font-size="11">'
                      f'{_label(value)}</text>')
-    for i in range(4):
+    for i, anchor in enumerate(("start", "middle", "middle", "end")):  # the outer labels stay inside
         t = t0 + span * i / 3
-        parts.append(f'<text x="{x(t):.1f}" y="{HEIGHT - 8}" text-anchor="middle" font-size="11">'
+        parts.append(f'<text x="{x(t):.1f}" y="{HEIGHT - 8}" text-anchor="{anchor}" font-size="11">'
                      f'{time.strftime("%H:%M:%S", time.gmtime(t))}</text>')
     parts.append(f'<text x="12" y="{TOP + plot_h / 2:.0f}" font-size="11" transform="rotate(-90 12 '
                  f'{TOP + plot_h / 2:.0f})" text-anchor="middle">{escape(unit)}</text>')
