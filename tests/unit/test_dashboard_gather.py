@@ -150,6 +150,7 @@ def test_dashboard_samples_on_view_at_most_every_interval_and_sees_lag_grow(tmp_
     assert [p["lag"] for p in view.partitions] == [40, 0]
     assert view.history["east/orders/0"][-1][1] == 40 and len(view.history["east/orders/0"]) == 2
     assert "metrics-port" in " ".join(view.notes)  # said, not hidden
+    assert view.worker_produced is None
     assert view.verdicts == [] and view.report is None
 
 
@@ -159,7 +160,7 @@ def test_dashboard_halted_partitions_carry_the_logged_reason(tmp_path):
     fake = FakeEdges([spec(metrics_port=9400)], paused={"mirror__orders": False}, worker=worker)
     board = Dashboard(fake.edges(clock), HistoryStore(tmp_path / "h.sqlite", clock=clock), clock=clock)
     view = board.mirror("orders")
-    assert view.state == "halted"
+    assert view.state == "halted" and view.worker_produced == 12
     assert view.halted == [{"source": "east", "topic": "orders", "partition": 1, "reason": "record too large"}]
     overview = board.overview()
     assert overview[0].halted == [] and overview[0].state == "halted"  # details only on the mirror's page
@@ -174,6 +175,11 @@ def test_dashboard_reports_measurement_errors_and_invalid_entries_honestly(tmp_p
     assert views["orders"].total_lag is None and views["orders"].partitions == []
     assert any("source unreachable" in n for n in views["orders"].notes)
     assert views["broken"].state == "unknown" and "bad key" in views["broken"].state_reason
+    fake.worker_status = WorkerStatus(error="http://127.0.0.1:1/metrics: ConnectionError (is the worker running?)")
+    clock.now += 60
+    view = board.mirror("orders")
+    assert view.state == "running" and view.worker_produced is None
+    assert any("worker metrics not readable" in n and "ConnectionError" in n for n in view.notes)
     assert board.mirror("nobody") is None
 
 
@@ -246,3 +252,38 @@ def test_spec_mirrors_reads_lag_settings_and_metrics_port(tmp_path):
     orders = mirrors["orders"]
     assert (orders.window_s, orders.limits.stop_after_s, orders.metrics_port, orders.report_dir) == (300, 60, 9555, "/r")
     assert mirrors["typo"].config is None and "window-minute" in mirrors["typo"].error
+
+
+# --- the lag sensor feeds the store -------------------------------------------------------------
+def test_lag_sensor_runs_write_their_samples_and_verdicts(tmp_path, monkeypatch):
+    import time
+
+    from mirror_airflow import lag_measure, sensors
+    from mirror_worker.config import build_mirror_config
+
+    monkeypatch.setenv("MIRROR_DASHBOARD_DB", str(tmp_path / "h.sqlite"))
+    kept = {}
+    monkeypatch.setattr(sensors.Variable, "get", staticmethod(lambda key, default=None: kept.get(key, default)))
+    monkeypatch.setattr(sensors.Variable, "set", staticmethod(lambda key, value, description=None: kept.update({key: value})))
+    monkeypatch.setattr(lag_measure, "newest_heartbeats", lambda mirror, lookback, timeout: {"east": time.time()})
+    committed = {"offset": 5}
+    monkeypatch.setattr(lag_measure, "measure_partitions", lambda mirror, timeout: [
+        (("east", "orders.a", 0), Sample(time.time(), committed["offset"], 20))])
+    mirror = build_mirror_config({
+        "name": "orders", "group_id": "kafka-mirror.orders", "whitelist": "orders\\..*",
+        "sources": [{"name": "east", "consumer": {"bootstrap.servers": "127.0.0.1:1"}}],
+        "producer": {"bootstrap.servers": "127.0.0.1:2"}})
+    sensor = sensors.MirrorLagSensor(task_id="check_lag", mirror=mirror, limits=Limits(max_lag_records=100),
+                                     window_s=600, sample_interval_s=30)
+    sensor._judge(sensor._observe())
+    store = HistoryStore()
+    assert [s.lag for s in store.samples("orders")[("east", "orders.a", 0)]] == [15]
+    assert [(v.status, v.total_lag, v.origin) for v in store.verdicts("orders")] == [("OK", 15, "lag sensor")]
+    # A failing verdict is kept too, with its one-line summary, before the task fails.
+    sensor.limits = Limits(max_lag_records=10)
+    committed["offset"] = 8  # it moved, but the lag (12) is still above the limit
+    with pytest.raises(sensors.LagCheckFailed):
+        sensor._judge(sensor._observe())
+    newest = store.verdicts("orders")[0]
+    assert newest.status == "LAG" and "lag 12 > max 10 records" in newest.summary and newest.total_lag == 12
+    assert store.count("samples", "orders") == 2

@@ -27,7 +27,7 @@ def _points(svg: str) -> list[list[tuple[float, float]]]:
 
 
 def test_line_chart_scales_series_into_the_plot():
-    svg = line_chart({"a/0": [(100, 0), (110, 50), (120, 100)], "a/1": [(100, 100), (120, 0)]}, "lag", "records")
+    svg = line_chart({"a/0": [(100, 0), (110, 50), (120, 100)], "a/1": [(100, 100), (120, 0)]}, "lag", "records", "c")
     assert svg.startswith("<svg") and "<script" not in svg and "http" not in svg.replace("http://www.w3.org/2000/svg", "")
     first, second = _points(svg)
     assert first[0][0] == second[0][0] and first[-1][0] == second[-1][0]  # one time axis
@@ -37,13 +37,13 @@ def test_line_chart_scales_series_into_the_plot():
 
 
 def test_line_chart_without_two_points_says_no_data_yet():
-    assert "no data yet" in line_chart({}, "lag", "records")
-    assert "no data yet" in line_chart({"a/0": [(1, 5)]}, "lag", "records")
+    assert "no data yet" in line_chart({}, "lag", "records", "c")
+    assert "no data yet" in line_chart({"a/0": [(1, 5)]}, "lag", "records", "c")
 
 
 def test_line_chart_draws_the_highest_series_when_there_are_many():
     series = {f"t/{i}": [(0, i), (10, i)] for i in range(MAX_SERIES + 3)}
-    svg = line_chart(series, "lag", "records")
+    svg = line_chart(series, "lag", "records", "c")
     assert svg.count("<polyline") == MAX_SERIES
     assert 'data-series="t/0"' not in svg and f'data-series="t/{MAX_SERIES + 2}"' in svg
     assert "3 more not drawn" in svg
@@ -73,8 +73,10 @@ def test_mirror_page_shows_every_section_or_says_there_is_nothing():
         conflicts=[{"source": "east", "topic": "payments"}],
         verdicts=[Verdict(0, "STOP", "east/orders/0 STOP: no commit", 7, "lag sensor")],
         report=Report("/r/check.json", "/r/check.html", "inconsistent", {"missing": 3}, 0))
+    full.worker_produced = 4321
     html = mirror_page(full, "/d")
-    assert html.count("<svg") == 2
+    assert html.count("<svg") == 2 and "4,321 records produced" in html
+    assert "worker-produced" not in empty
     assert "MSG_SIZE_TOO_LARGE &lt;b&gt;" in html  # escaped
     assert "payments" in html and "verdict-failing" in html and "none yet" in html
     assert 'href="/d/mirrors/orders/report"' in html and "missing 3" in html

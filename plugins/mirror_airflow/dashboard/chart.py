@@ -39,7 +39,7 @@ def _label(value: float) -> str:
     return f"{value:g}"
 
 
-def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], title: str, unit: str) -> str:
+def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], title: str, unit: str, chart_id: str) -> str:
     """An <svg> of the series (the MAX_SERIES with the highest last value when there are more);
     a text note instead when no series has two points."""
     drawable = {name: sorted(points) for name, points in series.items() if len(points) >= 2}
@@ -62,7 +62,7 @@ def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], title: str, 
     def y(v: float) -> float:
         return TOP + plot_h - v / top * plot_h
 
-    parts = [f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
+    parts = [f'<svg id="{escape(chart_id)}" class="chart" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
              f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
              f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ccc"/>']
     for i in range(5):

@@ -73,6 +73,7 @@ class MirrorView:
     state_reason: str
     total_lag: int | None = None
     records_per_s: float | None = None  # committed by the mirror group, between its last two samples
+    worker_produced: float | None = None  # the worker's mirror_records_produced counter (since it started)
     partitions: list[dict] = field(default_factory=list)  # the newest sample per partition
     history: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # "src/topic/p" -> (time, lag)
     throughput: list[tuple[float, float]] = field(default_factory=list)  # (time, records/s committed)
@@ -214,6 +215,8 @@ class Dashboard:
                               "are not visible here (see the run_worker task log)")
         elif worker.error:
             view.notes.append(f"worker metrics not readable: {worker.error}")
+        else:
+            view.worker_produced = worker.records_produced
         evaluation, why_not = judge(history, verdicts, spec, now)
         view.evaluation = evaluation.summary() if evaluation is not None else why_not
         view.state, view.state_reason = mirror_state(

@@ -136,11 +136,14 @@ def mirror_page(view: MirrorView, base: str) -> str:
     body.append(f"<p>Lag rules over the dashboard's history: {escape(view.evaluation or 'no data yet')}</p>")
     body.append("<h2>Lag per partition</h2>")
     body.append(line_chart({k: [(t, float(v)) for t, v in pts] for k, pts in view.history.items()},
-                           "lag per partition", "records"))
+                           "lag per partition", "records", "lag-chart"))
     body.extend(_partitions(view))
     body.append("<h2>Throughput</h2>")
     body.append(line_chart({"committed": view.throughput} if view.throughput else {}, "records/s committed",
-                           "records/s"))
+                           "records/s", "throughput-chart"))
+    if view.worker_produced is not None:
+        body.append(f'<p id="worker-produced">The worker\'s metrics: {_number(view.worker_produced)} records '
+                    "produced to the destination since it started.</p>")
     body.append("<h2>Halted partitions</h2>")
     body.extend(_halts(view))
     body.append("<h2>Lag sensor verdicts</h2>")
