@@ -1,7 +1,8 @@
 """The mirror dashboard inside the Airflow UI, in a real browser: anonymous requests to every dashboard
 endpoint are refused; a logged-in user sees the e2e mirror running with no lag; the mirror is stalled
 (its lifecycle DAG paused, so its worker stops, then records produced) and the page shows it paused with
-exactly the lag those records made, per partition and in total.
+exactly the lag those records made, per partition and in total; resumed with a record the destination
+refuses waiting in one partition, the page shows the mirror halted with that partition and its reason.
 
 Real everything (shared fixtures of tests/e2e/conftest.py): `airflow standalone` loading plugins/, the
 stack's Kafka clusters, the worker the DAG runs, Debian's Chromium. Screenshots: tests/artifacts/.
@@ -167,5 +168,35 @@ def test_dashboard_shows_a_running_mirror_then_its_stall(stack, airflow, e2e_mir
         assert (data["state"], data["total_lag"]) == ("paused", 75)
         assert {p["partition"]: p["committed"] for p in data["partitions"]} == {
             f"source/{mirror.topic}/{p}": offset for p, offset in committed.items()}
+
+        # A halt: the destination now takes records of at most 1000 bytes, and a bigger one waits in
+        # partition 1; the resumed worker mirrors the backlog before it and halts the partition there.
+        _set_topic_config(destination, mirror.mirrored_topic, "max.message.bytes", "1000")
+        produce(source, mirror.topic, [{"key": b"big", "value": b"x" * 5000, "partition": 1}])
     finally:
         api.set_paused(mirror.dag_id, False)  # leave the shared mirror running
+    halt = wait_until(lambda: _halted_rows(browser, page), RESUME_S, "the dashboard showing the halted partition",
+                      interval=5)
+    assert halt == [["source", mirror.topic, "1", f"record of 5003 bytes exceeds destination "
+                                                   f"{mirror.mirrored_topic} max.message.bytes=1000"]]
+    assert browser.find_element(By.CSS_SELECTOR, "h1 .state").get_attribute("data-state") == "halted"
+    screenshot(browser, "e2e-dashboard-5-partition-halted")
+
+
+def _set_topic_config(bootstrap: str, topic: str, key: str, value: str) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    resource = ConfigResource("TOPIC", topic, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result arrives
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def _halted_rows(driver, url: str) -> list[list[str]] | None:
+    """The halted-partitions table of the mirror's page once it shows a row whose reason the task log gave."""
+    driver.get(url)
+    rows = [[c.text for c in row.find_elements(By.TAG_NAME, "td")]
+            for row in driver.find_elements(By.CSS_SELECTOR, "table#halted tr")[1:]]
+    if rows and all("task log" not in row[3] for row in rows):
+        return rows
+    return None

@@ -120,6 +120,9 @@ def test_logged_in_user_sees_only_mirrors_of_dags_it_may_read(board):
     assert client.get("/api/mirrors/secret").status_code == 403
     assert client.get("/mirrors/nobody").status_code == 404
     assert client.get("/mirrors/orders/report").text == "<html>the check's own report</html>"
+    app.dependency_overrides[can_read] = lambda: (lambda name: False)
+    assert client.get("/api/mirrors").json() == {"mirrors": []}
+    assert [client.get(p).status_code for p in ("/mirrors/nobody", "/mirrors/orders", "/mirrors/orders/report")] == [403] * 3
 
 
 def test_airflow_loads_the_plugin_from_the_plugins_folder():

@@ -60,10 +60,11 @@ def create_app(dashboard: Callable[[], Dashboard] = default_dashboard) -> FastAP
         return HTMLResponse(refused_page(f"/auth/login?next={request.url.path}"), status_code=exc.status_code)
 
     def readable(name: str, allowed: CanRead) -> None:
-        if name not in dashboard().mirror_names():
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no mirror named {name!r} in the spec")
+        # Permission first: a user without it learns nothing, not even whether the mirror exists.
         if not allowed(name):
             raise HTTPException(status.HTTP_403_FORBIDDEN, f"no read access to DAG {lifecycle_dag_id(name)}")
+        if name not in dashboard().mirror_names():
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no mirror named {name!r} in the spec")
 
     def overview(allowed: CanRead):
         board = dashboard()
