@@ -54,6 +54,8 @@ def e2e_spec(stack: Stack, mirror: E2EMirror) -> dict:
                 # while the api-server (the tasks' execution API) is still starting.
                 "unpaused": False, "worker-retries": 1, "worker-retry-delay-s": 5,
                 "pause-check-interval-s": 5, "verify-schedule": None,
+                # A short lag window, for the dashboard test that unpauses the lag DAG for a while.
+                "lag": {"window-minutes": 0.5, "sample-interval-seconds": 5, "stop-after-seconds": 20},
             },
         }],
     }]}

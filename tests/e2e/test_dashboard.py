@@ -27,6 +27,7 @@ PREFIX = "/mirror-dashboard"
 RESUME_S = 420  # a DAG run (discover, ensure_topics, sync_schemas, then the worker) on two shared cores
 PAUSE_STOP_S = 90
 PAGE_CHANGE_S = 120  # the page samples at most every 10 s and refreshes itself every 15 s
+LAG_VERDICT_S = 300  # a lag DAG run: 30 s of samples in the triggerer (conftest's lag settings), then the verdict
 
 
 def _routes(name: str) -> list[str]:
@@ -169,6 +170,16 @@ def test_dashboard_shows_a_running_mirror_then_its_stall(stack, airflow, e2e_mir
         assert {p["partition"]: p["committed"] for p in data["partitions"]} == {
             f"source/{mirror.topic}/{p}": offset for p, offset in committed.items()}
 
+        # The lag sensor judges the stalled mirror (its DAG unpaused for one run): its failing verdict is listed.
+        api.set_paused(f"{mirror.dag_id}__lag", False)
+        verdict = wait_until(lambda: _failing_verdict(browser, page), LAG_VERDICT_S, "a failing lag-sensor verdict",
+                             interval=5)
+        api.set_paused(f"{mirror.dag_id}__lag", True)
+        assert verdict[1] in ("STALL", "STOP") and verdict[2] == "75", verdict
+        assert f"source/{mirror.topic}/" in verdict[3]
+        _scroll_to(browser, "verdicts")
+        screenshot(browser, "e2e-dashboard-5-lag-sensor-verdict")
+
         # A halt: the destination now takes records of at most 1000 bytes, and a bigger one waits in
         # partition 1; the resumed worker mirrors the backlog before it and halts the partition there.
         _set_topic_config(destination, mirror.mirrored_topic, "max.message.bytes", "1000")
@@ -180,7 +191,8 @@ def test_dashboard_shows_a_running_mirror_then_its_stall(stack, airflow, e2e_mir
     assert halt == [["source", mirror.topic, "1", f"record of 5003 bytes exceeds destination "
                                                    f"{mirror.mirrored_topic} max.message.bytes=1000"]]
     assert browser.find_element(By.CSS_SELECTOR, "h1 .state").get_attribute("data-state") == "halted"
-    screenshot(browser, "e2e-dashboard-5-partition-halted")
+    _scroll_to(browser, "halted")
+    screenshot(browser, "e2e-dashboard-6-partition-halted")
 
 
 def _set_topic_config(bootstrap: str, topic: str, key: str, value: str) -> None:
@@ -200,3 +212,17 @@ def _halted_rows(driver, url: str) -> list[list[str]] | None:
     if rows and all("task log" not in row[3] for row in rows):
         return rows
     return None
+
+
+def _failing_verdict(driver, url: str) -> list[str] | None:
+    """The newest row of the lag-sensor verdicts table when it is a failing one: [when, status, lag, detail]."""
+    driver.get(url)
+    rows = driver.find_elements(By.CSS_SELECTOR, "table#verdicts tr")[1:]
+    if rows and rows[0].find_elements(By.CSS_SELECTOR, "td.verdict-failing"):
+        return [c.text for c in rows[0].find_elements(By.TAG_NAME, "td")]
+    return None
+
+
+def _scroll_to(driver, element_id: str) -> None:
+    """Bring a section into the screenshot (the window is 900 px high)."""
+    driver.execute_script("arguments[0].scrollIntoView()", driver.find_element(By.ID, element_id))
