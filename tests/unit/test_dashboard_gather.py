@@ -101,12 +101,12 @@ def test_mirror_state_table(paused, worker, evaluation_status, verdict, expected
 def test_judge_waits_until_the_history_covers_the_window_then_applies_the_rules():
     now = 10_000.0
     short = {KEY_A: [Sample(now - 120, 5, 50), Sample(now, 5, 60)]}
-    result, why = judge(short, [], spec(window_s=600), now)
+    result, why = judge(short, spec(window_s=600), now)
     assert result is None and "need 10 min" in why and "2.0 min" in why
     stalled = {KEY_A: [Sample(now - 700, 5, 50), Sample(now - 300, 5, 55), Sample(now, 5, 60)]}
-    result, why = judge(stalled, [], spec(window_s=600), now)
+    result, why = judge(stalled, spec(window_s=600), now)
     assert why is None and result.status is Status.STOP
-    assert judge({}, [], spec(), now) == (None, "no lag samples in the window yet")
+    assert judge({}, spec(), now) == (None, "no lag samples in the window yet")
 
 
 # --- assembly with fake edges -------------------------------------------------------------------

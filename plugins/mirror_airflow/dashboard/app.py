@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -57,7 +58,8 @@ def create_app(dashboard: Callable[[], Dashboard] = default_dashboard) -> FastAP
         # Pages answer a person with a login link; the JSON API answers as Airflow's API does.
         if request.url.path.startswith(f"{base(request)}/api/") or exc.status_code not in (401, 403):
             return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
-        return HTMLResponse(refused_page(f"/auth/login?next={request.url.path}"), status_code=exc.status_code)
+        login = f"/auth/login?{urlencode({'next': request.url.path})}"
+        return HTMLResponse(refused_page(login), status_code=exc.status_code)
 
     def readable(name: str, allowed: CanRead) -> None:
         # Permission first: a user without it learns nothing, not even whether the mirror exists.

@@ -128,7 +128,7 @@ def throughput_series(history: Mapping[PartitionKey, Sequence[Sample]]) -> list[
     return points
 
 
-def judge(history: Mapping[PartitionKey, Sequence[Sample]], verdicts: Sequence[Verdict], spec: MirrorSpec,
+def judge(history: Mapping[PartitionKey, Sequence[Sample]], spec: MirrorSpec,
           now: float) -> tuple[Evaluation | None, str | None]:
     """The lag rules over the kept history (once it covers the window), else None with why not."""
     windows = merge_windows(history, [], now, spec.window_s)
@@ -217,7 +217,7 @@ class Dashboard:
             view.notes.append(f"worker metrics not readable: {worker.error}")
         else:
             view.worker_produced = worker.records_produced
-        evaluation, why_not = judge(history, verdicts, spec, now)
+        evaluation, why_not = judge(history, spec, now)
         view.evaluation = evaluation.summary() if evaluation is not None else why_not
         view.state, view.state_reason = mirror_state(
             paused=paused, worker=worker, evaluation=evaluation, latest_verdict=verdicts[0] if verdicts else None,
