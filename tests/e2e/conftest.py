@@ -19,6 +19,7 @@ import pytest
 
 from devstack import Stack
 from devstack.airflow import Airflow
+from devstack.net import free_port
 from devstack.process import descendants, is_alive
 from tests.e2e.browser import ARTIFACTS, remove_profile, start_chromium
 from tests.kafka_util import create_topic
@@ -30,6 +31,7 @@ class E2EMirror:
     mirrored_topic: str
     group: str
     partitions: int
+    metrics_port: int
 
     @property
     def dag_id(self) -> str:
@@ -45,11 +47,15 @@ def e2e_spec(stack: Stack, mirror: E2EMirror) -> dict:
         "mirrors": [{
             "name": mirror.name, "whitelist": mirror.topic.replace(".", r"\."), "prefix": "mirrored.",
             "preserve-partitions": True, "group-id": mirror.group,
+            # The worker's Prometheus endpoint: the dashboard reads halted partitions from it.
+            "metrics-port": mirror.metrics_port,
             "airflow": {
                 # Unpaused by the fixture once Airflow is healthy: a run started earlier would fail
                 # while the api-server (the tasks' execution API) is still starting.
                 "unpaused": False, "worker-retries": 1, "worker-retry-delay-s": 5,
                 "pause-check-interval-s": 5, "verify-schedule": None,
+                # A short lag window, for the dashboard test that unpauses the lag DAG for a while.
+                "lag": {"window-minutes": 0.5, "sample-interval-seconds": 5, "stop-after-seconds": 20},
             },
         }],
     }]}
@@ -58,7 +64,8 @@ def e2e_spec(stack: Stack, mirror: E2EMirror) -> dict:
 @pytest.fixture(scope="package")
 def e2e_mirror(stack) -> E2EMirror:
     suffix = uuid.uuid4().hex[:10]
-    mirror = E2EMirror(f"e2e_{suffix}", f"e2e-{suffix}", f"mirrored.e2e-{suffix}", f"e2e-group-{suffix}", 3)
+    mirror = E2EMirror(f"e2e_{suffix}", f"e2e-{suffix}", f"mirrored.e2e-{suffix}", f"e2e-group-{suffix}", 3,
+                       free_port())
     create_topic(stack["source"].kafka.bootstrap_servers, mirror.topic, mirror.partitions)
     return mirror
 

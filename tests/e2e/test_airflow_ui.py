@@ -10,10 +10,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from tests.e2e import ui
 from tests.e2e.browser import screenshot
+from tests.e2e.waits import group_members as _group_members
+from tests.e2e.waits import wait_until as _wait
 from tests.kafka_util import produce
 from tests.worker_util import committed_offsets, read_topic, wait_for_count
 
@@ -27,22 +28,6 @@ RESUME_S = 420
 
 def _records(tag: str, count: int) -> list[dict]:
     return [{"key": f"{tag}-{i}".encode(), "value": f"{tag}-{i}".encode()} for i in range(count)]
-
-
-def _group_members(bootstrap: str, group: str) -> int:
-    from mirror_airflow.operators import group_members
-
-    return group_members(AdminClient({"bootstrap.servers": bootstrap}), group)
-
-
-def _wait(predicate, timeout: float, what: str, interval: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"{what}: not within {timeout:.0f}s")
 
 
 def test_pause_and_unpause_a_mirror_from_the_ui(stack, airflow, e2e_mirror, browser):

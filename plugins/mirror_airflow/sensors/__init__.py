@@ -115,7 +115,9 @@ class MirrorLagSensor(BaseSensorOperator):
         try:
             fresh = measure_partitions(self.config, self.measure_timeout_s)
         except MeasurementError as exc:
+            self._record_for_dashboard(verdict=("ERROR", str(exc), None))
             raise AirflowException(str(exc)) from None
+        self._record_for_dashboard(samples=fresh)
         windows = merge_windows(self._load(), fresh, time.time(), self.window_s)
         self._save(windows)
         return windows
@@ -151,7 +153,22 @@ class MirrorLagSensor(BaseSensorOperator):
         total_lag = sum(w[-1].lag for w in windows.values() if w)
         self.log.info("mirror %s: %s over %d partitions, total lag %d, latency %s", self.mirror_name,
                       evaluation.status.value, len(windows), total_lag, latency)
+        self._record_for_dashboard(verdict=(evaluation.status.value, evaluation.summary(), total_lag))
         if evaluation.status.failing or (self.fail_on_warn and evaluation.status is Status.WARN):
             raise LagCheckFailed(self.mirror_name, evaluation)
         return {"status": evaluation.status.value, "partitions": len(windows), "total_lag": total_lag,
                 "latency_s": latency}
+
+    def _record_for_dashboard(self, samples=None, verdict: tuple | None = None) -> None:
+        """Best effort: the mirror dashboard's bounded history (plugins/mirror_airflow/dashboard/store.py)."""
+        from mirror_airflow.dashboard.store import HistoryStore, Verdict
+
+        try:
+            store = HistoryStore()
+            if samples:
+                store.add_samples(self.mirror_name, samples)
+            if verdict is not None:
+                status, summary, total_lag = verdict
+                store.add_verdict(self.mirror_name, Verdict(time.time(), status, summary, total_lag, "lag sensor"))
+        except Exception as exc:  # the dashboard must never fail the check
+            self.log.warning("mirror %s: dashboard history not written: %s", self.mirror_name, exc)

@@ -1,0 +1,247 @@
+"""What the dashboard shows, assembled from its inputs; every input comes through `Edges`, so the
+assembly runs in unit tests with fakes and in the api-server with the real I/O of sources.py.
+
+A mirror's state, worst first:
+    halted    its worker reports halted partitions or schema conflicts (Prometheus metrics)
+    paused    its lifecycle DAG `mirror__NAME` is paused in Airflow
+    lagging   the lag rules fail: over the dashboard's kept history once it covers the lag window, or
+              the lag sensor's newest verdict (younger than the window) is a failing one
+    running   none of the above (the DAG is unpaused)
+    unknown   Airflow has not parsed the mirror's DAG, or the spec entry is invalid
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from mirror_airflow.dashboard.store import HistoryStore, Verdict
+from mirror_airflow.lag_rules import Evaluation, Limits, PartitionKey, Sample, Status, covers, evaluate, merge_windows
+
+
+@dataclass(frozen=True)
+class MirrorSpec:
+    """One mirror of the spec as the dashboard needs it."""
+
+    name: str
+    config: object | None  # mirror_worker.config.MirrorConfig; None when the entry is invalid
+    error: str | None
+    limits: Limits
+    window_s: float
+    metrics_port: int | None
+    report_dir: str
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """From the worker's Prometheus endpoint; `error` when it could not be read."""
+
+    halted: tuple[tuple[str, str, int], ...] = ()  # (source, topic, partition)
+    conflicts: tuple[tuple[str, str], ...] = ()  # (source, topic)
+    records_produced: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    """The newest verification report of a mirror."""
+
+    json_path: str
+    html_path: str | None
+    status: str
+    totals: dict
+    created: float
+
+
+@dataclass
+class Edges:
+    """The dashboard's I/O, each a plain callable (see sources.py for the real ones)."""
+
+    mirrors: Callable[[], list[MirrorSpec]]
+    paused: Callable[[list[str]], dict[str, bool]]  # dag_id -> is_paused; parsed DAGs only
+    measure: Callable[[MirrorSpec], list[tuple[PartitionKey, Sample]]]
+    worker: Callable[[MirrorSpec], WorkerStatus | None]  # None: the mirror has no metrics port
+    halt_reasons: Callable[[MirrorSpec], dict[tuple[str, int], str]]  # (topic, partition) -> reason
+    report: Callable[[MirrorSpec], Report | None]
+
+
+@dataclass
+class MirrorView:
+    name: str
+    state: str
+    state_reason: str
+    total_lag: int | None = None
+    records_per_s: float | None = None  # committed by the mirror group, between its last two samples
+    worker_produced: float | None = None  # the worker's mirror_records_produced counter (since it started)
+    partitions: list[dict] = field(default_factory=list)  # the newest sample per partition
+    history: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # "src/topic/p" -> (time, lag)
+    throughput: list[tuple[float, float]] = field(default_factory=list)  # (time, records/s committed)
+    halted: list[dict] = field(default_factory=list)
+    conflicts: list[dict] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    evaluation: str | None = None
+    report: Report | None = None
+    notes: list[str] = field(default_factory=list)
+    measured_at: float | None = None
+
+    def to_dict(self) -> dict:
+        out = {k: v for k, v in vars(self).items() if k not in ("verdicts", "report")}
+        out["verdicts"] = [vars(v) for v in self.verdicts]
+        out["report"] = None if self.report is None else vars(self.report)
+        return out
+
+
+def lifecycle_dag_id(name: str) -> str:
+    return f"mirror__{name}"
+
+
+# --- pure pieces --------------------------------------------------------------------------------
+def position(sample: Sample) -> int:
+    """Where the mirror resumes in a partition (as Sample.lag counts it)."""
+    return sample.low if sample.committed is None else max(sample.committed, sample.low)
+
+
+def partition_label(key: PartitionKey) -> str:
+    return "/".join(str(part) for part in key)
+
+
+def committed_rate(history: Mapping[PartitionKey, Sequence[Sample]]) -> float | None:
+    """Records per second the group committed between each partition's last two samples, summed."""
+    rates = [(position(w[-1]) - position(w[-2])) / (w[-1].time - w[-2].time)
+             for w in history.values() if len(w) >= 2 and w[-1].time > w[-2].time]
+    return sum(rates) if rates else None
+
+
+def throughput_series(history: Mapping[PartitionKey, Sequence[Sample]]) -> list[tuple[float, float]]:
+    """(time, records/s committed) between consecutive measurements that sampled the same partitions."""
+    rounds: dict[float, dict[PartitionKey, int]] = {}
+    for key, window in history.items():
+        for sample in window:
+            rounds.setdefault(round(sample.time, 1), {})[key] = position(sample)
+    points = []
+    times = sorted(rounds)
+    for before, after in zip(times, times[1:]):
+        if rounds[before].keys() == rounds[after].keys() and after > before:
+            moved = sum(rounds[after].values()) - sum(rounds[before].values())
+            points.append((after, max(0.0, moved / (after - before))))
+    return points
+
+
+def judge(history: Mapping[PartitionKey, Sequence[Sample]], spec: MirrorSpec,
+          now: float) -> tuple[Evaluation | None, str | None]:
+    """The lag rules over the kept history (once it covers the window), else None with why not."""
+    windows = merge_windows(history, [], now, spec.window_s)
+    if not windows:
+        return None, "no lag samples in the window yet"
+    if not covers(windows, now, spec.window_s):
+        oldest = min(w[0].time for w in windows.values())
+        return None, (f"the lag rules need {spec.window_s / 60:g} min of samples; "
+                      f"the dashboard has {(now - oldest) / 60:.1f} min")
+    # No heartbeats here: replication latency is the lag sensor's to judge (its verdicts are listed).
+    return evaluate(windows, {}, now, spec.limits), None
+
+
+def mirror_state(*, paused: bool | None, worker: WorkerStatus | None, evaluation: Evaluation | None,
+                 latest_verdict: Verdict | None, window_s: float, now: float) -> tuple[str, str]:
+    """(state, why), the worst first: halted, paused, lagging, running; unknown without a parsed DAG."""
+    if worker is not None and (worker.halted or worker.conflicts):
+        parts = []
+        if worker.halted:
+            parts.append(f"{len(worker.halted)} halted partition(s)")
+        if worker.conflicts:
+            parts.append(f"{len(worker.conflicts)} topic(s) with schema conflicts")
+        return "halted", "the worker reports " + " and ".join(parts)
+    if paused is None:
+        return "unknown", "Airflow has not parsed this mirror's DAG"
+    if paused:
+        return "paused", "its lifecycle DAG is paused: no worker runs"
+    if evaluation is not None and evaluation.status.failing:
+        return "lagging", f"lag rules (dashboard history): {evaluation.summary()}"
+    if (latest_verdict is not None and now - latest_verdict.time <= window_s
+            and latest_verdict.status not in (Status.OK.value, Status.WARN.value)):
+        return "lagging", f"lag sensor: {latest_verdict.summary}"
+    return "running", "its lifecycle DAG is unpaused"
+
+
+# --- assembly -----------------------------------------------------------------------------------
+class Dashboard:
+    """Builds the views; samples a mirror when its newest kept sample is older than `min_interval_s`."""
+
+    def __init__(self, edges: Edges, store: HistoryStore, min_interval_s: float = 10.0,
+                 chart_s: float = 3600.0, clock: Callable[[], float] = time.time) -> None:
+        self.edges = edges
+        self.store = store
+        self.min_interval_s = min_interval_s
+        self.chart_s = chart_s
+        self.clock = clock
+
+    def mirror_names(self) -> list[str]:
+        return [m.name for m in self.edges.mirrors()]
+
+    def overview(self, names: set[str] | None = None) -> list[MirrorView]:
+        specs = [m for m in self.edges.mirrors() if names is None or m.name in names]
+        paused = self.edges.paused([lifecycle_dag_id(m.name) for m in specs])
+        return [self._view(spec, paused.get(lifecycle_dag_id(spec.name)), detail=False) for spec in specs]
+
+    def mirror(self, name: str) -> MirrorView | None:
+        specs = [m for m in self.edges.mirrors() if m.name == name]
+        if not specs:
+            return None
+        dag_id = lifecycle_dag_id(name)
+        return self._view(specs[0], self.edges.paused([dag_id]).get(dag_id), detail=True)
+
+    def _sample(self, spec: MirrorSpec, view: MirrorView) -> None:
+        newest = self.store.newest_sample_time(spec.name)
+        if newest is not None and self.clock() - newest < self.min_interval_s:
+            return
+        try:
+            self.store.add_samples(spec.name, self.edges.measure(spec))
+        except Exception as exc:  # an unreachable cluster is shown, not raised
+            view.notes.append(f"lag not measured now: {exc}")
+
+    def _view(self, spec: MirrorSpec, paused: bool | None, detail: bool) -> MirrorView:
+        view = MirrorView(spec.name, "unknown", "")
+        if spec.config is None:
+            view.state_reason = f"invalid spec entry: {spec.error}"
+            return view
+        self._sample(spec, view)
+        now = self.clock()
+        history = self.store.samples(spec.name, since=now - max(self.chart_s, 2 * spec.window_s))
+        verdicts = self.store.verdicts(spec.name, limit=10)
+        worker = self.edges.worker(spec)
+        if worker is None:
+            view.notes.append("the mirror sets no metrics-port: halted partitions and schema conflicts "
+                              "are not visible here (see the run_worker task log)")
+        elif worker.error:
+            view.notes.append(f"worker metrics not readable: {worker.error}")
+        else:
+            view.worker_produced = worker.records_produced
+        evaluation, why_not = judge(history, spec, now)
+        view.evaluation = evaluation.summary() if evaluation is not None else why_not
+        view.state, view.state_reason = mirror_state(
+            paused=paused, worker=worker, evaluation=evaluation, latest_verdict=verdicts[0] if verdicts else None,
+            window_s=spec.window_s, now=now)
+        if history:
+            latest = {key: window[-1] for key, window in history.items()}
+            view.measured_at = max(s.time for s in latest.values())
+            # Partitions the newest measurement still saw (a deleted topic drops out).
+            current = {k: s for k, s in latest.items() if s.time >= view.measured_at - 60}
+            view.total_lag = sum(s.lag for s in current.values())
+            view.records_per_s = committed_rate(history)
+            view.partitions = [{"partition": partition_label(k), "lag": s.lag, "committed": s.committed,
+                                "end": s.high, "start": s.low, "time": s.time} for k, s in sorted(current.items())]
+        if not detail:
+            return view
+        start = now - self.chart_s
+        view.history = {partition_label(k): [(s.time, s.lag) for s in w if s.time >= start]
+                        for k, w in sorted(history.items())}
+        view.throughput = [p for p in throughput_series(history) if p[0] >= start]
+        view.verdicts = verdicts
+        reasons = self.edges.halt_reasons(spec) if worker is not None and (worker.halted or worker.conflicts) else {}
+        view.halted = [{"source": s, "topic": t, "partition": p,
+                        "reason": reasons.get((t, p), "not in the worker's metrics; see the run_worker task log")}
+                       for s, t, p in (worker.halted if worker else ())]
+        view.conflicts = [{"source": s, "topic": t} for s, t in (worker.conflicts if worker else ())]
+        view.report = self.edges.report(spec)
+        return view
