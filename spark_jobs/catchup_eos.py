@@ -9,9 +9,10 @@ So, for an exactly-once mirror, the catch-up:
   existed and expired halts the job for that partition, as it halts the worker's;
 - copies each partition through the worker's `PartitionTransactions`, with the worker's transactional.id
   for that partition: its `init_transactions` fences a worker that holds the partition (aborting its open
-  transaction), and a worker that starts later fences the task, whose next commit fails, so the two never
-  both write a range; records and the position commit in one transaction, every `commit_every` records
-  and at the range end, so a failed task leaves a position that says exactly what was copied;
+  transaction); records and the position commit in one transaction, every `commit_every` records and at
+  the range end, so a failed task leaves a position that says exactly what was copied. A worker started
+  during the catch-up exits on seeing the catch-up's lease (mirror_worker/catchup_lease.py); one that could
+  not check the lease fences the task instead, whose next commit fails: the two never both write a range;
 - reads the position again after fencing: when a worker moved it past the plan's start between the plan
   and the task, the task starts there.
 """

@@ -191,7 +191,8 @@ def catchup_dag(name: str, path: Path, settings: MirrorAirflowSettings):
     ) as dag:
         stop = StopMirrorForCatchupOperator(task_id="stop_mirror", lifecycle_dag_id=lifecycle,
                                             api_conn_id=settings.api_conn_id, **common, **_kafka_conns(settings))
-        copy = CatchupOperator(task_id="catchup", conn_id=settings.spark_conn_id, **common)
+        copy = CatchupOperator(task_id="catchup", conn_id=settings.spark_conn_id,
+                               report_dir=settings.verify_report_dir, **common)
         resume = ResumeMirrorOperator(task_id="resume_mirror", lifecycle_dag_id=lifecycle,
                                       api_conn_id=settings.api_conn_id, **common)
         stop >> copy >> resume

@@ -37,6 +37,7 @@ def test_catchup_dag_copies_the_backlog_and_hands_over(stack, topic_name, tmp_pa
     }]}))
     monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(path))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.setenv("MIRROR_REPORT_DIR", str(tmp_path / "reports"))
     render(path, dags_folder())
 
     run = mirror_dags(name, path)[f"mirror__{name}__catchup"].test(run_conf={"topics": topic})
@@ -46,3 +47,6 @@ def test_catchup_dag_copies_the_backlog_and_hands_over(stack, topic_name, tmp_pa
     assert len(wait_for_count(dst, f"cu.{topic}", RECORDS, timeout=30)) == RECORDS
     # The hand-over point: the worker would resume exactly at the ends of the copied ranges.
     assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == RECORDS
+    # The task kept the job's JSON summary (its log line and XCom come from it).
+    [summary] = (tmp_path / "reports" / name).glob("catchup-*.json")
+    assert json.loads(summary.read_text())["records"] == RECORDS

@@ -222,6 +222,8 @@ class FakeSparkSubmit:
         args = argv[argv.index("--outcome"):]
         if self.report is not None and "--report" in args:
             Path(args[args.index("--report") + 1]).write_text(json.dumps(self.report))
+        if self.report is not None and "--summary" in args:
+            Path(args[args.index("--summary") + 1]).write_text(json.dumps(self.report))
         Path(args[1]).write_text(json.dumps({"job": Path(args[2]).name, "exit_code": self.exit_code}))
         self.stdout = iter(["spark-submit output\n"])
 
@@ -277,24 +279,37 @@ def test_verify_tells_the_checks_exit_codes_apart(spark_submit, tmp_path, code, 
         op.execute({})
 
 
-@pytest.mark.parametrize("code, message", [
-    (1, r"the catch-up failed \(nothing committed past what was delivered\) \(exit 1\)"),
-    (2, r"the catch-up refused its input \(exit 2\)"),
-    (3, r"the catch-up halted on data loss \(the task log names the partitions\) \(exit 3\)"),
+CATCHUP_SUMMARY = {"records": 1200, "seconds": 14.2, "msgs_per_s": 85, "copy_phase_msgs_per_s": 600,
+                   "spark_startup_s": 9.1, "ranges": [{"partition": 0}, {"partition": 1}], "open_transactions": [],
+                   "data_loss": [{"reason": "t[0]: records 10..19 were deleted from the source (retention)"}]}
+
+
+@pytest.mark.parametrize("code, summary, message", [
+    (1, None, r"the catch-up failed \(nothing committed past what was delivered\) \(exit 1\)$"),
+    (2, None, r"the catch-up refused its input \(exit 2\)$"),
+    (3, CATCHUP_SUMMARY, r"the catch-up halted on data loss \(exit 3\): 1,200 records in 14.2 s .*; data loss: "
+                         r"t\[0\]: records 10..19 were deleted from the source \(retention\)$"),
 ])
-def test_catchup_tells_the_jobs_exit_codes_apart(spark_submit, code, message):
-    spark_submit.exit_code = code
-    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m", conn_id="spark_t")
+def test_catchup_tells_the_jobs_exit_codes_apart(spark_submit, tmp_path, code, summary, message):
+    spark_submit.exit_code, spark_submit.report = code, summary
+    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m", conn_id="spark_t",
+                         report_dir=str(tmp_path))
     with pytest.raises(RuntimeError, match=message):
         op.execute({"params": {"topics": "a"}})
     [(argv, _)] = spark_submit.calls
     assert argv[argv.index("--outcome") + 2:] == [str(ROOT / "spark_jobs" / "catchup.py"), "--config", "/s.yaml",
-                                                   "--mirror", "m", "--topics", "a"]
+                                                   "--mirror", "m", "--summary", str(op.summary_path), "--topics", "a"]
 
 
-def test_catchup_succeeds_when_the_job_exits_0(spark_submit):
-    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m", conn_id="spark_t")
-    assert op.execute({"params": {}}) is None and len(spark_submit.calls) == 1
+def test_catchup_succeeds_when_the_job_exits_0_and_shows_its_summary(spark_submit, tmp_path, capfd):
+    spark_submit.report = {**CATCHUP_SUMMARY, "data_loss": []}
+    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m", conn_id="spark_t",
+                         report_dir=str(tmp_path))
+    result = op.execute({"params": {}})
+    assert result["records"] == 1200 and result["summary_path"] == str(tmp_path / "m" / op.summary_path.name)
+    out, err = capfd.readouterr()
+    assert ("catch-up: 1,200 records in 14.2 s (85 msgs/s end to end, 600 msgs/s copying; Spark start-up 9.1 s), "
+            "2 partition(s)") in out + err
 
 
 @pytest.mark.parametrize("body, code", [
@@ -322,13 +337,15 @@ def test_spark_launcher_records_the_jobs_exit_code(tmp_path, body, code):
     ({"from_offsets": "a:0:5"}, ["--from-offsets", "a:0:5"]),
     ({"topics": " a ", "from_timestamp": "2026-11-01T00:00:00Z"}, ["--topics", "a", "--from-timestamp", "2026-11-01T00:00:00Z"]),
 ])
-def test_catchup_arguments_from_params(params, tail):
-    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m")
-    assert op.job_args({"params": params}) == ["--config", "/s.yaml", "--mirror", "m", *tail]
+def test_catchup_arguments_from_params(params, tail, tmp_path):
+    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m", report_dir=str(tmp_path))
+    args = op.job_args({"params": params})
+    assert args == ["--config", "/s.yaml", "--mirror", "m", "--summary", str(op.summary_path), *tail]
+    assert op.summary_path.parent == tmp_path / "m" and op.summary_path.name.startswith("catchup-")
 
 
-def test_catchup_refuses_offsets_and_timestamp_together():
-    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m")
+def test_catchup_refuses_offsets_and_timestamp_together(tmp_path):
+    op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m", report_dir=str(tmp_path))
     with pytest.raises(ValueError, match="not both"):
         op.job_args({"params": {"from_offsets": "a:0:1", "from_timestamp": "1"}})
 

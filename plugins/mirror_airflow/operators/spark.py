@@ -148,14 +148,42 @@ class ConsistencyCheckOperator(MirrorSparkJob):
         return {"report": str(self.report_path), "summary": summary}
 
 
+def catchup_line(summary: dict | None) -> str | None:
+    """One line from the catch-up's JSON summary: records, rates, start-up, losses, open transactions."""
+    if not summary:
+        return None
+    line = (f"{summary.get('records', 0):,} records in {summary.get('seconds', 0)} s "
+            f"({summary.get('msgs_per_s', 0):,} msgs/s end to end, {summary.get('copy_phase_msgs_per_s', 0):,} "
+            f"msgs/s copying; Spark start-up {summary.get('spark_startup_s', 0)} s), "
+            f"{len(summary.get('ranges') or [])} partition(s)")
+    losses = summary.get("data_loss") or []
+    if losses:
+        line += "; data loss: " + "; ".join(loss.get("reason", "") for loss in losses)
+    stopped = summary.get("open_transactions") or []
+    if stopped:
+        line += f"; {len(stopped)} partition(s) stopped at the last stable offset (a transaction is open)"
+    return line
+
+
 class CatchupOperator(MirrorSparkJob):
-    """spark_jobs/catchup.py with the DAG run's params: topics, from_offsets or from_timestamp."""
+    """spark_jobs/catchup.py with the DAG run's params: topics, from_offsets or from_timestamp. Its JSON
+    summary (records, rates, per-partition ranges, losses) goes to the task log in one line and to XCom."""
 
     script = "catchup.py"
+
+    def __init__(self, *, report_dir: str | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.report_dir = report_dir
+        self.summary_path: Path | None = None
 
     def job_args(self, context) -> list[str]:
         params = context.get("params") or {}
         args = super().job_args(context)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        directory = Path(self.report_dir) if self.report_dir else report_dir_default()
+        self.summary_path = directory / self.mirror_name / f"catchup-{stamp}.json"
+        self.summary_path.parent.mkdir(parents=True, exist_ok=True)
+        args += ["--summary", str(self.summary_path)]
         topics = str(params.get("topics") or "").strip()
         offsets = str(params.get("from_offsets") or "").strip()
         timestamp = str(params.get("from_timestamp") or "").strip()
@@ -171,9 +199,15 @@ class CatchupOperator(MirrorSparkJob):
 
     def execute(self, context):
         code, error = self.submit(context)
+        try:
+            summary = json.loads(self.summary_path.read_text()) if self.summary_path else None
+        except (OSError, ValueError):
+            summary = None
+        line = catchup_line(summary)
         if code == 0 and error is None:
-            return None
+            self.log.info("catch-up: %s (summary %s)", line or "no summary written", self.summary_path)
+            return {"summary_path": str(self.summary_path), **(summary or {})}
         what = {1: "failed (nothing committed past what was delivered)", 2: "refused its input",
-                3: "halted on data loss (the task log names the partitions)"}.get(code, "did not complete")
+                3: "halted on data loss"}.get(code, "did not complete")
         raise RuntimeError(f"mirror {self.mirror_name!r}: the catch-up {what} "
-                           f"(exit {'?' if code is None else code})") from error
+                           f"(exit {'?' if code is None else code}){': ' + line if line else ''}") from error
