@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.common import bench_stack
-from bench.worker_throughput import PARTITIONS, RESULTS, end_total, proc_stats
+from bench.worker_throughput import PARTITIONS, RESULTS, watch_worker
 from devstack import Stack, paths
 
 
@@ -85,26 +85,7 @@ def measure_worker(stack: Stack, topic: str, records: int, size: int, workdir: P
          "--offset.commit.interval.ms", "5000"],
         cwd=paths.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    first = first_count = None
-    try:
-        deadline = time.monotonic() + 1800
-        while time.monotonic() < deadline:
-            try:
-                done = end_total(watcher, f"w{run}.{topic}")
-            except Exception:  # the destination topic does not exist yet
-                done = 0
-            now = time.monotonic()
-            if done and first is None:
-                first, first_count = now, done
-            if done >= records:
-                break
-            time.sleep(0.05)
-        finished = time.monotonic()
-        cpu, rss = proc_stats(worker.pid)
-    finally:
-        worker.terminate()
-        worker.wait(60)
-        watcher.close()
+    first, first_count, finished, cpu, rss = watch_worker(worker, watcher, f"w{run}.{topic}", records, 1800)
     mirrored = records - first_count
     return {
         "system": "worker", "run": run, "record_bytes": size, "records": records,

@@ -51,6 +51,38 @@ def end_total(consumer: Consumer, topic: str) -> int:
     return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS))
 
 
+def watch_until(watcher: Consumer, topic: str, records: int, timeout_s: float) -> tuple[float | None, int, float]:
+    """Poll the destination topic's log ends until they hold `records`: (when the first record showed up,
+    how many were there then, when the last one did)."""
+    first, first_count = None, 0
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            done = end_total(watcher, topic)
+        except Exception:  # the destination topic does not exist yet
+            done = 0
+        now = time.monotonic()
+        if done and first is None:
+            first, first_count = now, done
+        if done >= records:
+            break
+        time.sleep(0.05)
+    return first, first_count, time.monotonic()
+
+
+def watch_worker(worker: subprocess.Popen, watcher: Consumer, topic: str, records: int, timeout_s: float):
+    """`watch_until`, then the worker's CPU seconds and peak RSS; the worker is stopped and the watcher closed
+    whatever happens: (first, first_count, finished, cpu_s, rss_mib)."""
+    try:
+        first, first_count, finished = watch_until(watcher, topic, records, timeout_s)
+        cpu, rss = proc_stats(worker.pid)
+    finally:
+        worker.terminate()
+        worker.wait(60)
+        watcher.close()
+    return first, first_count, finished, cpu, rss
+
+
 def proc_stats(pid: int) -> tuple[float, float]:
     """(cpu seconds of the process and its children, peak RSS MiB of the process)."""
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -86,26 +118,8 @@ def measure(stack: Stack, records: int, size: int, workdir: Path, schemas: bool 
          str(producer_cfg), "--whitelist", topic, "--preserve.partitions", "--offset.commit.interval.ms", "5000", *registry_flags],
         cwd=paths.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
-    try:
-        first = None
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            try:
-                done = end_total(watcher, topic)
-            except Exception:  # the destination topic does not exist yet
-                done = 0
-            now = time.monotonic()
-            if done and first is None:
-                first, first_count = now, done
-            if done >= records:
-                break
-            time.sleep(0.05)
-        elapsed = time.monotonic() - first
-        cpu, rss = proc_stats(worker.pid)
-    finally:
-        worker.terminate()
-        worker.wait(60)
-        watcher.close()
+    first, first_count, finished, cpu, rss = watch_worker(worker, watcher, topic, records, 600)
+    elapsed = finished - first
     mirrored = records - first_count
     return {
         "system": "worker", "schemas": schemas, "record_bytes": size, "records": records,

@@ -13,32 +13,13 @@ import time
 import pytest
 
 from devstack.paths import ROOT
+from tests.integration.test_catchup import PARTITIONS, _produce
 from tests.kafka_util import create_topic
 from tests.worker_util import (
     WorkerProcess, committed_offsets, loss_and_duplicates, read_topic, wait_for_count, write_mirror_spec,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-PARTITIONS = 3
-
-
-def _fast_produce(bootstrap: str, topic: str, count: int) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                         "enable.idempotence": True, "queue.buffering.max.messages": 500_000})
-    for i in range(count):
-        while True:
-            try:
-                producer.produce(topic, f"v-{i:07d}".encode(), f"k{i % 50}".encode(), i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10_000 == 0:
-            producer.poll(0)
-    assert producer.flush(60) == 0
-
 
 def test_a_worker_started_during_a_catchup_mirrors_nothing_until_it_ends(stack, topic_name, tmp_path):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
@@ -48,7 +29,7 @@ def test_a_worker_started_during_a_catchup_mirrors_nothing_until_it_ends(stack, 
     spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, "leased", topic, prefix="z.",
                              **{"preserve-partitions": "true", "group-id": group})
     total = 450_000
-    _fast_produce(src, topic, total)
+    _produce(src, topic, 0, total)
     stderr = tmp_path / "catchup.stderr"
     with stderr.open("w") as sink:
         catchup = subprocess.Popen([sys.executable, "spark_jobs/catchup.py", "--config", str(spec), "--mirror",

@@ -72,7 +72,8 @@ class MirrorSparkJob(SparkSubmitOperator):
 
     script = ""
 
-    def __init__(self, *, spec_path: str, mirror_name: str, conn_id: str = "spark_default", **kwargs) -> None:
+    def __init__(self, *, spec_path: str, mirror_name: str, conn_id: str = "spark_default",
+                 report_dir: str | None = None, **kwargs) -> None:
         if not spec_path or not mirror_name:
             raise ValueError("spec_path and mirror_name are required")
         kwargs.setdefault("driver_memory", "1g")
@@ -81,7 +82,16 @@ class MirrorSparkJob(SparkSubmitOperator):
                          name=f"{self.script.removesuffix('.py')}-{mirror_name}", **kwargs)
         self.spec_path = str(spec_path)
         self.mirror_name = mirror_name
+        self.report_dir = report_dir
         self.outcome_path: Path | None = None
+
+    def report_file(self, kind: str) -> Path:
+        """A new `<report dir>/<mirror>/<kind>-<UTC time>.json` (its folder created) for the job to write."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        directory = Path(self.report_dir) if self.report_dir else report_dir_default()
+        path = directory / self.mirror_name / f"{kind}-{stamp}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
 
     @property
     def job_path(self) -> Path:
@@ -122,16 +132,12 @@ class ConsistencyCheckOperator(MirrorSparkJob):
 
     script = "consistency_check.py"
 
-    def __init__(self, *, report_dir: str | None = None, **kwargs) -> None:
+    def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.report_dir = report_dir
         self.report_path: Path | None = None
 
     def job_args(self, context) -> list[str]:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        directory = Path(self.report_dir) if self.report_dir else report_dir_default()
-        self.report_path = directory / self.mirror_name / f"check-{stamp}.json"
-        self.report_path.parent.mkdir(parents=True, exist_ok=True)
+        self.report_path = self.report_file("check")
         return [*super().job_args(context), "--report", str(self.report_path)]
 
     def execute(self, context):
@@ -171,19 +177,14 @@ class CatchupOperator(MirrorSparkJob):
 
     script = "catchup.py"
 
-    def __init__(self, *, report_dir: str | None = None, **kwargs) -> None:
+    def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.report_dir = report_dir
         self.summary_path: Path | None = None
 
     def job_args(self, context) -> list[str]:
         params = context.get("params") or {}
-        args = super().job_args(context)
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        directory = Path(self.report_dir) if self.report_dir else report_dir_default()
-        self.summary_path = directory / self.mirror_name / f"catchup-{stamp}.json"
-        self.summary_path.parent.mkdir(parents=True, exist_ok=True)
-        args += ["--summary", str(self.summary_path)]
+        self.summary_path = self.report_file("catchup")
+        args = [*super().job_args(context), "--summary", str(self.summary_path)]
         topics = str(params.get("topics") or "").strip()
         offsets = str(params.get("from_offsets") or "").strip()
         timestamp = str(params.get("from_timestamp") or "").strip()
