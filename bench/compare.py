@@ -4,6 +4,10 @@
         [--systems worker,mm2,bare,worker-eos] [--procs 1] [--latency-s 5] [--latency-rate 10000,half]
         [--rss-records 10000000]
 
+`--procs N` runs every system with N processes/tasks; a system may set its own as `system@N`
+(`--systems worker@1,worker@2`). With `--procs N` > 1 and `worker` among the systems, `worker@1` runs
+too, as the one-process baseline: the ratio `worker/worker@1` says whether N processes beat one.
+
 On two Kafka nodes started for the run (or, --running-stack, the running stack), for each record size:
 preload `--records` keyed records (10,000 keys, `--partitions` partitions; distinct JSON-ish values that
 lz4 compresses 2-3x, see record_values) into a `source` topic, then
@@ -173,9 +177,16 @@ def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
 
 
 # ------------------------------------------------------------------------------------------- systems
+def system_procs(system: str, default: int) -> tuple[str, int]:
+    """`worker@2` -> ("worker", 2); `worker` -> ("worker", default)."""
+    name, _, procs = system.partition("@")
+    return name, int(procs) if procs else default
+
+
 def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workdir: Path, args) -> subprocess.Popen:
     """Start `system` mirroring `topics` into `<alias>.<topic>` on the destination."""
     log = open(workdir / f"{alias}.log", "wb")  # noqa: SIM115 - closed with the process
+    system, procs = system_procs(system, args.procs)
     if system in ("worker", "worker-eos"):
         source_cfg = workdir / f"{alias}-source.properties"
         source_cfg.write_text(f"bootstrap.servers={clusters.source}\ngroup.id=bench-{alias}\n")
@@ -183,11 +194,11 @@ def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workd
         producer_cfg.write_text(f"bootstrap.servers={clusters.destination}\n")
         argv = [sys.executable, "-m", "mirror_worker", "--name", alias, "--consumer.config", str(source_cfg),
                 "--producer.config", str(producer_cfg), "--whitelist", "|".join(topics), "--prefix", f"{alias}.",
-                "--preserve.partitions", "--num.streams", str(args.procs), *args.worker_args.split()]
+                "--preserve.partitions", "--num.streams", str(procs), *args.worker_args.split()]
         if system == "worker-eos":
             argv.append("--exactly.once")
     elif system == "mm2":
-        properties = mm2_properties(alias, clusters.source, clusters.destination, topics, args.procs,
+        properties = mm2_properties(alias, clusters.source, clusters.destination, topics, procs,
                                     args.mm2_poll_records)
         (workdir / alias).mkdir()
         argv = mm2_argv(workdir / alias, properties, args.mm2_heap_mb)
@@ -195,7 +206,7 @@ def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workd
         create_topics(clusters.destination, [f"{alias}.{t}" for t in topics], args.partitions)
         argv = [sys.executable, "-m", "bench.bare_copy", "--source", clusters.source, "--destination",
                 clusters.destination, "--topics", ",".join(topics), "--prefix", f"{alias}.",
-                "--partitions", str(args.partitions), "--procs", str(args.procs)]
+                "--partitions", str(args.partitions), "--procs", str(procs)]
     else:
         raise ValueError(system)
     return subprocess.Popen(argv, cwd=paths.ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -401,6 +412,12 @@ def ratios(rows: list[dict]) -> list[dict]:
                     out.append({"record_bytes": size, "ratio": f"worker/{other}", "figure": field,
                                 "value": round(row[field] / peer[field], 2)})
     for (system, size), row in by.items():
+        one = by.get(("worker@1", size))
+        if system == "worker" and one and row is not one:
+            for field in ("msgs_per_s", "copy_msgs_per_s"):
+                if row.get(field) and one.get(field):
+                    out.append({"record_bytes": size, "ratio": "worker/worker@1", "figure": field,
+                                "value": round(row[field] / one[field], 2)})
         # From launch only: exactly-once records show up on the destination a transaction at a time, so
         # the first-to-last-record rate of one run swings wildly with where the first commit falls.
         if system == "worker-eos" and by.get(("worker", size), {}).get("msgs_per_s") and row.get("msgs_per_s"):
@@ -418,7 +435,7 @@ def markdown(rows: list[dict], ratio_rows: list[dict], meta: dict) -> str:
 
     lines = [
         f"Measured {meta['date']} on {meta['cpus']} cores, {meta['records']:,} records per run, {meta['repeats']} "
-        f"repeats (medians), {meta['procs']} process(es)/task(s) per system; load average "
+        f"repeats (medians), {meta['procs']} process(es)/task(s) per system (`system@N`: N); load average "
         f"{meta['load_start']} at start, {meta['load_end']} at end (a shared machine: figures are noisy).",
         "",
         "| system | record B | msgs/s | MB/s | copy msgs/s | "
@@ -473,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     systems = [s for s in args.systems.split(",") if s]
     sizes = [int(s) for s in args.sizes.split(",")]
-    unknown = set(systems) - set(SYSTEMS)
+    if args.procs > 1 and "worker" in systems and "worker@1" not in systems:
+        systems.insert(systems.index("worker") + 1, "worker@1")  # the one-process baseline
+    unknown = {system_procs(s, args.procs)[0] for s in systems} - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}")
     load_start = [round(x, 2) for x in os.getloadavg()]

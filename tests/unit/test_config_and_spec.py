@@ -144,3 +144,15 @@ def test_spec_file_level_errors(tmp_path, text, message):
 def test_spec_and_flags_do_not_mix(tmp_path):
     with pytest.raises(ConfigError, match="--config cannot be combined"):
         config_from_args(parse_args(["--config", str(tmp_path / "m.yaml"), "--whitelist", "x"]))
+
+
+def test_consumers_heartbeat_often_so_a_rebalance_moves_partitions_within_a_second():
+    from mirror_worker.client_config import consumer_settings
+
+    assert consumer_settings({"bootstrap.servers": "b:1"}, "test")["heartbeat.interval.ms"] == "300"
+    assert consumer_settings({"bootstrap.servers": "b:1", "heartbeat.interval.ms": "2000"},
+                             "test")["heartbeat.interval.ms"] == "2000"
+    # The KIP-848 protocol takes it from the broker, and assigns there: no classic-only default is added
+    # (librdkafka refused the consumer that the default assignment strategy was added to).
+    kip848 = consumer_settings({"bootstrap.servers": "b:1", "group.protocol": "consumer"}, "test")
+    assert "heartbeat.interval.ms" not in kip848 and "partition.assignment.strategy" not in kip848
