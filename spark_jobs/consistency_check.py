@@ -68,6 +68,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from mirror_worker.logs import configure_logging
+from spark_jobs.check_digests import (
+    DIGEST_WINDOW, PartitionDigest, destination_spans, digest_pass, recheck_spans,
+)
 from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's exact path)
     KINDS, MAPPED_COLUMNS, MAX_EXAMPLES, PARTITION_FIELDS, compare, fingerprint, map_by_position, map_to_source,
     normalise_headers, normalise_schema_id, offending_examples, record_outcomes, split_by_provenance, summarise,
@@ -82,7 +85,11 @@ from spark_jobs.stable_offsets import OpenTransaction, open_transactions, reacha
 
 PROG = "consistency_check"
 METADATA_TIMEOUT_S = 8.0
-MAX_RECORDS_PER_SPARK_PARTITION = 50_000
+MAX_RECORDS_PER_SPARK_PARTITION = 50_000        # the exact path (sorts and joins)
+DIGEST_RECORDS_PER_SPARK_PARTITION = 1_000_000   # the digest pass streams: fewer, longer tasks
+
+# Arrow batches for the digest pass's order segments: fewer, larger hand-overs to Python.
+SESSION_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100000"}
 
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
                 "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
@@ -100,12 +107,21 @@ def _parse_arguments(args: list[str]) -> argparse.Namespace:
     add("--from-timestamp", help="window start: epoch ms or ISO-8601 (included)")
     add("--to-timestamp", help="window end: epoch ms or ISO-8601 (excluded)")
     add("--offsets", help="window as topic:partition:from-to,... (from included, to excluded)")
+    add("--digest-window", type=_positive, default=DIGEST_WINDOW,
+        help=f"source offsets per digest window (default {DIGEST_WINDOW:,}); differing windows are compared "
+             "record by record")
     parsed = parser.parse_args(args)
     parsed.window = window_from_args(parsed)
     if not parsed.topics and not parsed.config and parsed.window.kind == "offsets":
         parsed.topics = ",".join(dict.fromkeys(t for t, *_ in parsed.window.offsets))
     check_report_path(Path(parsed.report))
     return parsed
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
 
 
 def check_report_path(report: Path) -> None:
@@ -136,6 +152,7 @@ class CheckPlan:
     source_cluster_id: str | None
     report: Path
     open_transactions: list[OpenTransaction] = field(default_factory=list)   # source partitions stopped at their LSO
+    digest_window: int = DIGEST_WINDOW                  # source offsets per digest window
 
 
 def plan_check(args: argparse.Namespace) -> CheckPlan:
@@ -186,7 +203,7 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
     for transaction in stopped:
         log.warning(transaction.line(), extra=transaction.summary())
     return CheckPlan(target, window, topics, topic_map, ranges, destination_ranges, committed, cluster_id,
-                     Path(args.report), stopped)
+                     Path(args.report), stopped, args.digest_window)
 
 
 # ------------------------------------------------------------------ Spark: read
@@ -205,7 +222,8 @@ def offset_options(ranges: Ranges) -> dict[str, str]:
             "endingOffsets": json.dumps(ending)}
 
 
-def read_kafka(spark: SparkSession, client_options: dict[str, str], ranges: Ranges) -> DataFrame:
+def read_kafka(spark: SparkSession, client_options: dict[str, str], ranges: Ranges,
+               records_per_task: int = MAX_RECORDS_PER_SPARK_PARTITION) -> DataFrame:
     wanted = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
     if not wanted:
         return spark.createDataFrame([], KAFKA_SCHEMA)
@@ -213,7 +231,7 @@ def read_kafka(spark: SparkSession, client_options: dict[str, str], ranges: Rang
             .options(**client_options)
             .options(**offset_options(wanted))
             .option("includeHeaders", "true")
-            .option("maxRecordsPerPartition", str(MAX_RECORDS_PER_SPARK_PARTITION))
+            .option("maxRecordsPerPartition", str(records_per_task))
             .load())
 
 
@@ -257,25 +275,98 @@ def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, li
 
 
 def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
+    """Digests per window first (spark_jobs/check_digests.py), then record by record where they differ."""
+    target, window = plan.target, plan.digest_window
+    started = time.monotonic()
+    digests, segments = digest_pass(
+        read_kafka(spark, target.spark_options("source"), plan.source_ranges, DIGEST_RECORDS_PER_SPARK_PARTITION),
+        read_kafka(spark, target.spark_options("destination"), plan.destination_ranges,
+                   DIGEST_RECORDS_PER_SPARK_PARTITION),
+        plan.topics, plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.committed, window)
+    try:
+        spans = recheck_spans(plan.source_ranges, digests, window, target.preserve_partitions)
+        destination_ranges = _recheck_destination(plan, spans, segments)
+    finally:
+        segments.unpersist()
+    for (topic, partition), digest in sorted(digests.items()):
+        if (topic, partition) in plan.source_ranges:
+            log.info("partition digests compared", extra={
+                "topic": topic, "partition": partition, "windows": digest.windows, "differing": digest.differing,
+                "in_order": digest.in_order, "positional": digest.positional,
+                "recheck": list(spans.get((topic, partition), ())) or None})
+    log.info("digest pass done", extra={"seconds": round(time.monotonic() - started, 2), "rechecked_partitions": len(spans),
+                                        "records_to_recheck": sum(e - s for s, e, _ in spans.values())})
+    exact_rows, examples = (_exact_check(spark, plan, {tp: (s, e) for tp, (s, e, _) in spans.items()},
+                                         destination_ranges) if spans else ({}, {}))
+    partitions = []
+    for tp in sorted(plan.source_ranges):
+        digest, exact = digests.get(tp, PartitionDigest()), exact_rows.get(tp, {})
+        rechecked = int(exact.get("source_count") or 0)
+        row = {"topic": tp[0], "partition": tp[1], "source_count": digest.source_count,
+               "destination_count": digest.source_count - rechecked + int(exact.get("destination_count") or 0),
+               **{k: int(exact.get(k) or 0) for k in KINDS}, "beyond_committed": digest.beyond_committed}
+        log.info("partition checked", extra=row)
+        partitions.append(row)
+    report = build_report(plan, partitions, examples, time.time())
+    report["digest"] = digest_summary(plan, digests, spans)
+    return report
+
+
+def _recheck_destination(plan: CheckPlan, spans: dict, segments: DataFrame) -> Ranges:
+    """Destination ranges holding every copy of the source offsets to re-check: whole topics where a
+    record needs positional mapping, elsewhere the offsets the digest pass saw those copies at."""
+    positional = {t for (t, _), (_, _, reason) in spans.items() if reason == "positional"}
+    ranges = {(d, p): r for (d, p), r in plan.destination_ranges.items() if plan.topic_map[d] in positional}
+    by_provenance = {tp: (s, e) for tp, (s, e, _) in spans.items() if tp[0] not in positional}
+    for (topic, partition), (first, end) in destination_spans(segments, plan.topics, by_provenance,
+                                                              plan.digest_window).items():
+        key = (plan.target.destination_topic(topic), partition)
+        low, high = plan.destination_ranges.get(key, (first, end))
+        ranges[key] = (max(first, low), min(end, high))
+    return ranges
+
+
+def _exact_check(spark: SparkSession, plan: CheckPlan, source_ranges: Ranges,
+                 destination_ranges: Ranges) -> tuple[dict[tuple[str, int], dict], dict[str, list[str]]]:
+    """The record-by-record comparison over these ranges: counts per source partition, and examples."""
     target = plan.target
-    source = fingerprint(read_kafka(spark, target.spark_options("source"), plan.source_ranges)).cache()
-    destination = fingerprint(read_kafka(spark, target.spark_options("destination"), plan.destination_ranges),
+    source = fingerprint(read_kafka(spark, target.spark_options("source"), source_ranges)).cache()
+    destination = fingerprint(read_kafka(spark, target.spark_options("destination"), destination_ranges),
                               provenance=True).cache()
     mapped, rest = split_by_provenance(destination, plan.topic_map, plan.source_cluster_id)
     positional = rest.count()
-    log.info("destination read", extra={"positional": positional})
+    log.info("destination read for the exact check", extra={"positional": positional,
+                                                            "records": sum(e - s for s, e in source_ranges.values())})
     if positional:
         # The positional join ranks the whole source; it is only paid for when a record needs it.
         mapped = mapped.unionByName(map_by_position(rest, source, target.preserve_partitions))
     outcomes = record_outcomes(source, mapped, plan.committed).cache()
-    partitions = complete_partitions([r.asDict() for r in summarise(outcomes).collect()], plan.source_ranges)
-    for row in partitions:
-        log.info("partition checked", extra=row)
-    flagged = [k for k in KINDS if any(p[k] for p in partitions)]
+    rows = {(r.topic, r.partition): r.asDict() for r in summarise(outcomes).collect()}
+    flagged = [k for k in KINDS if any(r[k] for r in rows.values())]
     examples = offending_examples(outcomes, flagged) if flagged else {}
     for df in (outcomes, destination, source):
         df.unpersist()
-    return build_report(plan, partitions, examples, time.time())
+    return rows, examples
+
+
+def digest_summary(plan: CheckPlan, digests: dict, spans: dict) -> dict:
+    """The report's `digest` section: per partition, the windows compared, those that differed, and the
+    offsets compared record by record."""
+    window, partitions = plan.digest_window, []
+    for tp in sorted(plan.source_ranges):
+        digest, span = digests.get(tp, PartitionDigest()), spans.get(tp)
+        exact_windows = 0
+        if span:
+            exact_windows = (digest.windows if span[2] != "windows"
+                             else min(digest.windows, (span[1] - 1) // window - span[0] // window + 1))
+        partitions.append({
+            "topic": tp[0], "partition": tp[1], "windows": digest.windows, "windows_differing": digest.differing,
+            "differing_windows": digest.differing_windows, "windows_by_digest": digest.windows - exact_windows,
+            "windows_record_by_record": exact_windows,
+            "record_by_record": {"from": span[0], "to": span[1], "reason": span[2]} if span else None})
+    return {"window_offsets": window, "partitions": partitions,
+            **{k: sum(p[k] for p in partitions) for k in ("windows", "windows_by_digest", "windows_record_by_record")},
+            "records_record_by_record": sum(s[1] - s[0] for s in spans.values())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     spark = None
     try:
-        spark = create_session(PROG, args.master)
+        spark = create_session(PROG, args.master, SESSION_CONF)
         spark.sparkContext.setLogLevel("WARN")
         log.info("spark session ready", extra={"master": spark.sparkContext.master,
                                                "seconds": round(time.monotonic() - started, 2)})

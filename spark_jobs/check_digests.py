@@ -1,0 +1,287 @@
+"""The consistency check's digest-first pass: which source partitions and offset windows need the exact,
+record-by-record comparison, and the counts of all the others.
+
+Windows. A source partition's offsets are cut into windows of `window` offsets (`offset div window`).
+Both sides are reduced, per (source topic, source partition, window), to a record count and a multiset
+digest: the sums, as LONG, of the low and of the high 32-bit halves of
+xxhash64(source offset, xxhash64(normalised key, normalised value, canonical headers)) — the same
+normalisation as the exact path (schema id bytes left out, the provenance header left out). Each sum is
+exact (no overflow below 2^31 records a window), so equal sums mean an equal sum of 64-bit hashes. A
+destination record takes the source offset of its provenance header and counts in that source window,
+when the offset lies in the checked range; records without usable provenance are counted apart (their
+partitions go to the exact path whole). Equal count and digests mean the destination holds each source
+record of the window exactly once, unaltered — up to a hash collision: a differing window reads as equal
+with a chance of about 2^-64.
+
+Order. The Kafka source reads one destination partition's offset range per Spark task, in offset order, and
+no shuffle happens before the segments are built, so each task sees its records in destination order. Per
+task and (source partition, window) it keeps one segment: first and last destination offset, first and
+last source offset, and whether the source offsets never decrease while the destination offsets rise.
+A source partition is in order when every segment is, and segments taken by (destination partition, first
+destination offset) neither overlap nor step back. Then no first copy follows a copy of a higher source
+offset (no out-of-order record), whatever the windows say; otherwise the partition is re-checked whole.
+Two cheap numbers per task and window: nothing proportional to the record count reaches the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass, field
+from itertools import chain
+
+from pyspark import cloudpickle
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from spark_jobs.check_records import normalise_headers, normalise_schema_id, provenance_header, with_provenance
+from spark_jobs.check_window import Ranges
+
+DIGEST_WINDOW = 50_000
+POSITIONAL = -1                       # the window of destination records without usable provenance
+MAX_LISTED_WINDOWS = 50               # differing windows named per partition in the report
+SEGMENT_SCHEMA = ("t INT, p INT, w BIGINT, dp INT, n BIGINT, lo BIGINT, hi BIGINT, first_do BIGINT, "
+                  "last_do BIGINT, first_src BIGINT, last_src BIGINT, ordered BOOLEAN")
+_ABSENT = b"\x02"                     # a missing key or value: normalised ones start with 0x00 or 0x01
+
+log = logging.getLogger("spark_jobs.consistency_check")
+
+
+# ------------------------------------------------------------------ hashing (JVM expressions)
+
+
+def content_hash() -> Column:
+    """xxhash64 of the normalised key, value and headers of a Kafka row."""
+    absent = F.lit(_ABSENT)
+    return F.xxhash64(F.coalesce(normalise_schema_id("key"), absent),
+                      F.coalesce(normalise_schema_id("value"), absent), normalise_headers("headers"))
+
+
+def _halves(record_hash: Column) -> tuple[Column, Column]:
+    """The low and the high 32 bits of a LONG hash, each as a non-negative LONG (no overflowing arithmetic)."""
+    return (record_hash.bitwiseAND(F.lit(0xFFFFFFFF)).alias("lo"),
+            F.shiftrightunsigned(record_hash, 32).alias("hi"))
+
+
+def _partition_key(topic_index: Column, partition: Column) -> Column:
+    return F.shiftleft(topic_index.cast("long"), 32) + partition.cast("long")
+
+
+def _literal_map(pairs, key_type: str, value_type: str) -> Column:
+    return F.create_map(*chain.from_iterable((F.lit(k).cast(key_type), F.lit(v).cast(value_type)) for k, v in pairs))
+
+
+def _topic_index(topics: list[str], column: str) -> Column:
+    return F.try_element_at(_literal_map(((t, i) for i, t in enumerate(topics)), "string", "int"), F.col(column))
+
+
+def _lookup(pairs: dict[int, int], key: Column) -> Column:
+    """A LONG per partition key; null for keys not in `pairs`."""
+    return F.try_element_at(_literal_map(pairs.items(), "long", "long"), key) if pairs else F.lit(None).cast("long")
+
+
+# ------------------------------------------------------------------ the two sides
+
+
+def source_windows(source_df: DataFrame, topics: list[str], committed: dict[tuple[str, int], int | None],
+                   window: int) -> DataFrame:
+    """Kafka source rows -> (t, p, w, s_n, s_lo, s_hi, beyond): t the topic's index in `topics`, beyond the
+    records at or after the mirror group's committed offset."""
+    index = {t: i for i, t in enumerate(topics)}
+    t = _topic_index(topics, "topic")
+    positions = {(index[tp[0]] << 32) + tp[1]: c for tp, c in committed.items() if c is not None and tp[0] in index}
+    limit = _lookup(positions, _partition_key(t, F.col("partition")))
+    lo, hi = _halves(F.xxhash64(F.col("offset"), content_hash()))
+    rows = source_df.select(
+        t.alias("t"), F.col("partition").alias("p"), F.expr(f"offset div {window}").alias("w"), lo, hi,
+        F.coalesce((F.col("offset") >= limit).cast("long"), F.lit(0)).alias("beyond"))
+    return rows.groupBy("t", "p", "w").agg(
+        F.count(F.lit(1)).alias("s_n"), F.sum("lo").alias("s_lo"), F.sum("hi").alias("s_hi"),
+        F.sum("beyond").alias("beyond"))
+
+
+def destination_segments(destination_df: DataFrame, topics: list[str], topic_map: dict[str, str],
+                         source_cluster_id: str | None, ranges: Ranges, window: int) -> DataFrame:
+    """Kafka destination rows -> SEGMENT_SCHEMA rows, one per Spark task and (source partition, window,
+    destination partition); w = POSITIONAL (p: the destination partition) for records without usable
+    provenance. Destination records with provenance outside the checked ranges are left out."""
+    hashed = destination_df.select(
+        "topic", "partition", "offset", "timestamp", F.lit(None).cast("binary").alias("key_d"),
+        content_hash().alias("content_d"), provenance_header())
+    dest = with_provenance(hashed, topic_map, source_cluster_id)
+    index = {t: i for i, t in enumerate(topics)}
+    t = _topic_index(topics, "src_topic")
+    key = _partition_key(t, F.col("p_partition"))
+    keys = {(index[tp]) << 32 | p: r for (tp, p), r in ranges.items() if tp in index}
+    start = _lookup({k: s for k, (s, _) in keys.items()}, key)
+    end = _lookup({k: e for k, (_, e) in keys.items()}, key)
+    usable = F.col("usable")
+    in_range = F.coalesce((F.col("p_offset") >= start) & (F.col("p_offset") < end), F.lit(False))
+    lo, hi = _halves(F.coalesce(F.xxhash64(F.col("p_offset"), F.col("d_content")), F.lit(0)))
+    rows = dest.filter(~usable | in_range).select(
+        t.alias("t"),
+        F.when(usable, F.col("p_partition")).otherwise(F.col("dest_partition")).alias("p"),
+        F.when(usable, F.expr(f"p_offset div {window}")).otherwise(F.lit(POSITIONAL)).alias("w"),
+        F.col("dest_partition").alias("dp"), F.col("dest_offset").alias("do"),
+        F.when(usable, F.col("p_offset")).otherwise(F.lit(-1)).alias("src"), lo, hi)
+    # By value: the Python workers need not find this package on their path (spark-submit from anywhere).
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return rows.mapInArrow(task_segments, SEGMENT_SCHEMA)
+
+
+def task_segments(batches):
+    """mapInArrow body: the rows of one Spark task, in their order, into one segment per (t, p, w, dp)."""
+    import numpy as np
+    import pyarrow as pa
+
+    segments: dict[tuple, list] = {}
+    for batch in batches:
+        n = batch.num_rows
+        if not n:
+            continue
+        col = {name: batch.column(name).to_numpy(zero_copy_only=False)
+               for name in ("t", "p", "w", "dp", "do", "src", "lo", "hi")}
+        order = np.lexsort((np.arange(n), col["dp"], col["w"], col["p"], col["t"]))
+        s = {name: values[order] for name, values in col.items()}
+        new = np.ones(n, dtype=bool)
+        new[1:] = ((s["t"][1:] != s["t"][:-1]) | (s["p"][1:] != s["p"][:-1]) | (s["w"][1:] != s["w"][:-1])
+                   | (s["dp"][1:] != s["dp"][:-1]))
+        starts = np.flatnonzero(new)
+        lasts = np.r_[starts[1:], n] - 1
+        step_back = np.zeros(n, dtype=bool)
+        step_back[1:] = ~new[1:] & ((s["src"][1:] < s["src"][:-1]) | (s["do"][1:] <= s["do"][:-1]))
+        counts = np.diff(np.r_[starts, n])
+        lo, hi = np.add.reduceat(s["lo"], starts), np.add.reduceat(s["hi"], starts)
+        disorder = np.logical_or.reduceat(step_back, starts)
+        for g, (first, last) in enumerate(zip(starts, lasts)):
+            key = (int(s["t"][first]), int(s["p"][first]), int(s["w"][first]), int(s["dp"][first]))
+            part = [int(counts[g]), int(lo[g]), int(hi[g]), int(s["do"][first]), int(s["do"][last]),
+                    int(s["src"][first]), int(s["src"][last]), not bool(disorder[g])]
+            seen = segments.get(key)
+            if seen is None:
+                segments[key] = part
+                continue
+            in_order = seen[7] and part[7] and seen[6] <= part[5] and seen[4] < part[3]
+            segments[key] = [seen[0] + part[0], seen[1] + part[1], seen[2] + part[2], seen[3], part[4],
+                             seen[5], part[6], in_order]
+    names = [f.split()[0] for f in SEGMENT_SCHEMA.split(", ")]
+    rows = [(*key, *part) for key, part in segments.items()]
+    columns = {name: [row[i] for row in rows] for i, name in enumerate(names)}
+    schema = pa.schema([("t", pa.int32()), ("p", pa.int32()), ("w", pa.int64()), ("dp", pa.int32()),
+                        *((name, pa.int64()) for name in names[4:11]), ("ordered", pa.bool_())])
+    yield pa.RecordBatch.from_pydict(columns, schema=schema)
+
+
+# ------------------------------------------------------------------ comparing
+
+
+@dataclass
+class PartitionDigest:
+    """One source partition after the digest pass."""
+    source_count: int = 0
+    beyond_committed: int = 0
+    windows: int = 0
+    differing: int = 0
+    differing_windows: list[int] = field(default_factory=list)     # the first MAX_LISTED_WINDOWS
+    first_differing: int | None = None
+    last_differing: int | None = None
+    in_order: bool = True
+    positional: int = 0                                            # destination records without provenance
+
+
+def compare_windows(source_w: DataFrame, segments: DataFrame) -> DataFrame:
+    """Per source partition (t, p): windows, differing windows, the source count and records beyond the
+    committed offset."""
+    dest_w = segments.filter(F.col("w") != POSITIONAL).groupBy("t", "p", "w").agg(
+        F.sum("n").alias("d_n"), F.sum("lo").alias("d_lo"), F.sum("hi").alias("d_hi"))
+    same = (F.col("s_n").eqNullSafe(F.col("d_n")) & F.col("s_lo").eqNullSafe(F.col("d_lo"))
+            & F.col("s_hi").eqNullSafe(F.col("d_hi")))
+    differing_w = F.when(~same, F.col("w"))
+    return (source_w.join(dest_w, ["t", "p", "w"], "full_outer")
+            .groupBy("t", "p").agg(
+                F.count(F.lit(1)).alias("windows"),
+                F.count(differing_w).alias("differing"),
+                F.min(differing_w).alias("first_differing"),
+                F.max(differing_w).alias("last_differing"),
+                F.slice(F.sort_array(F.collect_list(differing_w)), 1, MAX_LISTED_WINDOWS).alias("differing_windows"),
+                F.coalesce(F.sum("s_n"), F.lit(0)).alias("source_count"),
+                F.coalesce(F.sum("beyond"), F.lit(0)).alias("beyond_committed")))
+
+
+def order_violations(segments: DataFrame) -> DataFrame:
+    """(t, p, in_order) per source partition with provenance-mapped copies."""
+    by_position = Window.partitionBy("t", "p").orderBy("dp", "first_do", "last_do")
+    previous = lambda name: F.lag(name).over(by_position)  # noqa: E731
+    step_back = (~F.col("ordered")
+                 | F.coalesce(previous("last_src") > F.col("first_src"), F.lit(False))
+                 | F.coalesce((previous("dp") == F.col("dp")) & (previous("last_do") >= F.col("first_do")),
+                              F.lit(False)))
+    return (segments.filter(F.col("w") != POSITIONAL)
+            .select("t", "p", step_back.alias("step_back"))
+            .groupBy("t", "p").agg((~F.max("step_back")).alias("in_order")))
+
+
+def digest_pass(source_df: DataFrame, destination_df: DataFrame, topics: list[str], topic_map: dict[str, str],
+                source_cluster_id: str | None, ranges: Ranges, committed: dict[tuple[str, int], int | None],
+                window: int = DIGEST_WINDOW) -> tuple[dict[tuple[str, int], PartitionDigest], DataFrame]:
+    """Reads each side once: the digest outcome of every source partition of `ranges`, and the cached
+    segments (for `destination_spans`; unpersist them when done)."""
+    segments = destination_segments(destination_df, topics, topic_map, source_cluster_id, ranges, window).cache()
+    source_w = source_windows(source_df, topics, committed, window)
+    out = {tp: PartitionDigest() for tp in ranges}
+    for row in compare_windows(source_w, segments).collect():
+        digest = out.setdefault((topics[row.t], row.p), PartitionDigest())
+        digest.source_count, digest.beyond_committed = int(row.source_count), int(row.beyond_committed)
+        digest.windows, digest.differing = row.windows, row.differing
+        digest.first_differing, digest.last_differing = row.first_differing, row.last_differing
+        digest.differing_windows = list(row.differing_windows)
+    for row in order_violations(segments).collect():
+        if (topics[row.t], row.p) in out:
+            out[(topics[row.t], row.p)].in_order = bool(row.in_order)
+    for row in segments.filter(F.col("w") == POSITIONAL).groupBy("t", "p").agg(F.sum("n").alias("n")).collect():
+        out.setdefault((topics[row.t], row.p), PartitionDigest()).positional = int(row.n)
+    return out, segments
+
+
+def destination_spans(segments: DataFrame, topics: list[str], spans: dict[tuple[str, int], tuple[int, int]],
+                      window: int) -> dict[tuple[str, int], tuple[int, int]]:
+    """(source topic, destination partition) -> [first, last + 1) destination offsets holding every
+    provenance-mapped copy of the source offsets in `spans` ((topic, partition) -> [from, to))."""
+    if not spans:
+        return {}
+    index = {t: i for i, t in enumerate(topics)}
+    wanted = segments.sparkSession.createDataFrame(
+        [(index[t], p, start // window, (end - 1) // window) for (t, p), (start, end) in spans.items()],
+        "t INT, p INT, w_from BIGINT, w_to BIGINT")
+    rows = (segments.filter(F.col("w") != POSITIONAL).join(F.broadcast(wanted), ["t", "p"])
+            .filter(F.col("w").between(F.col("w_from"), F.col("w_to")))
+            .groupBy("t", "dp").agg(F.min("first_do").alias("first"), F.max("last_do").alias("last"))
+            .collect())
+    return {(topics[r.t], r.dp): (int(r.first), int(r.last) + 1) for r in rows}
+
+
+# ------------------------------------------------------------------ what the exact path re-checks (driver)
+
+
+def recheck_spans(ranges: Ranges, digests: dict[tuple[str, int], PartitionDigest], window: int,
+                  preserve_partitions: bool) -> dict[tuple[str, int], tuple[int, int, str]]:
+    """(topic, partition) -> (from, to, reason) for the source offsets the exact path must compare.
+
+    Whole partitions when a destination record of theirs may need positional mapping (reason
+    "positional": with preserved partitions the partition of that record, otherwise every partition of
+    its topic) or when their copies may be out of order ("order"); otherwise the span from the first to
+    the last differing window ("windows"). Partitions not listed are consistent by their digests.
+    """
+    positional = {tp for tp, d in digests.items() if d.positional}
+    positional_topics = {t for t, _ in positional}
+    out = {}
+    for tp, (start, end) in sorted(ranges.items()):
+        digest = digests.get(tp, PartitionDigest())
+        if tp in positional or (not preserve_partitions and tp[0] in positional_topics):
+            out[tp] = (start, end, "positional")
+        elif not digest.in_order:
+            out[tp] = (start, end, "order")
+        elif digest.differing:
+            out[tp] = (max(start, digest.first_differing * window), min(end, (digest.last_differing + 1) * window),
+                       "windows")
+    return {tp: span for tp, span in out.items() if span[1] > span[0]}
