@@ -288,6 +288,7 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
         destination_ranges = _recheck_destination(plan, spans, segments)
     finally:
         segments.unpersist()
+    log.info("destination read", extra={"positional": sum(d.positional for d in digests.values())})
     for (topic, partition), digest in sorted(digests.items()):
         if (topic, partition) in plan.source_ranges:
             log.info("partition digests compared", extra={
