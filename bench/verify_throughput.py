@@ -53,20 +53,19 @@ def _send(producer: Producer, *args, **kwargs) -> None:
             producer.poll(0.05)
 
 
-def _write(bootstrap: str, topic: str, records: int, size: int, partitions: int, base_ms: int,
+def _write(bootstrap: str, topic: str, records: int, padding: bytes, partitions: int, base_ms: int,
            provenance_of: tuple[str, str] | None) -> None:
     """Record i goes to partition i % partitions, so its offset there is i // partitions (a new topic,
     each partition written in order by one idempotent producer). provenance_of: (alias, cluster id) of the
     source, for the copy."""
     producer = _producer(bootstrap)
-    padding = os.urandom(size)
     for i in range(records):
         partition = i % partitions
         headers = [("n", str(i).encode())]
         if provenance_of is not None:
             headers.append((PROVENANCE_HEADER, provenance_value(*provenance_of, topic.removeprefix(PREFIX), partition,
                                                                  i // partitions)))
-        _send(producer, topic, str(i).encode() + padding[: max(0, size - 8)], f"key-{i}".encode(), partition,
+        _send(producer, topic, str(i).encode() + padding, f"key-{i}".encode(), partition,
               timestamp=base_ms + i, headers=headers)
     if producer.flush(300) != 0:
         raise RuntimeError(f"{bootstrap}: records left unsent")
@@ -104,9 +103,10 @@ def preload(source: str, destination: str, topic: str, records: int, size: int, 
         admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
     cluster_id = AdminClient({"bootstrap.servers": source}).list_topics(timeout=10).cluster_id
     base_ms = int(time.time() * 1000) - records
+    padding = os.urandom(max(0, size - 8))          # one padding for both sides: the copy is clean
     context = multiprocessing.get_context("fork")
-    writers = [context.Process(target=_write, args=(source, topic, records, size, partitions, base_ms, None)),
-               context.Process(target=_write, args=(destination, PREFIX + topic, records, size, partitions, base_ms,
+    writers = [context.Process(target=_write, args=(source, topic, records, padding, partitions, base_ms, None)),
+               context.Process(target=_write, args=(destination, PREFIX + topic, records, padding, partitions, base_ms,
                                                      ("source", cluster_id)))]
     for writer in writers:
         writer.start()

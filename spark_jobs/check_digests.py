@@ -34,15 +34,18 @@ from pyspark import cloudpickle
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_jobs.check_records import normalise_headers, normalise_schema_id, provenance_header, with_provenance
+from mirror_worker.wire_format import HEADER_SIZE, MAGIC_BYTE
+from mirror_worker.worker import PROVENANCE_HEADER
+from spark_jobs.check_records import normalise_headers, provenance_header, with_provenance
 from spark_jobs.check_window import Ranges
 
 DIGEST_WINDOW = 50_000
 POSITIONAL = -1                       # the window of destination records without usable provenance
+OUTSIDE = -2                          # ... and of those whose source offset is outside the checked range
 MAX_LISTED_WINDOWS = 50               # differing windows named per partition in the report
 SEGMENT_SCHEMA = ("t INT, p INT, w BIGINT, dp INT, n BIGINT, lo BIGINT, hi BIGINT, first_do BIGINT, "
                   "last_do BIGINT, first_src BIGINT, last_src BIGINT, ordered BOOLEAN")
-_ABSENT = b"\x02"                     # a missing key or value: normalised ones start with 0x00 or 0x01
+_HEADERS_TYPE = "ARRAY<STRUCT<key: STRING, value: BINARY>>"
 
 log = logging.getLogger("spark_jobs.consistency_check")
 
@@ -51,10 +54,33 @@ log = logging.getLogger("spark_jobs.consistency_check")
 
 
 def content_hash() -> Column:
-    """xxhash64 of the normalised key, value and headers of a Kafka row."""
-    absent = F.lit(_ABSENT)
-    return F.xxhash64(F.coalesce(normalise_schema_id("key"), absent),
-                      F.coalesce(normalise_schema_id("value"), absent), normalise_headers("headers"))
+    """xxhash64 of a Kafka row's key, value and headers, equal exactly when the exact path's normalised
+    key, value and headers are (up to hash collisions)."""
+    return F.xxhash64(*_bytes_parts("key"), *_bytes_parts("value"), _headers_hash())
+
+
+def _bytes_parts(column: str) -> tuple[Column, Column]:
+    """(kind, body): 0 absent, 1 schema-registry framing (body without the schema id, bytes 1..4), 2 plain
+    bytes. The kind is never null, so an absent key cannot pass for an absent value (xxhash64 skips nulls)."""
+    framed = (f"length({column}) >= {HEADER_SIZE} AND substring({column}, 1, 1) = X'{MAGIC_BYTE:02X}'")
+    kind = F.expr(f"CASE WHEN {column} IS NULL THEN 0 WHEN {framed} THEN 1 ELSE 2 END")
+    body = F.expr(f"CASE WHEN {framed} THEN substring({column}, {HEADER_SIZE + 1}) ELSE {column} END")
+    return kind, body
+
+
+def _headers_hash() -> Column:
+    """Headers in order without the provenance header. The usual cases (no provenance header, or one as the
+    last header; no null value) hash the header array itself, without building a string per record; any
+    other list hashes the exact path's canonical string, tagged apart."""
+    headers = f"coalesce(headers, cast(array() AS {_HEADERS_TYPE}))"
+    at = f"array_position({headers}.key, '{PROVENANCE_HEADER}')"
+    count = f"size({headers})"
+    # No null value (xxhash64 skips nulls): arrays_overlap is null when a value is null and none is empty,
+    # true when one is empty; both cases take the canonical string.
+    plain = f"NOT coalesce(arrays_overlap({headers}.value, array(X'')), true)"
+    return (F.when(F.expr(f"{at} = 0 AND {plain}"), F.expr(f"xxhash64({headers})"))
+            .when(F.expr(f"{at} = {count} AND {plain}"), F.expr(f"xxhash64(slice({headers}, 1, {count} - 1))"))
+            .otherwise(F.xxhash64(F.lit(b"\xee"), normalise_headers("headers"))))
 
 
 def _halves(record_hash: Column) -> tuple[Column, Column]:
@@ -105,6 +131,15 @@ def destination_segments(destination_df: DataFrame, topics: list[str], topic_map
     """Kafka destination rows -> SEGMENT_SCHEMA rows, one per Spark task and (source partition, window,
     destination partition); w = POSITIONAL (p: the destination partition) for records without usable
     provenance. Destination records with provenance outside the checked ranges are left out."""
+    rows = destination_rows(destination_df, topics, topic_map, source_cluster_id, ranges, window)
+    # By value: the Python workers need not find this package on their path (spark-submit from anywhere).
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return rows.mapInArrow(task_segments, SEGMENT_SCHEMA)
+
+
+def destination_rows(destination_df: DataFrame, topics: list[str], topic_map: dict[str, str],
+                     source_cluster_id: str | None, ranges: Ranges, window: int) -> DataFrame:
+    """Kafka destination rows -> (t, p, w, dp, do, src, lo, hi), the input of `task_segments`."""
     hashed = destination_df.select(
         "topic", "partition", "offset", "timestamp", F.lit(None).cast("binary").alias("key_d"),
         content_hash().alias("content_d"), provenance_header())
@@ -118,15 +153,15 @@ def destination_segments(destination_df: DataFrame, topics: list[str], topic_map
     usable = F.col("usable")
     in_range = F.coalesce((F.col("p_offset") >= start) & (F.col("p_offset") < end), F.lit(False))
     lo, hi = _halves(F.coalesce(F.xxhash64(F.col("p_offset"), F.col("d_content")), F.lit(0)))
-    rows = dest.filter(~usable | in_range).select(
+    # No Filter here: the optimiser would push it below the provenance parsing and parse once per use.
+    window_of = (F.when(usable & in_range, F.expr(f"p_offset div {window}"))
+                 .when(usable, F.lit(OUTSIDE)).otherwise(F.lit(POSITIONAL)))
+    rows = dest.select(
         t.alias("t"),
         F.when(usable, F.col("p_partition")).otherwise(F.col("dest_partition")).alias("p"),
-        F.when(usable, F.expr(f"p_offset div {window}")).otherwise(F.lit(POSITIONAL)).alias("w"),
-        F.col("dest_partition").alias("dp"), F.col("dest_offset").alias("do"),
+        window_of.alias("w"), F.col("dest_partition").alias("dp"), F.col("dest_offset").alias("do"),
         F.when(usable, F.col("p_offset")).otherwise(F.lit(-1)).alias("src"), lo, hi)
-    # By value: the Python workers need not find this package on their path (spark-submit from anywhere).
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    return rows.mapInArrow(task_segments, SEGMENT_SCHEMA)
+    return rows
 
 
 def task_segments(batches):
@@ -141,6 +176,12 @@ def task_segments(batches):
             continue
         col = {name: batch.column(name).to_numpy(zero_copy_only=False)
                for name in ("t", "p", "w", "dp", "do", "src", "lo", "hi")}
+        inside = col["w"] != OUTSIDE                 # copies of records outside the window are ignored
+        if not inside.all():
+            col = {name: values[inside] for name, values in col.items()}
+            n = int(inside.sum())
+            if not n:
+                continue
         order = np.lexsort((np.arange(n), col["dp"], col["w"], col["p"], col["t"]))
         s = {name: values[order] for name, values in col.items()}
         new = np.ones(n, dtype=bool)

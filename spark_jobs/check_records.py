@@ -57,9 +57,12 @@ def fingerprint(df: DataFrame, provenance: bool = False) -> DataFrame:
 
 
 def provenance_header(column: str = "headers") -> Column:
-    """The value of the last provenance header as a string (`provenance`); null without one."""
+    """The value of the last provenance header as a string (`provenance`); null without one. The worker
+    adds it last: that header is read without scanning the others."""
+    last = f"try_element_at({column}, -1)"
     return F.expr(
-        f"CAST(try_element_at(filter({column}, h -> h.key = '{PROVENANCE_HEADER}'), -1).value AS STRING)"
+        f"CAST(CASE WHEN {last}.key = '{PROVENANCE_HEADER}' THEN {last}.value "
+        f"ELSE try_element_at(filter({column}, h -> h.key = '{PROVENANCE_HEADER}'), -1).value END AS STRING)"
     ).alias("provenance")
 
 

@@ -87,6 +87,9 @@ PROG = "consistency_check"
 METADATA_TIMEOUT_S = 8.0
 MAX_RECORDS_PER_SPARK_PARTITION = 50_000        # the exact path (sorts and joins)
 DIGEST_RECORDS_PER_SPARK_PARTITION = 1_000_000   # the digest pass streams: fewer, longer tasks
+# Larger fetches for the digest pass's long sequential reads (the mirror's client settings still win).
+DIGEST_FETCH = {"kafka.max.partition.fetch.bytes": str(8 << 20), "kafka.fetch.max.bytes": str(64 << 20),
+                "kafka.receive.buffer.bytes": str(4 << 20)}
 
 # Arrow batches for the digest pass's order segments: fewer, larger hand-overs to Python.
 SESSION_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100000"}
@@ -279,8 +282,9 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
     target, window = plan.target, plan.digest_window
     started = time.monotonic()
     digests, segments = digest_pass(
-        read_kafka(spark, target.spark_options("source"), plan.source_ranges, DIGEST_RECORDS_PER_SPARK_PARTITION),
-        read_kafka(spark, target.spark_options("destination"), plan.destination_ranges,
+        read_kafka(spark, {**DIGEST_FETCH, **target.spark_options("source")}, plan.source_ranges,
+                   DIGEST_RECORDS_PER_SPARK_PARTITION),
+        read_kafka(spark, {**DIGEST_FETCH, **target.spark_options("destination")}, plan.destination_ranges,
                    DIGEST_RECORDS_PER_SPARK_PARTITION),
         plan.topics, plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.committed, window)
     try:

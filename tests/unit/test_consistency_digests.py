@@ -163,3 +163,17 @@ def test_html_draws_the_differing_windows():
     assert "1 of 3 windows differ; offsets 4-8 record by record (windows)" in html
     del report["digest"]
     assert "<svg" not in render_html(report)
+
+
+@pytest.mark.spark
+def test_null_header_values_are_not_confused_with_others(spark):
+    src = [("t", 0, 0, b"k", b"v", [("a", None), ("b", b"b")]), ("t", 0, 1, b"k", b"v", [("a", b"")]),
+           ("t", 0, 2, b"k", b"v", [("a", None)]), ("t", 0, 3, b"k", b"v", [("a", None), ("c", b"")])]
+    same = digest(spark, src, clean_copy(src), ranges={("t", 0): (0, 4)})[("t", 0)]
+    assert same.differing == 0
+    swapped = [copy(src[0], 0, headers=[("a", b"b"), ("b", None)]), copy(src[1], 1, headers=[("a", None)]),
+               copy(src[2], 2, headers=[("a", b"")]), copy(src[3], 3, headers=[("a", b""), ("c", None)])]
+    for i in range(4):
+        dst = clean_copy(src)
+        dst[i] = swapped[i]
+        assert digest(spark, src, dst, ranges={("t", 0): (0, 4)})[("t", 0)].differing == 1, i
