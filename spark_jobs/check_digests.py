@@ -13,14 +13,17 @@ partitions go to the exact path whole). Equal count and digests mean the destina
 record of the window exactly once, unaltered — up to a hash collision: a differing window reads as equal
 with a chance of about 2^-64.
 
-Order. The Kafka source reads one destination partition's offset range per Spark task, in offset order, and
-no shuffle happens before the segments are built, so each task sees its records in destination order. Per
-task and (source partition, window) it keeps one segment: first and last destination offset, first and
-last source offset, and whether the source offsets never decrease while the destination offsets rise.
-A source partition is in order when every segment is, and segments taken by (destination partition, first
-destination offset) neither overlap nor step back. Then no first copy follows a copy of a higher source
-offset (no out-of-order record), whatever the windows say; otherwise the partition is re-checked whole.
-Two cheap numbers per task and window: nothing proportional to the record count reaches the driver.
+Order. Per (source partition, window, destination partition) the destination side also keeps the least
+and the greatest (source offset - destination offset). When that shift is one constant in each
+destination partition, source offsets rise with destination offsets there; with destination partitions
+in order holding rising source offsets, no first copy follows a copy of a higher source offset (no
+out-of-order record). Otherwise (gaps from transaction markers, interleaved source partitions) the
+destination partitions holding those copies are read again into order segments: the Kafka source reads
+one destination partition's offset range per Spark task, in offset order, and no shuffle happens before
+`task_segments` (Python, vectorised per Arrow batch) keeps, per task and (source partition, window),
+first and last destination and source offsets and whether source offsets never decrease. A partition
+whose order is not proven is compared record by record whole. Only aggregates per window and task reach
+the driver, never rows per record.
 """
 
 from __future__ import annotations
@@ -124,6 +127,20 @@ def source_windows(source_df: DataFrame, topics: list[str], committed: dict[tupl
     return rows.groupBy("t", "p", "w").agg(
         F.count(F.lit(1)).alias("s_n"), F.sum("lo").alias("s_lo"), F.sum("hi").alias("s_hi"),
         F.sum("beyond").alias("beyond"))
+
+
+def destination_windows(destination_df: DataFrame, topics: list[str], topic_map: dict[str, str],
+                        source_cluster_id: str | None, ranges: Ranges, window: int) -> DataFrame:
+    """Kafka destination rows -> one row per (t, p, w, dp) in the JVM (a partial aggregation, no Python):
+    n, lo, hi, first/last destination and source offset, and the least and greatest (source offset -
+    destination offset). w = POSITIONAL: records without usable provenance (p: their destination
+    partition); w = OUTSIDE: copies of offsets outside the checked range (ignored)."""
+    rows = destination_rows(destination_df, topics, topic_map, source_cluster_id, ranges, window)
+    return rows.groupBy("t", "p", "w", "dp").agg(
+        F.count(F.lit(1)).alias("n"), F.sum("lo").alias("lo"), F.sum("hi").alias("hi"),
+        F.min("do").alias("first_do"), F.max("do").alias("last_do"),
+        F.min("src").alias("first_src"), F.max("src").alias("last_src"),
+        F.min(F.col("src") - F.col("do")).alias("least_shift"), F.max(F.col("src") - F.col("do")).alias("greatest_shift"))
 
 
 def destination_segments(destination_df: DataFrame, topics: list[str], topic_map: dict[str, str],
@@ -233,7 +250,7 @@ class PartitionDigest:
 def compare_windows(source_w: DataFrame, segments: DataFrame) -> DataFrame:
     """Per source partition (t, p): windows, differing windows, the source count and records beyond the
     committed offset."""
-    dest_w = segments.filter(F.col("w") != POSITIONAL).groupBy("t", "p", "w").agg(
+    dest_w = segments.filter(F.col("w") >= 0).groupBy("t", "p", "w").agg(
         F.sum("n").alias("d_n"), F.sum("lo").alias("d_lo"), F.sum("hi").alias("d_hi"))
     same = (F.col("s_n").eqNullSafe(F.col("d_n")) & F.col("s_lo").eqNullSafe(F.col("d_lo"))
             & F.col("s_hi").eqNullSafe(F.col("d_hi")))
@@ -249,6 +266,20 @@ def compare_windows(source_w: DataFrame, segments: DataFrame) -> DataFrame:
                 F.coalesce(F.sum("beyond"), F.lit(0)).alias("beyond_committed")))
 
 
+def order_by_shift(windows: DataFrame) -> DataFrame:
+    """(t, p, in_order) per source partition with provenance-mapped copies, from `destination_windows`:
+    true when, in each destination partition, every copy sits at source offset = destination offset +
+    one constant (so source offsets rise with destination offsets) and destination partitions taken in
+    order hold rising source offsets; null (unknown, see `order_violations`) otherwise."""
+    per_dp = windows.filter(F.col("w") >= 0).groupBy("t", "p", "dp").agg(
+        (F.min("least_shift") == F.max("greatest_shift")).alias("constant"),
+        F.min("first_src").alias("first_src"), F.max("last_src").alias("last_src"))
+    by_dp = Window.partitionBy("t", "p").orderBy("dp")
+    steps_up = F.coalesce(F.lag("last_src").over(by_dp) < F.col("first_src"), F.lit(True))
+    return (per_dp.select("t", "p", (F.col("constant") & steps_up).alias("ok"))
+            .groupBy("t", "p").agg(F.when(F.min(F.col("ok").cast("int")) == 1, F.lit(True)).alias("in_order")))
+
+
 def order_violations(segments: DataFrame) -> DataFrame:
     """(t, p, in_order) per source partition with provenance-mapped copies."""
     by_position = Window.partitionBy("t", "p").orderBy("dp", "first_do", "last_do")
@@ -257,31 +288,53 @@ def order_violations(segments: DataFrame) -> DataFrame:
                  | F.coalesce(previous("last_src") > F.col("first_src"), F.lit(False))
                  | F.coalesce((previous("dp") == F.col("dp")) & (previous("last_do") >= F.col("first_do")),
                               F.lit(False)))
-    return (segments.filter(F.col("w") != POSITIONAL)
+    return (segments.filter(F.col("w") >= 0)
             .select("t", "p", step_back.alias("step_back"))
             .groupBy("t", "p").agg((~F.max("step_back")).alias("in_order")))
 
 
 def digest_pass(source_df: DataFrame, destination_df: DataFrame, topics: list[str], topic_map: dict[str, str],
                 source_cluster_id: str | None, ranges: Ranges, committed: dict[tuple[str, int], int | None],
-                window: int = DIGEST_WINDOW) -> tuple[dict[tuple[str, int], PartitionDigest], DataFrame]:
+                window: int = DIGEST_WINDOW, read_destination=None,
+                ) -> tuple[dict[tuple[str, int], PartitionDigest], DataFrame]:
     """Reads each side once: the digest outcome of every source partition of `ranges`, and the cached
-    segments (for `destination_spans`; unpersist them when done)."""
-    segments = destination_segments(destination_df, topics, topic_map, source_cluster_id, ranges, window).cache()
+    per-window destination rows (for `destination_spans`; unpersist them when done).
+
+    Where the offset shift does not prove the order (gaps, interleaved partitions), `read_destination`
+    (destination ranges -> Kafka rows; default: `destination_df` again) reads the destination partitions
+    holding those copies once more for the exact order check of `task_segments`."""
+    windows = destination_windows(destination_df, topics, topic_map, source_cluster_id, ranges, window).cache()
     source_w = source_windows(source_df, topics, committed, window)
     out = {tp: PartitionDigest() for tp in ranges}
-    for row in compare_windows(source_w, segments).collect():
+    for row in compare_windows(source_w, windows).collect():
         digest = out.setdefault((topics[row.t], row.p), PartitionDigest())
         digest.source_count, digest.beyond_committed = int(row.source_count), int(row.beyond_committed)
         digest.windows, digest.differing = row.windows, row.differing
         digest.first_differing, digest.last_differing = row.first_differing, row.last_differing
         digest.differing_windows = list(row.differing_windows)
-    for row in order_violations(segments).collect():
-        if (topics[row.t], row.p) in out:
-            out[(topics[row.t], row.p)].in_order = bool(row.in_order)
-    for row in segments.filter(F.col("w") == POSITIONAL).groupBy("t", "p").agg(F.sum("n").alias("n")).collect():
+    for row in windows.filter(F.col("w") == POSITIONAL).groupBy("t", "p").agg(F.sum("n").alias("n")).collect():
         out.setdefault((topics[row.t], row.p), PartitionDigest()).positional = int(row.n)
-    return out, segments
+    unknown = {}
+    for row in order_by_shift(windows).collect():
+        tp = (topics[row.t], row.p)
+        if tp in out and row.in_order is None:
+            unknown[tp] = ranges[tp]
+    if unknown:
+        spans = destination_spans(windows, topics, unknown, window)
+        log.info("order checked record by record", extra={
+            "partitions": [f"{t}:{p}" for t, p in sorted(unknown)],
+            "destination_records": sum(e - s for s, e in spans.values())})
+        dest_ranges = {(_destination_topic(topic_map, t), dp): span for (t, dp), span in spans.items()}
+        reread = read_destination(dest_ranges) if read_destination else destination_df
+        segments = destination_segments(reread, topics, topic_map, source_cluster_id, unknown, window)
+        for row in order_violations(segments).collect():
+            if (topics[row.t], row.p) in unknown:
+                out[(topics[row.t], row.p)].in_order = bool(row.in_order)
+    return out, windows
+
+
+def _destination_topic(topic_map: dict[str, str], source_topic: str) -> str:
+    return next(d for d, s in topic_map.items() if s == source_topic)
 
 
 def destination_spans(segments: DataFrame, topics: list[str], spans: dict[tuple[str, int], tuple[int, int]],
@@ -294,7 +347,7 @@ def destination_spans(segments: DataFrame, topics: list[str], spans: dict[tuple[
     wanted = segments.sparkSession.createDataFrame(
         [(index[t], p, start // window, (end - 1) // window) for (t, p), (start, end) in spans.items()],
         "t INT, p INT, w_from BIGINT, w_to BIGINT")
-    rows = (segments.filter(F.col("w") != POSITIONAL).join(F.broadcast(wanted), ["t", "p"])
+    rows = (segments.filter(F.col("w") >= 0).join(F.broadcast(wanted), ["t", "p"])
             .filter(F.col("w").between(F.col("w_from"), F.col("w_to")))
             .groupBy("t", "dp").agg(F.min("first_do").alias("first"), F.max("last_do").alias("last"))
             .collect())

@@ -281,12 +281,14 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
     """Digests per window first (spark_jobs/check_digests.py), then record by record where they differ."""
     target, window = plan.target, plan.digest_window
     started = time.monotonic()
+    def read(side: str, ranges: Ranges) -> DataFrame:
+        return read_kafka(spark, {**DIGEST_FETCH, **target.spark_options(side)}, ranges,
+                          DIGEST_RECORDS_PER_SPARK_PARTITION)
+
     digests, segments = digest_pass(
-        read_kafka(spark, {**DIGEST_FETCH, **target.spark_options("source")}, plan.source_ranges,
-                   DIGEST_RECORDS_PER_SPARK_PARTITION),
-        read_kafka(spark, {**DIGEST_FETCH, **target.spark_options("destination")}, plan.destination_ranges,
-                   DIGEST_RECORDS_PER_SPARK_PARTITION),
-        plan.topics, plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.committed, window)
+        read("source", plan.source_ranges), read("destination", plan.destination_ranges), plan.topics,
+        plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.committed, window,
+        read_destination=lambda ranges: read("destination", ranges))
     try:
         spans = recheck_spans(plan.source_ranges, digests, window, target.preserve_partitions)
         destination_ranges = _recheck_destination(plan, spans, segments)

@@ -177,3 +177,17 @@ def test_null_header_values_are_not_confused_with_others(spark):
         dst = clean_copy(src)
         dst[i] = swapped[i]
         assert digest(spark, src, dst, ranges={("t", 0): (0, 4)})[("t", 0)].differing == 1, i
+
+
+@pytest.mark.spark
+def test_order_with_gaps_or_interleaved_partitions_is_proven_by_the_order_segments(spark):
+    src = source_partition(0) + source_partition(1)
+    gaps = [copy(r, 2 * i) for i, r in enumerate(src[:10])] + clean_copy(src[10:])   # shift not constant
+    interleaved = [copy(r, i, partition=0) for i, r in enumerate(x for pair in zip(src[:10], src[10:]) for x in pair)]
+    for dst in (gaps, interleaved):
+        got = digest(spark, src, dst)
+        assert [(got[("t", p)].differing, got[("t", p)].in_order) for p in (0, 1)] == [(0, True), (0, True)]
+    order = [0, 1, 4, 2, 3, 5, 6, 7, 8, 9]            # 2 and 3 copied after 4, in both partitions
+    late = [copy(r, i, partition=0) for i, r in enumerate(x for o in order for x in (src[o], src[10 + o]))]
+    got = digest(spark, src, late)
+    assert [(got[("t", p)].differing, got[("t", p)].in_order) for p in (0, 1)] == [(0, False), (0, False)]
