@@ -379,3 +379,24 @@ def recheck_spans(ranges: Ranges, digests: dict[tuple[str, int], PartitionDigest
             out[tp] = (max(start, digest.first_differing * window), min(end, (digest.last_differing + 1) * window),
                        "windows")
     return {tp: span for tp, span in out.items() if span[1] > span[0]}
+
+
+def digest_summary(ranges: Ranges, window: int, digests: dict[tuple[str, int], PartitionDigest],
+                   spans: dict[tuple[str, int], tuple[int, int, str]]) -> dict:
+    """The report's `digest` section: per partition, the windows compared, those that differed, and the
+    offsets compared record by record."""
+    partitions = []
+    for tp in sorted(ranges):
+        digest, span = digests.get(tp, PartitionDigest()), spans.get(tp)
+        exact_windows = 0
+        if span:
+            exact_windows = (digest.windows if span[2] != "windows"
+                             else min(digest.windows, (span[1] - 1) // window - span[0] // window + 1))
+        partitions.append({
+            "topic": tp[0], "partition": tp[1], "windows": digest.windows, "windows_differing": digest.differing,
+            "differing_windows": digest.differing_windows, "windows_by_digest": digest.windows - exact_windows,
+            "windows_record_by_record": exact_windows,
+            "record_by_record": {"from": span[0], "to": span[1], "reason": span[2]} if span else None})
+    return {"window_offsets": window, "partitions": partitions,
+            **{k: sum(p[k] for p in partitions) for k in ("windows", "windows_by_digest", "windows_record_by_record")},
+            "records_record_by_record": sum(s[1] - s[0] for s in spans.values())}

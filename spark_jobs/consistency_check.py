@@ -40,6 +40,13 @@ with magic byte 0 and at least 5 bytes long compares without its schema id, byte
 provenance header is left out of the header comparison, header order counts), out of order (first
 copies, taken in destination order, whose source offset is below the highest one seen before them).
 
+Digests first (spark_jobs/check_digests.py): per source partition and window of --digest-window offsets
+both sides are reduced to a count and a multiset hash; the comparison above runs record by record only
+over the differing windows, and over whole partitions whose order is not proven or that have destination
+records needing positional mapping. The counts are the same as a record-by-record run (a differing window
+passes for an equal one with a chance of about 2^-64). The report's `digest` section says, per partition,
+how many windows were verified by digest and which offsets record by record.
+
 Writes the JSON report at --report and an HTML summary beside it (.html). Exit 0: consistent,
 1: inconsistent, 2: bad input (one line on stderr), 3: the check could not complete (one line on
 stderr, details in the JSON logs on stdout).
@@ -69,7 +76,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from mirror_worker.logs import configure_logging
 from spark_jobs.check_digests import (
-    DIGEST_WINDOW, PartitionDigest, destination_spans, digest_pass, recheck_spans,
+    DIGEST_WINDOW, PartitionDigest, destination_spans, digest_pass, digest_summary, recheck_spans,
 )
 from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's exact path)
     KINDS, MAPPED_COLUMNS, MAX_EXAMPLES, PARTITION_FIELDS, compare, fingerprint, map_by_position, map_to_source,
@@ -315,7 +322,7 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
         log.info("partition checked", extra=row)
         partitions.append(row)
     report = build_report(plan, partitions, examples, time.time())
-    report["digest"] = digest_summary(plan, digests, spans)
+    report["digest"] = digest_summary(plan.source_ranges, plan.digest_window, digests, spans)
     return report
 
 
@@ -354,26 +361,6 @@ def _exact_check(spark: SparkSession, plan: CheckPlan, source_ranges: Ranges,
     for df in (outcomes, destination, source):
         df.unpersist()
     return rows, examples
-
-
-def digest_summary(plan: CheckPlan, digests: dict, spans: dict) -> dict:
-    """The report's `digest` section: per partition, the windows compared, those that differed, and the
-    offsets compared record by record."""
-    window, partitions = plan.digest_window, []
-    for tp in sorted(plan.source_ranges):
-        digest, span = digests.get(tp, PartitionDigest()), spans.get(tp)
-        exact_windows = 0
-        if span:
-            exact_windows = (digest.windows if span[2] != "windows"
-                             else min(digest.windows, (span[1] - 1) // window - span[0] // window + 1))
-        partitions.append({
-            "topic": tp[0], "partition": tp[1], "windows": digest.windows, "windows_differing": digest.differing,
-            "differing_windows": digest.differing_windows, "windows_by_digest": digest.windows - exact_windows,
-            "windows_record_by_record": exact_windows,
-            "record_by_record": {"from": span[0], "to": span[1], "reason": span[2]} if span else None})
-    return {"window_offsets": window, "partitions": partitions,
-            **{k: sum(p[k] for p in partitions) for k in ("windows", "windows_by_digest", "windows_record_by_record")},
-            "records_record_by_record": sum(s[1] - s[0] for s in spans.values())}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -191,3 +191,16 @@ def test_order_with_gaps_or_interleaved_partitions_is_proven_by_the_order_segmen
     late = [copy(r, i, partition=0) for i, r in enumerate(x for o in order for x in (src[o], src[10 + o]))]
     got = digest(spark, src, late)
     assert [(got[("t", p)].differing, got[("t", p)].in_order) for p in (0, 1)] == [(0, False), (0, False)]
+
+
+def test_digest_summary_counts_the_windows_each_path_took():
+    ranges = {("t", 0): (0, 10), ("t", 1): (0, 10), ("t", 2): (0, 10)}
+    digests = {("t", 0): cd.PartitionDigest(windows=3), ("t", 2): cd.PartitionDigest(windows=3, in_order=False),
+               ("t", 1): cd.PartitionDigest(windows=3, differing=1, differing_windows=[1], first_differing=1,
+                                            last_differing=1)}
+    spans = {("t", 1): (4, 8, "windows"), ("t", 2): (0, 10, "order")}
+    got = cd.digest_summary(ranges, WINDOW, digests, spans)
+    assert [(p["windows_by_digest"], p["windows_record_by_record"], p["record_by_record"]) for p in got["partitions"]] == [
+        (3, 0, None), (2, 1, {"from": 4, "to": 8, "reason": "windows"}), (0, 3, {"from": 0, "to": 10, "reason": "order"})]
+    assert (got["windows"], got["windows_by_digest"], got["windows_record_by_record"],
+            got["records_record_by_record"]) == (9, 5, 4, 14)
