@@ -40,6 +40,13 @@ with magic byte 0 and at least 5 bytes long compares without its schema id, byte
 provenance header is left out of the header comparison, header order counts), out of order (first
 copies, taken in destination order, whose source offset is below the highest one seen before them).
 
+Digests first (spark_jobs/check_digests.py): per source partition and window of --digest-window offsets
+both sides are reduced to a count and a multiset hash; the comparison above runs record by record only
+over the differing windows, and over whole partitions whose order is not proven or that have destination
+records needing positional mapping. The counts are the same as a record-by-record run (a differing window
+passes for an equal one with a chance of about 2^-64). The report's `digest` section says, per partition,
+how many windows were verified by digest and which offsets record by record.
+
 Writes the JSON report at --report and an HTML summary beside it (.html). Exit 0: consistent,
 1: inconsistent, 2: bad input (one line on stderr), 3: the check could not complete (one line on
 stderr, details in the JSON logs on stdout).
@@ -62,16 +69,20 @@ import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from itertools import chain
 
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
-from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 
 from mirror_worker.logs import configure_logging
-from mirror_worker.wire_format import HEADER_SIZE, MAGIC_BYTE
-from mirror_worker.worker import PROVENANCE_HEADER
+from spark_jobs.check_digests import (
+    DIGEST_WINDOW, PartitionDigest, destination_spans, digest_pass, digest_summary, recheck_spans,
+)
+from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's exact path)
+    KINDS, MAPPED_COLUMNS, MAX_EXAMPLES, PARTITION_FIELDS, compare, fingerprint, map_by_position, map_to_source,
+    normalise_headers, normalise_schema_id, offending_examples, record_outcomes, split_by_provenance, summarise,
+    with_out_of_order,
+)
 from spark_jobs.check_window import CheckWindow, Ranges, source_ranges, window_from_args
 from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args
 from spark_jobs.kafka_meta import KafkaMeta, resolve_topics
@@ -81,10 +92,14 @@ from spark_jobs.stable_offsets import OpenTransaction, open_transactions, reacha
 
 PROG = "consistency_check"
 METADATA_TIMEOUT_S = 8.0
-MAX_EXAMPLES = 20
-MAX_RECORDS_PER_SPARK_PARTITION = 50_000
-KINDS = ("missing", "duplicated", "altered", "out_of_order")
-PARTITION_FIELDS = ("source_count", "destination_count", *KINDS, "beyond_committed")
+MAX_RECORDS_PER_SPARK_PARTITION = 50_000        # the exact path (sorts and joins)
+DIGEST_RECORDS_PER_SPARK_PARTITION = 1_000_000   # the digest pass streams: fewer, longer tasks
+# Larger fetches for the digest pass's long sequential reads (the mirror's client settings still win).
+DIGEST_FETCH = {"kafka.max.partition.fetch.bytes": str(8 << 20), "kafka.fetch.max.bytes": str(64 << 20),
+                "kafka.receive.buffer.bytes": str(4 << 20)}
+
+# Arrow batches for the digest pass's order segments: fewer, larger hand-overs to Python.
+SESSION_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100000"}
 
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
                 "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
@@ -102,12 +117,21 @@ def _parse_arguments(args: list[str]) -> argparse.Namespace:
     add("--from-timestamp", help="window start: epoch ms or ISO-8601 (included)")
     add("--to-timestamp", help="window end: epoch ms or ISO-8601 (excluded)")
     add("--offsets", help="window as topic:partition:from-to,... (from included, to excluded)")
+    add("--digest-window", type=_positive, default=DIGEST_WINDOW,
+        help=f"source offsets per digest window (default {DIGEST_WINDOW:,}); differing windows are compared "
+             "record by record")
     parsed = parser.parse_args(args)
     parsed.window = window_from_args(parsed)
     if not parsed.topics and not parsed.config and parsed.window.kind == "offsets":
         parsed.topics = ",".join(dict.fromkeys(t for t, *_ in parsed.window.offsets))
     check_report_path(Path(parsed.report))
     return parsed
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
 
 
 def check_report_path(report: Path) -> None:
@@ -138,6 +162,7 @@ class CheckPlan:
     source_cluster_id: str | None
     report: Path
     open_transactions: list[OpenTransaction] = field(default_factory=list)   # source partitions stopped at their LSO
+    digest_window: int = DIGEST_WINDOW                  # source offsets per digest window
 
 
 def plan_check(args: argparse.Namespace) -> CheckPlan:
@@ -188,7 +213,7 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
     for transaction in stopped:
         log.warning(transaction.line(), extra=transaction.summary())
     return CheckPlan(target, window, topics, topic_map, ranges, destination_ranges, committed, cluster_id,
-                     Path(args.report), stopped)
+                     Path(args.report), stopped, args.digest_window)
 
 
 # ------------------------------------------------------------------ Spark: read
@@ -207,7 +232,8 @@ def offset_options(ranges: Ranges) -> dict[str, str]:
             "endingOffsets": json.dumps(ending)}
 
 
-def read_kafka(spark: SparkSession, client_options: dict[str, str], ranges: Ranges) -> DataFrame:
+def read_kafka(spark: SparkSession, client_options: dict[str, str], ranges: Ranges,
+               records_per_task: int = MAX_RECORDS_PER_SPARK_PARTITION) -> DataFrame:
     wanted = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
     if not wanted:
         return spark.createDataFrame([], KAFKA_SCHEMA)
@@ -215,214 +241,8 @@ def read_kafka(spark: SparkSession, client_options: dict[str, str], ranges: Rang
             .options(**client_options)
             .options(**offset_options(wanted))
             .option("includeHeaders", "true")
-            .option("maxRecordsPerPartition", str(MAX_RECORDS_PER_SPARK_PARTITION))
+            .option("maxRecordsPerPartition", str(records_per_task))
             .load())
-
-
-# ------------------------------------------------------------------ Spark: pure transformations
-
-
-def normalise_schema_id(column: str) -> Column:
-    """A key or value in schema-registry framing (magic byte 0, 4-byte schema id) without its schema id.
-
-    Framed and unframed bytes are tagged apart, so dropping the id never makes two different values equal.
-    """
-    return F.expr(
-        f"CASE WHEN length({column}) >= {HEADER_SIZE} AND substring({column}, 1, 1) = X'{MAGIC_BYTE:02X}' "
-        f"THEN concat(X'00', substring({column}, {HEADER_SIZE + 1})) ELSE concat(X'01', {column}) END"
-    )
-
-
-def normalise_headers(column: str = "headers") -> Column:
-    """Headers as one canonical string, in order, without the provenance header; no headers -> ''."""
-    return F.expr(
-        f"coalesce(array_join(transform(filter({column}, h -> h.key != '{PROVENANCE_HEADER}'), "
-        f"h -> concat(hex(encode(h.key, 'UTF-8')), ':', coalesce(hex(h.value), '-'))), ','), '')"
-    )
-
-
-def _digest(column: Column) -> Column:
-    return F.unhex(F.sha2(column, 256))
-
-
-def fingerprint(df: DataFrame, provenance: bool = False) -> DataFrame:
-    """Kafka rows reduced to coordinates, timestamp, a digest of the normalised key (`key_d`, for
-    positional mapping) and `content_d`, equal exactly when normalised key, value and headers are."""
-    key_d = _digest(normalise_schema_id("key"))
-    value_d = _digest(normalise_schema_id("value"))
-    headers_d = _digest(F.encode(normalise_headers("headers"), "UTF-8"))
-    absent = F.lit(b"\xff")                          # one byte: never mistaken for a 32-byte digest
-    columns = [
-        "topic", "partition", "offset", "timestamp", key_d.alias("key_d"),
-        F.concat(F.coalesce(key_d, absent), F.coalesce(value_d, absent), headers_d).alias("content_d"),
-    ]
-    if provenance:
-        columns.append(F.expr(
-            f"CAST(try_element_at(filter(headers, h -> h.key = '{PROVENANCE_HEADER}'), -1).value AS STRING)"
-        ).alias("provenance"))
-    return df.select(*columns)
-
-
-MAPPED_COLUMNS = ("src_topic", "src_partition", "src_offset", "dest_partition", "dest_offset", "d_content")
-
-
-def split_by_provenance(destination_df: DataFrame, topic_map: dict[str, str],
-                        source_cluster_id: str | None = None) -> tuple[DataFrame, DataFrame]:
-    """(records mapped by their provenance header: MAPPED_COLUMNS, the others: for `map_by_position`).
-
-    A header is used when it parses, names the source topic this destination topic mirrors, and names
-    the source cluster or no cluster; otherwise the record is left to positional mapping.
-    """
-    to_source = F.create_map(*chain.from_iterable((F.lit(d), F.lit(s)) for d, s in topic_map.items()))
-    parts = F.split(F.col("provenance"), ":")
-    parsed = F.size(parts) == 5
-    cluster = F.try_element_at(parts, F.lit(2))
-    cluster_ok = F.lit(True) if source_cluster_id is None else (cluster == "") | (cluster == source_cluster_id)
-    dest = destination_df.select(
-        F.try_element_at(to_source, F.col("topic")).alias("src_topic"),
-        F.col("partition").alias("dest_partition"), F.col("offset").alias("dest_offset"), "timestamp",
-        F.col("key_d").alias("d_key"), F.col("content_d").alias("d_content"),
-        F.when(parsed, F.try_element_at(parts, F.lit(3))).alias("p_topic"),
-        F.when(parsed, F.try_element_at(parts, F.lit(4)).try_cast("int")).alias("p_partition"),
-        F.when(parsed, F.try_element_at(parts, F.lit(5)).try_cast("bigint")).alias("p_offset"),
-        cluster_ok.alias("p_cluster_ok"),
-    )
-    usable = F.coalesce(
-        (F.col("p_topic") == F.col("src_topic")) & F.col("p_partition").isNotNull()
-        & F.col("p_offset").isNotNull() & F.col("p_cluster_ok"),
-        F.lit(False),
-    )
-    by_provenance = dest.filter(usable).select(
-        "src_topic", F.col("p_partition").alias("src_partition"), F.col("p_offset").alias("src_offset"),
-        "dest_partition", "dest_offset", "d_content")
-    rest = dest.filter(~usable).select("src_topic", "dest_partition", "dest_offset", "timestamp", "d_key", "d_content")
-    return by_provenance, rest
-
-
-def map_by_position(rest_df: DataFrame, source_df: DataFrame, preserve_partitions: bool = True) -> DataFrame:
-    """Destination records without usable provenance -> source coordinates by key and timestamp (in the
-    same partition when partitions are preserved); the k-th copy of a (key, timestamp) group takes the
-    k-th source record of the group, cycling. Records matching no source record are dropped."""
-    partition = ["partition"] if preserve_partitions else []
-    group = ["src_topic", *partition, "key_d", "timestamp"]
-    source = (source_df.select(F.col("topic").alias("src_topic"), "partition", "offset", "key_d", "timestamp")
-              .withColumn("s_rank", F.row_number().over(Window.partitionBy(*group).orderBy("offset")))
-              .withColumn("s_count", F.count(F.lit(1)).over(Window.partitionBy(*group))))
-    d_group = ["src_topic", *(["dest_partition"] if preserve_partitions else []), "d_key", "timestamp"]
-    rest = rest_df.withColumn(
-        "d_rank", F.row_number().over(Window.partitionBy(*d_group).orderBy("dest_partition", "dest_offset")))
-    d, s = rest.alias("d"), source.alias("s")
-    condition = [
-        F.col("d.src_topic") == F.col("s.src_topic"),
-        F.col("d.d_key").eqNullSafe(F.col("s.key_d")),
-        F.col("d.timestamp") == F.col("s.timestamp"),
-        F.col("s.s_rank") == ((F.col("d.d_rank") - 1) % F.col("s.s_count")) + 1,
-    ]
-    if preserve_partitions:
-        condition.append(F.col("d.dest_partition") == F.col("s.partition"))
-    return d.join(s, condition, "inner").select(
-        F.col("s.src_topic").alias("src_topic"), F.col("s.partition").alias("src_partition"),
-        F.col("s.offset").alias("src_offset"), "d.dest_partition", "d.dest_offset", "d.d_content")
-
-
-def map_to_source(destination_df: DataFrame, source_df: DataFrame, topic_map: dict[str, str],
-                  preserve_partitions: bool = True, source_cluster_id: str | None = None) -> DataFrame:
-    """Destination fingerprints (with provenance) -> MAPPED_COLUMNS: the source coordinates each record copies."""
-    by_provenance, rest = split_by_provenance(destination_df, topic_map, source_cluster_id)
-    return by_provenance.unionByName(map_by_position(rest, source_df, preserve_partitions)).select(*MAPPED_COLUMNS)
-
-
-def record_outcomes(source_df: DataFrame, mapped_df: DataFrame,
-                    committed: dict[tuple[str, int], int | None]) -> DataFrame:
-    """One row per source record of the window: copies, and the missing/duplicated/altered/out-of-order flags.
-
-    Source records and mapped copies meet in one aggregation per source coordinate, clustered by
-    source partition so that the out-of-order window needs no second shuffle.
-    """
-    spark = source_df.sparkSession
-    committed_df = spark.createDataFrame(
-        [(t, p, c) for (t, p), c in committed.items() if c is not None],
-        "topic STRING, partition INT, committed BIGINT")
-    no_position = F.lit(None).cast("struct<dest_partition: INT, dest_offset: BIGINT>")
-    records = source_df.select("topic", "partition", "offset", F.lit(True).alias("is_source"), "content_d",
-                               no_position.alias("position"))
-    copies = mapped_df.select(
-        F.col("src_topic").alias("topic"), F.col("src_partition").alias("partition"),
-        F.col("src_offset").alias("offset"), F.lit(False).alias("is_source"), F.col("d_content").alias("content_d"),
-        F.struct("dest_partition", "dest_offset").alias("position"))
-    copy = ~F.col("is_source")
-    per_record = (
-        records.unionByName(copies)
-        .repartition("topic", "partition")
-        .groupBy("topic", "partition", "offset")
-        .agg(
-            F.max("is_source").alias("in_window"),
-            F.count(F.when(copy, 1)).alias("copies"),
-            F.max(F.when(F.col("is_source"), F.col("content_d"))).alias("source_content"),
-            F.min(F.when(copy, F.col("content_d"))).alias("lowest_copy"),
-            F.max(F.when(copy, F.col("content_d"))).alias("highest_copy"),
-            F.min(F.when(copy, F.col("position"))).alias("first"),
-        )
-        .filter("in_window")                          # copies of records outside the window are ignored
-    )
-    # Every copy equals the source record exactly when the lowest and the highest copy do.
-    altered = (F.col("copies") > 0) & ((F.col("lowest_copy") != F.col("source_content"))
-                                       | (F.col("highest_copy") != F.col("source_content")))
-    outcomes = per_record.join(F.broadcast(committed_df), ["topic", "partition"], "left").select(
-        "topic", "partition", "offset", "first", "copies",
-        F.coalesce(F.col("committed").isNotNull() & (F.col("offset") >= F.col("committed")),
-                   F.lit(False)).alias("beyond_committed"),
-        altered.alias("altered"),
-    )
-    return with_out_of_order(outcomes).select(
-        "topic", "partition", "offset", "copies", "beyond_committed",
-        ((F.col("copies") == 0) & ~F.col("beyond_committed")).alias("missing"),
-        F.greatest(F.col("copies") - 1, F.lit(0)).alias("duplicated"),
-        "altered", "out_of_order",
-    )
-
-
-def with_out_of_order(outcomes: DataFrame) -> DataFrame:
-    """Adds `out_of_order`: the record's first copy comes after the first copy of a higher source offset.
-
-    Expects topic, partition, offset and `first` (struct dest_partition, dest_offset; null: no copy).
-    """
-    before = (Window.partitionBy("topic", "partition")
-              .orderBy(F.col("first.dest_partition"), F.col("first.dest_offset"))
-              .rowsBetween(Window.unboundedPreceding, -1))
-    highest_before = F.max(F.when(F.col("first").isNotNull(), F.col("offset"))).over(before)
-    return outcomes.withColumn(
-        "out_of_order", F.coalesce(F.col("first").isNotNull() & (F.col("offset") < highest_before), F.lit(False)))
-
-
-def summarise(outcomes: DataFrame) -> DataFrame:
-    """Per source partition: the PARTITION_FIELDS counts."""
-    count_of = lambda flag: F.sum(F.col(flag).cast("long")).alias(flag)  # noqa: E731
-    return outcomes.groupBy("topic", "partition").agg(
-        F.count(F.lit(1)).alias("source_count"),
-        F.sum("copies").alias("destination_count"),
-        count_of("missing"),
-        F.sum("duplicated").alias("duplicated"),
-        count_of("altered"),
-        count_of("out_of_order"),
-        count_of("beyond_committed"),
-    ).orderBy("topic", "partition")
-
-
-def compare(source_df: DataFrame, mapped_df: DataFrame, committed: dict[tuple[str, int], int | None]) -> DataFrame:
-    """Per-partition counts for source fingerprints against destination records mapped to source coordinates."""
-    return summarise(record_outcomes(source_df, mapped_df, committed))
-
-
-def offending_examples(outcomes: DataFrame, kinds=KINDS, limit: int = MAX_EXAMPLES) -> dict[str, list[str]]:
-    """At most `limit` source coordinates `topic:partition:offset` per kind, lowest first."""
-    out = {}
-    for kind in kinds:
-        flag = F.col(kind) > 0 if kind == "duplicated" else F.col(kind)
-        rows = (outcomes.filter(flag).orderBy("topic", "partition", "offset").limit(limit)
-                .select("topic", "partition", "offset").collect())
-        out[kind] = [f"{r.topic}:{r.partition}:{r.offset}" for r in rows]
-    return out
 
 
 # ------------------------------------------------------------------ report
@@ -465,25 +285,82 @@ def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, li
 
 
 def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
+    """Digests per window first (spark_jobs/check_digests.py), then record by record where they differ."""
+    target, window = plan.target, plan.digest_window
+    started = time.monotonic()
+    def read(side: str, ranges: Ranges) -> DataFrame:
+        return read_kafka(spark, {**DIGEST_FETCH, **target.spark_options(side)}, ranges,
+                          DIGEST_RECORDS_PER_SPARK_PARTITION)
+
+    digests, segments = digest_pass(
+        read("source", plan.source_ranges), read("destination", plan.destination_ranges), plan.topics,
+        plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.committed, window,
+        read_destination=lambda ranges: read("destination", ranges))
+    try:
+        spans = recheck_spans(plan.source_ranges, digests, window, target.preserve_partitions)
+        destination_ranges = _recheck_destination(plan, spans, segments)
+    finally:
+        segments.unpersist()
+    log.info("destination read", extra={"positional": sum(d.positional for d in digests.values())})
+    for (topic, partition), digest in sorted(digests.items()):
+        if (topic, partition) in plan.source_ranges:
+            log.info("partition digests compared", extra={
+                "topic": topic, "partition": partition, "windows": digest.windows, "differing": digest.differing,
+                "in_order": digest.in_order, "positional": digest.positional,
+                "recheck": list(spans.get((topic, partition), ())) or None})
+    log.info("digest pass done", extra={"seconds": round(time.monotonic() - started, 2), "rechecked_partitions": len(spans),
+                                        "records_to_recheck": sum(e - s for s, e, _ in spans.values())})
+    exact_rows, examples = (_exact_check(spark, plan, {tp: (s, e) for tp, (s, e, _) in spans.items()},
+                                         destination_ranges) if spans else ({}, {}))
+    partitions = []
+    for tp in sorted(plan.source_ranges):
+        digest, exact = digests.get(tp, PartitionDigest()), exact_rows.get(tp, {})
+        rechecked = int(exact.get("source_count") or 0)
+        row = {"topic": tp[0], "partition": tp[1], "source_count": digest.source_count,
+               "destination_count": digest.source_count - rechecked + int(exact.get("destination_count") or 0),
+               **{k: int(exact.get(k) or 0) for k in KINDS}, "beyond_committed": digest.beyond_committed}
+        log.info("partition checked", extra=row)
+        partitions.append(row)
+    report = build_report(plan, partitions, examples, time.time())
+    report["digest"] = digest_summary(plan.source_ranges, plan.digest_window, digests, spans)
+    return report
+
+
+def _recheck_destination(plan: CheckPlan, spans: dict, segments: DataFrame) -> Ranges:
+    """Destination ranges holding every copy of the source offsets to re-check: whole topics where a
+    record needs positional mapping, elsewhere the offsets the digest pass saw those copies at."""
+    positional = {t for (t, _), (_, _, reason) in spans.items() if reason == "positional"}
+    ranges = {(d, p): r for (d, p), r in plan.destination_ranges.items() if plan.topic_map[d] in positional}
+    by_provenance = {tp: (s, e) for tp, (s, e, _) in spans.items() if tp[0] not in positional}
+    for (topic, partition), (first, end) in destination_spans(segments, plan.topics, by_provenance,
+                                                              plan.digest_window).items():
+        key = (plan.target.destination_topic(topic), partition)
+        low, high = plan.destination_ranges.get(key, (first, end))
+        ranges[key] = (max(first, low), min(end, high))
+    return ranges
+
+
+def _exact_check(spark: SparkSession, plan: CheckPlan, source_ranges: Ranges,
+                 destination_ranges: Ranges) -> tuple[dict[tuple[str, int], dict], dict[str, list[str]]]:
+    """The record-by-record comparison over these ranges: counts per source partition, and examples."""
     target = plan.target
-    source = fingerprint(read_kafka(spark, target.spark_options("source"), plan.source_ranges)).cache()
-    destination = fingerprint(read_kafka(spark, target.spark_options("destination"), plan.destination_ranges),
+    source = fingerprint(read_kafka(spark, target.spark_options("source"), source_ranges)).cache()
+    destination = fingerprint(read_kafka(spark, target.spark_options("destination"), destination_ranges),
                               provenance=True).cache()
     mapped, rest = split_by_provenance(destination, plan.topic_map, plan.source_cluster_id)
     positional = rest.count()
-    log.info("destination read", extra={"positional": positional})
+    log.info("destination read for the exact check", extra={"positional": positional,
+                                                            "records": sum(e - s for s, e in source_ranges.values())})
     if positional:
         # The positional join ranks the whole source; it is only paid for when a record needs it.
         mapped = mapped.unionByName(map_by_position(rest, source, target.preserve_partitions))
     outcomes = record_outcomes(source, mapped, plan.committed).cache()
-    partitions = complete_partitions([r.asDict() for r in summarise(outcomes).collect()], plan.source_ranges)
-    for row in partitions:
-        log.info("partition checked", extra=row)
-    flagged = [k for k in KINDS if any(p[k] for p in partitions)]
+    rows = {(r.topic, r.partition): r.asDict() for r in summarise(outcomes).collect()}
+    flagged = [k for k in KINDS if any(r[k] for r in rows.values())]
     examples = offending_examples(outcomes, flagged) if flagged else {}
     for df in (outcomes, destination, source):
         df.unpersist()
-    return build_report(plan, partitions, examples, time.time())
+    return rows, examples
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -498,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     spark = None
     try:
-        spark = create_session(PROG, args.master)
+        spark = create_session(PROG, args.master, SESSION_CONF)
         spark.sparkContext.setLogLevel("WARN")
         log.info("spark session ready", extra={"master": spark.sparkContext.master,
                                                "seconds": round(time.monotonic() - started, 2)})

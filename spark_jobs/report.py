@@ -18,6 +18,7 @@ body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; } th, td { border: 1px solid #ccc; padding: .25em .6em; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; } tr.bad td { background: #fdecea; }
 td.bad { font-weight: bold; color: #c62828; } code { font-size: .95em; }
+.windows td { border: none; padding: .1em .6em; } .windows svg { display: block; }
 """
 
 
@@ -67,6 +68,7 @@ def render_html(report: dict) -> str:
         _table(["checked", *PROBLEMS], [[totals.get(k, 0) for k in ("checked", *PROBLEMS)]], bad_from=1),
         "<h2>Partitions</h2>",
         _partition_table(report["partitions"]),
+        *_window_charts(report),
     ]
     examples = {k: v for k, v in (report.get("examples") or {}).items() if v}
     if examples:
@@ -119,3 +121,47 @@ def _partition_table(partitions: list[dict]) -> str:
         out.append("</tr>")
     out.append("</table>")
     return "".join(out)
+
+
+CHART_WIDTH, CHART_HEIGHT = 480, 14
+
+
+def _window_charts(report: dict) -> list[str]:
+    """Per source partition, a bar over its checked offsets: green where the digests matched, amber over
+    the offsets compared record by record, red for each window whose digests differed."""
+    digest = report.get("digest")
+    if not digest:
+        return []
+    ranges = {(r["topic"], r["partition"]): (r["from"], r["to"]) for r in report["window"].get("ranges", [])}
+    size = digest["window_offsets"]
+    out = [f"<h2>Windows</h2><p>{digest['windows']} windows of {size:,} offsets: {digest['windows_by_digest']} "
+           f"verified by digest, {digest['windows_record_by_record']} record by record "
+           f"({digest['records_record_by_record']:,} offsets).</p>", '<table class="windows">']
+    for p in digest["partitions"]:
+        start, end = ranges.get((p["topic"], p["partition"]), (0, 0))
+        span = p.get("record_by_record")
+        label = (f"{p['windows_differing']} of {p['windows']} windows differ"
+                 + (f"; offsets {span['from']}-{span['to']} record by record ({span['reason']})" if span else ""))
+        out.append(f"<tr><td>{escape(p['topic'])}[{p['partition']}]</td><td>{_chart(start, end, size, p)}</td>"
+                   f"<td>{escape(label)}</td></tr>")
+    out.append("</table>")
+    return out
+
+
+def _chart(start: int, end: int, size: int, partition: dict) -> str:
+    width = max(end - start, 1)
+    x = lambda offset: round((min(max(offset, start), end) - start) * CHART_WIDTH / width, 1)  # noqa: E731
+    shapes = [f'<rect x="0" y="0" width="{CHART_WIDTH}" height="{CHART_HEIGHT}" fill="#a5d6a7">'
+              f"<title>offsets {start}-{end}</title></rect>"]
+    span = partition.get("record_by_record")
+    if span:
+        shapes.append(f'<rect class="exact" x="{x(span["from"])}" y="0" width="{max(x(span["to"]) - x(span["from"]), 1)}" '
+                      f'height="{CHART_HEIGHT}" fill="#ffcc80"><title>record by record {span["from"]}-{span["to"]}'
+                      f"</title></rect>")
+    for w in partition.get("differing_windows", []):
+        left = x(w * size)
+        shapes.append(f'<rect class="differs" x="{left}" y="2" width="{max(x((w + 1) * size) - left, 2)}" '
+                      f'height="{CHART_HEIGHT - 4}" fill="#c62828"><title>window {w}: offsets {w * size}-'
+                      f"{(w + 1) * size} differ</title></rect>")
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{CHART_WIDTH}" height="{CHART_HEIGHT}" role="img" '
+            f'aria-label="offsets {start}-{end}">{"".join(shapes)}</svg>')

@@ -1,0 +1,235 @@
+"""The consistency check's exact path: source and destination records fingerprinted, destination records
+mapped back to source coordinates, and one outcome per source record (see spark_jobs/consistency_check.py
+for the rules). Pure DataFrame transformations: no I/O."""
+
+from __future__ import annotations
+
+from itertools import chain
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from mirror_worker.wire_format import HEADER_SIZE, MAGIC_BYTE
+from mirror_worker.worker import PROVENANCE_HEADER
+
+MAX_EXAMPLES = 20
+KINDS = ("missing", "duplicated", "altered", "out_of_order")
+PARTITION_FIELDS = ("source_count", "destination_count", *KINDS, "beyond_committed")
+
+
+def normalise_schema_id(column: str) -> Column:
+    """A key or value in schema-registry framing (magic byte 0, 4-byte schema id) without its schema id.
+
+    Framed and unframed bytes are tagged apart, so dropping the id never makes two different values equal.
+    """
+    return F.expr(
+        f"CASE WHEN length({column}) >= {HEADER_SIZE} AND substring({column}, 1, 1) = X'{MAGIC_BYTE:02X}' "
+        f"THEN concat(X'00', substring({column}, {HEADER_SIZE + 1})) ELSE concat(X'01', {column}) END"
+    )
+
+
+def normalise_headers(column: str = "headers") -> Column:
+    """Headers as one canonical string, in order, without the provenance header; no headers -> ''."""
+    return F.expr(
+        f"coalesce(array_join(transform(filter({column}, h -> h.key != '{PROVENANCE_HEADER}'), "
+        f"h -> concat(hex(encode(h.key, 'UTF-8')), ':', coalesce(hex(h.value), '-'))), ','), '')"
+    )
+
+
+def _digest(column: Column) -> Column:
+    return F.unhex(F.sha2(column, 256))
+
+
+def fingerprint(df: DataFrame, provenance: bool = False) -> DataFrame:
+    """Kafka rows reduced to coordinates, timestamp, a digest of the normalised key (`key_d`, for
+    positional mapping) and `content_d`, equal exactly when normalised key, value and headers are."""
+    key_d = _digest(normalise_schema_id("key"))
+    value_d = _digest(normalise_schema_id("value"))
+    headers_d = _digest(F.encode(normalise_headers("headers"), "UTF-8"))
+    absent = F.lit(b"\xff")                          # one byte: never mistaken for a 32-byte digest
+    columns = [
+        "topic", "partition", "offset", "timestamp", key_d.alias("key_d"),
+        F.concat(F.coalesce(key_d, absent), F.coalesce(value_d, absent), headers_d).alias("content_d"),
+    ]
+    if provenance:
+        columns.append(provenance_header())
+    return df.select(*columns)
+
+
+def provenance_header(column: str = "headers") -> Column:
+    """The value of the last provenance header as a string (`provenance`); null without one. The worker
+    adds it last: that header is read without scanning the others."""
+    last = f"try_element_at({column}, -1)"
+    return F.expr(
+        f"CAST(CASE WHEN {last}.key = '{PROVENANCE_HEADER}' THEN {last}.value "
+        f"ELSE try_element_at(filter({column}, h -> h.key = '{PROVENANCE_HEADER}'), -1).value END AS STRING)"
+    ).alias("provenance")
+
+
+MAPPED_COLUMNS = ("src_topic", "src_partition", "src_offset", "dest_partition", "dest_offset", "d_content")
+
+
+def with_provenance(destination_df: DataFrame, topic_map: dict[str, str],
+                    source_cluster_id: str | None = None) -> DataFrame:
+    """Destination rows (topic, partition, offset, timestamp, key_d, content_d, provenance) with the source
+    topic they mirror and their provenance header parsed: `usable` when it parses, names the source topic
+    this destination topic mirrors, and names the source cluster or no cluster."""
+    to_source = F.create_map(*chain.from_iterable((F.lit(d), F.lit(s)) for d, s in topic_map.items()))
+    parts = F.split(F.col("provenance"), ":")
+    parsed = F.size(parts) == 5
+    cluster = F.try_element_at(parts, F.lit(2))
+    cluster_ok = F.lit(True) if source_cluster_id is None else (cluster == "") | (cluster == source_cluster_id)
+    dest = destination_df.select(
+        F.try_element_at(to_source, F.col("topic")).alias("src_topic"),
+        F.col("partition").alias("dest_partition"), F.col("offset").alias("dest_offset"), "timestamp",
+        F.col("key_d").alias("d_key"), F.col("content_d").alias("d_content"),
+        F.when(parsed, F.try_element_at(parts, F.lit(3))).alias("p_topic"),
+        F.when(parsed, F.try_element_at(parts, F.lit(4)).try_cast("int")).alias("p_partition"),
+        F.when(parsed, F.try_element_at(parts, F.lit(5)).try_cast("bigint")).alias("p_offset"),
+        cluster_ok.alias("p_cluster_ok"),
+    )
+    usable = F.coalesce(
+        (F.col("p_topic") == F.col("src_topic")) & F.col("p_partition").isNotNull()
+        & F.col("p_offset").isNotNull() & F.col("p_cluster_ok"),
+        F.lit(False),
+    )
+    return dest.withColumn("usable", usable)
+
+
+def split_by_provenance(destination_df: DataFrame, topic_map: dict[str, str],
+                        source_cluster_id: str | None = None) -> tuple[DataFrame, DataFrame]:
+    """(records mapped by their provenance header: MAPPED_COLUMNS, the others: for `map_by_position`);
+    see `with_provenance` for when a header is used."""
+    dest = with_provenance(destination_df, topic_map, source_cluster_id)
+    by_provenance = dest.filter("usable").select(
+        "src_topic", F.col("p_partition").alias("src_partition"), F.col("p_offset").alias("src_offset"),
+        "dest_partition", "dest_offset", "d_content")
+    rest = dest.filter(~F.col("usable")).select(
+        "src_topic", "dest_partition", "dest_offset", "timestamp", "d_key", "d_content")
+    return by_provenance, rest
+
+
+def map_by_position(rest_df: DataFrame, source_df: DataFrame, preserve_partitions: bool = True) -> DataFrame:
+    """Destination records without usable provenance -> source coordinates by key and timestamp (in the
+    same partition when partitions are preserved); the k-th copy of a (key, timestamp) group takes the
+    k-th source record of the group, cycling. Records matching no source record are dropped."""
+    partition = ["partition"] if preserve_partitions else []
+    group = ["src_topic", *partition, "key_d", "timestamp"]
+    source = (source_df.select(F.col("topic").alias("src_topic"), "partition", "offset", "key_d", "timestamp")
+              .withColumn("s_rank", F.row_number().over(Window.partitionBy(*group).orderBy("offset")))
+              .withColumn("s_count", F.count(F.lit(1)).over(Window.partitionBy(*group))))
+    d_group = ["src_topic", *(["dest_partition"] if preserve_partitions else []), "d_key", "timestamp"]
+    rest = rest_df.withColumn(
+        "d_rank", F.row_number().over(Window.partitionBy(*d_group).orderBy("dest_partition", "dest_offset")))
+    d, s = rest.alias("d"), source.alias("s")
+    condition = [
+        F.col("d.src_topic") == F.col("s.src_topic"),
+        F.col("d.d_key").eqNullSafe(F.col("s.key_d")),
+        F.col("d.timestamp") == F.col("s.timestamp"),
+        F.col("s.s_rank") == ((F.col("d.d_rank") - 1) % F.col("s.s_count")) + 1,
+    ]
+    if preserve_partitions:
+        condition.append(F.col("d.dest_partition") == F.col("s.partition"))
+    return d.join(s, condition, "inner").select(
+        F.col("s.src_topic").alias("src_topic"), F.col("s.partition").alias("src_partition"),
+        F.col("s.offset").alias("src_offset"), "d.dest_partition", "d.dest_offset", "d.d_content")
+
+
+def map_to_source(destination_df: DataFrame, source_df: DataFrame, topic_map: dict[str, str],
+                  preserve_partitions: bool = True, source_cluster_id: str | None = None) -> DataFrame:
+    """Destination fingerprints (with provenance) -> MAPPED_COLUMNS: the source coordinates each record copies."""
+    by_provenance, rest = split_by_provenance(destination_df, topic_map, source_cluster_id)
+    return by_provenance.unionByName(map_by_position(rest, source_df, preserve_partitions)).select(*MAPPED_COLUMNS)
+
+
+def record_outcomes(source_df: DataFrame, mapped_df: DataFrame,
+                    committed: dict[tuple[str, int], int | None]) -> DataFrame:
+    """One row per source record of the window: copies, and the missing/duplicated/altered/out-of-order flags.
+
+    Source records and mapped copies meet in one aggregation per source coordinate, clustered by
+    source partition so that the out-of-order window needs no second shuffle.
+    """
+    spark = source_df.sparkSession
+    committed_df = spark.createDataFrame(
+        [(t, p, c) for (t, p), c in committed.items() if c is not None],
+        "topic STRING, partition INT, committed BIGINT")
+    no_position = F.lit(None).cast("struct<dest_partition: INT, dest_offset: BIGINT>")
+    records = source_df.select("topic", "partition", "offset", F.lit(True).alias("is_source"), "content_d",
+                               no_position.alias("position"))
+    copies = mapped_df.select(
+        F.col("src_topic").alias("topic"), F.col("src_partition").alias("partition"),
+        F.col("src_offset").alias("offset"), F.lit(False).alias("is_source"), F.col("d_content").alias("content_d"),
+        F.struct("dest_partition", "dest_offset").alias("position"))
+    copy = ~F.col("is_source")
+    per_record = (
+        records.unionByName(copies)
+        .repartition("topic", "partition")
+        .groupBy("topic", "partition", "offset")
+        .agg(
+            F.max("is_source").alias("in_window"),
+            F.count(F.when(copy, 1)).alias("copies"),
+            F.max(F.when(F.col("is_source"), F.col("content_d"))).alias("source_content"),
+            F.min(F.when(copy, F.col("content_d"))).alias("lowest_copy"),
+            F.max(F.when(copy, F.col("content_d"))).alias("highest_copy"),
+            F.min(F.when(copy, F.col("position"))).alias("first"),
+        )
+        .filter("in_window")                          # copies of records outside the window are ignored
+    )
+    # Every copy equals the source record exactly when the lowest and the highest copy do.
+    altered = (F.col("copies") > 0) & ((F.col("lowest_copy") != F.col("source_content"))
+                                       | (F.col("highest_copy") != F.col("source_content")))
+    outcomes = per_record.join(F.broadcast(committed_df), ["topic", "partition"], "left").select(
+        "topic", "partition", "offset", "first", "copies",
+        F.coalesce(F.col("committed").isNotNull() & (F.col("offset") >= F.col("committed")),
+                   F.lit(False)).alias("beyond_committed"),
+        altered.alias("altered"),
+    )
+    return with_out_of_order(outcomes).select(
+        "topic", "partition", "offset", "copies", "beyond_committed",
+        ((F.col("copies") == 0) & ~F.col("beyond_committed")).alias("missing"),
+        F.greatest(F.col("copies") - 1, F.lit(0)).alias("duplicated"),
+        "altered", "out_of_order",
+    )
+
+
+def with_out_of_order(outcomes: DataFrame) -> DataFrame:
+    """Adds `out_of_order`: the record's first copy comes after the first copy of a higher source offset.
+
+    Expects topic, partition, offset and `first` (struct dest_partition, dest_offset; null: no copy).
+    """
+    before = (Window.partitionBy("topic", "partition")
+              .orderBy(F.col("first.dest_partition"), F.col("first.dest_offset"))
+              .rowsBetween(Window.unboundedPreceding, -1))
+    highest_before = F.max(F.when(F.col("first").isNotNull(), F.col("offset"))).over(before)
+    return outcomes.withColumn(
+        "out_of_order", F.coalesce(F.col("first").isNotNull() & (F.col("offset") < highest_before), F.lit(False)))
+
+
+def summarise(outcomes: DataFrame) -> DataFrame:
+    """Per source partition: the PARTITION_FIELDS counts."""
+    count_of = lambda flag: F.sum(F.col(flag).cast("long")).alias(flag)  # noqa: E731
+    return outcomes.groupBy("topic", "partition").agg(
+        F.count(F.lit(1)).alias("source_count"),
+        F.sum("copies").alias("destination_count"),
+        count_of("missing"),
+        F.sum("duplicated").alias("duplicated"),
+        count_of("altered"),
+        count_of("out_of_order"),
+        count_of("beyond_committed"),
+    ).orderBy("topic", "partition")
+
+
+def compare(source_df: DataFrame, mapped_df: DataFrame, committed: dict[tuple[str, int], int | None]) -> DataFrame:
+    """Per-partition counts for source fingerprints against destination records mapped to source coordinates."""
+    return summarise(record_outcomes(source_df, mapped_df, committed))
+
+
+def offending_examples(outcomes: DataFrame, kinds=KINDS, limit: int = MAX_EXAMPLES) -> dict[str, list[str]]:
+    """At most `limit` source coordinates `topic:partition:offset` per kind, lowest first."""
+    out = {}
+    for kind in kinds:
+        flag = F.col(kind) > 0 if kind == "duplicated" else F.col(kind)
+        rows = (outcomes.filter(flag).orderBy("topic", "partition", "offset").limit(limit)
+                .select("topic", "partition", "offset").collect())
+        out[kind] = [f"{r.topic}:{r.partition}:{r.offset}" for r in rows]
+    return out
