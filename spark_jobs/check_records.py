@@ -40,9 +40,10 @@ def _digest(column: Column) -> Column:
     return F.unhex(F.sha2(column, 256))
 
 
-def fingerprint(df: DataFrame, provenance: bool = False) -> DataFrame:
+def fingerprint(df: DataFrame, provenance: bool = False, tombstone: bool = False) -> DataFrame:
     """Kafka rows reduced to coordinates, timestamp, a digest of the normalised key (`key_d`, for
-    positional mapping) and `content_d`, equal exactly when normalised key, value and headers are."""
+    positional mapping) and `content_d`, equal exactly when normalised key, value and headers are
+    (plus `provenance`, and `tombstone`: a null value, when asked for)."""
     key_d = _digest(normalise_schema_id("key"))
     value_d = _digest(normalise_schema_id("value"))
     headers_d = _digest(F.encode(normalise_headers("headers"), "UTF-8"))
@@ -53,6 +54,8 @@ def fingerprint(df: DataFrame, provenance: bool = False) -> DataFrame:
     ]
     if provenance:
         columns.append(provenance_header())
+    if tombstone:
+        columns.append(F.col("value").isNull().alias("tombstone"))
     return df.select(*columns)
 
 
