@@ -42,3 +42,51 @@ def test_a_compacted_topic_is_checked_by_its_latest_value_per_key(stack, topic_n
     offset = lambda p, k: (VERSIONS - 1) * KEYS + k  # noqa: E731 - the latest version's offset in its partition
     assert keys.report["examples"]["missing"] == [f"{topic}:0:{offset(0, 3)}"]
     assert keys.report["examples"]["altered"] == [f"{topic}:1:{offset(1, 7)}"]
+
+
+def test_a_mirror_without_preserved_partitions_has_no_false_altered_records(stack, topic_name, tmp_path):
+    """Records with the same key and timestamp in several source partitions, copied without provenance to one
+    destination partition in another order than their offsets: each copy is matched by its content first
+    (positional pairing by offset called all of them altered)."""
+    from tests.integration.test_consistency_check import BASE_MS, KEEP
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("ties")
+    create_topic(src, topic, partitions=PARTITIONS, config=KEEP)
+    create_topic(dst, f"n.{topic}", partitions=1, config=KEEP)
+    # Partition p holds 10 + p fillers, then "tie" records sharing one key and timestamp across partitions:
+    # the ties' offsets grow with the partition, and the copy writes them in the opposite order.
+    source = [{"partition": p, "key": f"f{p}-{i}".encode(), "value": f"f{p}-{i}".encode(), "timestamp": BASE_MS + i}
+              for p in range(PARTITIONS) for i in range(10 + p)]
+    ties = [{"partition": p, "key": b"tie", "value": f"tie-from-{p}".encode(), "timestamp": BASE_MS + 99}
+            for p in range(PARTITIONS)]
+    produce(src, topic, source + ties)
+    copies = [{**r, "partition": 0} for r in source] + [{**r, "partition": 0} for r in reversed(ties)]
+    copies[-1] = {**copies[-1], "value": b"tie-changed"}             # the copy of partition 0's tie differs
+    produce(dst, f"n.{topic}", copies)
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(f"""
+groups:
+  - name: g
+    source: {{kafka: {{bootstrap.servers: "{src}"}}}}
+    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
+    mirrors:
+      - name: ties
+        whitelist: "{topic}"
+        prefix: "n."
+        preserve-partitions: false
+""")
+    import subprocess
+    import sys
+    import time
+
+    from devstack.paths import ROOT
+    from tests.integration.test_consistency_check import SCRIPT, Run
+
+    report, started = tmp_path / "ties.json", time.monotonic()
+    run = Run(subprocess.run([sys.executable, SCRIPT, "--config", str(spec), "--mirror", "ties", "--report", str(report)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=480), report, time.monotonic() - started)
+    assert run.rc == 1, run.stderr[-2000:]
+    assert {p: run.counts(topic, p)["altered"] for p in range(PARTITIONS)} == {0: 1, 1: 0, 2: 0}
+    assert run.report["totals"]["missing"] == 0 and run.report["totals"]["duplicated"] == 0
+    assert run.report["examples"]["altered"] == [f"{topic}:0:10"]

@@ -1,4 +1,5 @@
-"""The consistency check's compacted mode (spark_jobs/check_compacted.py): the latest value per key."""
+"""The consistency check's compacted mode (spark_jobs/check_compacted.py): the latest value per key; and
+positional mapping without preserved partitions (spark_jobs/check_records.py)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,24 @@ def test_without_preserved_partitions_a_key_is_looked_for_in_any_destination_par
                               (D, 1, 0, b"k4", b"v4b", [("h", b"1")])], preserve=False)
     assert {tp: (c["source_count"], c["missing"], c["altered"]) for tp, c in counts.items()} == {
         (T, 0): (3, 0, 0), (T, 1): (1, 0, 0)}
+
+
+# ------------------------------------------------------------------ positional ties without preserved partitions
+
+
+def test_ties_between_source_partitions_are_not_altered_without_preserved_partitions(spark):
+    """Same key and timestamp in two source partitions (a producer that did not partition by key): the mirror
+    wrote them to one destination partition in whatever order it consumed them."""
+    from tests.unit.test_consistency_logic import check as check_records, copy, summary_of
+
+    ts = 1_714_521_600_000
+    src = [("t", 0, 5, b"k", b"from-p0", [], ts), ("t", 1, 3, b"k", b"from-p1", [], ts),
+           ("t", 0, 6, b"j", b"j-p0", [], ts), ("t", 1, 4, b"j", b"j-p1", [], ts)]
+    # p0's record first for k, p1's first for j; j-p1 is altered on the way.
+    dst = [copy(src[0], 0, provenance=False, partition=0), copy(src[1], 1, provenance=False, partition=0),
+           copy(src[3], 2, provenance=False, partition=0, value=b"changed"),
+           copy(src[2], 3, provenance=False, partition=0)]
+    summary, examples = check_records(spark, src, dst, preserve=False)
+    assert {p: (summary_of(summary, p)["altered"], summary_of(summary, p)["missing"]) for p in (0, 1)} == {
+        0: (0, 0), 1: (1, 0)}
+    assert examples["altered"] == ["t:1:4"]
