@@ -40,9 +40,10 @@ def _digest(column: Column) -> Column:
     return F.unhex(F.sha2(column, 256))
 
 
-def fingerprint(df: DataFrame, provenance: bool = False) -> DataFrame:
+def fingerprint(df: DataFrame, provenance: bool = False, tombstone: bool = False) -> DataFrame:
     """Kafka rows reduced to coordinates, timestamp, a digest of the normalised key (`key_d`, for
-    positional mapping) and `content_d`, equal exactly when normalised key, value and headers are."""
+    positional mapping) and `content_d`, equal exactly when normalised key, value and headers are
+    (plus `provenance`, and `tombstone`: a null value, when asked for)."""
     key_d = _digest(normalise_schema_id("key"))
     value_d = _digest(normalise_schema_id("value"))
     headers_d = _digest(F.encode(normalise_headers("headers"), "UTF-8"))
@@ -53,6 +54,8 @@ def fingerprint(df: DataFrame, provenance: bool = False) -> DataFrame:
     ]
     if provenance:
         columns.append(provenance_header())
+    if tombstone:
+        columns.append(F.col("value").isNull().alias("tombstone"))
     return df.select(*columns)
 
 
@@ -112,24 +115,45 @@ def split_by_provenance(destination_df: DataFrame, topic_map: dict[str, str],
 def map_by_position(rest_df: DataFrame, source_df: DataFrame, preserve_partitions: bool = True) -> DataFrame:
     """Destination records without usable provenance -> source coordinates by key and timestamp (in the
     same partition when partitions are preserved); the k-th copy of a (key, timestamp) group takes the
-    k-th source record of the group, cycling. Records matching no source record are dropped."""
-    partition = ["partition"] if preserve_partitions else []
-    group = ["src_topic", *partition, "key_d", "timestamp"]
-    source = (source_df.select(F.col("topic").alias("src_topic"), "partition", "offset", "key_d", "timestamp")
-              .withColumn("s_rank", F.row_number().over(Window.partitionBy(*group).orderBy("offset")))
-              .withColumn("s_count", F.count(F.lit(1)).over(Window.partitionBy(*group))))
-    d_group = ["src_topic", *(["dest_partition"] if preserve_partitions else []), "d_key", "timestamp"]
-    rest = rest_df.withColumn(
-        "d_rank", F.row_number().over(Window.partitionBy(*d_group).orderBy("dest_partition", "dest_offset")))
-    d, s = rest.alias("d"), source.alias("s")
-    condition = [
-        F.col("d.src_topic") == F.col("s.src_topic"),
-        F.col("d.d_key").eqNullSafe(F.col("s.key_d")),
-        F.col("d.timestamp") == F.col("s.timestamp"),
-        F.col("s.s_rank") == ((F.col("d.d_rank") - 1) % F.col("s.s_count")) + 1,
-    ]
+    k-th source record of the group, cycling. Records matching no source record are dropped.
+
+    Without preserved partitions, records of one group may come from several source partitions and reach
+    the destination in any order between them, so a copy first takes a source record of the group with
+    the same content (k-th copy of that content, k-th such record, cycling); only the copies left over are
+    paired by position with the source records left over (altered), or, where none is left, with the
+    group's records as above (copies of records already copied). Ties between partitions are then never
+    counted as altered."""
+    group = [("src_topic", "src_topic"), ("d_key", "key_d"), ("timestamp", "timestamp")]
+    source = source_df.select(F.col("topic").alias("src_topic"), "partition", "offset", "key_d", "timestamp",
+                              "content_d")
     if preserve_partitions:
-        condition.append(F.col("d.dest_partition") == F.col("s.partition"))
+        return _pair(rest_df, source, [*group, ("dest_partition", "partition")])
+    by_content = [*group, ("d_content", "content_d")]
+    copies_left = _anti(rest_df, source, by_content)
+    sources_left = _anti(source, rest_df, [(s, d) for d, s in by_content])
+    return (_pair(rest_df, source, by_content)
+            .unionByName(_pair(copies_left, sources_left, group))
+            .unionByName(_pair(_anti(copies_left, sources_left, group), source, group)))
+
+
+def _anti(left: DataFrame, right: DataFrame, on: list[tuple[str, str]]) -> DataFrame:
+    """Rows of `left` with no row of `right` agreeing on every (left column, right column) of `on`."""
+    condition = [F.col(f"l.{a}").eqNullSafe(F.col(f"r.{b}")) for a, b in on]
+    return left.alias("l").join(right.alias("r"), condition, "left_anti")
+
+
+def _pair(copies: DataFrame, source: DataFrame, on: list[tuple[str, str]]) -> DataFrame:
+    """The k-th copy (in destination order) of each group named by `on` (copy column, source column) takes
+    the k-th source record of the group (in partition and offset order), cycling: MAPPED_COLUMNS."""
+    s_group, d_group = [b for _, b in on], [a for a, _ in on]
+    ranked_source = (source.withColumn("s_rank", F.row_number().over(
+        Window.partitionBy(*s_group).orderBy("partition", "offset")))
+        .withColumn("s_count", F.count(F.lit(1)).over(Window.partitionBy(*s_group))))
+    ranked_copies = copies.withColumn("d_rank", F.row_number().over(
+        Window.partitionBy(*d_group).orderBy("dest_partition", "dest_offset")))
+    d, s = ranked_copies.alias("d"), ranked_source.alias("s")
+    condition = [F.col(f"d.{a}").eqNullSafe(F.col(f"s.{b}")) for a, b in on]
+    condition.append(F.col("s.s_rank") == ((F.col("d.d_rank") - 1) % F.col("s.s_count")) + 1)
     return d.join(s, condition, "inner").select(
         F.col("s.src_topic").alias("src_topic"), F.col("s.partition").alias("src_partition"),
         F.col("s.offset").alias("src_offset"), "d.dest_partition", "d.dest_offset", "d.d_content")

@@ -47,6 +47,9 @@ records needing positional mapping. The counts are the same as a record-by-recor
 passes for an equal one with a chance of about 2^-64). The report's `digest` section says, per partition,
 how many windows were verified by digest and which offsets record by record.
 
+`--mode compacted` (compacted topics) compares instead the latest value of each key of the window with
+the latest copy of that key on the destination: see spark_jobs/check_compacted.py.
+
 Writes the JSON report at --report and an HTML summary beside it (.html). Exit 0: consistent,
 1: inconsistent, 2: bad input (one line on stderr), 3: the check could not complete (one line on
 stderr, details in the JSON logs on stdout).
@@ -75,6 +78,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from mirror_worker.logs import configure_logging
+from spark_jobs.check_compacted import compare_latest
 from spark_jobs.check_digests import (
     DIGEST_WINDOW, PartitionDigest, destination_spans, digest_pass, digest_summary, recheck_spans,
 )
@@ -117,6 +121,8 @@ def _parse_arguments(args: list[str]) -> argparse.Namespace:
     add("--from-timestamp", help="window start: epoch ms or ISO-8601 (included)")
     add("--to-timestamp", help="window end: epoch ms or ISO-8601 (excluded)")
     add("--offsets", help="window as topic:partition:from-to,... (from included, to excluded)")
+    add("--mode", choices=("records", "compacted"), default="records",
+        help="records: every record (default); compacted: the latest value of each key (compacted topics)")
     add("--digest-window", type=_positive, default=DIGEST_WINDOW,
         help=f"source offsets per digest window (default {DIGEST_WINDOW:,}); differing windows are compared "
              "record by record")
@@ -163,6 +169,7 @@ class CheckPlan:
     report: Path
     open_transactions: list[OpenTransaction] = field(default_factory=list)   # source partitions stopped at their LSO
     digest_window: int = DIGEST_WINDOW                  # source offsets per digest window
+    mode: str = "records"                               # or "compacted": latest value per key (check_compacted.py)
 
 
 def plan_check(args: argparse.Namespace) -> CheckPlan:
@@ -213,7 +220,7 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
     for transaction in stopped:
         log.warning(transaction.line(), extra=transaction.summary())
     return CheckPlan(target, window, topics, topic_map, ranges, destination_ranges, committed, cluster_id,
-                     Path(args.report), stopped, args.digest_window)
+                     Path(args.report), stopped, args.digest_window, args.mode)
 
 
 # ------------------------------------------------------------------ Spark: read
@@ -269,6 +276,7 @@ def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, li
     }
     return {
         "status": status,
+        "mode": plan.mode,
         "totals": totals,
         "partitions": partitions,
         "window": window,
@@ -379,7 +387,15 @@ def main(argv: list[str] | None = None) -> int:
         spark.sparkContext.setLogLevel("WARN")
         log.info("spark session ready", extra={"master": spark.sparkContext.master,
                                                "seconds": round(time.monotonic() - started, 2)})
-        report = run_check(spark, plan)
+        if plan.mode == "compacted":  # the latest value per key (spark_jobs/check_compacted.py)
+            rows, examples = compare_latest(
+                read_kafka(spark, plan.target.spark_options("source"), plan.source_ranges),
+                read_kafka(spark, plan.target.spark_options("destination"), plan.destination_ranges),
+                plan.topic_map, plan.target.preserve_partitions, plan.committed)
+            report = build_report(plan, complete_partitions(list(rows.values()), plan.source_ranges), examples,
+                                  time.time())
+        else:
+            report = run_check(spark, plan)
         html = write_report(report, plan.report)
     except (PySparkException, Py4JError, OSError) as exc:
         log.exception("check failed")
