@@ -24,7 +24,6 @@ from mirror_worker.groups import active_members
 
 CLIENT_ID = "kafka-mirror-catchup-lease"
 log = logging.getLogger("mirror_worker")
-_unchecked: set[str] = set()  # groups whose lease group this process may not describe (warned once)
 
 
 def lease_group(group: str) -> str:
@@ -35,26 +34,33 @@ class CatchupRunning(MirrorError):
     """A catch-up holds the mirror's group: the worker must not mirror now."""
 
 
-def check_no_catchup(admin, group: str, timeout_s: float) -> None:
-    """Raises CatchupRunning when a catch-up holds `group` (the worker's check at each assignment).
+class CatchupCheck:
+    """The worker's check at each assignment: raises CatchupRunning while a catch-up holds `group`.
 
     A worker whose credentials may not describe the lease group (a literal group ACL) cannot check: it
     says so once and mirrors, as it did before the lease existed.
     """
-    try:
-        members = active_members(admin, lease_group(group), timeout_s)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
-            raise
-        if group not in _unchecked:
-            _unchecked.add(group)
-            log.warning("cannot check for a running catch-up: not authorized to describe its lease group",
-                        extra={"group": group, "lease_group": lease_group(group)})
-        return
-    if members:
-        raise CatchupRunning(
-            f"a catch-up is copying the backlog of consumer group {group!r} (its lease group {lease_group(group)!r} "
-            "has a member): the worker exits without mirroring; start it again when the catch-up has finished")
+
+    def __init__(self, group: str, timeout_s: float) -> None:
+        self.group, self.timeout_s = group, timeout_s
+        self.warned = False  # not authorized to describe the lease group: said once
+
+    def __call__(self, admin) -> None:
+        try:
+            members = active_members(admin, lease_group(self.group), self.timeout_s)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+                raise
+            if not self.warned:
+                self.warned = True
+                log.warning("cannot check for a running catch-up: not authorized to describe its lease group",
+                            extra={"group": self.group, "lease_group": lease_group(self.group)})
+            return
+        if members:
+            raise CatchupRunning(
+                f"a catch-up is copying the backlog of consumer group {self.group!r} (its lease group "
+                f"{lease_group(self.group)!r} has a member): the worker exits without mirroring; start it again "
+                "when the catch-up has finished")
 
 
 class CatchupLease:

@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror_worker.backpressure import Backpressure
-from mirror_worker.catchup_lease import check_no_catchup
+from mirror_worker.catchup_lease import CatchupCheck
 from mirror_worker.client_config import DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size
 from mirror_worker.config import MirrorConfig
 from mirror_worker.delivery import RunDelivery
@@ -172,10 +172,11 @@ class MirrorWorker:
             hold_consumers=self.backpressure.hold_consumers, release_consumers=self.backpressure.release_consumers,
             positions_keepalive_s=self.positions_keepalive_s,
         )
+        lease = CatchupCheck(cfg.group_id, cfg.startup_timeout_s)  # a Spark catch-up holding the group
         self.assignment = PartitionAssignment(
             self.commits, self.halts, self.metrics, self._label, self.state, cfg.startup_timeout_s,
             cfg.on_data_loss == "halt", lambda: self.backpressure.paused, vanished_reason=self._vanished_reason,
-            catchup_check=lambda stream: check_no_catchup(stream.admin, cfg.group_id, cfg.startup_timeout_s),
+            catchup_check=lambda stream: lease(stream.admin),
         )
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,

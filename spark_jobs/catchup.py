@@ -65,7 +65,7 @@ if __package__ in (None, ""):  # run as a script (spark-submit / python spark_jo
 from mirror_worker.catchup_lease import CatchupLease  # noqa: E402
 from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size  # noqa: E402
 from spark_jobs.catchup_copy import CopySettings  # noqa: E402
-from spark_jobs.catchup_eos import destination_positions, expired_line, exactly_once_for  # noqa: E402
+from spark_jobs.catchup_eos import ExactlyOnce, destination_positions, expired_line, exactly_once_for  # noqa: E402
 from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges  # noqa: E402
 from spark_jobs.catchup_spark import DestinationProgress, copy_tasks_for, copy_with_spark, schema_fields  # noqa: E402
 from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args  # noqa: E402
@@ -222,7 +222,7 @@ def _run(target: JobTarget, args, held: ExitStack) -> dict:
         tasks = copy_tasks_for(target, to_copy, ids, destination_partitions, fields)
         progress = DestinationProgress(target.connection("destination"), destination_partitions,
                                        sum(r[3] - r[2] for r in to_copy), args.progress_interval_s)
-        copy = copy_with_spark(args.master, tasks, copy_settings(target, args, clusters, id_headers, limits), progress)
+        copy = copy_with_spark(args.master, tasks, copy_settings(target, args, clusters, id_headers, eos, limits), progress)
     copied = {key: records for key, (records, _, _) in copy["partitions"].items()}
     if target.group_id and not args.no_commit:
         # The tasks committed their ranges; an empty range (nothing since the group's offset) had no task.
@@ -271,9 +271,8 @@ def reader_conf(target: JobTarget) -> dict:
 
 
 def copy_settings(target: JobTarget, args, clusters: tuple[str, str], id_headers: dict,
-                  limits: dict[str, int] | None = None) -> CopySettings:
+                  eos: ExactlyOnce | None, limits: dict[str, int] | None = None) -> CopySettings:
     source_cluster, destination_cluster = clusters
-    eos = exactly_once_for(target)
     producer = producer_conf(target)
     # As the worker fits its producers: no record batch larger than a destination topic accepts.
     configured = int(producer.get("batch.size", DEFAULT_BATCH_SIZE))
