@@ -41,7 +41,14 @@ _CONSUMER_FORCED = {
 }
 _CONSUMER_DEFAULTS = {
     "auto.offset.reset": "earliest",
-    "partition.assignment.strategy": "cooperative-sticky",
+    # A mirror's load is per topic. The sticky assignors balance partition counts: with a busy and an idle
+    # topic, a second worker joining got the whole busy topic and the first kept the idle one (cooperative-
+    # sticky; KIP-848's `uniform` kept it all on the first). roundrobin shares out every topic (±1 partition
+    # per member). It is eager: a join revokes every partition for one round, which with the 300 ms
+    # heartbeat below cost the running worker ~50 ms of latency in bench/join_stall.py (2026-11-25), less
+    # than the moved partitions waited under cooperative-sticky (~550 ms). Static membership keeps restarts
+    # free of rebalances either way. With the KIP-848 protocol, `range` below does the same without the stall.
+    "partition.assignment.strategy": "roundrobin",
     # Bounds the consumer's prefetch: with the producer's queue.size this bounds the worker's memory.
     "queued.max.messages.kbytes": "16384",
     "fetch.max.bytes": "16777216",
@@ -60,6 +67,9 @@ _CONSUMER_DEFAULTS = {
 # The KIP-848 consumer protocol assigns on the broker and takes the heartbeat interval from it: librdkafka
 # refuses these classic-protocol keys with group.protocol=consumer.
 _CLASSIC_ONLY_DEFAULTS = ("partition.assignment.strategy", "heartbeat.interval.ms")
+# ... where the broker's `range` assignor shares out each topic, incrementally: in bench/join_stall.py the
+# partitions the running worker kept never stalled (the broker's default, `uniform`, balances counts only).
+_CONSUMER_PROTOCOL_DEFAULTS = {"group.remote.assignor": "range"}
 _PRODUCER_REQUIRED = {
     "acks": ({"all", "-1"}, "at-least-once needs acks=all"),
     "enable.idempotence": ({"true"}, "per-partition order needs enable.idempotence=true"),
@@ -115,6 +125,7 @@ def consumer_settings(settings: dict[str, str], where: str) -> dict[str, str]:
     if translated.get("group.protocol", "classic").lower() == "consumer":
         for key in _CLASSIC_ONLY_DEFAULTS:
             defaults.pop(key)
+        defaults.update(_CONSUMER_PROTOCOL_DEFAULTS)
     merged = {**defaults, **translated, **_CONSUMER_FORCED}
     check_librdkafka(merged, "consumer", where)
     return merged

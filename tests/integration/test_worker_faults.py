@@ -157,7 +157,7 @@ def test_two_workers_share_partitions_and_one_leaves(mirror, record_property):
     first.wait_started()
     second = mirror("second")
     second.wait_started()
-    # Both hold partitions of the one group: cooperative rebalancing split the six.
+    # Both hold partitions of the one group: the rebalance split the six.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         owned = [owned_partitions(w) for w in (first, second)]

@@ -226,6 +226,32 @@ def test_num_streams_runs_worker_processes_in_one_group(stack, topic_name, mirro
     assert sum(committed_offsets(src, group, topic, 4).values()) == 2000
 
 
+def test_num_streams_processes_share_out_each_topic(stack, topic_name, mirror_files, tmp_path):
+    """--num.streams 2 over a busy topic and an idle one: each process holds half of the busy topic. With
+    the cooperative-sticky assignor (the default before), the process that joined second got the six
+    partitions of the busy topic (first in name order) and the first kept the idle topic's six: one
+    process copied everything (issue #14: two processes were 0.86x one at 1 KiB)."""
+    src = stack["source"].kafka.bootstrap_servers
+    busy, idle = topic_name("a-busy"), topic_name("b-idle")
+    create_topic(src, busy, partitions=6)
+    create_topic(src, idle, partitions=6)
+    produce(src, busy, [{"value": f"v{i}".encode(), "partition": i % 6} for i in range(3000)])
+    worker = WorkerProcess([*mirror_files(f"g-{busy}"), "--whitelist", f"{busy}|{idle}", "--preserve.partitions",
+                            "--num.streams", "2", "--max.procs", "2"], tmp_path)
+    try:
+        wait_for_count(stack["destination"].kafka.bootstrap_servers, busy, 3000)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # both processes have joined and the rebalance is over
+            owned = worker.owned()
+            if len(owned) == 2 and sum(len(parts) for parts in owned.values()) == 12:
+                break
+            time.sleep(0.5)
+    finally:
+        assert worker.terminate() == 0, worker.stderr
+    busy_per_process = sorted(sum(p.startswith(f"{busy}[") for p in parts) for parts in owned.values())
+    assert busy_per_process == [3, 3], owned
+
+
 def test_preserve_order_and_fixed_topic_creation_from_the_spec(stack, topic_name, tmp_path):
     """4 source partitions into a destination created with 2 (topic-creation: fixed): each source
     partition lands whole and in order in partition (p mod 2)."""

@@ -156,3 +156,8 @@ def test_consumers_heartbeat_often_so_a_rebalance_moves_partitions_within_a_seco
     # (librdkafka refused the consumer that the default assignment strategy was added to).
     kip848 = consumer_settings({"bootstrap.servers": "b:1", "group.protocol": "consumer"}, "test")
     assert "heartbeat.interval.ms" not in kip848 and "partition.assignment.strategy" not in kip848
+    # Each topic shared out among the members: roundrobin on the classic protocol, the broker's range on KIP-848.
+    assert consumer_settings({"bootstrap.servers": "b:1"}, "test")["partition.assignment.strategy"] == "roundrobin"
+    assert kip848["group.remote.assignor"] == "range"
+    assert consumer_settings({"bootstrap.servers": "b:1", "group.protocol": "consumer",
+                              "group.remote.assignor": "uniform"}, "test")["group.remote.assignor"] == "uniform"
