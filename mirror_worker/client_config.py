@@ -41,14 +41,6 @@ _CONSUMER_FORCED = {
 }
 _CONSUMER_DEFAULTS = {
     "auto.offset.reset": "earliest",
-    # A mirror's load is per topic. The sticky assignors balance partition counts: with a busy and an idle
-    # topic, a second worker joining got the whole busy topic and the first kept the idle one (cooperative-
-    # sticky; KIP-848's `uniform` kept it all on the first). roundrobin shares out every topic (±1 partition
-    # per member). It is eager: a join revokes every partition for one round, which with the 300 ms
-    # heartbeat below cost the running worker ~50 ms of latency in bench/join_stall.py (2026-11-25), less
-    # than the moved partitions waited under cooperative-sticky (~550 ms). Static membership keeps restarts
-    # free of rebalances either way. With the KIP-848 protocol, `range` below does the same without the stall.
-    "partition.assignment.strategy": "roundrobin",
     # Bounds the consumer's prefetch: with the producer's queue.size this bounds the worker's memory.
     "queued.max.messages.kbytes": "16384",
     "fetch.max.bytes": "16777216",
@@ -58,17 +50,17 @@ _CONSUMER_DEFAULTS = {
     "fetch.queue.backoff.ms": "10",
     # New partitions and topics are seen within seconds, not librdkafka's default 5 minutes.
     "topic.metadata.refresh.interval.ms": "10000",
-    # A cooperative rebalance takes two rounds, and the other members learn of each at their next
-    # heartbeat: with the default 3 s, a worker joining (a second --num.streams process, another Airflow
+    # The members learn of a rebalance at their next heartbeat (a cooperative one takes two rounds, an
+    # eager one, see assignment_strategy, one): with the default 3 s, a worker joining (a second --num.streams process, another Airflow
     # worker task) stalled the partitions being moved for about 6 s, and two processes copied 1M records
     # at 0.7x the rate of one (bench.compare --procs 2); at 300 ms, 1.0-1.2x. Two small requests a second.
     "heartbeat.interval.ms": "300",
 }
 # The KIP-848 consumer protocol assigns on the broker and takes the heartbeat interval from it: librdkafka
-# refuses these classic-protocol keys with group.protocol=consumer.
-_CLASSIC_ONLY_DEFAULTS = ("partition.assignment.strategy", "heartbeat.interval.ms")
-# ... where the broker's `range` assignor shares out each topic, incrementally: in bench/join_stall.py the
-# partitions the running worker kept never stalled (the broker's default, `uniform`, balances counts only).
+# refuses the classic-protocol keys with group.protocol=consumer (assignment_strategy adds none then).
+_CLASSIC_ONLY_DEFAULTS = ("heartbeat.interval.ms",)
+# ... where the broker's `range` assignor shares out each topic, incrementally (the broker's default,
+# `uniform`, balances counts only: in bench/join_stall.py it left the busy topic whole on one worker).
 _CONSUMER_PROTOCOL_DEFAULTS = {"group.remote.assignor": "range"}
 _PRODUCER_REQUIRED = {
     "acks": ({"all", "-1"}, "at-least-once needs acks=all"),
@@ -129,6 +121,23 @@ def consumer_settings(settings: dict[str, str], where: str) -> dict[str, str]:
     merged = {**defaults, **translated, **_CONSUMER_FORCED}
     check_librdkafka(merged, "consumer", where)
     return merged
+
+
+def assignment_strategy(consumer: dict[str, str], exactly_once: bool) -> dict[str, str]:
+    """The mirror group's assignor on the classic protocol, unless the settings name one (the worker adds it).
+
+    A mirror's load is per topic. The sticky assignors balance partition counts: with a busy and an idle
+    topic, a second worker joining got the whole busy topic and the first kept the idle one (cooperative-
+    sticky; KIP-848's `uniform` kept it all on the first). roundrobin shares out every topic (±1 partition per
+    member). It is eager: a join revokes every partition for one round, which with the 300 ms heartbeat cost
+    the running worker ~50 ms of latency in bench/join_stall.py (2026-11-25), less than the moved partitions
+    waited under cooperative-sticky (~550 ms); static membership keeps restarts free of rebalances either way.
+    Exactly-once keeps cooperative-sticky: each partition has its own transactional producer, and an eager
+    rebalance would close and initialise again every one of them at each join. With the KIP-848 protocol
+    the broker assigns (`group.remote.assignor`, default range above)."""
+    if consumer.get("group.protocol", "classic").lower() == "consumer" or "partition.assignment.strategy" in consumer:
+        return {}
+    return {"partition.assignment.strategy": "cooperative-sticky" if exactly_once else "roundrobin"}
 
 
 def producer_settings(settings: dict[str, str], where: str, queue_size: int) -> dict[str, str]:

@@ -26,7 +26,9 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_worker.backpressure import Backpressure
 from mirror_worker.catchup_lease import CatchupCheck
-from mirror_worker.client_config import DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size
+from mirror_worker.client_config import (
+    DEFAULT_BATCH_SIZE, assignment_strategy, connection_settings, fitted_batch_size,
+)
 from mirror_worker.config import MirrorConfig
 from mirror_worker.delivery import RunDelivery
 from mirror_worker.exactly_once import (
@@ -116,7 +118,8 @@ class MirrorWorker:
             destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
             self.positions_keepalive_s = keepalive_interval_s(offsets_retention_ms(self.admin, cfg.startup_timeout_s))
         for source in cfg.sources:
-            settings = {"group.id": cfg.group_id, **source.consumer, **membership_settings(
+            settings = {"group.id": cfg.group_id, **assignment_strategy(source.consumer, cfg.exactly_once),
+                        **source.consumer, **membership_settings(
                 cfg.static_membership, cfg.group_id, source.name, cfg.worker_slot, self.stream_index)}
             if cfg.metrics_port is not None:
                 settings.setdefault("statistics.interval.ms", "5000")

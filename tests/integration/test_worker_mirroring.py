@@ -226,18 +226,25 @@ def test_num_streams_runs_worker_processes_in_one_group(stack, topic_name, mirro
     assert sum(committed_offsets(src, group, topic, 4).values()) == 2000
 
 
-def test_num_streams_processes_share_out_each_topic(stack, topic_name, mirror_files, tmp_path):
-    """--num.streams 2 over a busy topic and an idle one: each process holds half of the busy topic. With
-    the cooperative-sticky assignor (the default before), the process that joined second got the six
-    partitions of the busy topic (first in name order) and the first kept the idle topic's six: one
-    process copied everything (issue #14: two processes were 0.86x one at 1 KiB)."""
+@pytest.mark.parametrize("protocol", [{}, {"group.protocol": "consumer"}], ids=["classic", "kip848"])
+def test_num_streams_processes_share_out_each_topic(stack, topic_name, tmp_path, protocol):
+    """--num.streams 2 over a busy topic and an idle one: each process holds half of the busy topic, on the
+    classic protocol and on KIP-848's. With the cooperative-sticky assignor (the default before), the
+    process that joined second got the six partitions of the busy topic (first in name order) and the first
+    kept the idle topic's six: one process copied everything (issue #14: two processes were 0.86x one at
+    1 KiB); KIP-848's default assignor (uniform) did the same."""
     src = stack["source"].kafka.bootstrap_servers
     busy, idle = topic_name("a-busy"), topic_name("b-idle")
     create_topic(src, busy, partitions=6)
     create_topic(src, idle, partitions=6)
     produce(src, busy, [{"value": f"v{i}".encode(), "partition": i % 6} for i in range(3000)])
-    worker = WorkerProcess([*mirror_files(f"g-{busy}"), "--whitelist", f"{busy}|{idle}", "--preserve.partitions",
-                            "--num.streams", "2", "--max.procs", "2"], tmp_path)
+    consumer = write_properties(tmp_path / "source.properties", {"bootstrap.servers": src, "group.id": f"g-{busy}",
+                                                                 **protocol})
+    producer = write_properties(tmp_path / "destination.properties",
+                                {"bootstrap.servers": stack["destination"].kafka.bootstrap_servers})
+    worker = WorkerProcess(["--consumer.config", consumer, "--producer.config", producer, "--whitelist",
+                            f"{busy}|{idle}", "--preserve.partitions", "--num.streams", "2", "--max.procs", "2"],
+                           tmp_path)
     try:
         wait_for_count(stack["destination"].kafka.bootstrap_servers, busy, 3000)
         deadline = time.monotonic() + 30

@@ -156,8 +156,16 @@ def test_consumers_heartbeat_often_so_a_rebalance_moves_partitions_within_a_seco
     # (librdkafka refused the consumer that the default assignment strategy was added to).
     kip848 = consumer_settings({"bootstrap.servers": "b:1", "group.protocol": "consumer"}, "test")
     assert "heartbeat.interval.ms" not in kip848 and "partition.assignment.strategy" not in kip848
-    # Each topic shared out among the members: roundrobin on the classic protocol, the broker's range on KIP-848.
-    assert consumer_settings({"bootstrap.servers": "b:1"}, "test")["partition.assignment.strategy"] == "roundrobin"
+    # Each topic shared out among the members: roundrobin on the classic protocol (cooperative-sticky for
+    # exactly-once: its per-partition producers), the broker's range on KIP-848; a setting of the spec wins.
+    from mirror_worker.client_config import assignment_strategy
+
+    classic = consumer_settings({"bootstrap.servers": "b:1"}, "test")
+    assert assignment_strategy(classic, False) == {"partition.assignment.strategy": "roundrobin"}
+    assert assignment_strategy(classic, True) == {"partition.assignment.strategy": "cooperative-sticky"}
+    assert assignment_strategy(kip848, False) == {} and assignment_strategy(kip848, True) == {}
+    chosen = consumer_settings({"bootstrap.servers": "b:1", "partition.assignment.strategy": "range"}, "test")
+    assert assignment_strategy(chosen, False) == {} and chosen["partition.assignment.strategy"] == "range"
     assert kip848["group.remote.assignor"] == "range"
     assert consumer_settings({"bootstrap.servers": "b:1", "group.protocol": "consumer",
                               "group.remote.assignor": "uniform"}, "test")["group.remote.assignor"] == "uniform"
