@@ -1,9 +1,11 @@
-"""What the benchmarks share: the local stack to measure on."""
+"""What the benchmarks share: the local stack to measure on, and a paced producer of live records."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,3 +50,24 @@ def bench_stack(kafka_only: bool = False, kafka_heap_mb: int = 384, reuse_runnin
         for node in nodes.values():
             node.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def produce_paced(producer, topic: str, rate: float, start: float, done: Callable[[float], bool],
+                  record: Callable[[int], tuple[bytes, bytes]]) -> int:
+    """Produce `rate` records/s into `topic` from `start` (epoch seconds) until `done(now)`; `record(i)`
+    gives the i-th (value, key), built when it is sent (a value carrying its produce time stays true after
+    a full queue made it wait). Returns how many were sent; the caller flushes."""
+    sent = 0
+    while True:
+        now = time.time()
+        if done(now):
+            return sent
+        due = int((now - start) * rate)
+        while sent < due:
+            try:
+                producer.produce(topic, *record(sent))
+                sent += 1
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+        time.sleep(0.002)

@@ -55,7 +55,7 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.common import bench_stack
+from bench.common import bench_stack, produce_paced
 from bench.mm2 import mm2_argv, mm2_properties
 from devstack import paths
 
@@ -236,20 +236,9 @@ def measure_latency(clusters: Clusters, topic: str, dest_topic: str, size: int, 
     probe.stdin.flush()
     keys = [f"key-{i}".encode() for i in range(KEYS)]
     time.sleep(max(0.0, start - time.time()))
-    sent = 0
-    while True:
-        now = time.time()
-        if now >= until + 0.5:  # a tail after `until`, so the probe sees the end
-            break
-        due = int((now - start) * rate)
-        while sent < due:
-            try:
-                producer.produce(topic, live_value(size), keys[sent % KEYS])
-                sent += 1
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-        time.sleep(0.002)
+    # A tail after `until`, so the probe sees the end.
+    sent = produce_paced(producer, topic, rate, start, lambda now: now >= until + 0.5,
+                         lambda i: (live_value(size), keys[i % KEYS]))
     producer.flush(30)
     try:
         out, _ = probe.communicate(timeout=90)

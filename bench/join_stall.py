@@ -36,7 +36,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
-from bench.common import bench_stack
+from bench.common import bench_stack, produce_paced
 from bench.compare import create_topics
 from devstack import paths
 
@@ -72,17 +72,8 @@ def read(bootstrap: str, topic: str, partitions: int, seconds: float) -> None:
 # ------------------------------------------------------------------ one run
 def produce_live(bootstrap: str, topic: str, rate: float, stop: threading.Event) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
-    start, sent = time.time(), 0
-    while not stop.is_set():
-        due = int((time.time() - start) * rate)
-        while sent < due:
-            try:
-                producer.produce(topic, struct.pack("<d", time.time()) + bytes(92), str(sent).encode())
-                sent += 1
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-        time.sleep(0.002)
+    produce_paced(producer, topic, rate, time.time(), lambda _now: stop.is_set(),
+                  lambda i: (struct.pack("<d", time.time()) + bytes(92), str(i).encode()))
     producer.flush(30)
 
 
