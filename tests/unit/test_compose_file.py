@@ -92,8 +92,8 @@ def test_every_file_a_dockerfile_copies_exists_in_its_context(model):
     builds = {(s["build"]["context"], s["build"]["dockerfile"]) for s in model["services"].values() if "build" in s}
     assert builds
     for context, dockerfile in builds:
-        copies = [line.split()[1:-1] for line in (Path(context) / dockerfile).read_text().splitlines()
-                  if line.startswith(("COPY ", "ADD "))]
+        copies = [[word for word in line.split()[1:-1] if not word.startswith("--")]  # no --chown=...
+                  for line in (Path(context) / dockerfile).read_text().splitlines() if line.startswith(("COPY ", "ADD "))]
         assert copies, f"{dockerfile} copies nothing"
         for sources in copies:
             for source in sources:
@@ -242,6 +242,17 @@ def test_the_image_installs_the_celery_provider_pinned_and_consistent_with_the_c
                        if "==" in line and not line.startswith("#"))
     clashes = {name: (pin, constraints[name]) for name, pin in pins.items() if constraints.get(name, pin) != pin}
     assert clashes == {}
+
+
+def test_the_image_installs_the_provider_so_airflow_registers_it():
+    """The provider's entry point only exists once the package is installed; without it the image's Airflow
+    knows neither its hooks nor its connection types (the code itself is mounted)."""
+    dockerfile = (ROOT / "docker" / "airflow" / "Dockerfile").read_text()
+    copied = [line.split()[-2] for line in dockerfile.splitlines() if line.startswith("COPY --chown=airflow")]
+    assert copied == ["pyproject.toml", "plugins/mirror_airflow"]
+    assert "pip install --no-cache-dir --no-deps /tmp/provider" in dockerfile
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    assert not {"plugins", "plugins/", "pyproject.toml"} & set(ignored)
 
 
 def test_the_compose_demo_mirror_maps_two_worker_tasks(monkeypatch):
