@@ -1,4 +1,5 @@
-"""SparkSession construction shared by the jobs: Kafka connector jars, small local defaults."""
+"""SparkSession construction shared by the jobs: Kafka connector jars (for the jobs that read with Spark's
+Kafka source), small local defaults."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ def kafka_connector_jars(jars_dir: Path | None = None) -> list[str]:
     return jars
 
 
-def create_session(app_name: str, master: str | None = None, extra_conf: dict[str, str] | None = None):
-    """A SparkSession with the Kafka connector; `master` defaults to local[*] unless spark-submit set one."""
+def create_session(app_name: str, master: str | None = None, extra_conf: dict[str, str] | None = None,
+                   kafka_source: bool = True):
+    """A SparkSession, with the Kafka connector unless `kafka_source` is False (a job whose tasks read with
+    librdkafka: the catch-up); `master` defaults to local[*] unless spark-submit set one."""
     from pyspark.sql import SparkSession
 
     # Python workers run the jobs' functions (confluent-kafka inside): same interpreter as the driver
@@ -31,7 +34,7 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     elif not _launched_by_spark_submit() and "spark.master" not in (extra_conf or {}):
         builder = builder.master("local[*]")
     conf = {
-        "spark.jars": ",".join(kafka_connector_jars()),
+        **({"spark.jars": ",".join(kafka_connector_jars())} if kafka_source else {}),
         "spark.sql.shuffle.partitions": "8",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": "1g",

@@ -32,8 +32,11 @@ def test_a_worker_started_during_a_catchup_mirrors_nothing_until_it_ends(stack, 
     _produce(src, topic, 0, total)
     stdout, stderr = tmp_path / "catchup.stdout", tmp_path / "catchup.stderr"
     with stdout.open("w") as out, stderr.open("w") as err:
+        # Spark copies every range (--driver-copy-limit 0): the driver alone would copy 60,000 records before
+        # the early worker has even joined, and the test would not race them.
         catchup = subprocess.Popen([sys.executable, "spark_jobs/catchup.py", "--config", str(spec), "--mirror",
-                                    "leased"], cwd=ROOT, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+                                    "leased", "--driver-copy-limit", "0"], cwd=ROOT, stdout=out, stderr=err,
+                                   stdin=subprocess.DEVNULL)
     early = late = None
     try:
         # The ranges are logged once the catch-up holds its lease and found the group idle, before Spark
