@@ -11,7 +11,7 @@
    high watermark unless a transaction is open, then the first offset of the oldest open one. Such a
    partition is named on stderr, in the log and under "open_transactions" in the JSON summary.
 2. While Spark starts (seconds: JVM, SparkContext, Python workers), the driver copies ranges itself, the
-   largest first, with the very code of Spark's tasks, and hands what is left to Spark at a batch boundary
+   largest first (`--driver-threads` at once), with the very code of Spark's tasks, and hands what is left to Spark at a batch boundary
    once Spark is ready (catchup_driver.py: a partition's parts are copied and committed strictly in
    sequence; `--driver-copy-limit` bounds the driver's share, 0 leaves every range to Spark; a backlog the
    driver finishes first never waits for Spark). Spark plans, schedules and retries the rest: one Spark
@@ -105,6 +105,9 @@ def _parse_arguments(args: list[str]):
     parser.add_argument("--driver-copy-limit", type=int, metavar="OFFSETS",
                         help="the driver copies ranges while Spark starts, until Spark is ready: at most this many "
                              "offsets (default: no limit; 0: Spark copies every range)")
+    parser.add_argument("--driver-threads", type=int, default=4,
+                        help="ranges the driver copies at once while Spark starts (default 4; a range is copied "
+                             "by one thread only)")
     parser.add_argument("--on-data-loss", choices=("halt", "reset"),
                         help="a start that would skip lost records: halt the partition (default) or copy from the "
                              "earliest record (default: the spec's on_data_loss)")
@@ -186,6 +189,10 @@ def _run(target: JobTarget, args, held: ExitStack) -> dict:
             # Announce the catch-up first, then look for workers: a worker starting from now on sees the lease.
             held.enter_context(CatchupLease(target.connection("source"), target.group_id, topics[0]))
             check_group_idle(target, source)
+        # Nothing left to refuse: Spark starts now (seconds), while the plan is made and the driver copies. With
+        # nothing to copy, or on a failure, the job does not wait for it (abandon).
+        starter = SparkStarter(args.master).start()
+        held.callback(starter.abandon)
         ids = source.topic_ids(topics)
         ends = source.log_ends(topics)
         positions: dict = {}  # (topic, partition) -> (offset, topic id of the commit, if any)
@@ -228,13 +235,12 @@ def _run(target: JobTarget, args, held: ExitStack) -> dict:
     started = time.monotonic()
     copy = {"partitions": {}, "spark_startup_s": None, "copy_seconds": 0.0}
     if to_copy:
-        starter = SparkStarter(args.master).start()  # as early as the ranges are known: it takes seconds
         id_headers, fields = schema_fields(target, topics)
         tasks = copy_tasks_for(target, to_copy, ids, destination_partitions, fields)
         progress = DestinationProgress(target.connection("destination"), destination_partitions,
                                        sum(r[3] - r[2] for r in to_copy), args.progress_interval_s)
         copy = copy_with_spark(starter, tasks, copy_settings(target, args, clusters, id_headers, eos, limits), progress,
-                               args.driver_copy_limit)
+                               args.driver_copy_limit, max(1, args.driver_threads))
     copied = {key: records for key, (records, _, _) in copy["partitions"].items()}
     if target.group_id and not args.no_commit:
         # The tasks committed their ranges; an empty range (nothing since the group's offset) had no task.

@@ -6,9 +6,10 @@ for millions of records. So the driver does not wait for it: it starts the sessi
 (catchup_copy.copy_task: the worker's client settings, transform, commits and exactly-once transactions).
 
 Invariants (per source partition: no gap, no overlap, order kept):
-- The driver copies one range at a time, the largest first (what is left for Spark is then as even as it
-  can be), and stops at the first batch boundary after Spark is ready (session up, Python workers started),
-  once it copied `limit` offsets, or when a copy fails.
+- The driver copies the largest ranges first, a few at once (threads: librdkafka's fetches and deliveries
+  overlap; measured with 3M records under load 7-9 on 2 cores: 1 thread 375-395K msgs/s, 3: 379-569K,
+  6: 399-477K), each range on one thread only, and stops every range at its first batch boundary after
+  Spark is ready (session up, Python workers started), once it took `limit` offsets, or when a copy fails.
 - A range the driver stopped at offset X ends as a whole range does: [start, X) flushed and X committed for
   the group (exactly-once: the transaction holding position X committed). Spark's part [X, end) is planned
   from X only after the driver's copy returned: a partition's parts are copied strictly in sequence, and the
@@ -100,8 +101,8 @@ def _create_session(master: str | None):
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if str(REPO_ROOT) not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), *paths]))
-    # The tasks read with librdkafka: no Kafka connector jars; no UI to start.
-    return create_session("mirror-catchup", master=master, kafka_source=False,
+    # The tasks read with librdkafka: no Kafka connector jars, a JVM that only schedules them; no UI to start.
+    return create_session("mirror-catchup", master=master, kafka_source=False, light_jvm=True,
                           extra_conf={"spark.ui.enabled": "false"})
 
 
@@ -121,26 +122,51 @@ class DriverCopy:
 
 def copy_on_driver(tasks: list[CopyTask], settings: CopySettings, stop: Callable[[], bool], limit: int | None,
                    copy: Callable = copy_task, emit: Callable[[str], None] = print,
-                   clock: Callable[[], float] = time.monotonic) -> DriverCopy:
-    """Copy ranges, the largest first, until `stop()` (checked after every batch) or `limit` offsets copied."""
+                   clock: Callable[[], float] = time.monotonic, threads: int = 1) -> DriverCopy:
+    """Copy ranges, the largest first, on `threads` threads (a range on one thread only), until `stop()` (checked
+    after every batch), a failure, or `limit` offsets taken (each range's part is counted when it is taken)."""
     done = DriverCopy()
     started, cpu = clock(), time.process_time()
-    budget = limit
-    for task in sorted(tasks, key=lambda t: (t.start - t.end, t.topic, t.partition)):
-        if budget == 0 or stop():
-            break
-        part = task if budget is None else replace(task, end=min(task.end, task.start + budget))
-        try:
-            copied, end, seconds, cpu_s = copy(part, settings, stop, _planned_end(task.end))
-        except Exception as exc:  # Spark copies the range from its start: nothing of this part was committed
-            done.failure = f"{task.topic}[{task.partition}]: {exc.__class__.__name__}: {exc}"
-            emit(f"catchup: the driver's copy of {done.failure}; Spark copies the range from offset {task.start}")
-            break
-        done.parts[(task.topic, task.partition)] = (copied, end, seconds, cpu_s)
-        where = "" if end == task.end else f" on the driver; Spark copies the rest, up to offset {task.end}"
-        emit(f"catchup: {task.topic}[{task.partition}] copied {copied} records up to offset {end}{where}")
-        if budget is not None:
-            budget -= end - task.start
+    order = sorted(tasks, key=lambda t: (t.start - t.end, t.topic, t.partition))
+    lock = threading.Lock()
+    budget = [limit]
+
+    def stopped() -> bool:
+        return done.failure is not None or stop()
+
+    def take() -> tuple[CopyTask, CopyTask] | None:
+        with lock:
+            if not order or budget[0] == 0 or stopped():
+                return None
+            task = order.pop(0)
+            if budget[0] is None:
+                return task, task
+            part = replace(task, end=min(task.end, task.start + budget[0]))
+            budget[0] -= part.end - part.start
+            return task, part
+
+    def run() -> None:
+        while (taken := take()) is not None:
+            task, part = taken
+            try:
+                copied, end, seconds, cpu_s = copy(part, settings, stopped, _planned_end(task.end))
+            except Exception as exc:  # Spark copies the range from its start: nothing of this part was committed
+                with lock:
+                    done.failure = done.failure or f"{task.topic}[{task.partition}]: {exc.__class__.__name__}: {exc}"
+                emit(f"catchup: the driver's copy of {task.topic}[{task.partition}]: {exc.__class__.__name__}: "
+                     f"{exc}; Spark copies the range from offset {task.start}")
+                return
+            with lock:
+                done.parts[(task.topic, task.partition)] = (copied, end, seconds, cpu_s)
+            where = "" if end == task.end else f" on the driver; Spark copies the rest, up to offset {task.end}"
+            emit(f"catchup: {task.topic}[{task.partition}] copied {copied} records up to offset {end}{where}")
+
+    workers = [threading.Thread(target=run, name=f"catchup-driver-copy-{n}", daemon=True) for n in range(threads - 1)]
+    for worker in workers:
+        worker.start()
+    run()
+    for worker in workers:
+        worker.join()
     done.seconds, done.cpu_s = round(clock() - started, 3), round(time.process_time() - cpu, 3)
     return done
 

@@ -118,13 +118,15 @@ class DestinationProgress:
 
 
 def copy_with_spark(starter: SparkStarter, tasks: list[CopyTask], settings: CopySettings,
-                    progress: DestinationProgress | None, driver_limit: int | None = None) -> dict:
+                    progress: DestinationProgress | None, driver_limit: int | None = None,
+                    driver_threads: int = 1) -> dict:
     """Copy the ranges: on the driver while `starter` starts Spark, then what is left with one Spark task per
     range (catchup_driver.py). Per range (records, seconds, cpu seconds), and the times of each phase."""
     left: list[CopyTask] = []
     try:
         with progress if progress is not None else contextlib.nullcontext():
-            driver = copy_on_driver(tasks, settings, starter.ready.is_set, driver_limit, emit=_stderr)
+            driver = copy_on_driver(tasks, settings, starter.ready.is_set, driver_limit, emit=_stderr,
+                                    threads=min(driver_threads, len(tasks)))
             left = left_for_spark(tasks, driver)
             spark = _copy_on_spark(starter.wait(), left, settings) if left else {"rows": []}
     finally:

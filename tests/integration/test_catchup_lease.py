@@ -39,8 +39,9 @@ def test_a_worker_started_during_a_catchup_mirrors_nothing_until_it_ends(stack, 
                                    stdin=subprocess.DEVNULL)
     early = late = None
     try:
-        # The ranges are logged once the catch-up holds its lease and found the group idle, before Spark
-        # starts (seconds): the worker started now joins while the catch-up runs, whatever the copy's speed.
+        # The ranges are logged once the catch-up holds its lease and found the group idle, while Spark
+        # starts (seconds; nothing is copied before it is up): the worker started now joins while the
+        # catch-up runs, whatever the copy's speed.
         deadline = time.monotonic() + 180
         while f"range {topic}[0]" not in stdout.read_text() and time.monotonic() < deadline:
             assert catchup.poll() is None, stderr.read_text()[-3000:]

@@ -166,3 +166,23 @@ def test_a_session_that_comes_up_after_the_driver_finished_is_stopped():
 
 def test_driver_copy_records_add_up():
     assert DriverCopy({("t", 0): (3, 13, 0.1, 0.1), ("t", 1): (4, 4, 0.1, 0.1)}).records == 7
+
+
+def test_threads_copy_each_range_once_and_a_failure_stops_the_others_at_their_next_batch():
+    tasks = _tasks(*[(p, 0, 100 + p) for p in range(8)])
+    copy = FakeCopy()
+    done = copy_on_driver(tasks, SETTINGS, lambda: False, None, copy=copy, emit=lambda _line: None, threads=3)
+    assert sorted(copy.parts) == [(p, 0, 100 + p) for p in range(8)] and done.records == sum(100 + p for p in range(8))
+    assert left_for_spark(tasks, done) == []
+
+    seen_failure = []
+
+    def copying(task, settings, stop, emit=None):
+        if task.partition == 7:
+            raise RuntimeError("boom")
+        seen_failure.append(stop())
+        return 0, task.start, 0.0, 0.0  # stopped at once: nothing copied, its start committed
+
+    done = copy_on_driver(tasks, SETTINGS, lambda: False, None, copy=copying, emit=lambda _line: None, threads=1)
+    assert done.failure.startswith("orders[7]") and seen_failure == []  # the largest range first: nothing after it
+    assert left_for_spark(tasks, done) == tasks
