@@ -134,7 +134,9 @@ def copy_with_spark(starter: SparkStarter, tasks: list[CopyTask], settings: Copy
             starter.abandon()  # the driver copied everything: no need to wait for Spark
         elif starter.session is not None:
             starter.session.stop()
-    partitions = {key: (copied, seconds, cpu) for key, (copied, _, seconds, cpu) in driver.parts.items()}
+    # A driver part's CPU is not its own (the driver's threads share one process): the driver's CPU is reported
+    # once, under "driver"; a range's cpu_s is its Spark part's.
+    partitions = {key: (copied, seconds, 0.0) for key, (copied, _, seconds, _) in driver.parts.items()}
     for topic, partition, copied, seconds, cpu in spark["rows"]:
         before = partitions.get((topic, partition), (0, 0.0, 0.0))
         partitions[(topic, partition)] = (before[0] + copied, before[1] + seconds, before[2] + cpu)
