@@ -161,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="runs of every system, interleaved")
     parser.add_argument("--preload-processes", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--driver-copy-limit", type=int, help="passed to the catch-up (0: Spark copies every range)")
+    parser.add_argument("--append", action="store_true", help="add the rows to the results file (another record size)")
     args = parser.parse_args(argv)
     rows = []
     with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir:
@@ -183,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in medians(rows):
         print(json.dumps(line))
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "catchup_throughput.json").write_text(json.dumps(rows, indent=2) + "\n")
+    results = RESULTS / "catchup_throughput.json"
+    earlier = json.loads(results.read_text()) if args.append and results.exists() else []
+    results.write_text(json.dumps(earlier + rows, indent=2) + "\n")
     return 0
 
 
