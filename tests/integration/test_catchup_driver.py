@@ -25,6 +25,20 @@ def _same_records(src: str, topic: str, dst: str, mirrored_topic: str, partition
         assert [(m.key(), m.value(), m.headers(), m.timestamp()) for m in destination[partition]] == expected
 
 
+def _catchup(stack, topic_name, name: str, records: int, prefix: str, *extra: str) -> tuple[str, str, str, dict]:
+    """A fresh 6-partition topic of `records` records caught up into `prefix` + topic: (topic, group, stderr,
+    summary)."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name(name)
+    group = f"g-{topic}"
+    create_topic(src, topic, partitions=PARTITIONS)
+    _produce(src, topic, 0, records)
+    result = run_catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst, "--topics", topic,
+                         "--group.id", group, "--prefix", prefix, *extra)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return topic, group, result.stderr, catchup_summary(result)
+
+
 def _events(stderr: str, name: str) -> list[dict]:
     return [json.loads(line.split("catchup: ", 1)[1]) for line in stderr.splitlines()
             if line.startswith("catchup: {") and f'"event": "{name}"' in line]
@@ -32,25 +46,17 @@ def _events(stderr: str, name: str) -> list[dict]:
 
 def test_ranges_split_between_the_driver_and_spark_copy_every_record_once_in_order(stack, topic_name):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    topic = topic_name("split")
-    group = f"g-{topic}"
-    create_topic(src, topic, partitions=PARTITIONS)
-    _produce(src, topic, 0, 120_000)
-
     # The driver copies at most 50,000 offsets: two ranges of 20,000 and half of a third, unless Spark is
     # ready sooner; Spark copies the rest of that range from where the driver committed, and the others.
-    result = run_catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst, "--topics", topic,
-                         "--group.id", group, "--prefix", "sp.", "--driver-copy-limit", "50000")
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = catchup_summary(result)
+    topic, group, stderr, summary = _catchup(stack, topic_name, "split", 120_000, "sp.", "--driver-copy-limit", "50000")
     assert summary["records"] == 120_000 and 0 < summary["driver"]["records"] <= 50_000
     assert summary["driver"]["ranges_handed_over"] >= PARTITIONS - 2 and summary["spark_job_s"] > 0
     assert summary["spark_startup_s"] > 0
     assert [(r["partition"], r["start"], r["end"], r["copied"]) for r in summary["ranges"]] == [
         (p, 0, 20_000, 20_000) for p in range(PARTITIONS)]
-    handed = _events(result.stderr, "partition handed over")
+    handed = _events(stderr, "partition handed over")
     assert handed and all(0 < e["position"] < 20_000 and e["offsets_left"] == 20_000 - e["position"] for e in handed)
-    done = _events(result.stderr, "partition done")  # Spark's parts count the driver's records of their range
+    done = _events(stderr, "partition done")  # Spark's parts count the driver's records of their range
     assert sorted((e["partition"], e["copied"]) for e in done) == [(p, 20_000) for p in range(PARTITIONS)]
     assert committed_offsets(src, group, topic, PARTITIONS) == {p: 20_000 for p in range(PARTITIONS)}
     _same_records(src, topic, dst, f"sp.{topic}", PARTITIONS)
@@ -58,17 +64,10 @@ def test_ranges_split_between_the_driver_and_spark_copy_every_record_once_in_ord
 
 def test_a_backlog_the_driver_finishes_first_does_not_wait_for_spark(stack, topic_name):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    topic = topic_name("small")
-    group = f"g-{topic}"
-    create_topic(src, topic, partitions=PARTITIONS)
-    _produce(src, topic, 0, 6_000)
-    result = run_catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst, "--topics", topic,
-                         "--group.id", group, "--prefix", "sm.")
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = catchup_summary(result)
+    topic, group, stderr, summary = _catchup(stack, topic_name, "small", 6_000, "sm.")
     assert summary["records"] == summary["driver"]["records"] == 6_000
     assert summary["driver"]["ranges_handed_over"] == 0 and summary["spark_job_s"] is None
-    assert f"catchup: {topic}[0] copied 1000 records up to offset 1000" in result.stderr
+    assert f"catchup: {topic}[0] copied 1000 records up to offset 1000" in stderr
     assert committed_offsets(src, group, topic, PARTITIONS) == {p: 1_000 for p in range(PARTITIONS)}
     _same_records(src, topic, dst, f"sm.{topic}", PARTITIONS)
 
