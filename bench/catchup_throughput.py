@@ -16,7 +16,8 @@ With --repeats N the systems run N times, interleaved, and the medians are print
 bench/results/catchup_throughput.json (one row per run, with the 1-minute load average when it started;
 catch-up rows carry their ratios to the worker of the same run: msgs/s of the copy phase and end to end,
 and CPU seconds of the copy (Spark's tasks and the driver's copy) vs the worker's). --driver-copy-limit is
-passed to the catch-up (0: Spark copies every range, as before the driver's copy).
+passed to the catch-up (0: Spark copies every range, as before the driver's copy), and so is
+--driver-threads.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def measure_worker(stack: Stack, topic: str, records: int, size: int, workdir: P
 
 
 def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: str, workdir: Path, run: int,
-                    driver_limit: int | None = None) -> dict:
+                    driver_limit: int | None = None, driver_threads: int | None = None) -> dict:
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     prefix = f"cu{run}-{master.strip('local[]*')}."
     summary_file = workdir / f"summary-{prefix}json"
@@ -110,7 +111,8 @@ def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: s
         [sys.executable, "spark_jobs/catchup.py", "--source.bootstrap.servers", src, "--master", master,
          "--destination.bootstrap.servers", dst, "--topics", topic, "--group.id", f"bench-{prefix}{topic}",
          "--prefix", prefix, "--summary", str(summary_file),
-         *(["--driver-copy-limit", str(driver_limit)] if driver_limit is not None else [])],
+         *(["--driver-copy-limit", str(driver_limit)] if driver_limit is not None else []),
+         *(["--driver-threads", str(driver_threads)] if driver_threads is not None else [])],
         cwd=paths.ROOT, capture_output=True, text=True, timeout=3600,
     )
     wall = time.monotonic() - started
@@ -128,7 +130,7 @@ def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: s
         "spark_job_s": summary["spark_job_s"], "copy_phase_s": summary["copy_phase_s"],
         "copy_phase_msgs_per_s": summary["copy_phase_msgs_per_s"],
         "driver_records": driver["records"], "driver_s": driver["seconds"],
-        "driver_ranges_handed_over": driver["ranges_handed_over"],
+        "driver_ranges_handed_over": driver["ranges_handed_over"], "driver_threads": driver_threads or 4,
         "task_seconds_median": tasks[len(tasks) // 2], "task_seconds_sum": round(sum(tasks), 2),
         # Spark's tasks and the driver's process while it copied (its Spark start-up thread included).
         "tasks_cpu_s": round(sum(r["cpu_s"] for r in summary["ranges"]) + driver["cpu_s"], 2),
@@ -161,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="runs of every system, interleaved")
     parser.add_argument("--preload-processes", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--driver-copy-limit", type=int, help="passed to the catch-up (0: Spark copies every range)")
+    parser.add_argument("--driver-threads", type=int, help="passed to the catch-up (default: its own, 4)")
     parser.add_argument("--append", action="store_true", help="add the rows to the results file (another record size)")
     args = parser.parse_args(argv)
     rows = []
@@ -175,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(worker), flush=True)
             for master in args.masters.split(","):
                 row = measure_catchup(stack, topic, args.records, args.size, master, Path(workdir), run,
-                                      args.driver_copy_limit)
+                                      args.driver_copy_limit, args.driver_threads)
                 row["copy_phase_ratio_vs_worker"] = round(row["copy_phase_msgs_per_s"] / worker["msgs_per_s"], 2)
                 row["end_to_end_ratio_vs_worker"] = round(row["msgs_per_s"] / worker["end_to_end_msgs_per_s"], 2)
                 row["cpu_ratio_vs_worker"] = round(row["tasks_cpu_s"] / worker["cpu_s"], 2)
