@@ -100,8 +100,15 @@ class Progress:
         })
 
 
+def stderr_line(text: str) -> None:
+    """One whole line on stderr: a single write (the driver's copy threads print too; print() writes the text
+    and its newline apart, and lines of two threads ran into one)."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
 def _stderr_line(event: dict) -> None:
-    print(f"catchup: {json.dumps(event)}", file=sys.stderr, flush=True)
+    stderr_line(f"catchup: {json.dumps(event)}")
 
 
 def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, errors: list,
@@ -261,8 +268,8 @@ def copy_tasks(tasks: Iterable[CopyTask], settings: CopySettings) -> Iterator[tu
     (cpu: the Python worker process's, librdkafka's threads included)."""
     for task in tasks:
         copied, end, seconds, cpu = copy_task(task, settings)
-        print(f"catchup: {task.topic}[{task.partition}] copied {task.copied_before + copied} records up to offset "
-              f"{end}", file=sys.stderr, flush=True)
+        stderr_line(f"catchup: {task.topic}[{task.partition}] copied {task.copied_before + copied} records up to "
+                    f"offset {end}")
         yield task.topic, task.partition, copied, seconds, cpu
 
 

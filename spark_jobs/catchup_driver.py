@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_task, warm_up
+from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_task, stderr_line, warm_up
 
 log = logging.getLogger("spark_jobs.catchup")
 
@@ -121,7 +121,7 @@ class DriverCopy:
 
 
 def copy_on_driver(tasks: list[CopyTask], settings: CopySettings, stop: Callable[[], bool], limit: int | None,
-                   copy: Callable = copy_task, emit: Callable[[str], None] = print,
+                   copy: Callable = copy_task, emit: Callable[[str], None] = stderr_line,
                    clock: Callable[[], float] = time.monotonic, threads: int = 1) -> DriverCopy:
     """Copy ranges, the largest first, on `threads` threads (a range on one thread only), until `stop()` (checked
     after every batch), a failure, or `limit` offsets taken (each range's part is counted when it is taken)."""

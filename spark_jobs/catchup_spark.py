@@ -14,13 +14,12 @@ import contextlib
 import functools
 import json
 import logging
-import sys
 import threading
 import time
 
 from mirror_worker.framing import rewritten_fields
 from mirror_worker.routing import Router
-from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_tasks
+from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_tasks, stderr_line
 from spark_jobs.catchup_driver import SparkStarter, copy_on_driver, left_for_spark
 from spark_jobs.catchup_plan import Range
 from spark_jobs.job_config import JobTarget
@@ -125,7 +124,7 @@ def copy_with_spark(starter: SparkStarter, tasks: list[CopyTask], settings: Copy
     left: list[CopyTask] = []
     try:
         with progress if progress is not None else contextlib.nullcontext():
-            driver = copy_on_driver(tasks, settings, starter.ready.is_set, driver_limit, emit=_stderr,
+            driver = copy_on_driver(tasks, settings, starter.ready.is_set, driver_limit, emit=stderr_line,
                                     threads=min(driver_threads, len(tasks)))
             left = left_for_spark(tasks, driver)
             spark = _copy_on_spark(starter.wait(), left, settings) if left else {"rows": []}
@@ -162,6 +161,3 @@ def _copy_on_spark(spark, tasks: list[CopyTask], settings: CopySettings) -> dict
     return {"rows": rows, "seconds": round(time.monotonic() - started, 2),
             "parallelism": context.defaultParallelism, "master": context.master}
 
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

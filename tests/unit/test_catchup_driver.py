@@ -186,3 +186,16 @@ def test_threads_copy_each_range_once_and_a_failure_stops_the_others_at_their_ne
     done = copy_on_driver(tasks, SETTINGS, lambda: False, None, copy=copying, emit=lambda _line: None, threads=1)
     assert done.failure.startswith("orders[7]") and seen_failure == []  # the largest range first: nothing after it
     assert left_for_spark(tasks, done) == tasks
+
+
+def test_lines_of_the_driver_threads_never_run_into_one(capsys):
+    from spark_jobs.catchup_copy import stderr_line
+
+    threads = [threading.Thread(target=lambda n=n: [stderr_line(f"catchup: line {n}") for _ in range(200)])
+               for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 800 and all(line.startswith("catchup: line ") and len(line) == 15 for line in lines)
