@@ -50,7 +50,8 @@ aborts). A range without a committed record (only aborted records and markers) i
 too. The mirror's workers must be stopped while the job runs (checked: the group must have no active
 member). Rerun bound: a partition whose task completed is never copied again (its
 commit moved the start); a task that failed before its commit is copied again from its start on the
-rerun, so duplicates are at most the records of the ranges whose tasks failed.
+rerun (the start of its part: the driver commits its part of a range before Spark copies the rest), so
+duplicates are at most the records of the parts whose copies failed.
 
 Exit codes: 0 done, 1 runtime failure, 2 bad input (one line on stderr), 3 data loss found (the lost
 partitions halted, everything else copied and committed).

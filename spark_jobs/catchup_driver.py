@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_task, stderr_line, warm_up
+from spark_jobs.catchup_copy import CopySettings, CopyTask, _stderr_line, copy_task, stderr_line, warm_up
 
 log = logging.getLogger("spark_jobs.catchup")
 
@@ -173,7 +173,6 @@ def copy_on_driver(tasks: list[CopyTask], settings: CopySettings, stop: Callable
 
 def _planned_end(end: int) -> Callable[[dict], None]:
     """A driver part's progress lines, told against the plan's range (a part may end before it)."""
-    from spark_jobs.catchup_copy import _stderr_line
 
     def emit(event: dict) -> None:
         if event["position"] < end:
