@@ -9,11 +9,15 @@ core. Then, on that same topic, each with its own group and destination prefix:
   bench/worker_throughput.py: from its first mirrored record until the destination holds them all
   (its start-up left out), and from its launch;
 - spark_jobs/catchup.py once per Spark master: end to end (process launch to exit, Spark start-up
-  included), the copy phase alone (its summary: the Spark job's run, Spark start-up left out) and the
-  Spark start-up time.
+  included: the goal), the copy phase (its summary: from the first record copied to the last, the driver's
+  copy while Spark starts and Spark's tasks after it), the Spark start-up time (the session; null when the
+  driver copied everything first) and the driver's share of the records.
 With --repeats N the systems run N times, interleaved, and the medians are printed. Writes
-bench/results/catchup_throughput.json (one row per run; catch-up rows carry their ratios to the worker of
-the same run: msgs/s of the copy phase and end to end, and CPU seconds of the tasks vs the worker's).
+bench/results/catchup_throughput.json (one row per run, with the 1-minute load average when it started;
+catch-up rows carry their ratios to the worker of the same run: msgs/s of the copy phase and end to end,
+and CPU seconds of the copy (Spark's tasks and the driver's copy) vs the worker's). --driver-copy-limit is
+passed to the catch-up (0: Spark copies every range, as before the driver's copy), and so is
+--driver-threads.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ def measure_worker(stack: Stack, topic: str, records: int, size: int, workdir: P
     producer_cfg = workdir / "destination.properties"
     producer_cfg.write_text(f"bootstrap.servers={dst}\n")
     watcher = Consumer({"bootstrap.servers": dst, "group.id": "bench-watch"})
+    load = os.getloadavg()[0]
     launched = time.monotonic()
     worker = subprocess.Popen(
         [sys.executable, "-m", "mirror_worker", "--consumer.config", str(consumer_cfg), "--producer.config",
@@ -91,19 +96,23 @@ def measure_worker(stack: Stack, topic: str, records: int, size: int, workdir: P
         "system": "worker", "run": run, "record_bytes": size, "records": records,
         "msgs_per_s": round(mirrored / (finished - first)), "mb_per_s": round(mirrored * size / (finished - first) / 1e6, 2),
         "end_to_end_msgs_per_s": round(records / (finished - launched)), "wall_s": round(finished - launched, 1),
-        "cpu_s": round(cpu, 2), "peak_rss_mib": round(rss, 1),
+        "cpu_s": round(cpu, 2), "peak_rss_mib": round(rss, 1), "load_1m": load,
     }
 
 
-def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: str, workdir: Path, run: int) -> dict:
+def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: str, workdir: Path, run: int,
+                    driver_limit: int | None = None, driver_threads: int | None = None) -> dict:
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     prefix = f"cu{run}-{master.strip('local[]*')}."
     summary_file = workdir / f"summary-{prefix}json"
+    load = os.getloadavg()[0]
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "spark_jobs/catchup.py", "--source.bootstrap.servers", src, "--master", master,
          "--destination.bootstrap.servers", dst, "--topics", topic, "--group.id", f"bench-{prefix}{topic}",
-         "--prefix", prefix, "--summary", str(summary_file)],
+         "--prefix", prefix, "--summary", str(summary_file),
+         *(["--driver-copy-limit", str(driver_limit)] if driver_limit is not None else []),
+         *(["--driver-threads", str(driver_threads)] if driver_threads is not None else [])],
         cwd=paths.ROOT, capture_output=True, text=True, timeout=3600,
     )
     wall = time.monotonic() - started
@@ -112,14 +121,22 @@ def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: s
     summary = json.loads(summary_file.read_text())
     assert summary["records"] == records, summary
     tasks = sorted(r["seconds"] for r in summary["ranges"])
+    driver = summary["driver"]
     return {
         "system": "catchup", "run": run, "master": master, "record_bytes": size, "records": records,
         "msgs_per_s": round(records / wall), "mb_per_s": round(records * size / wall / 1e6, 2), "wall_s": round(wall, 1),
-        "spark_startup_s": summary["spark_startup_s"], "copy_phase_s": summary["copy_phase_s"],
+        "job_seconds": summary["seconds"],
+        "spark_startup_s": summary["spark_startup_s"], "spark_ready_s": summary["spark_ready_s"],
+        "spark_job_s": summary["spark_job_s"], "copy_phase_s": summary["copy_phase_s"],
         "copy_phase_msgs_per_s": summary["copy_phase_msgs_per_s"],
+        "driver_records": driver["records"], "driver_s": driver["seconds"],
+        "driver_ranges_handed_over": driver["ranges_handed_over"], "driver_threads": driver_threads or 4,
         "task_seconds_median": tasks[len(tasks) // 2], "task_seconds_sum": round(sum(tasks), 2),
-        "tasks_cpu_s": round(sum(r["cpu_s"] for r in summary["ranges"]), 2),
-        "task_msgs_per_s_median": round(sorted(r["copied"] / r["seconds"] for r in summary["ranges"])[len(tasks) // 2]),
+        # Spark's tasks and the driver's process while it copied (its Spark start-up thread included).
+        "tasks_cpu_s": round(sum(r["cpu_s"] for r in summary["ranges"]) + driver["cpu_s"], 2),
+        "task_msgs_per_s_median": round(sorted(r["copied"] / r["seconds"] for r in summary["ranges"]
+                                               if r["seconds"])[len(tasks) // 2]),
+        "load_1m": load,
     }
 
 
@@ -133,7 +150,8 @@ def medians(rows: list[dict]) -> list[dict]:
         figures = {key for row in group for key, value in row.items()
                    if isinstance(value, (int, float)) and key not in ("run", "records", "record_bytes")}
         out.append({"system": system, "master": master, "runs": len(group), "median": {
-            key: statistics.median(row[key] for row in group if key in row) for key in sorted(figures)}})
+            key: statistics.median(row[key] for row in group if isinstance(row.get(key), (int, float)))
+            for key in sorted(figures)}})
     return out
 
 
@@ -144,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--masters", default="local[1],local[2]")
     parser.add_argument("--repeats", type=int, default=1, help="runs of every system, interleaved")
     parser.add_argument("--preload-processes", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--driver-copy-limit", type=int, help="passed to the catch-up (0: Spark copies every range)")
+    parser.add_argument("--driver-threads", type=int, help="passed to the catch-up (default: its own, 4)")
+    parser.add_argument("--append", action="store_true", help="add the rows to the results file (another record size)")
     args = parser.parse_args(argv)
     rows = []
     with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir:
@@ -156,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(worker)
             print(json.dumps(worker), flush=True)
             for master in args.masters.split(","):
-                row = measure_catchup(stack, topic, args.records, args.size, master, Path(workdir), run)
+                row = measure_catchup(stack, topic, args.records, args.size, master, Path(workdir), run,
+                                      args.driver_copy_limit, args.driver_threads)
                 row["copy_phase_ratio_vs_worker"] = round(row["copy_phase_msgs_per_s"] / worker["msgs_per_s"], 2)
                 row["end_to_end_ratio_vs_worker"] = round(row["msgs_per_s"] / worker["end_to_end_msgs_per_s"], 2)
                 row["cpu_ratio_vs_worker"] = round(row["tasks_cpu_s"] / worker["cpu_s"], 2)
@@ -165,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in medians(rows):
         print(json.dumps(line))
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "catchup_throughput.json").write_text(json.dumps(rows, indent=2) + "\n")
+    results = RESULTS / "catchup_throughput.json"
+    earlier = json.loads(results.read_text()) if args.append and results.exists() else []
+    results.write_text(json.dumps(earlier + rows, indent=2) + "\n")
     return 0
 
 

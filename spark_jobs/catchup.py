@@ -10,8 +10,12 @@
    last stable offset (LSO) when the job starts, as the worker's read_committed consumer sees it: the
    high watermark unless a transaction is open, then the first offset of the oldest open one. Such a
    partition is named on stderr, in the log and under "open_transactions" in the JSON summary.
-2. Spark plans, schedules and retries the copy: one Spark task per source partition range
-   (catchup_spark.py). Each task reads its range with librdkafka (spark_jobs/catchup_copy.py: assigned at
+2. While Spark starts (seconds: JVM, SparkContext, Python workers), the driver copies ranges itself, the
+   largest first (`--driver-threads` at once), with the very code of Spark's tasks, and hands what is left to Spark at a batch boundary
+   once Spark is ready (catchup_driver.py: a partition's parts are copied and committed strictly in
+   sequence; `--driver-copy-limit` bounds the driver's share, 0 leaves every range to Spark; a backlog the
+   driver finishes first never waits for Spark). Spark plans, schedules and retries the rest: one Spark
+   task per source partition range (catchup_spark.py). Each task reads its range with librdkafka (spark_jobs/catchup_copy.py: assigned at
    the start, batches of 10,000, read_committed unless the mirror's source settings say
    isolation.level=read_uncommitted, exactly as the worker reads: aborted records and transaction markers
    are skipped), and writes it with the worker's producer settings and the worker's record transform:
@@ -23,8 +27,10 @@
 
 Progress: every task prints a JSON line on stderr every 5 s (records copied, position, rate, time left) and
 one when done; the driver logs the whole job's progress every 5 s from the destination's log ends. The JSON
-summary (stdout, and `--summary PATH`) has totals, the end-to-end rate, the Spark start-up time, the copy
-phase's time and rate, and per range its offsets, records copied and seconds.
+summary (stdout, and `--summary PATH`) has totals, the end-to-end rate, the Spark start-up time (null when the
+driver copied everything first), the copy phase's time and rate (the driver's copy plus Spark's job: waiting
+for Spark after the driver stopped is left out), the driver's share, and per range its offsets, records copied
+and seconds.
 
 Data loss: a start below the log's earliest offset (retention deleted records the mirror had not
 copied), past its end, or a topic recreated since the group's commit (topic id) is never clamped
@@ -44,7 +50,8 @@ aborts). A range without a committed record (only aborted records and markers) i
 too. The mirror's workers must be stopped while the job runs (checked: the group must have no active
 member). Rerun bound: a partition whose task completed is never copied again (its
 commit moved the start); a task that failed before its commit is copied again from its start on the
-rerun, so duplicates are at most the records of the ranges whose tasks failed.
+rerun (the start of its part: the driver commits its part of a range before Spark copies the rest), so
+duplicates are at most the records of the parts whose copies failed.
 
 Exit codes: 0 done, 1 runtime failure, 2 bad input (one line on stderr), 3 data loss found (the lost
 partitions halted, everything else copied and committed).
@@ -67,6 +74,7 @@ from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size  #
 from spark_jobs.catchup_copy import CopySettings  # noqa: E402
 from spark_jobs.catchup_eos import ExactlyOnce, destination_positions, expired_line, exactly_once_for  # noqa: E402
 from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges  # noqa: E402
+from spark_jobs.catchup_driver import SparkStarter  # noqa: E402
 from spark_jobs.catchup_spark import DestinationProgress, copy_tasks_for, copy_with_spark, schema_fields  # noqa: E402
 from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args  # noqa: E402
 from spark_jobs.kafka_meta import KafkaMeta, resolve_topics  # noqa: E402
@@ -95,6 +103,12 @@ def _parse_arguments(args: list[str]):
     parser.add_argument("--progress-interval-s", type=float, default=5.0,
                         help="progress lines (per task on stderr, the whole job in the log) this often")
     parser.add_argument("--no-commit", action="store_true", help="copy without moving the mirror group's offsets")
+    parser.add_argument("--driver-copy-limit", type=int, metavar="OFFSETS",
+                        help="the driver copies ranges while Spark starts, until Spark is ready: at most this many "
+                             "offsets (default: no limit; 0: Spark copies every range)")
+    parser.add_argument("--driver-threads", type=int, default=4,
+                        help="ranges the driver copies at once while Spark starts (default 4; a range is copied "
+                             "by one thread only)")
     parser.add_argument("--on-data-loss", choices=("halt", "reset"),
                         help="a start that would skip lost records: halt the partition (default) or copy from the "
                              "earliest record (default: the spec's on_data_loss)")
@@ -176,6 +190,10 @@ def _run(target: JobTarget, args, held: ExitStack) -> dict:
             # Announce the catch-up first, then look for workers: a worker starting from now on sees the lease.
             held.enter_context(CatchupLease(target.connection("source"), target.group_id, topics[0]))
             check_group_idle(target, source)
+        # Nothing left to refuse: Spark starts now (seconds), while the plan is made and the driver copies. With
+        # nothing to copy, or on a failure, the job does not wait for it (abandon).
+        starter = SparkStarter(args.master).start()
+        held.callback(starter.abandon)
         ids = source.topic_ids(topics)
         ends = source.log_ends(topics)
         positions: dict = {}  # (topic, partition) -> (offset, topic id of the commit, if any)
@@ -216,13 +234,14 @@ def _run(target: JobTarget, args, held: ExitStack) -> dict:
     for topic, partition, start, end in ranges:
         log.info("range %s[%d]: [%d, %d) %d offsets", topic, partition, start, end, end - start)
     started = time.monotonic()
-    copy = {"partitions": {}, "spark_startup_s": 0.0, "copy_seconds": 0.0}
+    copy = {"partitions": {}, "spark_startup_s": None, "copy_seconds": 0.0}
     if to_copy:
         id_headers, fields = schema_fields(target, topics)
         tasks = copy_tasks_for(target, to_copy, ids, destination_partitions, fields)
         progress = DestinationProgress(target.connection("destination"), destination_partitions,
                                        sum(r[3] - r[2] for r in to_copy), args.progress_interval_s)
-        copy = copy_with_spark(args.master, tasks, copy_settings(target, args, clusters, id_headers, eos, limits), progress)
+        copy = copy_with_spark(starter, tasks, copy_settings(target, args, clusters, id_headers, eos, limits), progress,
+                               args.driver_copy_limit, max(1, args.driver_threads))
     copied = {key: records for key, (records, _, _) in copy["partitions"].items()}
     if target.group_id and not args.no_commit:
         # The tasks committed their ranges; an empty range (nothing since the group's offset) had no task.
@@ -248,8 +267,9 @@ def _summary(topics: list[str], ranges: list[Range], copy: dict, seconds: float,
     return {
         "topics": topics, "records": records, "seconds": round(seconds, 2),
         "msgs_per_s": round(records / seconds) if records and seconds else 0,
-        "spark_startup_s": copy["spark_startup_s"], "copy_phase_s": round(phase, 2),
-        "copy_phase_msgs_per_s": round(records / phase) if records and phase else 0,
+        "spark_startup_s": copy["spark_startup_s"], "spark_ready_s": copy.get("spark_ready_s"),
+        "copy_phase_s": round(phase, 2), "copy_phase_msgs_per_s": round(records / phase) if records and phase else 0,
+        "driver": copy.get("driver"), "spark_job_s": copy.get("spark_job_s"),
         "master": copy.get("master"), "parallelism": copy.get("parallelism"),
         "ranges": per_range,
         "open_transactions": [transaction.summary() for transaction in stopped],

@@ -10,12 +10,16 @@ worker commits). A delivery error, a flush that does not finish or a consumer er
 its commit: a rerun copies the range again from its start.
 
 The range is done when the consumer reaches a record at or past the end, or the partition end (EOF) at or
-past it: aborted records and transaction markers have offsets but are never delivered.
+past it: aborted records and transaction markers have offsets but are never delivered. The driver's copy
+(catchup_driver.py) may also stop a range early, at a batch boundary: the part copied so far is flushed and
+committed exactly as a whole range is, and the rest is handed to Spark as a range of its own.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -44,6 +48,7 @@ class CopyTask:
     topic_id: str = ""                  # the commit's metadata
     frame_keys: bool = False            # rewrite schema ids in keys / values (the topic's framing)
     frame_values: bool = False
+    copied_before: int = 0              # records of the plan's range the driver copied before this part
 
 
 @dataclass(frozen=True)
@@ -78,24 +83,32 @@ class Progress:
         self.started = self.clock()
         self.next_at = self.started + self.interval_s
 
-    def report(self, copied: int, position: int, done: bool = False, **extra) -> None:
+    def report(self, copied: int, position: int, done: bool = False, event: str = "partition done", **extra) -> None:
         now = self.clock()
         if not done and now < self.next_at:
             return
         self.next_at = now + self.interval_s
         seconds = now - self.started
-        rate = copied / seconds if seconds > 0 else 0.0
+        rate = copied / seconds if seconds > 0 else 0.0  # this part's rate; "copied" counts the whole range's
         left = max(0, self.task.end - position)
         self.emit({
-            "event": "partition done" if done else "partition progress", "topic": self.task.topic,
-            "partition": self.task.partition, "copied": copied, "position": position, "end": self.task.end,
+            "event": event if done else "partition progress", "topic": self.task.topic,
+            "partition": self.task.partition, "copied": self.task.copied_before + copied, "position": position,
+            "end": self.task.end,
             "offsets_left": left, "msgs_per_s": round(rate), "seconds": round(seconds, 2),
             "eta_s": round(left / rate, 1) if rate > 0 else None, **extra,
         })
 
 
+def stderr_line(text: str) -> None:
+    """One whole line on stderr: a single write (the driver's copy threads print too; print() writes the text
+    and its newline apart, and lines of two threads ran into one)."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
 def _stderr_line(event: dict) -> None:
-    print(f"catchup: {json.dumps(event)}", file=sys.stderr, flush=True)
+    stderr_line(f"catchup: {json.dumps(event)}")
 
 
 def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, errors: list,
@@ -106,6 +119,18 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
     `errors` collects the producer's delivery errors (its on_delivery callback appends to it). With a
     `checkpoint` (exactly-once: commit the open transaction with the position given), it is called after a
     batch once `checkpoint_every` records were copied since the last one, and at the end instead of the flush.
+    """
+    return copy_until(task, settings, consumer, producer, errors, clock, emit, checkpoint, checkpoint_every)[0]
+
+
+def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, errors: list,
+               clock: Callable[[], float] = time.monotonic, emit: Callable[[dict], None] = _stderr_line,
+               checkpoint: Callable[[int], None] | None = None, checkpoint_every: int = 0,
+               stop: Callable[[], bool] | None = None) -> tuple[int, int]:
+    """copy_range that `stop` may end early, after any batch: (records copied, the end committed).
+
+    Stopped at offset X, [start, X) is flushed (or checkpointed) and X committed, as if the range ended there:
+    every record below X was delivered, none at or past it was produced. Not stopped, the end is task.end.
     """
     from confluent_kafka import KafkaError, TopicPartition
 
@@ -177,6 +202,8 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
             checkpoint(position)
             checkpointed, checkpointed_at = copied, position
         progress.report(copied, position)
+        if stop is not None and position < end and stop():
+            end = position  # a batch boundary: every record below it was produced, none past it
     # The flush serves the last delivery reports (failures land in `errors`): check them after it.
     unflushed = producer.flush(settings.flush_timeout_s) if checkpoint is None and not errors else 0
     if errors or unflushed:
@@ -186,8 +213,9 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
         checkpoint(end)  # the transaction's commit waits for every record of it
     if settings.commit:
         commit_range(consumer, [TopicPartition(task.topic, task.partition, end, task.topic_id)])
-    progress.report(copied, end, done=True, producer_waits=waits)
-    return copied
+    progress.report(copied, end, done=True, event="partition done" if end == task.end else "partition handed over",
+                    producer_waits=waits)
+    return copied, end
 
 
 def commit_range(consumer, offsets, timeout_s: float = 60.0, clock: Callable[[], float] = time.monotonic,
@@ -213,25 +241,41 @@ def commit_range(consumer, offsets, timeout_s: float = 60.0, clock: Callable[[],
             sleep(0.5)
 
 
+def copy_task(task: CopyTask, settings: CopySettings, stop: Callable[[], bool] | None = None,
+              emit: Callable[[dict], None] = _stderr_line) -> tuple:
+    """Copy one range with clients of its own: (copied, end committed, seconds, cpu seconds of this process,
+    librdkafka's threads included). Spark's tasks and the driver's copy both run this."""
+    from confluent_kafka import Consumer, Producer
+
+    errors: list = []
+    started, cpu = time.monotonic(), time.process_time()
+    copy = functools.partial(copy_until, emit=emit, stop=stop)
+    consumer = Consumer(settings.consumer)
+    try:
+        if settings.exactly_once is not None:
+            copied, end = copy_exactly_once(task, settings, consumer, errors, copy)
+        else:
+            producer = Producer({**settings.producer, "delivery.report.only.error": True,
+                                 "on_delivery": lambda err, _msg: errors.append(err.str())})
+            copied, end = copy(task, settings, consumer, producer, errors)
+    finally:
+        consumer.close()
+    return copied, end, round(time.monotonic() - started, 3), round(time.process_time() - cpu, 3)
+
+
 def copy_tasks(tasks: Iterable[CopyTask], settings: CopySettings) -> Iterator[tuple]:
     """A Spark partition's tasks (mapPartitions): (topic, partition, copied, seconds, cpu seconds) per range
     (cpu: the Python worker process's, librdkafka's threads included)."""
-    from confluent_kafka import Consumer, Producer
-
     for task in tasks:
-        errors: list = []
-        started, cpu = time.monotonic(), time.process_time()
-        consumer = Consumer(settings.consumer)
-        try:
-            if settings.exactly_once is not None:
-                copied = copy_exactly_once(task, settings, consumer, errors, copy_range)
-            else:
-                producer = Producer({**settings.producer, "delivery.report.only.error": True,
-                                     "on_delivery": lambda err, _msg: errors.append(err.str())})
-                copied = copy_range(task, settings, consumer, producer, errors)
-        finally:
-            consumer.close()
-        print(f"catchup: {task.topic}[{task.partition}] copied {copied} records up to offset {task.end}",
-              file=sys.stderr, flush=True)
-        yield (task.topic, task.partition, copied, round(time.monotonic() - started, 3),
-               round(time.process_time() - cpu, 3))
+        copied, end, seconds, cpu = copy_task(task, settings)
+        stderr_line(f"catchup: {task.topic}[{task.partition}] copied {task.copied_before + copied} records up to "
+                    f"offset {end}")
+        yield task.topic, task.partition, copied, seconds, cpu
+
+
+def warm_up(_partition: Iterable) -> Iterator[int]:
+    """A Spark task that only imports what the copy needs: started while the driver still copies, the Python
+    workers (reused by the copy's tasks) are ready when the ranges are handed over."""
+    import confluent_kafka  # noqa: F401
+
+    yield os.getpid()

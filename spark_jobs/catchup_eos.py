@@ -75,10 +75,12 @@ class Fenced(Exception):
     """A worker took the partition over while the task copied it."""
 
 
-def copy_exactly_once(task, settings, consumer, errors: list, copy_range) -> int:
-    """Copy `task`'s range through the partition's transactional producer; the records copied.
+def copy_exactly_once(task, settings, consumer, errors: list, copy_range):
+    """Copy `task`'s range through the partition's transactional producer; what `copy_range` returns.
 
-    `copy_range` is catchup_copy.copy_range (passed in: that module imports this one).
+    `copy_range` is catchup_copy.copy_range or copy_until (passed in: that module imports this one). A range
+    the driver stopped early (copy_until) ends with a transaction holding the position it stopped at: the
+    part handed to Spark starts there, and its task reads that position after fencing, as any task does.
     """
     eos: ExactlyOnce = settings.exactly_once
     key = (task.topic, task.partition)

@@ -1,7 +1,8 @@
-"""The catch-up's driver side of the copy: one Spark task per source partition range, and its progress.
+"""The catch-up's driver side of the copy: the ranges copied on the driver while Spark starts, then one Spark
+task per range (what is left of it), and the job's progress.
 
-Spark plans, schedules and retries the ranges; each task reads and writes with librdkafka
-(spark_jobs/catchup_copy.py). Where a record goes is decided here, once per partition, by the worker's
+Spark plans, schedules and retries the ranges it is handed; each task reads and writes with librdkafka
+(spark_jobs/catchup_copy.py), the driver's copy with the same code (spark_jobs/catchup_driver.py). Where a record goes is decided here, once per partition, by the worker's
 `Router`; schema ids are mapped by the worker's `SchemaSyncer` (when the mirror syncs schemas) before any
 task starts. While the tasks run, a thread on the driver logs the whole job's progress from the destination's
 log ends (records written since the copy started, rate, time left).
@@ -9,23 +10,22 @@ log ends (records written since the copy started, rate, time left).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
-import os
 import threading
 import time
-from pathlib import Path
 
 from mirror_worker.framing import rewritten_fields
 from mirror_worker.routing import Router
-from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_tasks
+from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_tasks, stderr_line
+from spark_jobs.catchup_driver import SparkStarter, copy_on_driver, left_for_spark
 from spark_jobs.catchup_plan import Range
 from spark_jobs.job_config import JobTarget
 
 log = logging.getLogger("spark_jobs.catchup")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 PROGRESS_INTERVAL_S = 5.0
 
 
@@ -116,36 +116,48 @@ class DestinationProgress:
         self.consumer.close()
 
 
-def copy_with_spark(master: str | None, tasks: list[CopyTask], settings: CopySettings,
-                    progress: DestinationProgress | None) -> dict:
-    """Run the tasks (one Spark task each); per range copied and seconds, the Spark start-up and copy times."""
-    from spark_jobs.session import create_session
-
-    # The executors' Python workers import spark_jobs and mirror_worker: the repo must be on their path
-    # (spark-submit from Airflow sets PYTHONPATH; a direct run may not).
-    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    if str(REPO_ROOT) not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), *paths]))
-    started = time.monotonic()
-    spark = create_session("mirror-catchup", master=master)
+def copy_with_spark(starter: SparkStarter, tasks: list[CopyTask], settings: CopySettings,
+                    progress: DestinationProgress | None, driver_limit: int | None = None,
+                    driver_threads: int = 1) -> dict:
+    """Copy the ranges: on the driver while `starter` starts Spark, then what is left with one Spark task per
+    range (catchup_driver.py). Per range (records, seconds, cpu seconds), and the times of each phase."""
+    left: list[CopyTask] = []
     try:
-        startup = time.monotonic() - started
-        context = spark.sparkContext
-        parallelism = context.defaultParallelism
-        context.setJobDescription(f"catch-up {len(tasks)} partitions, {sum(t.end - t.start for t in tasks)} offsets")
-        copy_started = time.monotonic()
-        job = context.parallelize(tasks, len(tasks)).mapPartitions(functools.partial(copy_tasks, settings=settings))
-        if progress is not None:
-            with progress:
-                rows = job.collect()
-        else:
-            rows = job.collect()
-        copy_seconds = time.monotonic() - copy_started
-        master = context.master
+        with progress if progress is not None else contextlib.nullcontext():
+            driver = copy_on_driver(tasks, settings, starter.ready.is_set, driver_limit, emit=stderr_line,
+                                    threads=min(driver_threads, len(tasks)))
+            left = left_for_spark(tasks, driver)
+            spark = _copy_on_spark(starter.wait(), left, settings) if left else {"rows": []}
     finally:
-        spark.stop()
+        if not left:
+            starter.abandon()  # the driver copied everything: no need to wait for Spark
+        elif starter.session is not None:
+            starter.session.stop()
+    # A driver part's CPU is not its own (the driver's threads share one process): the driver's CPU is reported
+    # once, under "driver"; a range's cpu_s is its Spark part's.
+    partitions = {key: (copied, seconds, 0.0) for key, (copied, _, seconds, _) in driver.parts.items()}
+    for topic, partition, copied, seconds, cpu in spark["rows"]:
+        before = partitions.get((topic, partition), (0, 0.0, 0.0))
+        partitions[(topic, partition)] = (before[0] + copied, before[1] + seconds, before[2] + cpu)
     return {
-        "partitions": {(topic, partition): (copied, seconds, cpu) for topic, partition, copied, seconds, cpu in rows},
-        "spark_startup_s": round(startup, 2), "copy_seconds": copy_seconds,
-        "parallelism": parallelism, "master": master,
+        # Copying: the driver's copy, then Spark's job; waiting for Spark after the driver stopped is left out.
+        "partitions": partitions, "copy_seconds": driver.seconds + spark.get("seconds", 0.0),
+        "spark_startup_s": starter.startup_s, "spark_ready_s": starter.ready_s,
+        "spark_job_s": spark.get("seconds"), "parallelism": spark.get("parallelism"), "master": spark.get("master"),
+        "driver": {"records": driver.records, "seconds": driver.seconds, "cpu_s": driver.cpu_s,
+                   "ranges_done": sum(1 for t in tasks if (t.topic, t.partition) in driver.parts
+                                      and driver.parts[(t.topic, t.partition)][1] == t.end),
+                   "ranges_handed_over": len(left), "failure": driver.failure},
     }
+
+
+def _copy_on_spark(spark, tasks: list[CopyTask], settings: CopySettings) -> dict:
+    """One Spark task per range; (topic, partition, copied, seconds, cpu) rows, the job's time and master."""
+    context = spark.sparkContext
+    context.setJobDescription(f"catch-up {len(tasks)} partitions, {sum(t.end - t.start for t in tasks)} offsets")
+    started = time.monotonic()
+    rows = context.parallelize(tasks, len(tasks)).mapPartitions(
+        functools.partial(copy_tasks, settings=settings)).collect()
+    return {"rows": rows, "seconds": round(time.monotonic() - started, 2),
+            "parallelism": context.defaultParallelism, "master": context.master}
+

@@ -36,9 +36,11 @@ def test_catchup_then_worker_continues_without_gap_or_overlap(stack, topic_name,
     _produce(src, topic, 0, 120_000)
 
     summary_file = tmp_path / "summary.json"
+    # Spark copies every range (the driver copies none while Spark starts): the Spark-only path, its tasks'
+    # progress lines and timings (ranges split with the driver: test_catchup_driver.py).
     result = run_catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst,
                       "--topics", topic, "--group.id", group, "--prefix", "cu.", "--summary", str(summary_file),
-                      "--progress-interval-s", "0.2")
+                      "--progress-interval-s", "0.2", "--driver-copy-limit", "0")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = catchup_summary(result)
     assert summary["records"] == 120_000

@@ -32,12 +32,16 @@ def test_a_worker_started_during_a_catchup_mirrors_nothing_until_it_ends(stack, 
     _produce(src, topic, 0, total)
     stdout, stderr = tmp_path / "catchup.stdout", tmp_path / "catchup.stderr"
     with stdout.open("w") as out, stderr.open("w") as err:
+        # Spark copies every range (--driver-copy-limit 0): the driver alone would copy 60,000 records before
+        # the early worker has even joined, and the test would not race them.
         catchup = subprocess.Popen([sys.executable, "spark_jobs/catchup.py", "--config", str(spec), "--mirror",
-                                    "leased"], cwd=ROOT, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+                                    "leased", "--driver-copy-limit", "0"], cwd=ROOT, stdout=out, stderr=err,
+                                   stdin=subprocess.DEVNULL)
     early = late = None
     try:
-        # The ranges are logged once the catch-up holds its lease and found the group idle, before Spark
-        # starts (seconds): the worker started now joins while the catch-up runs, whatever the copy's speed.
+        # The ranges are logged once the catch-up holds its lease and found the group idle, while Spark
+        # starts (seconds; nothing is copied before it is up): the worker started now joins while the
+        # catch-up runs, whatever the copy's speed.
         deadline = time.monotonic() + 180
         while f"range {topic}[0]" not in stdout.read_text() and time.monotonic() < deadline:
             assert catchup.poll() is None, stderr.read_text()[-3000:]
