@@ -107,12 +107,13 @@ def stderr_line(text: str) -> None:
     sys.stderr.flush()
 
 
-def _stderr_line(event: dict) -> None:
+def stderr_event(event: dict) -> None:
+    """A progress event as one `catchup: {json}` line on stderr."""
     stderr_line(f"catchup: {json.dumps(event)}")
 
 
 def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, errors: list,
-               clock: Callable[[], float] = time.monotonic, emit: Callable[[dict], None] = _stderr_line,
+               clock: Callable[[], float] = time.monotonic, emit: Callable[[dict], None] = stderr_event,
                checkpoint: Callable[[int], None] | None = None, checkpoint_every: int = 0) -> int:
     """Copy `task`'s range from `consumer` to `producer`, flush, commit its end; the records copied.
 
@@ -124,7 +125,7 @@ def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, error
 
 
 def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, errors: list,
-               clock: Callable[[], float] = time.monotonic, emit: Callable[[dict], None] = _stderr_line,
+               clock: Callable[[], float] = time.monotonic, emit: Callable[[dict], None] = stderr_event,
                checkpoint: Callable[[int], None] | None = None, checkpoint_every: int = 0,
                stop: Callable[[], bool] | None = None) -> tuple[int, int]:
     """copy_range that `stop` may end early, after any batch: (records copied, the end committed).
@@ -242,7 +243,7 @@ def commit_range(consumer, offsets, timeout_s: float = 60.0, clock: Callable[[],
 
 
 def copy_task(task: CopyTask, settings: CopySettings, stop: Callable[[], bool] | None = None,
-              emit: Callable[[dict], None] = _stderr_line) -> tuple:
+              emit: Callable[[dict], None] = stderr_event) -> tuple:
     """Copy one range with clients of its own: (copied, end committed, seconds, cpu seconds of this process,
     librdkafka's threads included). Spark's tasks and the driver's copy both run this."""
     from confluent_kafka import Consumer, Producer

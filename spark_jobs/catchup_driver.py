@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spark_jobs.catchup_copy import CopySettings, CopyTask, _stderr_line, copy_task, stderr_line, warm_up
+from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_task, stderr_event, stderr_line, warm_up
 
 log = logging.getLogger("spark_jobs.catchup")
 
@@ -179,7 +179,7 @@ def _planned_end(end: int) -> Callable[[dict], None]:
             event = {**event, "end": end, "offsets_left": end - event["position"]}
             if event["event"] == "partition done":
                 event["event"] = "partition handed over"
-        _stderr_line(event)
+        stderr_event(event)
 
     return emit
 

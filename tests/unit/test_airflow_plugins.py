@@ -312,6 +312,14 @@ def test_catchup_succeeds_when_the_job_exits_0_and_shows_its_summary(spark_submi
             "2 partition(s)") in out + err
 
 
+def test_catchup_line_of_a_backlog_copied_before_spark_was_up():
+    from mirror_airflow.operators.spark import catchup_line
+
+    line = catchup_line({**CATCHUP_SUMMARY, "spark_startup_s": None, "data_loss": []})
+    assert line == ("1,200 records in 14.2 s (85 msgs/s end to end, 600 msgs/s copying; copied before Spark was up), "
+                    "2 partition(s)")
+
+
 @pytest.mark.parametrize("body, code", [
     ("import sys; sys.exit(3)", 3),
     ("print('done')", 0),

@@ -158,10 +158,12 @@ def catchup_line(summary: dict | None) -> str | None:
     """One line from the catch-up's JSON summary: records, rates, start-up, losses, open transactions."""
     if not summary:
         return None
+    startup = summary.get("spark_startup_s")
+    # None: the driver copied everything while Spark was starting (spark_jobs/catchup_driver.py).
+    spark = f"Spark start-up {startup} s" if startup is not None else "copied before Spark was up"
     line = (f"{summary.get('records', 0):,} records in {summary.get('seconds', 0)} s "
             f"({summary.get('msgs_per_s', 0):,} msgs/s end to end, {summary.get('copy_phase_msgs_per_s', 0):,} "
-            f"msgs/s copying; Spark start-up {summary.get('spark_startup_s', 0)} s), "
-            f"{len(summary.get('ranges') or [])} partition(s)")
+            f"msgs/s copying; {spark}), {len(summary.get('ranges') or [])} partition(s)")
     losses = summary.get("data_loss") or []
     if losses:
         line += "; data loss: " + "; ".join(loss.get("reason", "") for loss in losses)
