@@ -305,6 +305,16 @@ def digest_pass(source_df: DataFrame, destination_df: DataFrame, topics: list[st
     holding those copies once more for the exact order check of `task_segments`."""
     windows = destination_windows(destination_df, topics, topic_map, source_cluster_id, ranges, window).cache()
     source_w = source_windows(source_df, topics, committed, window)
+    return compare_digests(source_w, windows, topics, topic_map, source_cluster_id, ranges, window,
+                           lambda dest_ranges: read_destination(dest_ranges) if read_destination else destination_df)
+
+
+def compare_digests(source_w: DataFrame, windows: DataFrame, topics: list[str], topic_map: dict[str, str],
+                    source_cluster_id: str | None, ranges: Ranges, window: int, read_destination,
+                    ) -> tuple[dict[tuple[str, int], PartitionDigest], DataFrame]:
+    """`digest_pass` from the two sides' windows (rows of `source_windows` and `destination_windows`, however
+    read: see also spark_jobs/check_rdkafka.py); `read_destination` (destination ranges -> Kafka rows) reads
+    destination partitions again where the order needs the exact check of `task_segments`."""
     out = {tp: PartitionDigest() for tp in ranges}
     for row in compare_windows(source_w, windows).collect():
         digest = out.setdefault((topics[row.t], row.p), PartitionDigest())
@@ -325,7 +335,7 @@ def digest_pass(source_df: DataFrame, destination_df: DataFrame, topics: list[st
             "partitions": [f"{t}:{p}" for t, p in sorted(unknown)],
             "destination_records": sum(e - s for s, e in spans.values())})
         dest_ranges = {(_destination_topic(topic_map, t), dp): span for (t, dp), span in spans.items()}
-        reread = read_destination(dest_ranges) if read_destination else destination_df
+        reread = read_destination(dest_ranges)
         segments = destination_segments(reread, topics, topic_map, source_cluster_id, unknown, window)
         for row in order_violations(segments).collect():
             if (topics[row.t], row.p) in unknown:

@@ -80,8 +80,9 @@ from pyspark.sql import DataFrame, SparkSession
 from mirror_worker.logs import configure_logging
 from spark_jobs.check_compacted import compare_latest
 from spark_jobs.check_digests import (
-    DIGEST_WINDOW, PartitionDigest, destination_spans, digest_pass, digest_summary, recheck_spans,
+    DIGEST_WINDOW, PartitionDigest, compare_digests, destination_spans, digest_pass, digest_summary, recheck_spans,
 )
+from spark_jobs.check_rdkafka import windows_with_librdkafka
 from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's exact path)
     KINDS, MAPPED_COLUMNS, MAX_EXAMPLES, PARTITION_FIELDS, compare, fingerprint, map_by_position, map_to_source,
     normalise_headers, normalise_schema_id, offending_examples, record_outcomes, split_by_provenance, summarise,
@@ -126,6 +127,8 @@ def _parse_arguments(args: list[str]) -> argparse.Namespace:
     add("--digest-window", type=_positive, default=DIGEST_WINDOW,
         help=f"source offsets per digest window (default {DIGEST_WINDOW:,}); differing windows are compared "
              "record by record")
+    add("--digest-reader", choices=("librdkafka", "spark"), default="librdkafka",
+        help="how the digest pass reads both sides: librdkafka in each Spark task (default) or Spark's Kafka source")
     parsed = parser.parse_args(args)
     parsed.window = window_from_args(parsed)
     if not parsed.topics and not parsed.config and parsed.window.kind == "offsets":
@@ -170,6 +173,7 @@ class CheckPlan:
     open_transactions: list[OpenTransaction] = field(default_factory=list)   # source partitions stopped at their LSO
     digest_window: int = DIGEST_WINDOW                  # source offsets per digest window
     mode: str = "records"                               # or "compacted": latest value per key (check_compacted.py)
+    digest_reader: str = "librdkafka"                   # or "spark": the digest pass through Spark's Kafka source
 
 
 def plan_check(args: argparse.Namespace) -> CheckPlan:
@@ -220,7 +224,7 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
     for transaction in stopped:
         log.warning(transaction.line(), extra=transaction.summary())
     return CheckPlan(target, window, topics, topic_map, ranges, destination_ranges, committed, cluster_id,
-                     Path(args.report), stopped, args.digest_window, args.mode)
+                     Path(args.report), stopped, args.digest_window, args.mode, args.digest_reader)
 
 
 # ------------------------------------------------------------------ Spark: read
@@ -300,10 +304,16 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
         return read_kafka(spark, {**DIGEST_FETCH, **target.spark_options(side)}, ranges,
                           DIGEST_RECORDS_PER_SPARK_PARTITION)
 
-    digests, segments = digest_pass(
-        read("source", plan.source_ranges), read("destination", plan.destination_ranges), plan.topics,
-        plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.committed, window,
-        read_destination=lambda ranges: read("destination", ranges))
+    if plan.digest_reader == "librdkafka":  # one librdkafka consumer per Spark task (spark_jobs/check_rdkafka.py)
+        source_w, windows = windows_with_librdkafka(spark, plan, DIGEST_RECORDS_PER_SPARK_PARTITION)
+        digests, segments = compare_digests(
+            source_w, windows.cache(), plan.topics, plan.topic_map, plan.source_cluster_id, plan.source_ranges,
+            window, lambda ranges: read("destination", ranges))
+    else:
+        digests, segments = digest_pass(
+            read("source", plan.source_ranges), read("destination", plan.destination_ranges), plan.topics,
+            plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.committed, window,
+            read_destination=lambda ranges: read("destination", ranges))
     try:
         spans = recheck_spans(plan.source_ranges, digests, window, target.preserve_partitions)
         destination_ranges = _recheck_destination(plan, spans, segments)

@@ -1,0 +1,390 @@
+"""The digest pass's reading with librdkafka: Spark plans and schedules (side, partition, offset range)
+tasks; each task reads its range with one librdkafka consumer and returns only aggregates per window.
+
+Why: Spark's Kafka source turns every record into a JVM row and the digests into JVM expressions; a task
+that hashes the records as librdkafka hands them over reads both sides several times faster.
+
+The rows have the shapes of `check_digests.source_windows` (SOURCE_WINDOWS) and
+`check_digests.destination_windows` (DESTINATION_WINDOWS), so the comparison, the order proof and the
+exact path that follow are those of the Spark Kafka source's digest pass.
+
+Record hash. Python's `hash` of (source offset, normalised key, normalised value, headers in order without
+the provenance header), the same normalisation as the exact path: a key or value of 5 bytes or more that
+starts with magic byte 0 is hashed without its schema id (bytes 1..4) and tagged apart from plain bytes;
+no headers and an empty header list are the same; a header's null value differs from an empty one. The
+hash is seeded by PYTHONHASHSEED, which PySpark gives every Python worker of a job alike (its driver's
+value, or 0): each task returns `seed_probe()` and the driver refuses rows of tasks that disagree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from mirror_worker.consume import take_available
+from mirror_worker.provenance import PROVENANCE_HEADER
+
+POSITIONAL = -1                    # as check_digests: destination records without usable provenance
+FRAMED = 0                         # the tag of a schema-registry framed key or value (its body follows)
+FRAMING_SIZE = 5                   # magic byte + 4-byte schema id (mirror_worker.wire_format.HEADER_SIZE)
+MASK32 = 0xFFFFFFFF
+MASK64 = 0xFFFFFFFFFFFFFFFF
+MAX_PARTITION = 2**31 - 1          # Spark's try_cast to INT / BIGINT: larger numbers do not parse
+MAX_OFFSET = 2**63 - 1
+
+SOURCE_WINDOWS = "t INT, p INT, w BIGINT, s_n BIGINT, s_lo BIGINT, s_hi BIGINT, beyond BIGINT"
+DESTINATION_WINDOWS = ("t INT, p INT, w BIGINT, dp INT, n BIGINT, lo BIGINT, hi BIGINT, first_do BIGINT, "
+                       "last_do BIGINT, first_src BIGINT, last_src BIGINT, least_shift BIGINT, greatest_shift BIGINT")
+
+
+class ReadFailed(Exception):
+    """A task could not read its range completely: the Spark task fails (and is retried)."""
+
+
+def seed_probe() -> int:
+    """Equal in two processes exactly when their `hash` of bytes and str agree (same PYTHONHASHSEED)."""
+    return hash((b"mirror-check", "mirror-check"))
+
+
+# ------------------------------------------------------------------ normalisation and hashing (pure)
+
+
+def normalised(data: bytes | None):
+    """A key or value as the exact path compares it: framed bytes without their schema id, tagged apart."""
+    if data and data[0] == 0 and len(data) >= FRAMING_SIZE:
+        return (FRAMED, data[FRAMING_SIZE:])
+    return data
+
+
+def split_headers(headers: list | None) -> tuple[tuple, bytes | None]:
+    """(headers in order without any provenance header, the value of the last provenance header or None).
+
+    The worker adds the provenance header last: that case costs one slice."""
+    if not headers:
+        return (), None
+    provenance = None
+    last = headers[-1]
+    if last[0] == PROVENANCE_HEADER:
+        provenance, headers = last[1], headers[:-1]
+    for name, value in headers:
+        if name == PROVENANCE_HEADER:
+            if provenance is None:           # the last one is the record's provenance
+                provenance = [v for n, v in headers if n == PROVENANCE_HEADER][-1]
+            return tuple(h for h in headers if h[0] != PROVENANCE_HEADER), provenance
+    return tuple(headers), provenance
+
+
+def record_hash(source_offset: int, key, value, headers: tuple) -> int:
+    """The record's 64-bit hash (unsigned), `key` and `value` already `normalised`."""
+    return hash((source_offset, key, value, headers)) & MASK64
+
+
+@dataclass(frozen=True)
+class ProvenanceRule:
+    """Which provenance headers the exact path uses (check_records.with_provenance): five ':'-separated
+    fields naming the source topic this destination topic mirrors, the source cluster (or no cluster) and
+    a partition and offset in decimal. Anything else maps to no source record here (the record is
+    positional; its partition then goes to the exact path whole, which decides with its own rule)."""
+
+    source_topic: str
+    source_cluster_id: str | None
+
+    def prefix_partition(self, prefix: bytes) -> int | None:
+        """`alias:cluster:topic:partition` -> partition, or None when it is not usable."""
+        parts = prefix.split(b":")
+        if len(parts) != 4 or parts[2] != self.source_topic.encode():
+            return None
+        if self.source_cluster_id is not None and parts[1] not in (b"", self.source_cluster_id.encode()):
+            return None
+        if not parts[3].isdigit() or int(parts[3]) > MAX_PARTITION:
+            return None
+        return int(parts[3])
+
+
+def parse_offset(text: bytes) -> int | None:
+    if not text.isdigit():
+        return None
+    offset = int(text)
+    return offset if offset <= MAX_OFFSET else None
+
+
+# ------------------------------------------------------------------ reading a range
+
+
+def read_range(consumer, topic: str, partition: int, start: int, end: int, batch: int = 10_000,
+               stall_timeout_s: float = 120.0, clock: Callable[[], float] = time.monotonic) -> Iterator[list]:
+    """Batches of the records of [start, end) in offset order, as the consumer delivers them (read_committed:
+    aborted records and transaction markers have offsets but are never delivered). Done at a record at or
+    past `end`, or at the partition's end (EOF) at or past it; a consumer error fails the read."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    eof = KafkaError._PARTITION_EOF
+    consumer.assign([TopicPartition(topic, partition, start)])
+    position = start
+    stalled_at = clock() + stall_timeout_s
+    while position < end:
+        messages = take_available(consumer, batch, 1.0)
+        if not messages:
+            if clock() >= stalled_at:
+                raise ReadFailed(f"{topic}[{partition}]: nothing read for {stall_timeout_s:.0f}s at offset "
+                                 f"{position}, range end {end}")
+            continue
+        stalled_at = clock() + stall_timeout_s
+        records = [m for m in messages if m.error() is None]
+        if len(records) != len(messages):
+            for m in messages:
+                err = m.error()
+                if err is None:
+                    continue
+                if err.code() != eof:
+                    raise ReadFailed(f"{topic}[{partition}] consume error at offset {position}: {err.str()}")
+                position = max(position, m.offset())   # the partition's end: nothing below it is left
+        if records:
+            if records[-1].offset() >= end:
+                records = [m for m in records if m.offset() < end]
+                position = end
+            else:
+                position = max(position, records[-1].offset() + 1)
+            if records:
+                yield records
+
+
+# ------------------------------------------------------------------ aggregates per window (pure)
+
+
+def source_window_rows(batches: Iterable[list], t: int, p: int, window: int, committed: int | None) -> list[tuple]:
+    """SOURCE_WINDOWS rows of one source partition's records (in offset order)."""
+    limit = MAX_OFFSET if committed is None else committed
+    rows: dict[int, list[int]] = {}
+    w, n, lo, hi, beyond = None, 0, 0, 0, 0
+    w_end = -1
+    for records in batches:
+        for m in records:
+            o = m.offset()
+            if o >= w_end:
+                if n:
+                    _merge_source(rows, w, n, lo, hi, beyond)
+                w, n, lo, hi, beyond = o // window, 0, 0, 0, 0
+                w_end = (w + 1) * window
+            headers = m.headers()
+            x = hash((o, normalised(m.key()), normalised(m.value()),
+                      split_headers(headers)[0] if headers else ())) & MASK64
+            n += 1
+            lo += x & MASK32
+            hi += x >> 32
+            if o >= limit:
+                beyond += 1
+    if n:
+        _merge_source(rows, w, n, lo, hi, beyond)
+    return [(t, p, w, *acc) for w, acc in sorted(rows.items())]
+
+
+def _merge_source(rows: dict, w: int, n: int, lo: int, hi: int, beyond: int) -> None:
+    acc = rows.get(w)
+    rows[w] = [n, lo, hi, beyond] if acc is None else [acc[0] + n, acc[1] + lo, acc[2] + hi, acc[3] + beyond]
+
+
+@dataclass(frozen=True)
+class DestinationScope:
+    """What one destination partition's records are placed by: the source topic it mirrors (its index
+    `t` among the checked topics), the provenance rule, and the checked source ranges of that topic
+    (partition -> [from, to))."""
+
+    t: int
+    rule: ProvenanceRule
+    ranges: dict[int, tuple[int, int]]
+    window: int
+
+
+def destination_window_rows(batches: Iterable[list], dp: int, scope: DestinationScope) -> list[tuple]:
+    """DESTINATION_WINDOWS rows of one destination partition's records (in offset order): per source
+    (partition, window) of the copies, n, the digest halves, first/last destination and source offsets and
+    the least/greatest (source offset - destination offset); w = POSITIONAL (p = dp) for records without
+    usable provenance. Copies of source offsets outside the checked ranges are left out."""
+    window, ranges = scope.window, scope.ranges
+    groups: dict[tuple[int, int], list[int]] = {}
+    run = None                                   # [p, w, n, lo, hi, first_do, last_do, min_src, max_src, min_sh, max_sh]
+    seen_prefix, seen_partition = None, None
+    for records in batches:
+        for m in records:
+            o = m.offset()
+            headers, provenance = split_headers(m.headers())
+            src = p = None
+            if provenance is not None:
+                prefix, _, tail = provenance.rpartition(b":")
+                if prefix != seen_prefix:
+                    seen_prefix, seen_partition = prefix, scope.rule.prefix_partition(prefix)
+                p = seen_partition
+                if p is not None:
+                    src = parse_offset(tail)
+            if src is None:
+                p, w, src, x = dp, POSITIONAL, -1, 0
+            else:
+                span = ranges.get(p)
+                if span is None or not span[0] <= src < span[1]:
+                    continue                     # a copy of a record outside the checked range: ignored
+                w = src // window
+                x = hash((src, normalised(m.key()), normalised(m.value()), headers)) & MASK64
+            if run is None or run[0] != p or run[1] != w:
+                if run is not None:
+                    _merge_destination(groups, (run[0], run[1]), run[2:])
+                shift = src - o
+                run = [p, w, 0, 0, 0, o, o, src, src, shift, shift]
+            run[2] += 1
+            run[3] += x & MASK32
+            run[4] += x >> 32
+            run[6] = o
+            if src < run[7]:
+                run[7] = src
+            elif src > run[8]:
+                run[8] = src
+            shift = src - o
+            if shift < run[9]:
+                run[9] = shift
+            elif shift > run[10]:
+                run[10] = shift
+    if run is not None:
+        _merge_destination(groups, (run[0], run[1]), run[2:])
+    return [(scope.t, p, w, dp, *acc) for (p, w), acc in sorted(groups.items())]
+
+
+def _merge_destination(groups: dict, key: tuple, part: list) -> None:
+    """Adds `part` (n, lo, hi, first_do, last_do, first_src, last_src, least_shift, greatest_shift) to `key`'s."""
+    acc = groups.get(key)
+    if acc is None:
+        groups[key] = part
+        return
+    groups[key] = [acc[0] + part[0], acc[1] + part[1], acc[2] + part[2], min(acc[3], part[3]), max(acc[4], part[4]),
+                   min(acc[5], part[5]), max(acc[6], part[6]), min(acc[7], part[7]), max(acc[8], part[8])]
+
+
+# ------------------------------------------------------------------ Spark: plan, run, collect
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """One Spark task: one side's partition, offsets [start, end)."""
+
+    side: str                                    # "source" or "destination"
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """What every task of the pass shares (picklable: it travels to the executors)."""
+
+    consumers: dict                              # side -> librdkafka consumer settings
+    topics: tuple[str, ...]                      # the checked source topics (t: the index)
+    window: int
+    committed: dict                              # (source topic, partition) -> the mirror group's offset or None
+    scopes: dict                                 # destination topic -> DestinationScope
+    batch: int = 10_000
+
+
+def plan_tasks(source_ranges: dict, destination_ranges: dict, window: int, records_per_task: int) -> list[ReadTask]:
+    """Ranges cut into tasks of about `records_per_task` offsets; source cuts fall on window edges (a source
+    window is summed in one task), destination cuts anywhere (its rows are merged by Spark after)."""
+    per_source_task = max(1, records_per_task // window) * window
+    tasks = []
+    for side, ranges in (("source", source_ranges), ("destination", destination_ranges)):
+        for (topic, partition), (start, end) in sorted(ranges.items()):
+            cut = start
+            while cut < end:
+                step_end = (cut // per_source_task + 1) * per_source_task if side == "source" else cut + records_per_task
+                tasks.append(ReadTask(side, topic, partition, cut, min(end, step_end)))
+                cut = min(end, step_end)
+    return sorted(tasks, key=lambda task: task.start - task.end)   # longest first: fewer idle cores at the end
+
+
+def read_windows(tasks: Iterable[ReadTask], settings: ReadSettings) -> Iterator[tuple]:
+    """mapPartitions body: per task, ("source" | "destination", seed probe, row) per window."""
+    from confluent_kafka import Consumer
+
+    probe = seed_probe()
+    for task in tasks:
+        consumer = Consumer(settings.consumers[task.side])
+        try:
+            batches = read_range(consumer, task.topic, task.partition, task.start, task.end, settings.batch)
+            if task.side == "source":
+                t = settings.topics.index(task.topic)
+                rows = source_window_rows(batches, t, task.partition, settings.window,
+                                          settings.committed.get((task.topic, task.partition)))
+            else:
+                rows = destination_window_rows(batches, task.partition, settings.scopes[task.topic])
+        finally:
+            consumer.close()
+        for row in rows:
+            yield task.side, probe, row
+
+
+def consumer_settings(connection: dict, read_committed: bool) -> dict:
+    """A task's consumer: how to reach the cluster (the job's own client settings), assigned, never committing,
+    reading committed records where the job's Spark reads do, in large fetches."""
+    return {**connection, "group.id": "mirror-consistency-check", "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "enable.partition.eof": True, "auto.offset.reset": "error",
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+            "max.partition.fetch.bytes": str(16 << 20), "fetch.max.bytes": str(64 << 20)}
+
+
+def scopes_for(topics: list[str], topic_map: dict[str, str], source_cluster_id: str | None, ranges: dict,
+               window: int) -> dict[str, DestinationScope]:
+    """Destination topic -> how its records are placed (see `DestinationScope`)."""
+    return {destination: DestinationScope(
+        topics.index(source), ProvenanceRule(source, source_cluster_id),
+        {p: span for (t, p), span in ranges.items() if t == source}, window)
+        for destination, source in topic_map.items() if source in topics}
+
+
+def window_frames(spark, tasks: list[ReadTask], settings: ReadSettings):
+    """Runs the tasks (one Spark task each); (source windows, destination windows) as small DataFrames
+    of the shapes SOURCE_WINDOWS and DESTINATION_WINDOWS. Only rows per window reach the driver."""
+    import sys
+
+    from pyspark import cloudpickle
+
+    from mirror_worker import consume
+
+    # By value: the Python workers need not find these packages on their path (spark-submit from anywhere).
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cloudpickle.register_pickle_by_value(consume)
+    rows = {"source": [], "destination": []}
+    probes = set()
+    if tasks:
+        context = spark.sparkContext
+        context.setJobDescription(f"digest pass: {len(tasks)} ranges read with librdkafka")
+        for side, probe, row in context.parallelize(tasks, len(tasks)).mapPartitions(
+                lambda part: read_windows(part, settings)).collect():
+            rows[side].append(row)
+            probes.add(probe)
+    if len(probes) > 1:
+        raise ReadFailed("the Python workers hash differently (PYTHONHASHSEED differs between executors): "
+                         "set spark.executorEnv.PYTHONHASHSEED")
+    return (spark.createDataFrame(rows["source"], SOURCE_WINDOWS),
+            spark.createDataFrame(_merged(rows["destination"]), DESTINATION_WINDOWS))
+
+
+def _merged(rows: list[tuple]) -> list[tuple]:
+    """Destination rows of one (t, p, w, dp) from several tasks as one."""
+    merged: dict[tuple, list] = {}
+    for row in rows:
+        _merge_destination(merged, row[:4], list(row[4:]))
+    return [(*key, *acc) for key, acc in merged.items()]
+
+
+def windows_with_librdkafka(spark, plan, records_per_task: int):
+    """(source windows, destination windows) of a consistency_check.CheckPlan, read with librdkafka."""
+    target = plan.target
+    settings = ReadSettings(
+        # Client settings (TLS, SASL) from the job's own target; the destination is read as its consumers
+        # read it (an exactly-once mirror writes transactions there), the source as the worker reads it.
+        consumers={"source": consumer_settings(target.connection("source"), target.reads_committed),
+                   "destination": consumer_settings(target.connection("destination"), True)},
+        topics=tuple(plan.topics), window=plan.digest_window, committed=dict(plan.committed),
+        scopes=scopes_for(plan.topics, plan.topic_map, plan.source_cluster_id, plan.source_ranges,
+                          plan.digest_window))
+    tasks = plan_tasks(plan.source_ranges, plan.destination_ranges, plan.digest_window, records_per_task)
+    return window_frames(spark, tasks, settings)
