@@ -18,20 +18,23 @@ value, or 0): each task returns `seed_probe()` and the driver refuses rows of ta
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from mirror_worker.consume import take_available
 from mirror_worker.provenance import PROVENANCE_HEADER
+from spark_jobs.check_digest_rows import POSITIONAL
 
-POSITIONAL = -1                    # as check_digests: destination records without usable provenance
 FRAMED = 0                         # the tag of a schema-registry framed key or value (its body follows)
 FRAMING_SIZE = 5                   # magic byte + 4-byte schema id (mirror_worker.wire_format.HEADER_SIZE)
 MASK32 = 0xFFFFFFFF
 MASK64 = 0xFFFFFFFFFFFFFFFF
 MAX_PARTITION = 2**31 - 1          # Spark's try_cast to INT / BIGINT: larger numbers do not parse
 MAX_OFFSET = 2**63 - 1
+
+log = logging.getLogger("spark_jobs.consistency_check")
 
 SOURCE_WINDOWS = "t INT, p INT, w BIGINT, s_n BIGINT, s_lo BIGINT, s_hi BIGINT, beyond BIGINT"
 DESTINATION_WINDOWS = ("t INT, p INT, w BIGINT, dp INT, n BIGINT, lo BIGINT, hi BIGINT, first_do BIGINT, "
@@ -102,13 +105,6 @@ class ProvenanceRule:
         return int(parts[3])
 
 
-def parse_offset(text: bytes) -> int | None:
-    if not text.isdigit():
-        return None
-    offset = int(text)
-    return offset if offset <= MAX_OFFSET else None
-
-
 # ------------------------------------------------------------------ reading a range
 
 
@@ -167,9 +163,13 @@ def source_window_rows(batches: Iterable[list], t: int, p: int, window: int, com
                     _merge_source(rows, w, n, lo, hi, beyond)
                 w, n, lo, hi, beyond = o // window, 0, 0, 0, 0
                 w_end = (w + 1) * window
-            headers = m.headers()
-            x = hash((o, normalised(m.key()), normalised(m.value()),
-                      split_headers(headers)[0] if headers else ())) & MASK64
+            key, value, headers = m.key(), m.value(), m.headers()
+            # `normalised` and `split_headers`, inlined (the hot loop)
+            if key and key[0] == 0 and len(key) >= FRAMING_SIZE:
+                key = (FRAMED, key[FRAMING_SIZE:])
+            if value and value[0] == 0 and len(value) >= FRAMING_SIZE:
+                value = (FRAMED, value[FRAMING_SIZE:])
+            x = hash((o, key, value, split_headers(headers)[0] if headers else ())) & MASK64
             n += 1
             lo += x & MASK32
             hi += x >> 32
@@ -201,51 +201,69 @@ def destination_window_rows(batches: Iterable[list], dp: int, scope: Destination
     """DESTINATION_WINDOWS rows of one destination partition's records (in offset order): per source
     (partition, window) of the copies, n, the digest halves, first/last destination and source offsets and
     the least/greatest (source offset - destination offset); w = POSITIONAL (p = dp) for records without
-    usable provenance. Copies of source offsets outside the checked ranges are left out."""
-    window, ranges = scope.window, scope.ranges
+    usable provenance. Copies of source offsets outside the checked ranges are left out.
+
+    Consecutive copies of one source (partition, window) form a run summed in local variables (the usual
+    case: a mirror copies a partition in order), merged into the groups when the run ends."""
+    window, ranges, rule = scope.window, scope.ranges, scope.rule
     groups: dict[tuple[int, int], list[int]] = {}
-    run = None                                   # [p, w, n, lo, hi, first_do, last_do, min_src, max_src, min_sh, max_sh]
-    seen_prefix, seen_partition = None, None
+    run_p = run_w = None
+    n = lo = hi = first_do = last_do = least_src = most_src = least_shift = most_shift = 0
+    seen_prefix, seen_partition, span = None, None, None
     for records in batches:
         for m in records:
             o = m.offset()
-            headers, provenance = split_headers(m.headers())
-            src = p = None
+            headers = m.headers()
+            provenance = None
+            if headers:
+                last = headers[-1]
+                if last[0] == PROVENANCE_HEADER and len(headers) == 1:
+                    provenance, headers = last[1], ()
+                else:
+                    headers, provenance = split_headers(headers)
+            src = None
             if provenance is not None:
                 prefix, _, tail = provenance.rpartition(b":")
                 if prefix != seen_prefix:
-                    seen_prefix, seen_partition = prefix, scope.rule.prefix_partition(prefix)
-                p = seen_partition
-                if p is not None:
-                    src = parse_offset(tail)
+                    seen_prefix, seen_partition = prefix, rule.prefix_partition(prefix)
+                    span = ranges.get(seen_partition)
+                if seen_partition is not None and tail.isdigit():
+                    src = int(tail)
+                    if src > MAX_OFFSET:
+                        src = None
             if src is None:
                 p, w, src, x = dp, POSITIONAL, -1, 0
             else:
-                span = ranges.get(p)
                 if span is None or not span[0] <= src < span[1]:
                     continue                     # a copy of a record outside the checked range: ignored
-                w = src // window
-                x = hash((src, normalised(m.key()), normalised(m.value()), headers)) & MASK64
-            if run is None or run[0] != p or run[1] != w:
-                if run is not None:
-                    _merge_destination(groups, (run[0], run[1]), run[2:])
-                shift = src - o
-                run = [p, w, 0, 0, 0, o, o, src, src, shift, shift]
-            run[2] += 1
-            run[3] += x & MASK32
-            run[4] += x >> 32
-            run[6] = o
-            if src < run[7]:
-                run[7] = src
-            elif src > run[8]:
-                run[8] = src
+                p, w = seen_partition, src // window
+                key, value = m.key(), m.value()
+                if key and key[0] == 0 and len(key) >= FRAMING_SIZE:
+                    key = (FRAMED, key[FRAMING_SIZE:])
+                if value and value[0] == 0 and len(value) >= FRAMING_SIZE:
+                    value = (FRAMED, value[FRAMING_SIZE:])
+                x = hash((src, key, value, headers)) & MASK64
             shift = src - o
-            if shift < run[9]:
-                run[9] = shift
-            elif shift > run[10]:
-                run[10] = shift
-    if run is not None:
-        _merge_destination(groups, (run[0], run[1]), run[2:])
+            if w != run_w or p != run_p:
+                if run_p is not None:
+                    _merge_destination(groups, (run_p, run_w), [n, lo, hi, first_do, last_do, least_src, most_src,
+                                                                least_shift, most_shift])
+                run_p, run_w = p, w
+                n = lo = hi = 0
+                first_do, least_src, most_src, least_shift, most_shift = o, src, src, shift, shift
+            n += 1
+            lo += x & MASK32
+            hi += x >> 32
+            last_do = o
+            if src > most_src:
+                most_src = src
+            elif src < least_src:
+                least_src = src
+            if shift != least_shift or shift != most_shift:
+                least_shift, most_shift = min(least_shift, shift), max(most_shift, shift)
+    if run_p is not None:
+        _merge_destination(groups, (run_p, run_w), [n, lo, hi, first_do, last_do, least_src, most_src,
+                                                    least_shift, most_shift])
     return [(scope.t, p, w, dp, *acc) for (p, w), acc in sorted(groups.items())]
 
 
@@ -339,9 +357,9 @@ def scopes_for(topics: list[str], topic_map: dict[str, str], source_cluster_id: 
         for destination, source in topic_map.items() if source in topics}
 
 
-def window_frames(spark, tasks: list[ReadTask], settings: ReadSettings):
-    """Runs the tasks (one Spark task each); (source windows, destination windows) as small DataFrames
-    of the shapes SOURCE_WINDOWS and DESTINATION_WINDOWS. Only rows per window reach the driver."""
+def window_rows(spark, tasks: list[ReadTask], settings: ReadSettings) -> tuple[list[tuple], list[tuple]]:
+    """Runs the tasks (one Spark task each); (source rows, destination rows) of the shapes SOURCE_WINDOWS
+    and DESTINATION_WINDOWS. Only rows per window reach the driver."""
     import sys
 
     from pyspark import cloudpickle
@@ -349,9 +367,9 @@ def window_frames(spark, tasks: list[ReadTask], settings: ReadSettings):
     from mirror_worker import consume
 
     # By value: the Python workers need not find these packages on their path (spark-submit from anywhere).
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    cloudpickle.register_pickle_by_value(consume)
-    rows = {"source": [], "destination": []}
+    for module in (sys.modules[__name__], consume):
+        cloudpickle.register_pickle_by_value(module)
+    rows: dict[str, list[tuple]] = {"source": [], "destination": []}
     probes = set()
     if tasks:
         context = spark.sparkContext
@@ -363,20 +381,11 @@ def window_frames(spark, tasks: list[ReadTask], settings: ReadSettings):
     if len(probes) > 1:
         raise ReadFailed("the Python workers hash differently (PYTHONHASHSEED differs between executors): "
                          "set spark.executorEnv.PYTHONHASHSEED")
-    return (spark.createDataFrame(rows["source"], SOURCE_WINDOWS),
-            spark.createDataFrame(_merged(rows["destination"]), DESTINATION_WINDOWS))
-
-
-def _merged(rows: list[tuple]) -> list[tuple]:
-    """Destination rows of one (t, p, w, dp) from several tasks as one."""
-    merged: dict[tuple, list] = {}
-    for row in rows:
-        _merge_destination(merged, row[:4], list(row[4:]))
-    return [(*key, *acc) for key, acc in merged.items()]
+    return rows["source"], rows["destination"]
 
 
 def windows_with_librdkafka(spark, plan, records_per_task: int):
-    """(source windows, destination windows) of a consistency_check.CheckPlan, read with librdkafka."""
+    """(source rows, destination rows) per window of a consistency_check.CheckPlan, read with librdkafka."""
     target = plan.target
     settings = ReadSettings(
         # Client settings (TLS, SASL) from the job's own target; the destination is read as its consumers
@@ -387,4 +396,9 @@ def windows_with_librdkafka(spark, plan, records_per_task: int):
         scopes=scopes_for(plan.topics, plan.topic_map, plan.source_cluster_id, plan.source_ranges,
                           plan.digest_window))
     tasks = plan_tasks(plan.source_ranges, plan.destination_ranges, plan.digest_window, records_per_task)
-    return window_frames(spark, tasks, settings)
+    started = time.monotonic()
+    rows = window_rows(spark, tasks, settings)
+    log.info("digest pass read with librdkafka", extra={
+        "tasks": len(tasks), "offsets": sum(t.end - t.start for t in tasks),
+        "seconds": round(time.monotonic() - started, 2)})
+    return rows

@@ -305,20 +305,16 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
                           DIGEST_RECORDS_PER_SPARK_PARTITION)
 
     if plan.digest_reader == "librdkafka":  # one librdkafka consumer per Spark task (spark_jobs/check_rdkafka.py)
-        source_w, windows = windows_with_librdkafka(spark, plan, DIGEST_RECORDS_PER_SPARK_PARTITION)
-        digests, segments = compare_digests(
-            source_w, windows.cache(), plan.topics, plan.topic_map, plan.source_cluster_id, plan.source_ranges,
-            window, lambda ranges: read("destination", ranges))
+        source_rows, windows = windows_with_librdkafka(spark, plan, DIGEST_RECORDS_PER_SPARK_PARTITION)
+        digests = compare_digests(source_rows, windows, plan.topics, plan.topic_map, plan.source_cluster_id,
+                                  plan.source_ranges, window, lambda ranges: read("destination", ranges))
     else:
-        digests, segments = digest_pass(
+        digests, windows = digest_pass(
             read("source", plan.source_ranges), read("destination", plan.destination_ranges), plan.topics,
             plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.committed, window,
             read_destination=lambda ranges: read("destination", ranges))
-    try:
-        spans = recheck_spans(plan.source_ranges, digests, window, target.preserve_partitions)
-        destination_ranges = _recheck_destination(plan, spans, segments)
-    finally:
-        segments.unpersist()
+    spans = recheck_spans(plan.source_ranges, digests, window, target.preserve_partitions)
+    destination_ranges = _recheck_destination(plan, spans, windows)
     log.info("destination read", extra={"positional": sum(d.positional for d in digests.values())})
     for (topic, partition), digest in sorted(digests.items()):
         if (topic, partition) in plan.source_ranges:
@@ -344,13 +340,13 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
     return report
 
 
-def _recheck_destination(plan: CheckPlan, spans: dict, segments: DataFrame) -> Ranges:
+def _recheck_destination(plan: CheckPlan, spans: dict, windows: list) -> Ranges:
     """Destination ranges holding every copy of the source offsets to re-check: whole topics where a
     record needs positional mapping, elsewhere the offsets the digest pass saw those copies at."""
     positional = {t for (t, _), (_, _, reason) in spans.items() if reason == "positional"}
     ranges = {(d, p): r for (d, p), r in plan.destination_ranges.items() if plan.topic_map[d] in positional}
     by_provenance = {tp: (s, e) for tp, (s, e, _) in spans.items() if tp[0] not in positional}
-    for (topic, partition), (first, end) in destination_spans(segments, plan.topics, by_provenance,
+    for (topic, partition), (first, end) in destination_spans(windows, plan.topics, by_provenance,
                                                               plan.digest_window).items():
         key = (plan.target.destination_topic(topic), partition)
         low, high = plan.destination_ranges.get(key, (first, end))

@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from spark_jobs.check_rdkafka import (
-    POSITIONAL, DestinationScope, ProvenanceRule, ReadFailed, ReadTask, _merged, destination_window_rows,
+    POSITIONAL, DestinationScope, ProvenanceRule, ReadFailed, ReadTask, destination_window_rows,
     normalised, plan_tasks, read_range, source_window_rows, split_headers,
 )
 from tests.unit.fakes import FakeError, FakeMessage
@@ -166,14 +166,6 @@ def test_interleaved_copies_report_the_spread_of_their_shifts():
     dest = [copy(records[0], 0), copy(records[2], 1), copy(records[1], 2), copy(records[3], 3)]
     (row,) = destination_window_rows([dest], 0, scope())
     assert row[11:] == (-1, 1)                        # least and greatest shift differ: order unknown
-
-
-def test_rows_of_one_window_from_several_tasks_merge_into_one():
-    records = [source(o) for o in range(4)]
-    first = destination_window_rows([[copy(r, r.offset()) for r in records[:2]]], 0, scope())
-    second = destination_window_rows([[copy(r, r.offset()) for r in records[2:]]], 0, scope())
-    whole = destination_window_rows([[copy(r, r.offset()) for r in records]], 0, scope())
-    assert _merged(first + second) == whole
 
 
 def test_source_tasks_are_cut_on_window_edges_and_destination_tasks_anywhere():
