@@ -29,16 +29,17 @@ from spark_jobs.check_digest_rows import POSITIONAL
 
 FRAMED = 0                         # the tag of a schema-registry framed key or value (its body follows)
 FRAMING_SIZE = 5                   # magic byte + 4-byte schema id (mirror_worker.wire_format.HEADER_SIZE)
-MASK32 = 0xFFFFFFFF
-MASK64 = 0xFFFFFFFFFFFFFFFF
 MAX_PARTITION = 2**31 - 1          # Spark's try_cast to INT / BIGINT: larger numbers do not parse
 MAX_OFFSET = 2**63 - 1
 
 log = logging.getLogger("spark_jobs.consistency_check")
 
-SOURCE_WINDOWS = "t INT, p INT, w BIGINT, s_n BIGINT, s_lo BIGINT, s_hi BIGINT, beyond BIGINT"
-DESTINATION_WINDOWS = ("t INT, p INT, w BIGINT, dp INT, n BIGINT, lo BIGINT, hi BIGINT, first_do BIGINT, "
-                       "last_do BIGINT, first_src BIGINT, last_src BIGINT, least_shift BIGINT, greatest_shift BIGINT")
+# s_lo / lo: the exact sum of the window's record hashes (`record_hash`, a Python int of any size) and
+# s_hi / hi: 0 here; Spark's reader sums the two 32-bit halves of xxhash64 instead. Rows of one reader are
+# only ever compared with rows of the same reader.
+SOURCE_WINDOWS = ("t", "p", "w", "s_n", "s_lo", "s_hi", "beyond")
+DESTINATION_WINDOWS = ("t", "p", "w", "dp", "n", "lo", "hi", "first_do", "last_do", "first_src", "last_src",
+                       "least_shift", "greatest_shift")
 
 
 class ReadFailed(Exception):
@@ -79,8 +80,10 @@ def split_headers(headers: list | None) -> tuple[tuple, bytes | None]:
 
 
 def record_hash(source_offset: int, key, value, headers: tuple) -> int:
-    """The record's 64-bit hash (unsigned), `key` and `value` already `normalised`."""
-    return hash((source_offset, key, value, headers)) & MASK64
+    """The record's hash (signed 64 bits), `key` and `value` already `normalised`, `headers` split. A window's
+    digest is the exact sum of its records' hashes (a Python int: no overflow), equal for equal multisets
+    of records, and for unequal ones with a chance of about 2^-64. The hot loops below inline it."""
+    return hash((source_offset, key, value, headers))
 
 
 @dataclass(frozen=True)
@@ -153,15 +156,15 @@ def source_window_rows(batches: Iterable[list], t: int, p: int, window: int, com
     """SOURCE_WINDOWS rows of one source partition's records (in offset order)."""
     limit = MAX_OFFSET if committed is None else committed
     rows: dict[int, list[int]] = {}
-    w, n, lo, hi, beyond = None, 0, 0, 0, 0
+    w, n, total, beyond = None, 0, 0, 0
     w_end = -1
     for records in batches:
         for m in records:
             o = m.offset()
             if o >= w_end:
                 if n:
-                    _merge_source(rows, w, n, lo, hi, beyond)
-                w, n, lo, hi, beyond = o // window, 0, 0, 0, 0
+                    _merge_source(rows, w, n, total, beyond)
+                w, n, total, beyond = o // window, 0, 0, 0
                 w_end = (w + 1) * window
             key, value, headers = m.key(), m.value(), m.headers()
             # `normalised` and `split_headers`, inlined (the hot loop)
@@ -169,20 +172,23 @@ def source_window_rows(batches: Iterable[list], t: int, p: int, window: int, com
                 key = (FRAMED, key[FRAMING_SIZE:])
             if value and value[0] == 0 and len(value) >= FRAMING_SIZE:
                 value = (FRAMED, value[FRAMING_SIZE:])
-            x = hash((o, key, value, split_headers(headers)[0] if headers else ())) & MASK64
+            if headers:
+                headers = ((headers[0],) if len(headers) == 1 and headers[0][0] != PROVENANCE_HEADER
+                           else split_headers(headers)[0])
+            else:
+                headers = ()
             n += 1
-            lo += x & MASK32
-            hi += x >> 32
+            total += hash((o, key, value, headers))             # `record_hash`
             if o >= limit:
                 beyond += 1
     if n:
-        _merge_source(rows, w, n, lo, hi, beyond)
+        _merge_source(rows, w, n, total, beyond)
     return [(t, p, w, *acc) for w, acc in sorted(rows.items())]
 
 
-def _merge_source(rows: dict, w: int, n: int, lo: int, hi: int, beyond: int) -> None:
+def _merge_source(rows: dict, w: int, n: int, total: int, beyond: int) -> None:
     acc = rows.get(w)
-    rows[w] = [n, lo, hi, beyond] if acc is None else [acc[0] + n, acc[1] + lo, acc[2] + hi, acc[3] + beyond]
+    rows[w] = [n, total, 0, beyond] if acc is None else [acc[0] + n, acc[1] + total, 0, acc[3] + beyond]
 
 
 @dataclass(frozen=True)
@@ -208,17 +214,21 @@ def destination_window_rows(batches: Iterable[list], dp: int, scope: Destination
     window, ranges, rule = scope.window, scope.ranges, scope.rule
     groups: dict[tuple[int, int], list[int]] = {}
     run_p = run_w = None
-    n = lo = hi = first_do = last_do = least_src = most_src = least_shift = most_shift = 0
+    n = total = first_do = last_do = least_src = most_src = least_shift = most_shift = 0
     seen_prefix, seen_partition, span = None, None, None
     for records in batches:
         for m in records:
             o = m.offset()
             headers = m.headers()
             provenance = None
-            if headers:
+            if headers:                          # `split_headers`, with the worker's usual lists inlined
                 last = headers[-1]
-                if last[0] == PROVENANCE_HEADER and len(headers) == 1:
+                if last[0] != PROVENANCE_HEADER or len(headers) > 2:
+                    headers, provenance = split_headers(headers)
+                elif len(headers) == 1:
                     provenance, headers = last[1], ()
+                elif headers[0][0] != PROVENANCE_HEADER:
+                    provenance, headers = last[1], (headers[0],)
                 else:
                     headers, provenance = split_headers(headers)
             src = None
@@ -232,7 +242,7 @@ def destination_window_rows(batches: Iterable[list], dp: int, scope: Destination
                     if src > MAX_OFFSET:
                         src = None
             if src is None:
-                p, w, src, x = dp, POSITIONAL, -1, 0
+                p, w, src, x = dp, POSITIONAL, -1, 0      # no digest: the exact path compares these
             else:
                 if span is None or not span[0] <= src < span[1]:
                     continue                     # a copy of a record outside the checked range: ignored
@@ -242,18 +252,17 @@ def destination_window_rows(batches: Iterable[list], dp: int, scope: Destination
                     key = (FRAMED, key[FRAMING_SIZE:])
                 if value and value[0] == 0 and len(value) >= FRAMING_SIZE:
                     value = (FRAMED, value[FRAMING_SIZE:])
-                x = hash((src, key, value, headers)) & MASK64
+                x = hash((src, key, value, headers))     # `record_hash`
             shift = src - o
             if w != run_w or p != run_p:
                 if run_p is not None:
-                    _merge_destination(groups, (run_p, run_w), [n, lo, hi, first_do, last_do, least_src, most_src,
+                    _merge_destination(groups, (run_p, run_w), [n, total, 0, first_do, last_do, least_src, most_src,
                                                                 least_shift, most_shift])
                 run_p, run_w = p, w
-                n = lo = hi = 0
+                n = total = 0
                 first_do, least_src, most_src, least_shift, most_shift = o, src, src, shift, shift
             n += 1
-            lo += x & MASK32
-            hi += x >> 32
+            total += x
             last_do = o
             if src > most_src:
                 most_src = src
@@ -262,7 +271,7 @@ def destination_window_rows(batches: Iterable[list], dp: int, scope: Destination
             if shift != least_shift or shift != most_shift:
                 least_shift, most_shift = min(least_shift, shift), max(most_shift, shift)
     if run_p is not None:
-        _merge_destination(groups, (run_p, run_w), [n, lo, hi, first_do, last_do, least_src, most_src,
+        _merge_destination(groups, (run_p, run_w), [n, total, 0, first_do, last_do, least_src, most_src,
                                                     least_shift, most_shift])
     return [(scope.t, p, w, dp, *acc) for (p, w), acc in sorted(groups.items())]
 
@@ -319,11 +328,13 @@ def plan_tasks(source_ranges: dict, destination_ranges: dict, window: int, recor
 
 
 def read_windows(tasks: Iterable[ReadTask], settings: ReadSettings) -> Iterator[tuple]:
-    """mapPartitions body: per task, ("source" | "destination", seed probe, row) per window."""
+    """mapPartitions body: per task, ("source" | "destination", seed probe, row) per window, then ("task",
+    seed probe, (seconds, cpu seconds of the Python worker, librdkafka's threads included))."""
     from confluent_kafka import Consumer
 
     probe = seed_probe()
     for task in tasks:
+        started, cpu = time.monotonic(), time.process_time()
         consumer = Consumer(settings.consumers[task.side])
         try:
             batches = read_range(consumer, task.topic, task.partition, task.start, task.end, settings.batch)
@@ -337,6 +348,7 @@ def read_windows(tasks: Iterable[ReadTask], settings: ReadSettings) -> Iterator[
             consumer.close()
         for row in rows:
             yield task.side, probe, row
+        yield "task", probe, (time.monotonic() - started, time.process_time() - cpu)
 
 
 def consumer_settings(connection: dict, read_committed: bool) -> dict:
@@ -359,7 +371,7 @@ def scopes_for(topics: list[str], topic_map: dict[str, str], source_cluster_id: 
 
 def window_rows(spark, tasks: list[ReadTask], settings: ReadSettings) -> tuple[list[tuple], list[tuple]]:
     """Runs the tasks (one Spark task each); (source rows, destination rows) of the shapes SOURCE_WINDOWS
-    and DESTINATION_WINDOWS. Only rows per window reach the driver."""
+    and DESTINATION_WINDOWS. Only rows per window (and one per task: its times, logged) reach the driver."""
     import sys
 
     from pyspark import cloudpickle
@@ -369,7 +381,7 @@ def window_rows(spark, tasks: list[ReadTask], settings: ReadSettings) -> tuple[l
     # By value: the Python workers need not find these packages on their path (spark-submit from anywhere).
     for module in (sys.modules[__name__], consume):
         cloudpickle.register_pickle_by_value(module)
-    rows: dict[str, list[tuple]] = {"source": [], "destination": []}
+    rows: dict[str, list[tuple]] = {"source": [], "destination": [], "task": []}
     probes = set()
     if tasks:
         context = spark.sparkContext
@@ -381,6 +393,10 @@ def window_rows(spark, tasks: list[ReadTask], settings: ReadSettings) -> tuple[l
     if len(probes) > 1:
         raise ReadFailed("the Python workers hash differently (PYTHONHASHSEED differs between executors): "
                          "set spark.executorEnv.PYTHONHASHSEED")
+    cpu = sum(c for _, c in rows["task"])
+    log.info("digest pass read with librdkafka", extra={
+        "tasks": len(tasks), "offsets": sum(t.end - t.start for t in tasks), "task_seconds": round(sum(
+            s for s, _ in rows["task"]), 2), "task_cpu_seconds": round(cpu, 2)})
     return rows["source"], rows["destination"]
 
 
@@ -396,9 +412,4 @@ def windows_with_librdkafka(spark, plan, records_per_task: int):
         scopes=scopes_for(plan.topics, plan.topic_map, plan.source_cluster_id, plan.source_ranges,
                           plan.digest_window))
     tasks = plan_tasks(plan.source_ranges, plan.destination_ranges, plan.digest_window, records_per_task)
-    started = time.monotonic()
-    rows = window_rows(spark, tasks, settings)
-    log.info("digest pass read with librdkafka", extra={
-        "tasks": len(tasks), "offsets": sum(t.end - t.start for t in tasks),
-        "seconds": round(time.monotonic() - started, 2)})
-    return rows
+    return window_rows(spark, tasks, settings)
