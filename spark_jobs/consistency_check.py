@@ -45,7 +45,11 @@ both sides are reduced to a count and a multiset hash; the comparison above runs
 over the differing windows, and over whole partitions whose order is not proven or that have destination
 records needing positional mapping. The counts are the same as a record-by-record run (a differing window
 passes for an equal one with a chance of about 2^-64). The report's `digest` section says, per partition,
-how many windows were verified by digest and which offsets record by record.
+how many windows were verified by digest and which offsets record by record. Spark plans the digest pass
+as one task per (side, partition, offset range); each task reads its range with librdkafka and the job's
+client settings (spark_jobs/check_rdkafka.py) and returns only sums per window, compared on the driver
+(spark_jobs/check_digest_rows.py). `--digest-reader spark` reads both sides with Spark's Kafka source
+instead (slower). The record-by-record path always reads through Spark's Kafka source.
 
 `--mode compacted` (compacted topics) compares instead the latest value of each key of the window with
 the latest copy of that key on the destination: see spark_jobs/check_compacted.py.
@@ -82,7 +86,7 @@ from spark_jobs.check_compacted import compare_latest
 from spark_jobs.check_digests import (
     DIGEST_WINDOW, PartitionDigest, compare_digests, destination_spans, digest_pass, digest_summary, recheck_spans,
 )
-from spark_jobs.check_rdkafka import windows_with_librdkafka
+from spark_jobs.check_rdkafka_spark import windows_with_librdkafka
 from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's exact path)
     KINDS, MAPPED_COLUMNS, MAX_EXAMPLES, PARTITION_FIELDS, compare, fingerprint, map_by_position, map_to_source,
     normalise_headers, normalise_schema_id, offending_examples, record_outcomes, split_by_provenance, summarise,

@@ -7,9 +7,10 @@ import pytest
 from confluent_kafka import KafkaError
 
 from spark_jobs.check_rdkafka import (
-    POSITIONAL, DestinationScope, ProvenanceRule, ReadFailed, ReadTask, destination_window_rows,
-    normalised, plan_tasks, read_range, source_window_rows, split_headers,
+    POSITIONAL, DestinationScope, ProvenanceRule, ReadFailed, destination_window_rows, normalised, read_range,
+    source_window_rows, split_headers,
 )
+from spark_jobs.check_rdkafka_spark import ReadTask, plan_tasks
 from tests.unit.fakes import FakeError, FakeMessage
 
 PROV = "mirror.source"
