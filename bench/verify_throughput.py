@@ -7,7 +7,8 @@ Preloads keyed records with a header into `source` and a clean copy (same partit
 headers, timestamp, plus the provenance header) into `destination` (both clusters written at once, lz4
 batches), then times one run of `python spark_jobs/consistency_check.py --master local[2]` over the whole
 topic. Reports records/s over the whole run (JVM start included) and over the check alone (after the
-Spark session is up), and per core. The preloaded topics are named after records, size and partitions
+Spark session is up), both per core too, the digest pass's task CPU seconds and the 1-minute load average
+before the run (other work on the machine skews the figures). The preloaded topics are named after records, size and partitions
 and kept: a later run with the same shape reuses them (--fresh reloads them, --drop deletes them after
 the run). Uses the running stack (`make stack-up`) or starts one for the run. Adds its row to
 bench/results/verify_throughput.json (one row per records, size and master).
@@ -127,7 +128,7 @@ def cores_of(master: str) -> int:
 
 
 def measure(stack: Stack, records: int, size: int, partitions: int, master: str, workdir: Path,
-            fresh: bool = False, keep: bool = True) -> dict:
+            fresh: bool = False, keep: bool = True, reader: str = "librdkafka") -> dict:
     source, destination = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = f"bench-verify-{records}x{size}-p{partitions}"
     report = workdir / f"{topic}.json"
@@ -137,11 +138,12 @@ def measure(stack: Stack, records: int, size: int, partitions: int, master: str,
             loading = time.monotonic()
             preload(source, destination, topic, records, size, partitions)
             print(f"preloaded {records:,} records of {size} B in {time.monotonic() - loading:.0f}s", flush=True)
+        load_before = round(os.getloadavg()[0], 2)
         started = time.monotonic()
         proc = subprocess.run(
             [sys.executable, "spark_jobs/consistency_check.py", "--source.bootstrap.servers", source,
              "--destination.bootstrap.servers", destination, "--topics", topic, "--prefix", PREFIX,
-             "--master", master, "--report", str(report)],
+             "--master", master, "--report", str(report), "--digest-reader", reader],
             cwd=paths.ROOT, capture_output=True, text=True, timeout=3600,
         )
         wall = time.monotonic() - started
@@ -161,20 +163,26 @@ def measure(stack: Stack, records: int, size: int, partitions: int, master: str,
             pass
     check_s = _log_time(entries, "check finished") - _log_time(entries, "spark session ready")
     cores = cores_of(master)
+    read = next((e for e in entries if e.get("msg") == "digest pass read with librdkafka"), {})
     return {
         "system": "consistency_check", "records": records, "record_bytes": size, "partitions": partitions,
-        "master": master, "cores": cores,
+        "master": master, "cores": cores, "digest_reader": reader,
         "wall_s": round(wall, 1), "check_s": round(check_s, 1),
-        "records_per_s": round(records / wall), "records_per_s_check_only": round(records / check_s),
+        "records_per_s": round(records / wall), "records_per_s_per_core": round(records / wall / cores),
+        "records_per_s_check_only": round(records / check_s),
         "records_per_s_per_core_check_only": round(records / check_s / cores),
+        # the digest pass's Spark tasks: their CPU seconds (Python workers, librdkafka threads included)
+        "read_task_cpu_s": read.get("task_cpu_seconds"),
         "windows_record_by_record": result.get("digest", {}).get("windows_record_by_record"),
+        "load_average_1m_before": load_before,
     }
 
 
 def _merge(rows: list[dict], row: dict) -> list[dict]:
-    """The results file keeps one row per (records, record bytes, master): a new measure replaces its own."""
-    same = lambda r: (r.get("records"), r.get("record_bytes"), r.get("master")) == (  # noqa: E731
-        row["records"], row["record_bytes"], row["master"])
+    """The results file keeps one row per (records, record bytes, master, digest reader): a new measure
+    replaces its own."""
+    same = lambda r: (r.get("records"), r.get("record_bytes"), r.get("master"), r.get("digest_reader", "spark")) == (  # noqa: E731
+        row["records"], row["record_bytes"], row["master"], row["digest_reader"])
     return [r for r in rows if not same(r)] + [row]
 
 
@@ -186,21 +194,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]", help="Spark master of the check (default local[2])")
     parser.add_argument("--fresh", action="store_true", help="reload the topics even when preloaded ones fit")
     parser.add_argument("--drop", action="store_true", help="delete the topics after the run")
+    parser.add_argument("--digest-reader", choices=("librdkafka", "spark"), default="librdkafka",
+                        help="the check's --digest-reader (default librdkafka)")
     args = parser.parse_args(argv)
 
     with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir:
         row = measure(stack, args.records, args.size, args.partitions, args.master, Path(workdir),
-                      fresh=args.fresh, keep=not args.drop)
+                      fresh=args.fresh, keep=not args.drop, reader=args.digest_reader)
     print(json.dumps(row), flush=True)
     RESULTS.mkdir(exist_ok=True)
     results = RESULTS / "verify_throughput.json"
     rows = json.loads(results.read_text()) if results.exists() else []
     results.write_text(json.dumps(_merge(rows, row), indent=2) + "\n")
-    print("\n| records | record bytes | master | wall s | records/s | check s | records/s (check only) | per core |\n"
-          "|---|---|---|---|---|---|---|---|")
+    print("\n| records | record bytes | master | wall s | records/s | per core | check s | records/s (check only) "
+          "| per core |\n|---|---|---|---|---|---|---|---|---|")
     print(f"| {row['records']:,} | {row['record_bytes']} | {row['master']} | {row['wall_s']} | "
-          f"{row['records_per_s']:,} | {row['check_s']} | {row['records_per_s_check_only']:,} | "
-          f"{row['records_per_s_per_core_check_only']:,} |")
+          f"{row['records_per_s']:,} | {row['records_per_s_per_core']:,} | {row['check_s']} | "
+          f"{row['records_per_s_check_only']:,} | {row['records_per_s_per_core_check_only']:,} |")
     return 0
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass, field
 from itertools import chain
 
 from pyspark import cloudpickle
@@ -39,13 +38,14 @@ from pyspark.sql import functions as F
 
 from mirror_worker.wire_format import HEADER_SIZE, MAGIC_BYTE
 from mirror_worker.worker import PROVENANCE_HEADER
+from spark_jobs.check_digest_rows import (  # noqa: F401  (PartitionDigest, destination_spans: re-exported)
+    MAX_LISTED_WINDOWS, POSITIONAL, PartitionDigest, destination_spans, partition_digests,
+)
 from spark_jobs.check_records import normalise_headers, provenance_header, with_provenance
 from spark_jobs.check_window import Ranges
 
 DIGEST_WINDOW = 50_000
-POSITIONAL = -1                       # the window of destination records without usable provenance
-OUTSIDE = -2                          # ... and of those whose source offset is outside the checked range
-MAX_LISTED_WINDOWS = 50               # differing windows named per partition in the report
+OUTSIDE = -2                          # the window of copies whose source offset is outside the checked range
 SEGMENT_SCHEMA = ("t INT, p INT, w BIGINT, dp INT, n BIGINT, lo BIGINT, hi BIGINT, first_do BIGINT, "
                   "last_do BIGINT, first_src BIGINT, last_src BIGINT, ordered BOOLEAN")
 _HEADERS_TYPE = "ARRAY<STRUCT<key: STRING, value: BINARY>>"
@@ -233,53 +233,6 @@ def task_segments(batches):
 # ------------------------------------------------------------------ comparing
 
 
-@dataclass
-class PartitionDigest:
-    """One source partition after the digest pass."""
-    source_count: int = 0
-    beyond_committed: int = 0
-    windows: int = 0
-    differing: int = 0
-    differing_windows: list[int] = field(default_factory=list)     # the first MAX_LISTED_WINDOWS
-    first_differing: int | None = None
-    last_differing: int | None = None
-    in_order: bool = True
-    positional: int = 0                                            # destination records without provenance
-
-
-def compare_windows(source_w: DataFrame, segments: DataFrame) -> DataFrame:
-    """Per source partition (t, p): windows, differing windows, the source count and records beyond the
-    committed offset."""
-    dest_w = segments.filter(F.col("w") >= 0).groupBy("t", "p", "w").agg(
-        F.sum("n").alias("d_n"), F.sum("lo").alias("d_lo"), F.sum("hi").alias("d_hi"))
-    same = (F.col("s_n").eqNullSafe(F.col("d_n")) & F.col("s_lo").eqNullSafe(F.col("d_lo"))
-            & F.col("s_hi").eqNullSafe(F.col("d_hi")))
-    differing_w = F.when(~same, F.col("w"))
-    return (source_w.join(dest_w, ["t", "p", "w"], "full_outer")
-            .groupBy("t", "p").agg(
-                F.count(F.lit(1)).alias("windows"),
-                F.count(differing_w).alias("differing"),
-                F.min(differing_w).alias("first_differing"),
-                F.max(differing_w).alias("last_differing"),
-                F.slice(F.sort_array(F.collect_list(differing_w)), 1, MAX_LISTED_WINDOWS).alias("differing_windows"),
-                F.coalesce(F.sum("s_n"), F.lit(0)).alias("source_count"),
-                F.coalesce(F.sum("beyond"), F.lit(0)).alias("beyond_committed")))
-
-
-def order_by_shift(windows: DataFrame) -> DataFrame:
-    """(t, p, in_order) per source partition with provenance-mapped copies, from `destination_windows`:
-    true when, in each destination partition, every copy sits at source offset = destination offset +
-    one constant (so source offsets rise with destination offsets) and destination partitions taken in
-    order hold rising source offsets; null (unknown, see `order_violations`) otherwise."""
-    per_dp = windows.filter(F.col("w") >= 0).groupBy("t", "p", "dp").agg(
-        (F.min("least_shift") == F.max("greatest_shift")).alias("constant"),
-        F.min("first_src").alias("first_src"), F.max("last_src").alias("last_src"))
-    by_dp = Window.partitionBy("t", "p").orderBy("dp")
-    steps_up = F.coalesce(F.lag("last_src").over(by_dp) < F.col("first_src"), F.lit(True))
-    return (per_dp.select("t", "p", (F.col("constant") & steps_up).alias("ok"))
-            .groupBy("t", "p").agg(F.when(F.min(F.col("ok").cast("int")) == 1, F.lit(True)).alias("in_order")))
-
-
 def order_violations(segments: DataFrame) -> DataFrame:
     """(t, p, in_order) per source partition with provenance-mapped copies."""
     by_position = Window.partitionBy("t", "p").orderBy("dp", "first_do", "last_do")
@@ -296,62 +249,49 @@ def order_violations(segments: DataFrame) -> DataFrame:
 def digest_pass(source_df: DataFrame, destination_df: DataFrame, topics: list[str], topic_map: dict[str, str],
                 source_cluster_id: str | None, ranges: Ranges, committed: dict[tuple[str, int], int | None],
                 window: int = DIGEST_WINDOW, read_destination=None,
-                ) -> tuple[dict[tuple[str, int], PartitionDigest], DataFrame]:
-    """Reads each side once: the digest outcome of every source partition of `ranges`, and the cached
-    per-window destination rows (for `destination_spans`; unpersist them when done).
+                ) -> tuple[dict[tuple[str, int], PartitionDigest], list]:
+    """Reads each side once: the digest outcome of every source partition of `ranges`, and the destination
+    rows per window (for `destination_spans`).
 
     Where the offset shift does not prove the order (gaps, interleaved partitions), `read_destination`
     (destination ranges -> Kafka rows; default: `destination_df` again) reads the destination partitions
     holding those copies once more for the exact order check of `task_segments`."""
-    windows = destination_windows(destination_df, topics, topic_map, source_cluster_id, ranges, window).cache()
-    source_w = source_windows(source_df, topics, committed, window)
-    out = {tp: PartitionDigest() for tp in ranges}
-    for row in compare_windows(source_w, windows).collect():
-        digest = out.setdefault((topics[row.t], row.p), PartitionDigest())
-        digest.source_count, digest.beyond_committed = int(row.source_count), int(row.beyond_committed)
-        digest.windows, digest.differing = row.windows, row.differing
-        digest.first_differing, digest.last_differing = row.first_differing, row.last_differing
-        digest.differing_windows = list(row.differing_windows)
-    for row in windows.filter(F.col("w") == POSITIONAL).groupBy("t", "p").agg(F.sum("n").alias("n")).collect():
-        out.setdefault((topics[row.t], row.p), PartitionDigest()).positional = int(row.n)
-    unknown = {}
-    for row in order_by_shift(windows).collect():
-        tp = (topics[row.t], row.p)
-        if tp in out and row.in_order is None:
-            unknown[tp] = ranges[tp]
+    destination_rows = destination_windows(destination_df, topics, topic_map, source_cluster_id, ranges,
+                                           window).filter(F.col("w") != OUTSIDE).collect()
+    source_rows = source_windows(source_df, topics, committed, window).collect()
+    digests = compare_digests(source_rows, destination_rows, topics, topic_map, source_cluster_id, ranges, window,
+                              lambda dest_ranges: read_destination(dest_ranges) if read_destination else destination_df)
+    return digests, destination_rows
+
+
+def compare_digests(source_rows: list, destination_rows: list, topics: list[str], topic_map: dict[str, str],
+                    source_cluster_id: str | None, ranges: Ranges, window: int, read_destination,
+                    ) -> dict[tuple[str, int], PartitionDigest]:
+    """`digest_pass` from the two sides' rows per window (of `source_windows` and `destination_windows`,
+    however read: see also spark_jobs/check_rdkafka.py), compared on the driver (check_digest_rows.py);
+    `read_destination` (destination ranges -> Kafka rows) reads destination partitions again where the
+    order needs the exact check of `task_segments`."""
+    out = partition_digests(source_rows, destination_rows, topics, ranges)
+    unknown = {tp: ranges[tp] for tp, digest in out.items() if digest.in_order is None and tp in ranges}
     if unknown:
-        spans = destination_spans(windows, topics, unknown, window)
+        spans = destination_spans(destination_rows, topics, unknown, window)
         log.info("order checked record by record", extra={
             "partitions": [f"{t}:{p}" for t, p in sorted(unknown)],
             "destination_records": sum(e - s for s, e in spans.values())})
         dest_ranges = {(_destination_topic(topic_map, t), dp): span for (t, dp), span in spans.items()}
-        reread = read_destination(dest_ranges) if read_destination else destination_df
+        reread = read_destination(dest_ranges)
         segments = destination_segments(reread, topics, topic_map, source_cluster_id, unknown, window)
         for row in order_violations(segments).collect():
             if (topics[row.t], row.p) in unknown:
                 out[(topics[row.t], row.p)].in_order = bool(row.in_order)
-    return out, windows
+    for digest in out.values():  # partitions outside the ranges, never re-read: no verdict on their order
+        if digest.in_order is None:
+            digest.in_order = True
+    return out
 
 
 def _destination_topic(topic_map: dict[str, str], source_topic: str) -> str:
     return next(d for d, s in topic_map.items() if s == source_topic)
-
-
-def destination_spans(segments: DataFrame, topics: list[str], spans: dict[tuple[str, int], tuple[int, int]],
-                      window: int) -> dict[tuple[str, int], tuple[int, int]]:
-    """(source topic, destination partition) -> [first, last + 1) destination offsets holding every
-    provenance-mapped copy of the source offsets in `spans` ((topic, partition) -> [from, to))."""
-    if not spans:
-        return {}
-    index = {t: i for i, t in enumerate(topics)}
-    wanted = segments.sparkSession.createDataFrame(
-        [(index[t], p, start // window, (end - 1) // window) for (t, p), (start, end) in spans.items()],
-        "t INT, p INT, w_from BIGINT, w_to BIGINT")
-    rows = (segments.filter(F.col("w") >= 0).join(F.broadcast(wanted), ["t", "p"])
-            .filter(F.col("w").between(F.col("w_from"), F.col("w_to")))
-            .groupBy("t", "dp").agg(F.min("first_do").alias("first"), F.max("last_do").alias("last"))
-            .collect())
-    return {(topics[r.t], r.dp): (int(r.first), int(r.last) + 1) for r in rows}
 
 
 # ------------------------------------------------------------------ what the exact path re-checks (driver)

@@ -45,7 +45,11 @@ both sides are reduced to a count and a multiset hash; the comparison above runs
 over the differing windows, and over whole partitions whose order is not proven or that have destination
 records needing positional mapping. The counts are the same as a record-by-record run (a differing window
 passes for an equal one with a chance of about 2^-64). The report's `digest` section says, per partition,
-how many windows were verified by digest and which offsets record by record.
+how many windows were verified by digest and which offsets record by record. Spark plans the digest pass
+as one task per (side, partition, offset range); each task reads its range with librdkafka and the job's
+client settings (spark_jobs/check_rdkafka.py) and returns only sums per window, compared on the driver
+(spark_jobs/check_digest_rows.py). `--digest-reader spark` reads both sides with Spark's Kafka source
+instead (slower). The record-by-record path always reads through Spark's Kafka source.
 
 `--mode compacted` (compacted topics) compares instead the latest value of each key of the window with
 the latest copy of that key on the destination: see spark_jobs/check_compacted.py.
@@ -80,8 +84,10 @@ from pyspark.sql import DataFrame, SparkSession
 from mirror_worker.logs import configure_logging
 from spark_jobs.check_compacted import compare_latest
 from spark_jobs.check_digests import (
-    DIGEST_WINDOW, PartitionDigest, destination_spans, digest_pass, digest_summary, recheck_spans,
+    DIGEST_WINDOW, PartitionDigest, compare_digests, destination_spans, digest_pass, digest_summary, recheck_spans,
 )
+from spark_jobs.check_rdkafka import ReadFailed
+from spark_jobs.check_rdkafka_spark import windows_with_librdkafka
 from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's exact path)
     KINDS, MAPPED_COLUMNS, MAX_EXAMPLES, PARTITION_FIELDS, compare, fingerprint, map_by_position, map_to_source,
     normalise_headers, normalise_schema_id, offending_examples, record_outcomes, split_by_provenance, summarise,
@@ -126,6 +132,8 @@ def _parse_arguments(args: list[str]) -> argparse.Namespace:
     add("--digest-window", type=_positive, default=DIGEST_WINDOW,
         help=f"source offsets per digest window (default {DIGEST_WINDOW:,}); differing windows are compared "
              "record by record")
+    add("--digest-reader", choices=("librdkafka", "spark"), default="librdkafka",
+        help="how the digest pass reads both sides: librdkafka in each Spark task (default) or Spark's Kafka source")
     parsed = parser.parse_args(args)
     parsed.window = window_from_args(parsed)
     if not parsed.topics and not parsed.config and parsed.window.kind == "offsets":
@@ -170,6 +178,7 @@ class CheckPlan:
     open_transactions: list[OpenTransaction] = field(default_factory=list)   # source partitions stopped at their LSO
     digest_window: int = DIGEST_WINDOW                  # source offsets per digest window
     mode: str = "records"                               # or "compacted": latest value per key (check_compacted.py)
+    digest_reader: str = "librdkafka"                   # or "spark": the digest pass through Spark's Kafka source
 
 
 def plan_check(args: argparse.Namespace) -> CheckPlan:
@@ -220,7 +229,7 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
     for transaction in stopped:
         log.warning(transaction.line(), extra=transaction.summary())
     return CheckPlan(target, window, topics, topic_map, ranges, destination_ranges, committed, cluster_id,
-                     Path(args.report), stopped, args.digest_window, args.mode)
+                     Path(args.report), stopped, args.digest_window, args.mode, args.digest_reader)
 
 
 # ------------------------------------------------------------------ Spark: read
@@ -300,15 +309,17 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
         return read_kafka(spark, {**DIGEST_FETCH, **target.spark_options(side)}, ranges,
                           DIGEST_RECORDS_PER_SPARK_PARTITION)
 
-    digests, segments = digest_pass(
-        read("source", plan.source_ranges), read("destination", plan.destination_ranges), plan.topics,
-        plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.committed, window,
-        read_destination=lambda ranges: read("destination", ranges))
-    try:
-        spans = recheck_spans(plan.source_ranges, digests, window, target.preserve_partitions)
-        destination_ranges = _recheck_destination(plan, spans, segments)
-    finally:
-        segments.unpersist()
+    if plan.digest_reader == "librdkafka":  # one librdkafka consumer per Spark task (spark_jobs/check_rdkafka.py)
+        source_rows, windows = windows_with_librdkafka(spark, plan, DIGEST_RECORDS_PER_SPARK_PARTITION)
+        digests = compare_digests(source_rows, windows, plan.topics, plan.topic_map, plan.source_cluster_id,
+                                  plan.source_ranges, window, lambda ranges: read("destination", ranges))
+    else:
+        digests, windows = digest_pass(
+            read("source", plan.source_ranges), read("destination", plan.destination_ranges), plan.topics,
+            plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.committed, window,
+            read_destination=lambda ranges: read("destination", ranges))
+    spans = recheck_spans(plan.source_ranges, digests, window, target.preserve_partitions)
+    destination_ranges = _recheck_destination(plan, spans, windows)
     log.info("destination read", extra={"positional": sum(d.positional for d in digests.values())})
     for (topic, partition), digest in sorted(digests.items()):
         if (topic, partition) in plan.source_ranges:
@@ -334,13 +345,13 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
     return report
 
 
-def _recheck_destination(plan: CheckPlan, spans: dict, segments: DataFrame) -> Ranges:
+def _recheck_destination(plan: CheckPlan, spans: dict, windows: list) -> Ranges:
     """Destination ranges holding every copy of the source offsets to re-check: whole topics where a
     record needs positional mapping, elsewhere the offsets the digest pass saw those copies at."""
     positional = {t for (t, _), (_, _, reason) in spans.items() if reason == "positional"}
     ranges = {(d, p): r for (d, p), r in plan.destination_ranges.items() if plan.topic_map[d] in positional}
     by_provenance = {tp: (s, e) for tp, (s, e, _) in spans.items() if tp[0] not in positional}
-    for (topic, partition), (first, end) in destination_spans(segments, plan.topics, by_provenance,
+    for (topic, partition), (first, end) in destination_spans(windows, plan.topics, by_provenance,
                                                               plan.digest_window).items():
         key = (plan.target.destination_topic(topic), partition)
         low, high = plan.destination_ranges.get(key, (first, end))
@@ -397,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             report = run_check(spark, plan)
         html = write_report(report, plan.report)
-    except (PySparkException, Py4JError, OSError) as exc:
+    except (PySparkException, Py4JError, OSError, ReadFailed) as exc:
         log.exception("check failed")
         print(f"{PROG}: check failed: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 3

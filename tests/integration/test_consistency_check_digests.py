@@ -13,7 +13,8 @@ pytestmark = pytest.mark.integration
 PER_PARTITION, WINDOW = 2000, 100             # 20 windows per partition
 
 
-def test_only_the_differing_window_is_compared_record_by_record(stack, topic_name, tmp_path):
+@pytest.mark.parametrize("reader", ["librdkafka", "spark"])
+def test_only_the_differing_window_is_compared_record_by_record(stack, topic_name, tmp_path, reader):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("cc-digest")
     messages = make_source(src, topic, source_records(per_partition=PER_PARTITION))
@@ -31,9 +32,12 @@ def test_only_the_differing_window_is_compared_record_by_record(stack, topic_nam
                 copies.append(_Altered(m) if coord == altered else m)
     mirror_copy(dst, "dc1." + topic, copies, cluster_id(src))
 
-    run = run_check(stack, tmp_path, "--topics", topic, "--prefix", "dc1.", "--digest-window", str(WINDOW))
+    run = run_check(stack, tmp_path, "--topics", topic, "--prefix", "dc1.", "--digest-window", str(WINDOW),
+                    "--digest-reader", reader)
 
     assert run.rc == 1, run.stderr[-3000:]
+    read = [e for e in run.logs() if e.get("msg") == "digest pass read with librdkafka"]
+    assert [e["tasks"] for e in read] == ([2 * PARTITIONS] if reader == "librdkafka" else [])
     assert run.report["totals"] == {"checked": PARTITIONS * PER_PARTITION, "missing": 1, "duplicated": 0,
                                     "altered": 1, "out_of_order": 1}
     assert run.counts(topic, 0) == zero_counts(PER_PARTITION)

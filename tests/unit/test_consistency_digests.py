@@ -20,9 +20,8 @@ def digest(spark, source_records, destination_records, ranges=None, committed=No
     if slices > 1:                                  # tasks as the Kafka source makes them: offset ranges, in order
         destination = destination.repartitionByRange(slices, "partition", "offset").sortWithinPartitions(
             "partition", "offset")
-    out, segments = cd.digest_pass(rows(spark, source_records).coalesce(1), destination, ["t"], TOPIC_MAP,
+    out, _ = cd.digest_pass(rows(spark, source_records).coalesce(1), destination, ["t"], TOPIC_MAP,
                                    "CLUSTER", ranges, committed or {}, WINDOW)
-    segments.unpersist()
     return out
 
 
