@@ -119,6 +119,16 @@ class KafkaNode:
     def is_configured(self) -> bool:
         return self._node_file.is_file() and (self.data_dir / "meta.properties").is_file()
 
+    def cluster_id(self) -> str | None:
+        """The id the storage was formatted with (meta.properties), None before that."""
+        meta = self.data_dir / "meta.properties"
+        if not meta.is_file():
+            return None
+        for line in meta.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                return line.split("=", 1)[1].strip()
+        return None
+
     def configure(self) -> None:
         """Pick ports, write the config and format the storage (once: a restart keeps all data)."""
         if self.is_configured():
@@ -188,7 +198,7 @@ class KafkaNode:
                 raise StackError(
                     f"kafka[{self.cluster}] exited during start-up; see {self.process.log_file}"
                 )
-            if is_listening(self.port) and _answers_metadata(self.bootstrap_servers):
+            if is_listening(self.port) and _answers_metadata(self.bootstrap_servers, self.cluster_id()):
                 return
             time.sleep(0.3)
         raise StartupTimeoutError(
@@ -212,7 +222,9 @@ class KafkaNode:
         self.wait_ready(timeout)
 
 
-def _answers_metadata(bootstrap: str) -> bool:
+def _answers_metadata(bootstrap: str, cluster_id: str | None = None) -> bool:
+    """The broker at `bootstrap` answers, and is of cluster `cluster_id` when given: another process that
+    holds the port (this node then fails to bind it) must not pass for this node."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "logger": _silent_logger()})
@@ -220,7 +232,7 @@ def _answers_metadata(bootstrap: str) -> bool:
         metadata = admin.list_topics(timeout=2)
     except Exception:  # KafkaException while the broker is still coming up
         return False
-    return bool(metadata.brokers)
+    return bool(metadata.brokers) and (cluster_id is None or metadata.cluster_id == cluster_id)
 
 
 def _silent_logger() -> logging.Logger:

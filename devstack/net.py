@@ -4,10 +4,21 @@ import socket
 import time
 
 
+# Ports this process handed out. A port is only reserved by its user's bind, often much later (the stack
+# configures both brokers, then starts them): the kernel may give the same free port twice meanwhile, and did
+# (both brokers of a test session got 57051; the second could not bind, while the first answered for it).
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port nothing listens on, never one this process handed out before."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def is_listening(port: int, host: str = "127.0.0.1") -> bool:
