@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
@@ -114,7 +115,6 @@ def holdings(log: Path, until: float | None = None) -> set[str]:
 
 
 def _epoch(ts: str) -> float:
-    from datetime import datetime
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() if ts else 0.0
 
 

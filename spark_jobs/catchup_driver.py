@@ -50,6 +50,7 @@ class SparkStarter:
         self.startup_s: float | None = None  # the session's start (JVM, SparkContext)
         self.ready_s: float | None = None    # and its Python workers' (a first job)
         self.abandoned = False
+        self.started: float | None = None   # set by start()
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="catchup-spark-start", daemon=True)
 
