@@ -20,6 +20,8 @@ destination topics (`<run>.<topic>`). Per run:
               It includes the process start-up (JVM, group join, topic creation); copy_msgs_per_s is
               the rate from the first record seen on the destination to the last, without start-up.
   cpu_s       user+system CPU seconds of the mirror's process tree over that same interval.
+  broker_cpu_s  the same for the two Kafka nodes (they share the cores: a system that makes the brokers
+              work harder per record is slower on this machine even at the same cpu_s).
   peak_rss    the largest sum of RSS over the process tree, sampled every 50 ms while copying.
   latency     then, with the same process still running, records are produced live into a second
               topic at each rate of --latency-rate (default: 10,000 msgs/s, an ordinary rate, then half
@@ -189,9 +191,11 @@ def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workd
     system, procs = system_procs(system, args.procs)
     if system in ("worker", "worker-eos"):
         source_cfg = workdir / f"{alias}-source.properties"
-        source_cfg.write_text(f"bootstrap.servers={clusters.source}\ngroup.id=bench-{alias}\n")
+        extra = "".join(f"{kv}\n" for kv in args.consumer_props.split(",") if kv)
+        source_cfg.write_text(f"bootstrap.servers={clusters.source}\ngroup.id=bench-{alias}\n{extra}")
         producer_cfg = workdir / f"{alias}-destination.properties"
-        producer_cfg.write_text(f"bootstrap.servers={clusters.destination}\n")
+        extra = "".join(f"{kv}\n" for kv in args.producer_props.split(",") if kv)
+        producer_cfg.write_text(f"bootstrap.servers={clusters.destination}\n{extra}")
         argv = [sys.executable, "-m", "mirror_worker", "--name", alias, "--consumer.config", str(source_cfg),
                 "--producer.config", str(producer_cfg), "--whitelist", "|".join(topics), "--prefix", f"{alias}.",
                 "--preserve.partitions", "--num.streams", str(procs), *args.worker_args.split()]
@@ -258,6 +262,7 @@ def run_one(system: str, size: int, repeat: int, clusters: Clusters, topic: str,
     watcher = Consumer({"bootstrap.servers": clusters.destination, "group.id": "bench-watch"})
     load = os.getloadavg()[0]
     row = {"system": system, "record_bytes": size, "repeat": repeat, "records": args.records, "load_1m": round(load, 2)}
+    brokers_before = sum(tree_cpu_s(pid) for pid in args.broker_pids)
     launched = time.monotonic()
     proc = launch(system, clusters, [topic, live], alias, workdir, args)
     try:
@@ -275,6 +280,7 @@ def run_one(system: str, size: int, repeat: int, clusters: Clusters, topic: str,
                 break
             time.sleep(0.05)
         cpu = tree_cpu_s(proc.pid)
+        broker_cpu = sum(tree_cpu_s(pid) for pid in args.broker_pids) - brokers_before
         if done is None:
             row["error"] = f"exited with {proc.returncode}" if proc.poll() is not None else "timed out"
             return row
@@ -283,7 +289,7 @@ def run_one(system: str, size: int, repeat: int, clusters: Clusters, topic: str,
             msgs_per_s=round(args.records / elapsed), mb_per_s=round(args.records * size / elapsed / 1e6, 2),
             seconds=round(elapsed, 2), first_record_s=round(first - launched, 2),
             copy_msgs_per_s=round((args.records - first_count) / (done - first)) if done > first else None,
-            cpu_s=round(cpu, 2), peak_rss_mib=round(peak_rss, 1),
+            cpu_s=round(cpu, 2), broker_cpu_s=round(broker_cpu, 2), peak_rss_mib=round(peak_rss, 1),
         )
         for label, rate in latency_rates(args.latency_rate, half_rate or (row["copy_msgs_per_s"] or row["msgs_per_s"]) / 2):
             if args.latency_s <= 0:
@@ -372,7 +378,7 @@ def _rate_name(label: str) -> str:
     return "half load" if label == "half" else f"{int(label):,}/s"
 
 
-FIELDS = ("msgs_per_s", "mb_per_s", "copy_msgs_per_s", "cpu_s", "peak_rss_mib", "first_record_s")
+FIELDS = ("msgs_per_s", "mb_per_s", "copy_msgs_per_s", "cpu_s", "broker_cpu_s", "peak_rss_mib", "first_record_s")
 
 
 def medians(runs: list[dict], systems: list[str], sizes: list[int], labels: list[str]) -> list[dict]:
@@ -429,15 +435,15 @@ def markdown(rows: list[dict], ratio_rows: list[dict], meta: dict) -> str:
         "",
         "| system | record B | msgs/s | MB/s | copy msgs/s | "
         + "".join(f"p50 ms @{_rate_name(label)} | p99 ms @{_rate_name(label)} | " for label in labels)
-        + "CPU s | peak RSS MiB | first record s |",
-        "|---|---:|---:|---:|---:|" + "---:|---:|" * len(labels) + "---:|---:|---:|",
+        + "CPU s | broker CPU s | peak RSS MiB | first record s |",
+        "|---|---:|---:|---:|---:|" + "---:|---:|" * len(labels) + "---:|---:|---:|---:|",
     ]
     for r in rows:
         latencies = "".join(f"{fmt(r.get(f'p50_ms_{label}'), 1)} | {fmt(r.get(f'p99_ms_{label}'), 1)} | "
                             for label in labels)
         lines.append(
             f"| {r['system']} | {r['record_bytes']} | {fmt(r['msgs_per_s'])} | {fmt(r['mb_per_s'], 1)} | "
-            f"{fmt(r['copy_msgs_per_s'])} | {latencies}{fmt(r['cpu_s'], 1)} | "
+            f"{fmt(r['copy_msgs_per_s'])} | {latencies}{fmt(r['cpu_s'], 1)} | {fmt(r.get('broker_cpu_s'), 1)} | "
             f"{fmt(r['peak_rss_mib'])} | {fmt(r['first_record_s'], 1)} |"
         )
     if ratio_rows:
@@ -471,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mm2-heap-mb", type=int, default=512)
     parser.add_argument("--mm2-poll-records", type=int, default=2500, help="MM2 max.poll.records (the worker's batch)")
     parser.add_argument("--kafka-heap-mb", type=int, default=768, help="heap of the brokers this run starts")
+    parser.add_argument("--consumer-props", default="",
+                        help="k=v,... added to the worker's consumer .properties (to try a client setting)")
+    parser.add_argument("--producer-props", default="", help="k=v,... added to the worker's producer .properties")
     parser.add_argument("--running-stack", action="store_true",
                         help="measure on the running stack (make stack-up) instead of two private Kafka nodes")
     parser.add_argument("--logs", default=None, help="keep each run's configs and logs here (default: a temp dir)")
@@ -490,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     with bench_stack(kafka_only=True, kafka_heap_mb=args.kafka_heap_mb, reuse_running=args.running_stack) as stack, \
             tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         clusters = Clusters(stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers)
+        args.broker_pids = [pid for pid in (stack[c].kafka.process.pid() for c in ("source", "destination")) if pid]
         workdir = Path(args.logs or tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         print(f"brokers warm: produce->consume p50 {warm_up(clusters, args.partitions)} ms", flush=True)
