@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from contextlib import ExitStack
@@ -75,7 +76,9 @@ from spark_jobs.catchup_copy import CopySettings  # noqa: E402
 from spark_jobs.catchup_eos import ExactlyOnce, destination_positions, expired_line, exactly_once_for  # noqa: E402
 from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges  # noqa: E402
 from spark_jobs.catchup_driver import SparkStarter  # noqa: E402
-from spark_jobs.catchup_spark import DestinationProgress, copy_tasks_for, copy_with_spark, schema_fields  # noqa: E402
+from spark_jobs.catchup_spark import (  # noqa: E402
+    DestinationProgress, copy_tasks_for, copy_with_spark, on_demand_schemas, schema_fields,
+)
 from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args  # noqa: E402
 from spark_jobs.kafka_meta import KafkaMeta, resolve_topics  # noqa: E402
 from spark_jobs.stable_offsets import open_transactions, reachable  # noqa: E402
@@ -305,7 +308,7 @@ def copy_settings(target: JobTarget, args, clusters: tuple[str, str], id_headers
         consumer=reader_conf(target), producer=producer, exactly_once=eos,
         commit=bool(target.group_id) and not args.no_commit, destination_cluster_id=destination_cluster,
         provenance=(target.source_alias, source_cluster) if target.provenance_headers else None,
-        id_headers=id_headers, progress_interval_s=args.progress_interval_s,
+        id_headers=id_headers, schemas=on_demand_schemas(target), progress_interval_s=args.progress_interval_s,
     )
 
 
@@ -326,6 +329,17 @@ def _commit_uncopied(target: JobTarget, ranges: list[Range], topic_ids: dict[str
         committer.close()
 
 
+def failure_line(exc: BaseException) -> str:
+    """One line naming the failure. A task's CopyFailed reaches the driver inside Spark's PythonException,
+    whose first line only says that a Python worker raised: the CopyFailed line from its traceback is the one
+    that names the partition, the offset and why."""
+    text = str(exc)
+    copy_failures = re.findall(r"CopyFailed: (.+)", text)
+    if copy_failures:
+        return f"CopyFailed: {copy_failures[-1].strip()}"
+    return f"{exc.__class__.__name__}: {text.splitlines()[0] if text else ''}"
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stdout)
     try:
@@ -335,8 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"catchup: {exc}", file=sys.stderr, flush=True)
         return 2
     except Exception as exc:  # runtime failure: nothing committed past what was delivered
-        print(f"catchup: failed: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-              file=sys.stderr, flush=True)
+        print(f"catchup: failed: {failure_line(exc)}", file=sys.stderr, flush=True)
         return 1
     return DATA_LOSS_EXIT if any(loss["action"] == "halt" for loss in summary["data_loss"]) else 0
 

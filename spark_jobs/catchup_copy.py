@@ -61,6 +61,7 @@ class CopySettings:
     destination_cluster_id: str = ""
     provenance: tuple[str, str] | None = None   # (source alias, source cluster id) when the mirror adds the header
     id_headers: dict = field(default_factory=dict)  # source framing header -> destination's
+    schemas: object | None = None               # maps an id first met mid-copy (catchup_spark.OnDemandSchemas)
     batch: int = 10_000
     exactly_once: object | None = None          # catchup_eos.ExactlyOnce for an exactly-once mirror
     progress_interval_s: float = 5.0
@@ -142,7 +143,8 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
     destination_topic, destination_partition = task.destination_topic, task.destination_partition
     provenance = settings.provenance
     cluster = settings.destination_cluster_id
-    id_headers = settings.id_headers if task.frame_keys or task.frame_values else None
+    # The task's own copy: ids first met mid-copy are added to it (rewrite_on_demand).
+    id_headers = dict(settings.id_headers) if task.frame_keys or task.frame_values else None
     frame_keys, frame_values, rewrite, framed = task.frame_keys, task.frame_values, wire_format.rewrite, wire_format.is_framed
     eof = KafkaError._PARTITION_EOF
     position, copied, waits = task.start, 0, 0
@@ -183,10 +185,8 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
                         key = rewrite(key, id_headers)
                     if frame_values and framed(value):
                         value = rewrite(value, id_headers)
-                except KeyError as exc:
-                    raise CopyFailed(f"{task.topic}[{task.partition}] offset {offset}: schema id "
-                                     f"{wire_format.schema_id(exc.args[0])} is not in the destination registry's "
-                                     "map (sync the mirror's schemas, then rerun)") from None
+                except KeyError:
+                    key, value = rewrite_on_demand(settings.schemas, task, offset, msg.key(), msg.value(), id_headers)
             while True:
                 try:
                     produce(destination_topic, value, key, destination_partition, timestamp=timestamp, headers=headers)
@@ -217,6 +217,29 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
     progress.report(copied, end, done=True, event="partition done" if end == task.end else "partition handed over",
                     producer_waits=waits)
     return copied, end
+
+
+def rewrite_on_demand(schemas, task: CopyTask, offset: int, key, value, id_headers: dict) -> tuple:
+    """A key or value framed with a schema id the map does not have yet (registered under another subject
+    than the topic's, or after the job started): map it as the worker's schema gate does
+    (`SchemaSyncer.destination_header`: the subjects holding it are synced first), then rewrite. An id the
+    source registry does not know, or a subject that conflicts, fails the range: nothing of it is
+    committed, as the worker halts the partition."""
+    from mirror_worker.exceptions import SchemaConflict, UnknownSchemaId
+
+    fields = ((key, task.frame_keys), (value, task.frame_values))
+    for data, framed in fields:
+        if framed and wire_format.is_framed(data) and data[:wire_format.HEADER_SIZE] not in id_headers:
+            source_id = wire_format.schema_id(data)
+            if schemas is None:
+                raise CopyFailed(f"{task.topic}[{task.partition}] offset {offset}: schema id {source_id} is not in "
+                                 "the destination registry's map and the job has no registries to map it")
+            try:
+                id_headers[data[:wire_format.HEADER_SIZE]] = schemas.header(task.topic, source_id)
+            except (UnknownSchemaId, SchemaConflict) as exc:
+                raise CopyFailed(f"{task.topic}[{task.partition}] offset {offset}: {exc}; not committed") from None
+    return tuple(wire_format.rewrite(data, id_headers) if framed and wire_format.is_framed(data) else data
+                 for data, framed in fields)
 
 
 def commit_range(consumer, offsets, timeout_s: float = 60.0, clock: Callable[[], float] = time.monotonic,

@@ -4,7 +4,7 @@ task per range (what is left of it), and the job's progress.
 Spark plans, schedules and retries the ranges it is handed; each task reads and writes with librdkafka
 (spark_jobs/catchup_copy.py), the driver's copy with the same code (spark_jobs/catchup_driver.py). Where a record goes is decided here, once per partition, by the worker's
 `Router`; schema ids are mapped by the worker's `SchemaSyncer` (when the mirror syncs schemas) before any
-task starts. While the tasks run, a thread on the driver logs the whole job's progress from the destination's
+task starts, and an id a task meets that is not mapped yet by the same code where the task runs. While the tasks run, a thread on the driver logs the whole job's progress from the destination's
 log ends (records written since the copy started, rate, time left).
 """
 
@@ -44,6 +44,36 @@ def schema_fields(target: JobTarget, topics: list[str]) -> tuple[dict, dict[str,
         syncer.sync_topic(topic)
     fields = {topic: rewritten_fields(mirror.schema_id_rewrite, syncer.framing.get(topic)) for topic in topics}
     return dict(syncer.id_headers), fields
+
+
+class OnDemandSchemas:
+    """Maps a schema id a task meets mid-copy, with the worker's `SchemaSyncer` (its `destination_header`),
+    built where the task runs on first use: it travels to the executors as the mirror's settings only."""
+
+    def __init__(self, mirror, source_alias: str) -> None:
+        self.mirror = mirror
+        self.source_alias = source_alias
+        self._syncer = None
+
+    def __getstate__(self) -> dict:
+        return {"mirror": self.mirror, "source_alias": self.source_alias, "_syncer": None}
+
+    def header(self, topic: str, source_id: int) -> bytes:
+        if self._syncer is None:
+            from mirror_worker.schema_sync import syncers_for
+
+            self._syncer = syncers_for(self.mirror)[self.source_alias]
+        return self._syncer.destination_header(topic, source_id)
+
+
+def on_demand_schemas(target: JobTarget) -> OnDemandSchemas | None:
+    """What maps ids met mid-copy, when the mirror syncs this source's schemas and rewrites ids."""
+    mirror = target.mirror
+    if mirror is None or not mirror.syncs_schemas or mirror.schema_id_rewrite == "off":
+        return None
+    if not any(s.name == target.source_alias and mirror.source_registry_url(s) for s in mirror.sources):
+        return None
+    return OnDemandSchemas(mirror, target.source_alias)
 
 
 def copy_tasks_for(target: JobTarget, ranges: list[Range], topic_ids: dict[str, str],

@@ -18,6 +18,17 @@ from tests.worker_util import committed_offsets, read_topic, write_mirror_spec
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
+def _spec_with_registries(tmp_path, stack, topic: str, prefix: str, **settings):
+    spec = write_mirror_spec(tmp_path / "spec.yaml", stack, "m", topic, prefix=prefix, **settings)
+    text = spec.read_text()
+    for side in ("source", "destination"):
+        bootstrap = stack[side].kafka.bootstrap_servers
+        text = text.replace('kafka: {bootstrap.servers: "%s"}}' % bootstrap,
+                            'kafka: {bootstrap.servers: "%s"}, schema-registry-url: "%s"}' % (bootstrap, stack[side].registry.url))
+    spec.write_text(text)
+    return spec
+
+
 def test_catchup_rewrites_schema_ids_and_adds_provenance(stack, topic_name, tmp_path):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("cutransform")
@@ -27,13 +38,7 @@ def test_catchup_rewrites_schema_ids_and_adds_provenance(stack, topic_name, tmp_
     keys = [_long_key(source_id, i) for i in range(8)]
     produce(src, topic, [{"key": k, "value": v, "partition": i % 2} for i, (k, v) in enumerate(zip(keys, values))])
     _pad_destination_ids(stack)
-    spec = write_mirror_spec(tmp_path / "spec.yaml", stack, "m", topic, prefix="cut.", **{"provenance-headers": "true"})
-    text = spec.read_text()
-    for side in ("source", "destination"):
-        bootstrap = stack[side].kafka.bootstrap_servers
-        text = text.replace('kafka: {bootstrap.servers: "%s"}}' % bootstrap,
-                            'kafka: {bootstrap.servers: "%s"}, schema-registry-url: "%s"}' % (bootstrap, stack[side].registry.url))
-    spec.write_text(text)
+    spec = _spec_with_registries(tmp_path, stack, topic, "cut.", **{"provenance-headers": "true"})
     group = f"g-{topic}"
 
     result = run_catchup("--config", str(spec), "--mirror", "m", "--group.id", group)
@@ -53,3 +58,39 @@ def test_catchup_rewrites_schema_ids_and_adds_provenance(stack, topic_name, tmp_
     for m in mirrored:
         partition, offset = by_key[m.key()]
         assert m.headers() == [(PROVENANCE_HEADER, provenance_value("east", source_cluster, topic, partition, offset))]
+
+
+def test_catchup_maps_a_schema_id_of_another_subject_on_demand_as_the_worker_does(stack, topic_name, tmp_path):
+    """A value framed with a schema registered under another subject only (another naming strategy, a
+    shared schema): the worker syncs that subject when it meets the id (SchemaSyncer.destination_header);
+    the catch-up used to stop with "not in the destination registry's map" and commit nothing."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("cuondemand")
+    create_topic(src, topic, partitions=1)
+    own = _avro_values(stack, topic, 0, 3)                   # <topic>-value: synced before the copy
+    other = _avro_values(stack, f"{topic}-other", 3, 3)      # <topic>-other-value: met only mid-copy
+    assert wire_format.schema_id(own[0]) != wire_format.schema_id(other[0])
+    produce(src, topic, [{"value": v, "partition": 0} for v in own + other])
+    _pad_destination_ids(stack)
+    spec = _spec_with_registries(tmp_path, stack, topic, "cuo.")
+    group = f"g-{topic}"
+
+    result = run_catchup("--config", str(spec), "--mirror", "m", "--group.id", group)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert catchup_summary(result)["records"] == 6
+    assert committed_offsets(src, group, topic, 1) == {0: 6}
+    own_id, other_id = _destination_id(stack, f"cuo.{topic}-value"), _destination_id(stack, f"{topic}-other-value")
+    assert other_id != wire_format.schema_id(other[0])  # the ids differ between the registries
+    mirrored = [m.value() for m in read_topic(dst, f"cuo.{topic}", timeout=60)]
+    assert mirrored == ([wire_format.header(own_id) + v[5:] for v in own]
+                        + [wire_format.header(other_id) + v[5:] for v in other])
+
+    # An id no subject of the source registry holds: the worker halts the partition; the catch-up fails with
+    # one line naming it and commits nothing of the range.
+    produce(src, topic, [{"value": wire_format.header(987654) + own[0][5:], "partition": 0}])
+    result = run_catchup("--config", str(spec), "--mirror", "m", "--group.id", group)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"catchup: failed: CopyFailed: {topic}[0] offset 6: schema id 987654 is not in the source 'east' "
+        "registry; not committed")
+    assert committed_offsets(src, group, topic, 1) == {0: 6}

@@ -116,6 +116,57 @@ def test_an_unmapped_schema_id_fails_the_task_before_any_commit():
     assert consumer.calls == []
 
 
+class FakeSchemas:
+    """OnDemandSchemas' interface: source id -> the destination's framing header, or the syncer's errors."""
+
+    def __init__(self, known: dict[int, int]):
+        self.known, self.asked = known, []
+
+    def header(self, topic, source_id):
+        from mirror_worker.exceptions import UnknownSchemaId
+
+        self.asked.append((topic, source_id))
+        if source_id not in self.known:
+            raise UnknownSchemaId(f"schema id {source_id} is in no subject of the source registry")
+        return wire_format.header(self.known[source_id])
+
+
+def test_a_schema_id_met_mid_copy_is_mapped_once_then_rewritten_as_the_worker_does():
+    log = [FakeMessage("orders", 2, 10 + i, key=wire_format.header(5) + b"k", value=wire_format.header(9) + b"v")
+           for i in range(3)]
+    schemas = FakeSchemas({5: 1005, 9: 1009})
+    settings = CopySettings(consumer={}, producer={}, id_headers={wire_format.header(7): wire_format.header(8)},
+                            schemas=schemas)
+    producer = RecordingProducer()
+    copy_range(CopyTask("orders", 2, 10, 13, "cu.orders", 2, frame_keys=True, frame_values=True), settings,
+               RangeConsumer(log), producer, [], emit=lambda _e: None)
+    assert [(k, v) for _t, _p, k, v, _h, _ts in producer.produced] == [
+        (wire_format.header(1005) + b"k", wire_format.header(1009) + b"v")] * 3
+    assert sorted(schemas.asked) == [("orders", 5), ("orders", 9)]  # once each, then from the task's map
+    assert settings.id_headers == {wire_format.header(7): wire_format.header(8)}  # the shared settings untouched
+
+
+def test_an_id_the_source_registry_does_not_know_fails_the_task_before_any_commit():
+    log = [FakeMessage("orders", 2, 10, value=wire_format.header(9) + b"x")]
+    settings = CopySettings(consumer={}, producer={}, schemas=FakeSchemas({}))
+    consumer = RangeConsumer(log)
+    with pytest.raises(CopyFailed, match=r"orders\[2\] offset 10: schema id 9 is in no subject"):
+        copy_range(CopyTask("orders", 2, 10, 11, "cu.orders", 2, frame_values=True), settings, consumer,
+                   RecordingProducer(), [], emit=lambda _e: None)
+    assert consumer.calls == []
+
+
+def test_a_tasks_copy_failure_is_reported_by_its_own_line_not_sparks_wrapper():
+    from spark_jobs.catchup import failure_line
+
+    wrapped = Exception("An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+                        '  File "catchup_copy.py", line 1\nspark_jobs.catchup_copy.CopyFailed: orders[2] offset 10: '
+                        "schema id 9 is in no subject of the source registry; not committed\n")
+    assert failure_line(wrapped) == ("CopyFailed: orders[2] offset 10: schema id 9 is in no subject of the source "
+                                     "registry; not committed")
+    assert failure_line(RuntimeError("first\nsecond")) == "RuntimeError: first"
+
+
 def test_a_record_that_came_from_the_destination_is_a_cycle():
     looped = provenance_value("back", "dst-cluster", "orders", 0, 3)
     consumer = RangeConsumer([FakeMessage("orders", 2, 10, headers=[(PROVENANCE_HEADER, looped)])])
