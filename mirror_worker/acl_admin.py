@@ -20,6 +20,7 @@ from confluent_kafka.admin import (
 
 from mirror_worker.acl_sync import PrincipalFilter, SkippedAcl, TopicAcl, plan_acl_sync
 from mirror_worker.client_config import connection_settings
+from mirror_worker.clients import librdkafka_log
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import MirrorError
 
@@ -132,14 +133,19 @@ def principal_filter(config: MirrorConfig) -> PrincipalFilter:
     return PrincipalFilter.from_expressions(config.acl_sync_principals, config.acl_sync_exclude_principals)
 
 
+def _admin(settings: dict) -> AdminClient:
+    # librdkafka's own lines go to the structured log: stderr carries only the command's one-line error.
+    return AdminClient({**connection_settings(settings), "logger": librdkafka_log})
+
+
 def sync_mirror_acls(config: MirrorConfig, dry_run: bool = False, timeout: float = 30.0) -> list[AclSyncReport]:
     """One sync of every source of the mirror (the `sync-acls` command): the topics the mirror selects now."""
-    destination = AdminClient(connection_settings(config.producer))
+    destination = _admin(config.producer)
     acl_sync = AclSync(destination, config.naming_policy().remote_topic, principal_filter(config), timeout)
     topic_filter = config.topic_filter()
     reports = []
     for source in config.sources:
-        admin = AdminClient(connection_settings(source.consumer))
+        admin = _admin(source.consumer)
         try:
             topics = admin.list_topics(timeout=timeout).topics
         except KafkaException as exc:
