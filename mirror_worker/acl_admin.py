@@ -48,8 +48,8 @@ def to_binding(acl: TopicAcl) -> AclBinding:
 def describe_topic_acls(admin, what: str, timeout: float = 30.0) -> list[TopicAcl]:
     try:
         bindings = admin.describe_acls(TOPIC_ACLS, request_timeout=timeout).result(timeout)
-    except KafkaException as exc:
-        raise AclSyncError(f"{what}: topic ACLs not readable: {exc.args[0].str()}") from None
+    except (KafkaException, TimeoutError) as exc:
+        raise AclSyncError(f"{what}: topic ACLs not readable: {_error_text(exc)}") from None
     return [to_topic_acl(b) for b in bindings if b.restype == ResourceType.TOPIC]
 
 
@@ -62,9 +62,15 @@ def create_acls(admin, acls: list[TopicAcl], timeout: float = 30.0) -> dict[Topi
     for binding, future in admin.create_acls(list(by_binding), request_timeout=timeout).items():
         try:
             future.result(timeout)
-        except KafkaException as exc:
-            errors[by_binding[binding]] = exc.args[0].str()
+        except (KafkaException, TimeoutError) as exc:
+            errors[by_binding[binding]] = _error_text(exc)
     return errors
+
+
+def _error_text(exc: Exception) -> str:
+    if isinstance(exc, KafkaException) and exc.args and hasattr(exc.args[0], "str"):
+        return exc.args[0].str()
+    return f"no answer ({exc.__class__.__name__})"
 
 
 @dataclass
@@ -133,6 +139,13 @@ def principal_filter(config: MirrorConfig) -> PrincipalFilter:
     return PrincipalFilter.from_expressions(config.acl_sync_principals, config.acl_sync_exclude_principals)
 
 
+def worker_acl_sync(config: MirrorConfig, destination_admin, remote_topic: Callable[[str], str]) -> AclSync | None:
+    """The worker's AclSync (its admin, its routing's naming policy); None when acl-sync-interval-ms is 0."""
+    if not config.acl_sync_interval_ms:
+        return None
+    return AclSync(destination_admin, remote_topic, principal_filter(config), config.startup_timeout_s)
+
+
 def _admin(settings: dict) -> AdminClient:
     # librdkafka's own lines go to the structured log: stderr carries only the command's one-line error.
     return AdminClient({**connection_settings(settings), "logger": librdkafka_log})
@@ -149,7 +162,7 @@ def sync_mirror_acls(config: MirrorConfig, dry_run: bool = False, timeout: float
         try:
             topics = admin.list_topics(timeout=timeout).topics
         except KafkaException as exc:
-            raise AclSyncError(f"source {source.name!r}: topics not listed: {exc.args[0].str()}") from None
+            raise AclSyncError(f"source {source.name!r}: topics not listed: {_error_text(exc)}") from None
         report = acl_sync.sync(source.name, admin, topic_filter.select(topics), dry_run)
         log_report(report, {"mirror": config.name})
         reports.append(report)

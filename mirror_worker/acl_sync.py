@@ -95,9 +95,7 @@ def destination_operation(acl: TopicAcl) -> str | None:
     """The operation the destination binding gets, None when the binding is not read-side."""
     if acl.operation in READ_SIDE:
         return acl.operation
-    if acl.operation == "ALL" and acl.permission in (ALLOW, DENY):
-        return "READ"
-    return None
+    return "READ" if acl.operation == "ALL" else None
 
 
 def skip_reason(acl: TopicAcl, mirrored: set[str], principals: PrincipalFilter) -> str | None:

@@ -24,7 +24,7 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.acl_admin import AclSync, principal_filter
+from mirror_worker.acl_admin import worker_acl_sync
 from mirror_worker.backpressure import Backpressure
 from mirror_worker.catchup_lease import CatchupCheck
 from mirror_worker.client_config import (
@@ -185,13 +185,7 @@ class MirrorWorker:
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,
                                       producers=self._all_producers, fit_batches=self.fit_batches,
-                                      acl_sync=self._acl_sync(admin))
-
-    def _acl_sync(self, admin) -> AclSync | None:
-        cfg = self.config
-        if not cfg.acl_sync_interval_ms:
-            return None
-        return AclSync(admin, self.router.policy.remote_topic, principal_filter(cfg), cfg.startup_timeout_s)
+                                      acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic))
 
     def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
         group = positions_group(self.config.name, stream.alias)

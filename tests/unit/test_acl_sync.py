@@ -232,3 +232,20 @@ def test_the_command_refuses_bad_input_in_one_line_with_exit_2(tmp_path, capsys,
     assert err.count("\n") == 1 and error in err, err
     assert main(["sync-acls", "--config", str(path), "--bogus"]) == 2
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_the_worker_loop_syncs_acls_at_once_then_every_interval():
+    worker, _, _, _ = make_worker({("orders", 0): []}, acl_sync_interval_ms=1000)
+    synced_at = []
+
+    def sync_acls():
+        synced_at.append(worker.clock.now)
+        if len(synced_at) == 3:
+            worker.stop_event.set()
+
+    worker.topics.sync_acls = sync_acls
+    started = worker.clock.now
+    worker.run()
+    assert synced_at[0] - started < 0.5  # the first sync does not wait an interval
+    gaps = [later - earlier for earlier, later in zip(synced_at, synced_at[1:])]
+    assert all(1.0 <= gap < 1.5 for gap in gaps), gaps
