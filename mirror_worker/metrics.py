@@ -39,7 +39,8 @@ class MirrorMetrics:
             registry=self.registry,
         )
         self.acls_synced = Counter(
-            "mirror_topic_acls_synced", "Read-side ACL bindings created on destination topics (topic: the destination's)",
+            "mirror_topic_acls_synced",
+            "Read-side ACL bindings created on destination topics (topic: the destination's)",
             labels, registry=self.registry,
         )
         self.offset_syncs = Counter(

@@ -150,7 +150,8 @@ def test_sync_acls_copies_the_read_side_once_never_write_and_filters_a_principal
         (orders, "User:gina", "ALTER", "ALLOW"): "operation ALTER is not read-side: never copied",
         (orders, "User:bob", "READ", "ALLOW"): "principal excluded by the mirror's ACL filter",
         (other, "User:alice", "READ", "ALLOW"): "topic not mirrored",
-        (f"acl-{run}", "User:alice", "READ", "ALLOW"): "prefixed pattern: only literal topic names map to destination topics",
+        (f"acl-{run}", "User:alice", "READ", "ALLOW"):
+            "prefixed pattern: only literal topic names map to destination topics",
     }
     on_destination = _topic_acls(destination, mapped)
     assert on_destination == expected  # exactly: no WRITE, no ALL, nothing for bob
