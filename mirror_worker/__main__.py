@@ -2,7 +2,9 @@
 
 `python -m mirror_worker sync-schemas --config SPEC --mirror NAME [--topics a,b]` copies the schemas only.
 `python -m mirror_worker translate-offsets --config SPEC --mirror NAME --group G [--apply]` translates a
-source consumer group's offsets to the destination (failover). The commands live in commands/.
+source consumer group's offsets to the destination (failover).
+`python -m mirror_worker sync-acls --config SPEC --mirror NAME [--dry-run]` copies the read-side topic ACLs once.
+The commands live in commands/.
 """
 
 from __future__ import annotations

@@ -140,6 +140,10 @@ class MirrorConfig(_Strict):
     # Topic-config sync (topic_configs.py): every N ms, 0 disables it (creation copies nothing either).
     config_sync_interval_ms: int = Field(60_000, ge=0)
     config_sync_exclude: list[str] = Field(default_factory=list)  # regexes, on top of MM2's defaults
+    # Topic ACL sync (acl_sync.py): read-side ACLs copied every N ms, 0 (the default) disables it in the worker.
+    acl_sync_interval_ms: int = Field(0, ge=0)
+    acl_sync_principals: list[str] = Field(default_factory=list)  # regexes over `User:name`; empty: every principal
+    acl_sync_exclude_principals: list[str] = Field(default_factory=list)
     # Offset syncs for failover (offset_syncs.py); written only with preserve_partitions.
     offset_syncs: bool = True
     # Static group membership (membership.py): opt-in, since a static member that stops cleanly does not leave
@@ -147,7 +151,7 @@ class MirrorConfig(_Strict):
     static_membership: bool = False
     worker_slot: int = Field(0, ge=0)
 
-    @field_validator("config_sync_exclude")
+    @field_validator("config_sync_exclude", "acl_sync_principals", "acl_sync_exclude_principals")
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
         for expression in value:

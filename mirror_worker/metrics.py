@@ -38,6 +38,11 @@ class MirrorMetrics:
             "mirror_topic_configs_synced", "Destination topic config entries set from the source topic's", labels,
             registry=self.registry,
         )
+        self.acls_synced = Counter(
+            "mirror_topic_acls_synced",
+            "Read-side ACL bindings created on destination topics (topic: the destination's)",
+            labels, registry=self.registry,
+        )
         self.offset_syncs = Counter(
             "mirror_offset_syncs", "Offset syncs (source offset -> destination offset) written", labels, registry=self.registry
         )

@@ -24,6 +24,7 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from mirror_worker.acl_admin import worker_acl_sync
 from mirror_worker.backpressure import Backpressure
 from mirror_worker.catchup_lease import CatchupCheck
 from mirror_worker.client_config import (
@@ -183,7 +184,8 @@ class MirrorWorker:
         )
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,
-                                      producers=self._all_producers, fit_batches=self.fit_batches)
+                                      producers=self._all_producers, fit_batches=self.fit_batches,
+                                      acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic))
 
     def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
         group = positions_group(self.config.name, stream.alias)
@@ -234,6 +236,7 @@ class MirrorWorker:
         next_commit = now + cfg.commit_interval_s
         next_refresh = now + cfg.topic_refresh_interval_s
         next_config_sync = now + cfg.config_sync_interval_ms / 1000
+        next_acl_sync = now  # the first right away: ACLs should not wait an interval behind a started mirror
         next_heartbeat = now
         timeout = 0.5 if len(self.streams) == 1 else 0.1
         while self.state.running:
@@ -244,6 +247,9 @@ class MirrorWorker:
             if cfg.config_sync_interval_ms and now >= next_config_sync:
                 self.topics.sync_configs()
                 next_config_sync = self.clock() + cfg.config_sync_interval_ms / 1000
+            if cfg.acl_sync_interval_ms and now >= next_acl_sync:
+                self.topics.sync_acls()
+                next_acl_sync = self.clock() + cfg.acl_sync_interval_ms / 1000
             if now >= next_heartbeat:
                 self.topics.send_heartbeats(self.heartbeat_producer or self.producers[0], self.destination_cluster_id)
                 next_heartbeat = now + cfg.heartbeat_interval_s

@@ -1,4 +1,4 @@
-"""Topics of a running worker: discovery, destination creation, partition growth, config sync, heartbeats."""
+"""Topics of a running worker: discovery, destination creation, partition growth, config and ACL sync, heartbeats."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, Producer
 
+from mirror_worker.acl_admin import AclSync, AclSyncError, log_report
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import MirrorError
 from mirror_worker.metrics import MirrorMetrics
@@ -38,7 +39,7 @@ class TopicManagement:
                  router: Router, assignment: PartitionAssignment, metrics: MirrorMetrics, label: dict,
                  before_subscribe: Callable[[SourceStream, list[str]], None],
                  producers: Callable[[], list] = list, fit_batches: Callable[[Iterable[int]], None] = lambda _: None,
-                 ) -> None:
+                 acl_sync: AclSync | None = None) -> None:
         self.config = config
         self.streams = streams
         self.admin = admin
@@ -52,6 +53,7 @@ class TopicManagement:
         self.before_subscribe = before_subscribe
         self.producers = producers  # every producer of mirrored records, now (they are replaced at times)
         self.fit_batches = fit_batches  # called with the destination limits whenever they may have shrunk
+        self.acl_sync = acl_sync  # None when ACL sync is off
         self.max_bytes: dict[str, int] = {}
         assignment.before_assign = self.follow_growth
 
@@ -165,6 +167,25 @@ class TopicManagement:
                 log.warning("topic config sync failed", extra={
                     **self.label, "source": stream.alias, "topic": topic, "error": error,
                 })
+
+    def sync_acls(self) -> None:
+        """Copy the read-side ACLs of the mirrored topics to their destination topics (acl_sync.py)."""
+        if self.acl_sync is None:
+            return
+        for stream in self.streams:
+            if not stream.topics or stream.admin is None:
+                continue
+            try:
+                report = self.acl_sync.sync(stream.alias, stream.admin, sorted(stream.topics))
+            except AclSyncError as exc:
+                self.metrics.errors.labels(kind="acl_sync", **self.label).inc()
+                log.warning("topic ACL sync failed", extra={**self.label, "source": stream.alias, "error": str(exc)})
+                continue
+            log_report(report, self.label)
+            for acl in report.created:
+                self.metrics.acls_synced.labels(**self.label, source=stream.alias, topic=acl.topic).inc()
+            if report.errors:
+                self.metrics.errors.labels(kind="acl_sync", **self.label).inc(len(report.errors))
 
     def _check_partition_room(self, sources: dict[str, TopicInfo], counts: dict[str, int]) -> None:
         if not (self.config.preserve_partitions or self.config.exactly_once):

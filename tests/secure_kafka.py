@@ -1,8 +1,11 @@
-"""A test-only secured Kafka node: a SASL_SSL listener (SCRAM-SHA-256/512, PLAIN) and an SSL listener that
-requires client certificates, with certificates made here.
+"""Test-only secured Kafka nodes.
+
+`secure_node`: a SASL_SSL listener (SCRAM-SHA-256/512, PLAIN) and an SSL listener that requires client
+certificates, with certificates made here. `authorizer_node`: KRaft's StandardAuthorizer and a
+SASL_PLAINTEXT listener (PLAIN), so that clients have principals that ACLs name.
 
 The PLAINTEXT listener stays for bootstrapping (SCRAM users are created through it with the admin
-API) and for the test's own reads and writes; clients under test use the SASL_SSL one.
+API) and for the test's own reads and writes; clients under test use the SASL one.
 """
 
 from __future__ import annotations
@@ -19,6 +22,13 @@ from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechani
 from devstack.kafka import KafkaNode
 
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def _plain_login(users: dict[str, str] | None) -> str:
+    """The broker's JAAS line for SASL/PLAIN: its users and their passwords."""
+    plain = "".join(f' user_{user}="{password}"' for user, password in (users or {}).items())
+    return f"org.apache.kafka.common.security.plain.PlainLoginModule required{plain};"
 
 
 @dataclass(frozen=True)
@@ -88,14 +98,12 @@ def secure_node(home: Path, certs: Certificates, plain_users: dict[str, str] | N
                 heap_mb: int = 320) -> KafkaNode:
     """A KafkaNode with a SASL_SSL listener; not started. PLAIN users live in the broker's JAAS line."""
     mechanisms = ("SCRAM-SHA-512", "SCRAM-SHA-256")
-    plain = "".join(f' user_{user}="{password}"' for user, password in (plain_users or {}).items())
     settings = {
         "sasl.enabled.mechanisms": ",".join(mechanisms + ("PLAIN",)),
         "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
         "listener.name.sasl_ssl.ssl.keystore.location": str(certs.broker_pem),
         **{f"listener.name.sasl_ssl.{m.lower()}.sasl.jaas.config": SCRAM_LOGIN for m in mechanisms},
-        "listener.name.sasl_ssl.plain.sasl.jaas.config":
-            f"org.apache.kafka.common.security.plain.PlainLoginModule required{plain};",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": _plain_login(plain_users),
         "listener.name.ssl.ssl.keystore.type": "PEM",
         "listener.name.ssl.ssl.keystore.location": str(certs.broker_pem),
         "listener.name.ssl.ssl.truststore.type": "PEM",
@@ -104,6 +112,29 @@ def secure_node(home: Path, certs: Certificates, plain_users: dict[str, str] | N
     }
     return KafkaNode("secure", home, heap_mb=heap_mb, extra_listeners={"SASL_SSL": "SASL_SSL", "SSL": "SSL"},
                      extra_settings=settings)
+
+
+def authorizer_node(cluster: str, home: Path, plain_users: dict[str, str], super_users: list[str],
+                    heap_mb: int = 256) -> KafkaNode:
+    """A KafkaNode with KRaft's StandardAuthorizer and a SASL_PLAINTEXT listener of `plain_users`; not started.
+
+    PLAINTEXT (inter-broker, controller, the test's own admin) is `User:ANONYMOUS`, a super user as the
+    broker needs; `super_users` are too. Every other principal gets what ACLs grant, nothing by default.
+    """
+    settings = {
+        "authorizer.class.name": STANDARD_AUTHORIZER,
+        "super.users": ";".join(f"User:{user}" for user in ("ANONYMOUS", *super_users)),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": _plain_login(plain_users),
+    }
+    return KafkaNode(cluster, home, heap_mb=heap_mb, extra_listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"},
+                     extra_settings=settings)
+
+
+def sasl_plain_settings(node: KafkaNode, user: str, password: str) -> dict[str, str]:
+    """Client settings that log in to `node`'s SASL_PLAINTEXT listener as `user`."""
+    return {"bootstrap.servers": node.listener_bootstrap("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN", "sasl.username": user, "sasl.password": password}
 
 
 def create_scram_user(node: KafkaNode, certs: Certificates, user: str, password: str, mechanism: str = "SCRAM-SHA-512",
