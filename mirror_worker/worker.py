@@ -14,6 +14,7 @@ the client callbacks and shutdown. The parts, each built from explicit collabora
     Halts                worker_halts.py       a refused record: dead letter or halt its partition
     Backpressure         backpressure.py       queue.size records in flight, the wait for room, holding the consumers
     ClientSettings       clients.py            client callbacks (errors, statistics), a bounded first contact
+    open_streams         worker_streams.py     one consumer per source cluster: its settings, admin, transactions
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror_worker.acl_admin import worker_acl_sync
 from mirror_worker.backpressure import Backpressure
 from mirror_worker.catchup_lease import CatchupCheck
 from mirror_worker.client_config import (
-    DEFAULT_BATCH_SIZE, assignment_strategy, connection_settings, fitted_batch_size,
+    DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size,
 )
 from mirror_worker.config import MirrorConfig
 from mirror_worker.delivery import RunDelivery
@@ -39,7 +40,6 @@ from mirror_worker import wire_format
 from mirror_worker.clients import ClientSettings, fatal_reason
 from mirror_worker.consume import take_available
 from mirror_worker.exceptions import FatalMirrorError
-from mirror_worker.membership import membership_settings
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
 from mirror_worker.provenance import PROVENANCE_HEADER, mirrored_headers, parse_provenance, provenance_value
@@ -50,7 +50,7 @@ from mirror_worker.topics import DestinationTopics, TopicInfo
 from mirror_worker.worker_assignment import PartitionAssignment
 from mirror_worker.worker_commits import CommitCycle
 from mirror_worker.worker_halts import Halts
-from mirror_worker.worker_schemas import SchemaGate
+from mirror_worker.worker_streams import attach_schema_gates, open_streams
 from mirror_worker.worker_topics import TopicManagement
 
 __all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value", "take_available"]
@@ -118,42 +118,17 @@ class MirrorWorker:
             topic = cfg.positions_topic
             destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
             self.positions_keepalive_s = keepalive_interval_s(offsets_retention_ms(self.admin, cfg.startup_timeout_s))
-        for source in cfg.sources:
-            settings = {"group.id": cfg.group_id, **assignment_strategy(source.consumer, cfg.exactly_once),
-                        **source.consumer, **membership_settings(
-                cfg.static_membership, cfg.group_id, source.name, cfg.worker_slot, self.stream_index)}
-            if cfg.metrics_port is not None:
-                settings.setdefault("statistics.interval.ms", "5000")
-            if cfg.exactly_once:
-                settings["isolation.level"] = "read_committed"
-            reset_policy = settings.get("auto.offset.reset", "latest")
-            # The worker picks every start position itself (see PartitionAssignment); a fetch that falls off
-            # the log later must surface as an error, never as librdkafka's silent reset.
-            settings["auto.offset.reset"] = "error"
-            consumer = Consumer(self.clients.client(settings, stats_source=source.name))
-            cluster_id = self._cluster_id(consumer, f"source {source.name!r}")
-            stream = SourceStream(source.name, consumer, cluster_id, cluster_id == self.destination_cluster_id,
-                                  producers=self.producers,
-                                  reset_policy=reset_policy, incremental_assignment=_incremental(settings),
-                                  instance_id=settings.get("group.instance.id"),
-                                  admin=AdminClient(self.clients.client(connection_settings(source.consumer))))
-            if cfg.exactly_once:
-                stream.transactions = PartitionTransactions(
-                    cfg.name, source.name, self._producer_settings(cfg.producer), connection_settings(cfg.producer),
+        transactions = None
+        if cfg.exactly_once:
+            def transactions(stream: SourceStream) -> PartitionTransactions:
+                return PartitionTransactions(
+                    cfg.name, stream.alias, self._producer_settings(cfg.producer), connection_settings(cfg.producer),
                     self.router.policy.remote_topic, stream.topic_ids.get, cfg.startup_timeout_s,
                     cfg.positions_topic, self.clock,
                 )
-                stream.producers = stream.transactions.producers
-            self.streams.append(stream)
-        if cfg.syncs_schemas:  # the registry client and fastavro are only loaded by mirrors that use them
-            from mirror_worker.schema_sync import syncers_for
-
-            syncers = syncers_for(cfg, on_register=self.metrics.schemas_registered.labels(**self._label).inc)
-            for stream in self.streams:
-                syncer = syncers.get(stream.alias)
-                if syncer is not None:
-                    stream.schemas = SchemaGate(syncer, self.halts, self.metrics, self._label, stream.alias,
-                                                cfg.schema_id_rewrite)
+        open_streams(cfg, self.clients, self.stream_index, self.producers, self._cluster_id,
+                     self.destination_cluster_id, transactions, streams=self.streams)
+        attach_schema_gates(cfg, self.streams, self.halts, self.metrics, self._label)
         offset_sync_writer = None
         if cfg.writes_offset_syncs:
             topic = cfg.offset_syncs_topic
@@ -517,10 +492,3 @@ def _close_run(handed_over, pending: dict, topic: str, partition: int, last, rec
     counts[1] += size
     if newest > counts[2]:
         counts[2] = newest
-
-
-def _incremental(consumer_settings: dict) -> bool:
-    return (consumer_settings.get("group.protocol") == "consumer"
-            or "cooperative" in consumer_settings.get("partition.assignment.strategy", ""))
-
-

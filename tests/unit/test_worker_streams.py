@@ -1,0 +1,48 @@
+"""The worker's choices about a source consumer's settings (worker_streams.consumer_settings)."""
+
+from mirror_worker.config import build_mirror_config
+from mirror_worker.worker_streams import consumer_settings, incremental
+
+
+def _config(consumer: dict | None = None, **settings):
+    return build_mirror_config({"name": "m", "sources": [{"name": "east", "consumer": {
+        "bootstrap.servers": "a:1", **(consumer or {})}}], "producer": {"bootstrap.servers": "b:1"}, "group_id": "g", "whitelist": "t",
+        **settings})
+
+
+def test_the_worker_picks_start_positions_itself_and_keeps_the_configured_reset_policy():
+    config = _config({"auto.offset.reset": "earliest"})
+    settings, reset_policy = consumer_settings(config, config.sources[0], 0)
+    assert (settings["auto.offset.reset"], reset_policy) == ("error", "earliest")
+    assert settings["group.id"] == config.group_id
+    assert settings["partition.assignment.strategy"] == "roundrobin"
+    assert "isolation.level" not in settings and "group.instance.id" not in settings
+    assert not incremental(settings)
+
+
+def test_a_source_naming_its_assignor_keeps_it():
+    config = _config({"partition.assignment.strategy": "cooperative-sticky"})
+    settings, _ = consumer_settings(config, config.sources[0], 0)
+    assert settings["partition.assignment.strategy"] == "cooperative-sticky"
+    assert incremental(settings)
+
+
+def test_exactly_once_reads_committed_records_with_an_incremental_assignor():
+    config = _config(delivery="exactly-once")
+    settings, reset_policy = consumer_settings(config, config.sources[0], 0)
+    assert settings["isolation.level"] == "read_committed"
+    assert incremental(settings)
+    assert reset_policy == "latest"  # librdkafka's default, when the source names none
+
+
+def test_static_members_of_one_slot_get_an_id_per_stream_process():
+    config = _config(**{"static_membership": True, "worker_slot": 3})
+    ids = {consumer_settings(config, config.sources[0], index)[0]["group.instance.id"] for index in (0, 1)}
+    assert len(ids) == 2
+
+
+def test_statistics_only_when_metrics_are_served():
+    config = _config()
+    assert "statistics.interval.ms" not in consumer_settings(config, config.sources[0], 0)[0]
+    config = _config(**{"metrics_port": 0})
+    assert consumer_settings(config, config.sources[0], 0)[0]["statistics.interval.ms"] == "5000"
