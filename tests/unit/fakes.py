@@ -329,3 +329,25 @@ def make_worker(logs: dict, *, committed: dict | None = None, low: dict | None =
 
 def assign(worker, stream, *keys) -> None:
     worker.assignment.on_assign(stream, [TopicPartition(t, p) for t, p in keys])
+
+
+class FakeDestinationPartitions:
+    """resume_search.DestinationReader over in-memory partitions: {(topic, partition): [(offset, header)]}
+    in offset order (gaps allowed); `low` per partition (default: the first offset, else 0); the end is one
+    past the last offset unless `ends` says otherwise. Records every read's start in `reads`."""
+
+    def __init__(self, partitions: dict, low: dict | None = None, ends: dict | None = None) -> None:
+        self.partitions = partitions
+        self.low = low or {}
+        self.ends = ends or {}
+        self.reads: list[tuple[str, int, int, int]] = []
+
+    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        records = self.partitions.get((topic, partition), [])
+        low = self.low.get((topic, partition), records[0][0] if records else 0)
+        end = self.ends.get((topic, partition), records[-1][0] + 1 if records else low)
+        return low, end
+
+    def records(self, topic: str, partition: int, start: int, end: int):
+        self.reads.append((topic, partition, start, end))
+        return [(o, h) for o, h in self.partitions.get((topic, partition), []) if start <= o < end]
