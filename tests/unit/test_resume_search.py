@@ -175,3 +175,48 @@ def test_never_a_record_missed_and_the_reread_count_is_exact_on_any_partition():
             assert point.may_reread == sum(1 for s in read if s is None or s < committed)
             if all(s is not None for s in copies) and copies == sorted(set(copies)):
                 assert point.may_reread == 0  # a clean run: nothing re-read
+
+
+def _log(offsets_and_sources, partition: int = 0) -> list:
+    from tests.unit.fakes import FakeMessage
+    return [FakeMessage(TOPIC, partition, o,
+                        headers=[("other", b"x")] + ([("mirror.source", _header(s))] if s is not None else []))
+            for o, s in offsets_and_sources]
+
+
+def test_partition_reader_yields_headers_over_gaps_up_to_the_end_and_releases_the_partition():
+    from confluent_kafka import IsolationLevel
+    from mirror_worker.offset_translation import PartitionReader
+    from tests.unit.fakes import FakeLogConsumer, FakeOffsetsAdmin
+
+    # Offsets 3 and 6 hold transaction markers; 9 is past the last stable offset (an open transaction).
+    consumer = FakeLogConsumer({(TOPIC, 0): _log([(1, 10), (2, None), (4, 11), (5, 12), (7, 13), (9, 14)])})
+    admin = FakeOffsetsAdmin({(TOPIC, 0): (1, 8)})
+    reader = PartitionReader(consumer, admin, timeout=1.0)
+    assert reader.bounds(TOPIC, 0) == (1, 8)
+    assert admin.isolation_levels == [IsolationLevel.READ_COMMITTED] * 2
+    assert list(reader.records(TOPIC, 0, 2, 8)) == [(2, None), (4, _header(11)), (5, _header(12)), (7, _header(13))]
+    assert consumer.unassigned == 1
+    # The last readable record below the end is before it (a marker at 7): the end-of-partition event stops.
+    consumer.logs[(TOPIC, 0)] = _log([(1, 10), (4, 11)])
+    assert list(reader.records(TOPIC, 0, 1, 8)) == [(1, _header(10)), (4, _header(11))]
+    assert list(reader.records(TOPIC, 0, 8, 8)) == []
+    # Through the finder: a group committed at 12 resumes at destination offset 5.
+    point = ResumeFinder(PartitionReader(FakeLogConsumer({(TOPIC, 0): _log([(1, 10), (4, 11), (5, 12), (7, 13)])}),
+                                         FakeOffsetsAdmin({(TOPIC, 0): (1, 8)}))).find(SOURCE, TOPIC, 12, None)
+    assert point == ResumePoint(5, PROVENANCE, 0, 8, 13)
+
+
+def test_partition_reader_errors_are_one_line_translation_errors():
+    from mirror_worker.offset_translation import PartitionReader, TranslationError
+    from tests.unit.fakes import FakeError, FakeMessage
+
+    class Failing:
+        def assign(self, partitions): pass
+        def unassign(self): pass
+        def consume(self, num_messages=1, timeout=-1):
+            return [FakeMessage(TOPIC, 0, 0, error=FakeError(text="Broker: Not authorized"))]
+
+    reader = PartitionReader(Failing(), None, timeout=1.0)
+    with pytest.raises(TranslationError, match=r"^reading x\.t\[0\]: Broker: Not authorized$"):
+        list(reader.records(TOPIC, 0, 0, 5))
