@@ -220,3 +220,30 @@ def test_partition_reader_errors_are_one_line_translation_errors():
     reader = PartitionReader(Failing(), None, timeout=1.0)
     with pytest.raises(TranslationError, match=r"^reading x\.t\[0\]: Broker: Not authorized$"):
         list(reader.records(TOPIC, 0, 0, 5))
+
+
+def test_report_says_per_partition_how_the_offset_was_found_and_what_may_be_reread():
+    from types import SimpleNamespace
+
+    from mirror_worker.offset_syncs import OffsetSync, PartitionTranslation, Translated
+    from mirror_worker.offset_translation import PartitionFailover, report, translated_offsets
+
+    sync = OffsetSync("east", "t", 0, 0, 0)
+    placed = PartitionFailover(PartitionTranslation("t", 0, 500, TOPIC, Translated(0, sync)),
+                               ResumePoint(500, PROVENANCE, 0, 1000, 999))
+    fallback = PartitionFailover(PartitionTranslation("t", 1, 7, TOPIC, Translated(5, sync)),
+                                 ResumePoint(5, OFFSET_SYNC, 95, 100))
+    lost = PartitionFailover(PartitionTranslation("t", 2, 3, TOPIC, None, "no offset sync for this partition yet"), None)
+    document = report(SimpleNamespace(name="m"), "g", [placed, fallback, lost], applied=False)
+    assert document["offsets"] == [
+        {"topic": TOPIC, "partition": 0, "offset": 500, "source_topic": "t", "source_offset": 500,
+         "method": "provenance", "may_reread": 0, "end_offset": 1000, "last_mirrored_source_offset": 999,
+         "sync": {"source_offset": 0, "destination_offset": 0}},
+        {"topic": TOPIC, "partition": 1, "offset": 5, "source_topic": "t", "source_offset": 7,
+         "method": "offset-sync", "may_reread": 95, "end_offset": 100, "last_mirrored_source_offset": None,
+         "sync": {"source_offset": 0, "destination_offset": 0}},
+    ]
+    assert document["untranslated"] == [{
+        "source_topic": "t", "partition": 2, "source_offset": 3,
+        "reason": "no offset sync for this partition yet, and no provenance header on the destination"}]
+    assert translated_offsets([placed, fallback, lost]) == {(TOPIC, 0): 500, (TOPIC, 1): 5}
