@@ -3,9 +3,10 @@
     python -m mirror_worker translate-offsets --config mirrors.yaml --mirror NAME --group G [--source ALIAS] [--apply]
 
 Reads G's committed offsets on the source cluster and the mirror's offset syncs on the destination,
-translates with `offset_syncs.translate_positions`, then reads each destination partition from that
-sync on and places G exactly with the provenance headers it holds (`resume_search`: the method, its
-guarantees and the re-read bound are documented there); without headers the sync's offset stands.
+translates with `offset_syncs.translate_positions`, then reads each destination partition and places
+G exactly with the provenance headers it holds (`resume_search`: the method, its guarantees, why the
+read starts at the low watermark and the re-read bound are documented there); without headers the
+sync's offset stands.
 Prints one JSON document. `--apply` writes the offsets to group G on the destination, only when
 G has no active member there (as MirrorMaker 2's sync.group.offsets): a running consumer would
 overwrite them. The command itself lives in commands/translate_offsets.py.

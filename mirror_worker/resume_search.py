@@ -3,17 +3,14 @@
 A group committed source offset C on a source partition (the next record it would read). With
 preserve-partitions, every mirrored copy of that partition's records is in one destination partition,
 and each copy carries a provenance header naming its source offset s (provenance.py). The resume
-offset is the destination offset of the first record, scanning from a safe start, that is a copy of
-some s >= C:
+offset is the destination offset of the first record of the partition that is a copy of some s >= C:
 
-    destination  ... s<C  s<C | s>=C  s>=C  s<C (re-sent)  s>=C ...
-                              ^ resume here: no copy of any s >= C lies before it
+    destination  low ... s<C  s<C | s>=C  s>=C  s<C (re-sent)  s>=C ... end
+                                  ^ resume here: no copy of any s >= C lies before it
 
-Why this is safe without any assumption on how the mirror wrote the partition: the scan read every
-record between the start and the resume offset, and none of them is a copy of an s >= C; before the
-start there is none either (the start is the low watermark, or the destination offset D of an offset
-sync (S, D) with S <= C: every copy of a record at/after S lands at D or later, see offset_syncs.py).
-So every copy of every s >= C is at or after the resume offset: nothing is missed.
+Why this is safe without any assumption on how the mirror wrote the partition: every record from the
+low watermark to the resume offset was read, and none is a copy of an s >= C. So every copy of every
+s >= C is at or after the resume offset: nothing is missed.
 
 What the consumer re-reads from there: exactly the copies of s < C after the resume offset. A clean
 mirror run writes a partition in source order, so there are none: 0 records. After a crash the mirror
@@ -22,18 +19,21 @@ records: "at most the mirror's own re-sent duplicates". The scan goes on to the 
 (plus records without a header, which may be anything): `may_reread` is that count, an upper bound of
 what a consumer re-reads up to `end_offset`.
 
-Why a scan from the safe start and not a binary search over destination offsets: source offsets are
-monotone in destination offset only for a clean run. After a crash a re-sent range can hide the only
-copy of an s >= C before a point where a binary search sees s < C (run 1 wrote 0..100, run 2 re-sent
-50..60 and stopped: a search for C = 55 may land in run 2 and skip 61..100). Only reading every record
-between the start and the answer proves there is no such copy. The start is the nearest offset sync, so
-the scan is as short as the syncs are dense; reading on to the end gives the re-read count.
+Why the scan starts at the low watermark, not at an offset sync (S, D) with S <= C: D bounds what the
+mirror writes after the sync, not what a crashed run wrote before it. Run 1 wrote 0..100 and died with
+50 committed; run 2's sync at assignment is (50, 101); run 2 re-sent 50..60 and stopped. Resuming at
+101 for C = 52 misses 61..100, which are on the destination only before 101. For the same reason a
+binary search over destination offsets is not enough: source offsets are monotone in destination offset
+only for a clean run, and a re-sent range can hide the only copy of an s >= C before a point where the
+search sees s < C. Only reading every record before the answer proves there is no such copy. The cost
+is one read of the partition (records, not offsets: a reader skips nothing it has to look at).
 
 Records of other source partitions (another alias, topic or partition in the same destination
 partition) are skipped. A record without a provenance header may be a copy of any s (a mirror that ran
 without headers): the resume offset is never after one, so the answer stays safe. A destination with no
-header at all from the start on falls back to the offset sync. Destination offsets may have gaps
-(transaction markers, aborted records, compaction): only records the reader yields are looked at.
+header at all falls back to the offset sync's D (which has the hole above: it is all there is then).
+Destination offsets may have gaps (transaction markers, aborted records, compaction): only records the
+reader yields are looked at.
 """
 
 from __future__ import annotations
@@ -77,29 +77,30 @@ class ResumePoint:
 
 
 def resume_point(source: SourcePartition, committed: int, records: Iterable[tuple[int, bytes | None]],
-                 start: int, end: int, sync_offset: int | None) -> ResumePoint | None:
-    """The resume point for a group committed at `committed`, given every record from `start` to `end`.
+                 low: int, end: int, sync_offset: int | None) -> ResumePoint | None:
+    """The resume point for a group committed at `committed`, given every record from `low` to `end`.
 
-    `start` must be safe (see the module docstring); `sync_offset` is that sync's D (None: no sync).
+    `sync_offset`: the offset-sync translation's D (None: no sync), used only when no record has a header.
     None when the destination holds no provenance header and there is no sync to fall back to.
     """
     if committed < 0:
         raise ValueError(f"committed offset must be >= 0, got {committed}")
-    if not start <= end:
-        raise ValueError(f"start {start} is after end {end}")
+    if not low <= end:
+        raise ValueError(f"low watermark {low} is after end {end}")
     resume: int | None = None
     headers_seen = False   # any provenance header, of this partition or another: the mirror writes them
     may_reread = 0         # copies of s < C and records without a header, from `resume` on
-    readable = 0           # records of this partition or without a header (the offset-sync bound)
+    from_sync = 0          # records of this partition or without a header from D on (offset-sync bound)
     last_mirrored: int | None = None
     for offset, header in records:
-        if not start <= offset < end:
-            raise ValueError(f"record at offset {offset} outside [{start}, {end})")
+        if not low <= offset < end:
+            raise ValueError(f"record at offset {offset} outside [{low}, {end})")
         origin = _origin(source, header)
         headers_seen = headers_seen or origin is not None
         if origin is _FOREIGN:
             continue
-        readable += 1
+        if sync_offset is not None and offset >= sync_offset:
+            from_sync += 1
         if origin is not None:
             last_mirrored = origin if last_mirrored is None else max(last_mirrored, origin)
         if resume is None and (origin is None or origin >= committed):
@@ -110,7 +111,7 @@ def resume_point(source: SourcePartition, committed: int, records: Iterable[tupl
         if sync_offset is None:
             return None
         # Without headers nothing tells re-sent copies from new records: every record from D may be re-read.
-        return ResumePoint(sync_offset, OFFSET_SYNC, readable, end)
+        return ResumePoint(sync_offset, OFFSET_SYNC, from_sync, end)
     if resume is None:
         # No copy of an s >= C (and no record without a header): whatever the mirror writes next lands at
         # `end` or later.
@@ -127,13 +128,11 @@ class ResumeFinder:
     def find(self, source: SourcePartition, destination_topic: str, committed: int,
              sync_offset: int | None) -> ResumePoint | None:
         low, end = self.reader.bounds(destination_topic, source.partition)
-        # Before the sync's D there is no copy of any s >= S (S <= C); below the low watermark no record
-        # can be read by anyone, so max(D, low) is as safe as D. A D past the end (a destination topic
-        # re-created since) is no bound at all.
+        # Below the low watermark no record can be read by anyone, so max(D, low) is as good as D. A D past
+        # the end (a destination topic re-created since) is no offset at all.
         fallback = max(sync_offset, low) if sync_offset is not None and sync_offset <= end else None
-        start = low if fallback is None else fallback
-        records = self.reader.records(destination_topic, source.partition, start, end)
-        return resume_point(source, committed, records, start, end, fallback)
+        records = self.reader.records(destination_topic, source.partition, low, end)
+        return resume_point(source, committed, records, low, end, fallback)
 
 
 _FOREIGN = object()

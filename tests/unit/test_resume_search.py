@@ -66,10 +66,19 @@ def test_clean_run_resumes_at_the_copy_of_the_committed_offset(committed, expect
     assert _find(_destination(range(100)), committed)[0] == expected
 
 
-def test_clean_run_with_a_sync_reads_only_from_the_sync():
+def test_clean_run_with_a_sync_is_read_from_the_low_watermark():
     point, reads = _find(_destination(range(100)), 70, sync_offset=40)
     assert point == ResumePoint(70, PROVENANCE, 0, 100, 99)
-    assert reads == [(TOPIC, 0, 40, 100)]
+    assert reads == [(TOPIC, 0, 0, 100)]
+
+
+def test_a_sync_after_a_crash_is_no_start_for_the_scan():
+    # Run 1 wrote 0..100 and died with 50 committed; run 2 wrote the sync (50 -> 101) at assignment,
+    # re-sent 50..60 and stopped. From 101 a group at 52 would miss 61..100: they are only before 101.
+    records = _destination([*range(101), *range(50, 61)])
+    point, _ = _find(records, 52, sync_offset=101)
+    assert point == ResumePoint(52, PROVENANCE, 2, 112, 100)   # 50 and 51 of run 2 are read again
+    assert set(range(52, 101)) <= set(_read_from(records, point.destination_offset))
 
 
 def test_crash_resend_resumes_at_the_first_copy_and_counts_the_resent_records_below_c():
@@ -98,9 +107,12 @@ def test_destination_gaps_are_skipped_and_the_answer_is_a_record_offset():
     offsets = dict((_source(h), o) for o, h in records)
     point, _ = _find(records, 50)
     assert point.destination_offset == offsets[50] and point.method == PROVENANCE and point.may_reread == 0
-    # The sync's D may be a gap (a marker's offset): the scan starts there and finds the next record.
-    point, _ = _find(records, 50, sync_offset=offsets[30] - 1 if offsets[30] - 1 not in offsets.values() else 9)
-    assert point.destination_offset == offsets[50]
+    assert point.end_offset == records[-1][0] + 1
+    # Without headers the sync's D stands, even on a gap (a marker's offset); what follows it is counted.
+    no_headers = [(o, None) for o, _ in records]
+    marker = next(o for o in range(7, 200) if o not in offsets.values())
+    point, _ = _find(no_headers, 50, sync_offset=marker)
+    assert point == ResumePoint(marker, OFFSET_SYNC, sum(1 for o, _ in records if o > marker), records[-1][0] + 1)
 
 
 def test_other_partitions_copies_are_skipped_and_records_without_header_are_never_skipped():
@@ -117,17 +129,18 @@ def test_no_header_falls_back_to_the_offset_sync():
     point, reads = _find(records, 50, sync_offset=30)
     # Every record from D may be a re-read (nothing tells a re-sent copy from a new record).
     assert point == ResumePoint(30, OFFSET_SYNC, 70, 100)
-    assert reads == [(TOPIC, 0, 30, 100)]
     assert _find(records, 50)[0] is None  # no header and no sync: nothing to translate with
 
 
-def test_sync_bounds_outside_the_readable_partition():
-    records = _destination(range(100, 200), first=100)
-    # A sync below the low watermark (records deleted by retention): start at the low watermark.
+def test_sync_outside_the_readable_partition():
+    records = [(o, None) for o in range(100, 200)]
+    # A sync below the low watermark (records deleted by retention): the low watermark.
     point, reads = _find(records, 150, sync_offset=20, low={(TOPIC, 0): 100})
-    assert point.destination_offset == 150 and reads == [(TOPIC, 0, 100, 200)]
-    # A sync past the end (the destination topic was re-created): no bound, the whole partition is read.
-    point, reads = _find(records, 150, sync_offset=900)
+    assert point == ResumePoint(100, OFFSET_SYNC, 100, 200) and reads == [(TOPIC, 0, 100, 200)]
+    # A sync past the end (the destination topic was re-created): no offset at all.
+    assert _find(records, 150, sync_offset=900)[0] is None
+    # With headers neither matters: the whole readable partition is read.
+    point, reads = _find(_destination(range(100, 200), first=100), 150, sync_offset=900)
     assert point.destination_offset == 150 and reads == [(TOPIC, 0, 100, 200)]
 
 
@@ -139,7 +152,7 @@ def test_empty_partition_translates_with_a_sync_only():
 def test_bad_input_is_refused_with_one_line_errors():
     with pytest.raises(ValueError, match=r"^committed offset must be >= 0, got -1$"):
         resume_point(SOURCE, -1, [], 0, 0, None)
-    with pytest.raises(ValueError, match=r"^start 5 is after end 4$"):
+    with pytest.raises(ValueError, match=r"^low watermark 5 is after end 4$"):
         resume_point(SOURCE, 0, [], 5, 4, None)
     with pytest.raises(ValueError, match=r"^record at offset 9 outside \[0, 5\)$"):
         resume_point(SOURCE, 0, [(9, _header(0))], 0, 5, None)
@@ -166,8 +179,9 @@ def test_never_a_record_missed_and_the_reread_count_is_exact_on_any_partition():
         copies = [s for s in (_source(h) for _, h in records) if s is not FOREIGN]
         mirrored = {s for s in copies if s is not None}
         for committed in range(0, max(mirrored, default=0) + 3):
-            point, _ = _find(records, committed)
-            if point is None:
+            # Any sync at all (a D after a crashed run's copies included) leaves the answer safe.
+            point, _ = _find(records, committed, rng.choice([None, rng.randint(0, len(records))]))
+            if point is None or point.method == OFFSET_SYNC:
                 assert not any(h for _, h in records), records  # only a partition with no header at all
                 continue
             read = _read_from(records, point.destination_offset)
