@@ -17,7 +17,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror_worker.config import MirrorConfig, SourceCluster
@@ -32,6 +34,10 @@ from mirror_worker.topics import topic_ids
 
 class TranslationError(MirrorError):
     """Offsets cannot be read, translated or written (a runtime condition, not bad input)."""
+
+
+class MissingPartitionError(TranslationError):
+    """A committed partition has no destination partition (not mirrored yet): that partition is untranslated."""
 
 
 class GroupActiveError(TranslationError):
@@ -122,16 +128,23 @@ def read_offset_syncs(config: MirrorConfig, timeout: float = 30.0) -> list[Offse
 @dataclass(frozen=True)
 class PartitionFailover:
     """One committed partition of the group: its offset-sync translation and, when it translates, where
-    the group resumes on the destination (`resume`, None with the reason in `sync.reason`)."""
+    the group resumes on the destination (`resume`; None with the `reason`)."""
 
     sync: PartitionTranslation
     resume: ResumePoint | None
+    reason: str = ""
 
-    @property
-    def reason(self) -> str:
-        if self.resume is not None:
-            return ""
-        return f"{self.sync.reason or 'offset sync unusable'}, and no provenance header on the destination"
+
+def place(finder: ResumeFinder, source: SourcePartition, translation: PartitionTranslation) -> PartitionFailover:
+    sync_offset = translation.result.destination_offset if translation.result else None
+    try:
+        resume = finder.find(source, translation.destination_topic, translation.committed, sync_offset)
+    except MissingPartitionError as exc:
+        return PartitionFailover(translation, None, str(exc))
+    if resume is None:
+        reason = f"{translation.reason or 'offset sync unusable'}, and no provenance header on the destination"
+        return PartitionFailover(translation, None, reason)
+    return PartitionFailover(translation, resume)
 
 
 class PartitionReader:
@@ -150,6 +163,8 @@ class PartitionReader:
                                                 request_timeout=self.timeout)[tp].result(self.timeout).offset
                         for spec in (OffsetSpec.earliest(), OffsetSpec.latest()))
         except KafkaException as exc:
+            if exc.args[0].code() in _MISSING:
+                raise MissingPartitionError(f"{topic}[{partition}] does not exist on the destination") from None
             raise TranslationError(f"cannot read the offsets of {topic}[{partition}] on the destination: "
                                    f"{exc.args[0].str()}") from None
         return low, end
@@ -178,6 +193,9 @@ class PartitionReader:
                         return
         finally:
             self.consumer.unassign()
+
+
+_MISSING = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
 
 
 def _provenance(headers) -> bytes | None:
@@ -212,9 +230,7 @@ def translate_group(config: MirrorConfig, group: str, source_alias: str | None =
     cluster_id = source_cluster_id(source)
     finder, consumer = destination_finder(config)
     try:
-        return [PartitionFailover(t, finder.find(SourcePartition(source.name, t.source_topic, t.partition, cluster_id),
-                                                 t.destination_topic, t.committed,
-                                                 t.result.destination_offset if t.result else None))
+        return [place(finder, SourcePartition(source.name, t.source_topic, t.partition, cluster_id), t)
                 for t in translations]
     finally:
         consumer.close()

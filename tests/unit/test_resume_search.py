@@ -240,15 +240,24 @@ def test_report_says_per_partition_how_the_offset_was_found_and_what_may_be_rere
     from types import SimpleNamespace
 
     from mirror_worker.offset_syncs import OffsetSync, PartitionTranslation, Translated
-    from mirror_worker.offset_translation import PartitionFailover, report, translated_offsets
+    from mirror_worker.offset_translation import MissingPartitionError, place, report, translated_offsets
 
+    class Partitions(FakeDestinationPartitions):
+        def bounds(self, topic, partition):
+            if partition == 3:
+                raise MissingPartitionError(f"{topic}[{partition}] does not exist on the destination")
+            return super().bounds(topic, partition)
+
+    finder = ResumeFinder(Partitions({(TOPIC, 0): _destination(range(1000)),
+                                      (TOPIC, 1): [(o, None) for o in range(100)]}))
     sync = OffsetSync("east", "t", 0, 0, 0)
-    placed = PartitionFailover(PartitionTranslation("t", 0, 500, TOPIC, Translated(0, sync)),
-                               ResumePoint(500, PROVENANCE, 0, 1000, 999))
-    fallback = PartitionFailover(PartitionTranslation("t", 1, 7, TOPIC, Translated(5, sync)),
-                                 ResumePoint(5, OFFSET_SYNC, 95, 100))
-    lost = PartitionFailover(PartitionTranslation("t", 2, 3, TOPIC, None, "no offset sync for this partition yet"), None)
-    document = report(SimpleNamespace(name="m"), "g", [placed, fallback, lost], applied=False)
+    failovers = [
+        place(finder, SourcePartition("east", "t", p, "cid"),
+              PartitionTranslation("t", p, committed, TOPIC, result, why))
+        for p, committed, result, why in [(0, 500, Translated(0, sync), ""), (1, 7, Translated(5, sync), ""),
+                                          (2, 3, None, "no offset sync for this partition yet"), (3, 9, None, "")]
+    ]
+    document = report(SimpleNamespace(name="m"), "g", failovers, applied=False)
     assert document["offsets"] == [
         {"topic": TOPIC, "partition": 0, "offset": 500, "source_topic": "t", "source_offset": 500,
          "method": "provenance", "may_reread": 0, "end_offset": 1000, "last_mirrored_source_offset": 999,
@@ -257,7 +266,25 @@ def test_report_says_per_partition_how_the_offset_was_found_and_what_may_be_rere
          "method": "offset-sync", "may_reread": 95, "end_offset": 100, "last_mirrored_source_offset": None,
          "sync": {"source_offset": 0, "destination_offset": 0}},
     ]
-    assert document["untranslated"] == [{
-        "source_topic": "t", "partition": 2, "source_offset": 3,
-        "reason": "no offset sync for this partition yet, and no provenance header on the destination"}]
-    assert translated_offsets([placed, fallback, lost]) == {(TOPIC, 0): 500, (TOPIC, 1): 5}
+    assert document["untranslated"] == [
+        {"source_topic": "t", "partition": 2, "source_offset": 3,
+         "reason": "no offset sync for this partition yet, and no provenance header on the destination"},
+        {"source_topic": "t", "partition": 3, "source_offset": 9, "reason": "x.t[3] does not exist on the destination"},
+    ]
+    assert translated_offsets(failovers) == {(TOPIC, 0): 500, (TOPIC, 1): 5}
+
+
+def test_partition_reader_names_a_missing_destination_partition():
+    from confluent_kafka import KafkaError, KafkaException
+    from mirror_worker.offset_translation import MissingPartitionError, PartitionReader
+
+    class Missing:
+        def result(self, timeout=None):
+            raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+
+    class Admin:
+        def list_offsets(self, requests, **kwargs):
+            return {tp: Missing() for tp in requests}
+
+    with pytest.raises(MissingPartitionError, match=r"^x\.t\[4\] does not exist on the destination$"):
+        PartitionReader(None, Admin()).bounds(TOPIC, 4)
