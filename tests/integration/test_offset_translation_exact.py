@@ -30,13 +30,15 @@ PER_PARTITION = 2_000
 FRACTIONS = (0.1, 0.5, 0.9)
 
 
-def _mirrored_topic(stack, topic_name, tmp_path: Path, kind: str, commit_interval_s: float) -> tuple[str, str, Path]:
+def _mirrored_topic(stack, topic_name, tmp_path: Path, kind: str, commit_interval_s: float,
+                    delivery: str = "at-least-once") -> tuple[str, str, Path]:
     """(source topic, mirror name, spec) of a new PARTITIONS-partition topic mirrored to x.<topic> with
     provenance headers and preserve-partitions."""
     topic = topic_name(kind)
     mirror = f"{kind}-{topic}"
     spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, mirror, topic, prefix="x.", **{
         "preserve-partitions": "true", "provenance-headers": "true", "commit-interval-s": commit_interval_s,
+        "delivery": delivery,
     })
     create_topic(stack["source"].kafka.bootstrap_servers, topic, partitions=PARTITIONS)
     return topic, mirror, spec
@@ -104,11 +106,14 @@ def _fail_over(stack, spec: Path, mirror: str, topic: str, fraction: float,
     return reread, missed, document
 
 
-def test_groups_at_any_lag_reread_nothing_after_a_clean_run(stack, topic_name, tmp_path):
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_groups_at_any_lag_reread_nothing_after_a_clean_run(stack, topic_name, tmp_path, delivery):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    # Commits (and syncs) 60 s apart: the whole backlog is mirrored between the sync at assignment and
-    # the one written at shutdown.
-    topic, mirror, spec = _mirrored_topic(stack, topic_name, tmp_path, "xc", commit_interval_s=60)
+    # Commits (and syncs) far apart: the whole backlog is mirrored between the sync at assignment and the
+    # next. Exactly-once, records become readable at the first commit (so sooner), and the destination
+    # partitions have transaction markers between the records (offsets with no record).
+    topic, mirror, spec = _mirrored_topic(stack, topic_name, tmp_path, "xc", delivery=delivery,
+                                          commit_interval_s=60 if delivery == "at-least-once" else 15)
     _produce_backlog(src, topic)
     worker = WorkerProcess(["--config", str(spec), "--mirror", mirror], tmp_path)
     try:
@@ -123,7 +128,7 @@ def test_groups_at_any_lag_reread_nothing_after_a_clean_run(stack, topic_name, t
         reread, missed, document = _fail_over(stack, spec, mirror, topic, fraction)
         figures[fraction] = (reread, missed, sorted({o.get("method", "offset-sync") for o in document["offsets"]}))
         assert sum(o.get("may_reread", 0) for o in document["offsets"]) == 0, document
-    print(f"\nclean run, {PARTITIONS} partitions x {PER_PARTITION} records: "
+    print(f"\nclean {delivery} run, {PARTITIONS} partitions x {PER_PARTITION} records: "
           + "; ".join(f"group at {int(f * 100)}%: {r} re-read, {m} missed, method {meth}"
                       for f, (r, m, meth) in figures.items()))
     assert {f: (r, m) for f, (r, m, _) in figures.items()} == {f: (0, 0) for f in FRACTIONS}
