@@ -2,9 +2,12 @@
 
     python -m mirror_worker translate-offsets --config mirrors.yaml --mirror NAME --group G [--source ALIAS] [--apply]
 
-Reads G's committed offsets on the source cluster and the mirror's offset syncs on the destination, and
-translates with `offset_syncs.translate_positions` (the arithmetic and its guarantees are documented
-there). Prints one JSON document. `--apply` writes the offsets to group G on the destination, only when
+Reads G's committed offsets on the source cluster and the mirror's offset syncs on the destination,
+translates with `offset_syncs.translate_positions`, then reads each destination partition and places
+G exactly with the provenance headers it holds (`resume_search`: the method, its guarantees, why the
+read starts at the low watermark and the re-read bound are documented there); without headers the
+sync's offset stands.
+Prints one JSON document. `--apply` writes the offsets to group G on the destination, only when
 G has no active member there (as MirrorMaker 2's sync.group.offsets): a running consumer would
 overwrite them. The command itself lives in commands/translate_offsets.py.
 """
@@ -12,20 +15,29 @@ overwrite them. The command itself lives in commands/translate_offsets.py.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import (
+    Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror_worker.config import MirrorConfig, SourceCluster
 from mirror_worker.exceptions import ConfigError, MirrorError
 from mirror_worker.offset_syncs import OffsetSync, PartitionTranslation, translate_positions
 from mirror_worker.client_config import connection_settings
 from mirror_worker.groups import describe_group
+from mirror_worker.provenance import PROVENANCE_HEADER
+from mirror_worker.resume_search import ResumeFinder, ResumePoint, SourcePartition
 from mirror_worker.topics import topic_ids
 
 
 class TranslationError(MirrorError):
     """Offsets cannot be read, translated or written (a runtime condition, not bad input)."""
+
+
+class MissingPartitionError(TranslationError):
+    """A committed partition has no destination partition (not mirrored yet): that partition is untranslated."""
 
 
 class GroupActiveError(TranslationError):
@@ -113,13 +125,115 @@ def read_offset_syncs(config: MirrorConfig, timeout: float = 30.0) -> list[Offse
         consumer.close()
 
 
-def translate_group(config: MirrorConfig, group: str, source_alias: str | None = None) -> list[PartitionTranslation]:
-    """Every committed partition of `group` (topics this mirror replicates), translated or with a reason."""
+@dataclass(frozen=True)
+class PartitionFailover:
+    """One committed partition of the group: its offset-sync translation and, when it translates, where
+    the group resumes on the destination (`resume`; None with the `reason`)."""
+
+    sync: PartitionTranslation
+    resume: ResumePoint | None
+    reason: str = ""
+
+
+def place(finder: ResumeFinder, source: SourcePartition, translation: PartitionTranslation) -> PartitionFailover:
+    sync_offset = translation.result.destination_offset if translation.result else None
+    try:
+        resume = finder.find(source, translation.destination_topic, translation.committed, sync_offset)
+    except MissingPartitionError as exc:
+        return PartitionFailover(translation, None, str(exc))
+    if resume is None:
+        reason = f"{translation.reason or 'offset sync unusable'}, and no provenance header on the destination"
+        return PartitionFailover(translation, None, reason)
+    return PartitionFailover(translation, resume)
+
+
+class PartitionReader:
+    """resume_search.DestinationReader over a destination cluster: the bounds a read_committed consumer
+    sees (records of open or aborted transactions are never counted) and each record's provenance header."""
+
+    def __init__(self, consumer, admin, timeout: float = 30.0) -> None:
+        self.consumer = consumer
+        self.admin = admin
+        self.timeout = timeout
+
+    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        tp = TopicPartition(topic, partition)
+        try:
+            low, end = (self.admin.list_offsets({tp: spec}, isolation_level=IsolationLevel.READ_COMMITTED,
+                                                request_timeout=self.timeout)[tp].result(self.timeout).offset
+                        for spec in (OffsetSpec.earliest(), OffsetSpec.latest()))
+        except KafkaException as exc:
+            if exc.args[0].code() in _MISSING:
+                raise MissingPartitionError(f"{topic}[{partition}] does not exist on the destination") from None
+            raise TranslationError(f"cannot read the offsets of {topic}[{partition}] on the destination: "
+                                   f"{exc.args[0].str()}") from None
+        return low, end
+
+    def records(self, topic: str, partition: int, start: int, end: int):
+        if start >= end:
+            return
+        self.consumer.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + self.timeout
+        try:
+            while True:
+                messages = self.consumer.consume(1000, 0.5)
+                if not messages and time.monotonic() > deadline:
+                    raise TranslationError(f"reading {topic}[{partition}] on the destination timed out at "
+                                           f"{start}..{end}")
+                for msg in messages:
+                    if msg.error() is not None:
+                        if msg.error().code() == -191:  # _PARTITION_EOF: nothing readable up to `end`
+                            return
+                        raise TranslationError(f"reading {topic}[{partition}]: {msg.error().str()}")
+                    deadline = time.monotonic() + self.timeout  # a timeout without progress only
+                    if msg.offset() >= end:
+                        return
+                    yield msg.offset(), _provenance(msg.headers())
+                    if msg.offset() + 1 >= end:
+                        return
+        finally:
+            self.consumer.unassign()
+
+
+_MISSING = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+
+
+def _provenance(headers) -> bytes | None:
+    for name, value in headers or ():
+        if name == PROVENANCE_HEADER:
+            return value
+    return None
+
+
+def destination_finder(config: MirrorConfig, timeout: float = 30.0) -> tuple[ResumeFinder, Consumer]:
+    """A ResumeFinder reading the mirror's destination, and its consumer (the caller closes it)."""
+    consumer = Consumer({**connection_settings(config.producer), "group.id": f"{config.name}.translate-offsets",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "isolation.level": "read_committed", "auto.offset.reset": "error"})
+    return ResumeFinder(PartitionReader(consumer, _admin(config.producer), timeout)), consumer
+
+
+def source_cluster_id(source: SourceCluster, timeout: float = 30.0) -> str:
+    try:
+        return _admin(source.consumer).list_topics(timeout=timeout).cluster_id or ""
+    except KafkaException as exc:
+        raise TranslationError(f"cannot reach source {source.name!r}: {exc.args[0].str()}") from None
+
+
+def translate_group(config: MirrorConfig, group: str, source_alias: str | None = None) -> list[PartitionFailover]:
+    """Every committed partition of `group` (topics this mirror replicates), placed or with a reason."""
     source = source_cluster(config, source_alias)
     committed = committed_source_offsets(config, source, group)
     syncs = read_offset_syncs(config)
     ids = source_topic_ids(source, sorted({t for t, _ in committed}))
-    return translate_positions(committed, syncs, source.name, config.naming_policy().remote_topic, ids)
+    translations = translate_positions(committed, syncs, source.name, config.naming_policy().remote_topic, ids)
+    cluster_id = source_cluster_id(source)
+    finder, consumer = destination_finder(config)
+    try:
+        return [place(finder, SourcePartition(source.name, t.source_topic, t.partition, cluster_id), t)
+                for t in translations]
+    finally:
+        consumer.close()
 
 
 def translate_group_offsets(config: MirrorConfig, group: str, source_alias: str | None = None) -> dict[tuple[str, int], int]:
@@ -127,8 +241,9 @@ def translate_group_offsets(config: MirrorConfig, group: str, source_alias: str 
     return translated_offsets(translate_group(config, group, source_alias))
 
 
-def translated_offsets(translations: list[PartitionTranslation]) -> dict[tuple[str, int], int]:
-    return {(t.destination_topic, t.partition): t.result.destination_offset for t in translations if t.result is not None}
+def translated_offsets(failovers: list[PartitionFailover]) -> dict[tuple[str, int], int]:
+    return {(f.sync.destination_topic, f.sync.partition): f.resume.destination_offset
+            for f in failovers if f.resume is not None}
 
 
 def apply_group_offsets(config: MirrorConfig, group: str, offsets: dict[tuple[str, int], int], timeout: float = 30.0) -> None:
@@ -156,20 +271,25 @@ def apply_group_offsets(config: MirrorConfig, group: str, offsets: dict[tuple[st
         raise TranslationError(f"offsets of group {group!r} not written: {'; '.join(failed)}")
 
 
-def report(config: MirrorConfig, group: str, translations: list[PartitionTranslation], applied: bool) -> dict:
+def report(config: MirrorConfig, group: str, failovers: list[PartitionFailover], applied: bool) -> dict:
+    """`method`: how the offset was found (resume_search: provenance, provenance-end, offset-sync);
+    `may_reread`: at most that many records from `offset` to `end_offset` were already read on the source."""
     return {
         "mirror": config.name,
         "group": group,
         "applied": applied,
         "offsets": [
-            {"topic": t.destination_topic, "partition": t.partition, "offset": t.result.destination_offset,
-             "source_topic": t.source_topic, "source_offset": t.committed,
-             "sync": {"source_offset": t.result.sync.source_offset,
-                      "destination_offset": t.result.sync.destination_offset}}
-            for t in translations if t.result is not None
+            {"topic": f.sync.destination_topic, "partition": f.sync.partition, "offset": f.resume.destination_offset,
+             "source_topic": f.sync.source_topic, "source_offset": f.sync.committed, "method": f.resume.method,
+             "may_reread": f.resume.may_reread, "end_offset": f.resume.end_offset,
+             "last_mirrored_source_offset": f.resume.last_mirrored,
+             "sync": None if f.sync.result is None else {"source_offset": f.sync.result.sync.source_offset,
+                                                          "destination_offset": f.sync.result.sync.destination_offset}}
+            for f in failovers if f.resume is not None
         ],
         "untranslated": [
-            {"source_topic": t.source_topic, "partition": t.partition, "source_offset": t.committed, "reason": t.reason}
-            for t in translations if t.result is None
+            {"source_topic": f.sync.source_topic, "partition": f.sync.partition, "source_offset": f.sync.committed,
+             "reason": f.reason}
+            for f in failovers if f.resume is None
         ],
     }

@@ -329,3 +329,78 @@ def make_worker(logs: dict, *, committed: dict | None = None, low: dict | None =
 
 def assign(worker, stream, *keys) -> None:
     worker.assignment.on_assign(stream, [TopicPartition(t, p) for t, p in keys])
+
+
+class FakeDestinationPartitions:
+    """resume_search.DestinationReader over in-memory partitions: {(topic, partition): [(offset, header)]}
+    in offset order (gaps allowed); `low` per partition (default: the first offset, else 0); the end is one
+    past the last offset unless `ends` says otherwise. Records every read's start in `reads`."""
+
+    def __init__(self, partitions: dict, low: dict | None = None, ends: dict | None = None) -> None:
+        self.partitions = partitions
+        self.low = low or {}
+        self.ends = ends or {}
+        self.reads: list[tuple[str, int, int, int]] = []
+
+    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        records = self.partitions.get((topic, partition), [])
+        low = self.low.get((topic, partition), records[0][0] if records else 0)
+        end = self.ends.get((topic, partition), records[-1][0] + 1 if records else low)
+        return low, end
+
+    def records(self, topic: str, partition: int, start: int, end: int):
+        self.reads.append((topic, partition, start, end))
+        return [(o, h) for o, h in self.partitions.get((topic, partition), []) if start <= o < end]
+
+
+class FakeLogConsumer:
+    """A read_committed consumer over logs with explicit offsets ({(topic, partition): [FakeMessage]}, gaps
+    allowed): after the last record of an assigned partition, one _PARTITION_EOF event."""
+
+    def __init__(self, logs: dict) -> None:
+        self.logs = logs
+        self.assigned: tuple | None = None
+        self.position = 0
+        self.eof_sent = False
+        self.unassigned = 0
+
+    def assign(self, partitions) -> None:
+        (tp,) = partitions
+        self.assigned, self.position, self.eof_sent = (tp.topic, tp.partition), tp.offset, False
+
+    def unassign(self) -> None:
+        self.assigned = None
+        self.unassigned += 1
+
+    def consume(self, num_messages=1, timeout=-1) -> list:
+        if self.assigned is None:
+            return []
+        log = self.logs.get(self.assigned, [])
+        out = [m for m in log if m.offset() >= self.position][:num_messages]
+        if out:
+            self.position = out[-1].offset() + 1
+        elif not self.eof_sent:
+            self.eof_sent = True
+            out = [FakeMessage(*self.assigned, self.position, error=FakeError(KafkaError._PARTITION_EOF, "eof"))]
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class FakeOffsetsAdmin:
+    """AdminClient.list_offsets: `bounds` {(topic, partition): (earliest, latest)}; records the isolation level."""
+
+    def __init__(self, bounds: dict) -> None:
+        self.bounds = bounds
+        self.isolation_levels: list = []
+
+    def list_offsets(self, requests, isolation_level=None, request_timeout=None):
+        from confluent_kafka.admin import OffsetSpec
+        self.isolation_levels.append(isolation_level)
+        out = {}
+        for tp, spec in requests.items():
+            earliest, latest = self.bounds[(tp.topic, tp.partition)]
+            offset = earliest if spec == OffsetSpec.earliest() else latest
+            out[tp] = FakeFuture(TopicPartition(tp.topic, tp.partition, offset))
+        return out
