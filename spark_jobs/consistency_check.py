@@ -74,7 +74,6 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from py4j.protocol import Py4JError
@@ -93,15 +92,13 @@ from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's ex
     normalise_headers, normalise_schema_id, offending_examples, record_outcomes, split_by_provenance, summarise,
     with_out_of_order,
 )
-from spark_jobs.check_window import CheckWindow, Ranges, source_ranges, window_from_args
-from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args
-from spark_jobs.kafka_meta import KafkaMeta, resolve_topics
+from spark_jobs.check_plan import CheckPlan, plan_check
+from spark_jobs.check_window import CheckWindow, Ranges, source_ranges, window_from_args  # noqa: F401
+from spark_jobs.job_config import JobInputError, base_parser
 from spark_jobs.report import write_report
 from spark_jobs.session import create_session
-from spark_jobs.stable_offsets import OpenTransaction, open_transactions, reachable
 
 PROG = "consistency_check"
-METADATA_TIMEOUT_S = 8.0
 MAX_RECORDS_PER_SPARK_PARTITION = 50_000        # the exact path (sorts and joins)
 DIGEST_RECORDS_PER_SPARK_PARTITION = 1_000_000   # the digest pass streams: fewer, longer tasks
 # Larger fetches for the digest pass's long sequential reads (the mirror's client settings still win).
@@ -159,77 +156,6 @@ def check_report_path(report: Path) -> None:
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise JobInputError(f"--report: cannot write under {existing}")
-
-
-# ------------------------------------------------------------------ plan (driver, no Spark)
-
-
-@dataclass
-class CheckPlan:
-    target: JobTarget
-    window: CheckWindow
-    topics: list[str]                                   # source topics
-    topic_map: dict[str, str]                           # destination topic -> source topic
-    source_ranges: Ranges
-    destination_ranges: Ranges
-    committed: dict[tuple[str, int], int | None]
-    source_cluster_id: str | None
-    report: Path
-    open_transactions: list[OpenTransaction] = field(default_factory=list)   # source partitions stopped at their LSO
-    digest_window: int = DIGEST_WINDOW                  # source offsets per digest window
-    mode: str = "records"                               # or "compacted": latest value per key (check_compacted.py)
-    digest_reader: str = "librdkafka"                   # or "spark": the digest pass through Spark's Kafka source
-
-
-def plan_check(args: argparse.Namespace) -> CheckPlan:
-    """Every Kafka question the job needs answered before Spark starts; bad input fails here, fast."""
-    target = target_from_args(args)
-    window: CheckWindow = args.window
-    source = KafkaMeta(target.source_bootstrap, "source", target.source_settings, timeout=METADATA_TIMEOUT_S)
-    try:
-        destination = KafkaMeta(target.destination_bootstrap, "destination", target.destination_settings,
-                                timeout=METADATA_TIMEOUT_S)
-    except JobInputError:
-        source.close()
-        raise
-    try:
-        topics = resolve_topics(target, source)
-        topic_map = {target.destination_topic(t): t for t in topics}
-        for destination_topic in topic_map:
-            destination.partitions(destination_topic)
-        log_ends = source.log_ends(topics)
-        watermarks = reachable(log_ends)
-        time_offsets = None
-        if window.kind == "timestamps":
-            def at(ms: int | None) -> dict[str, dict[int, int]]:
-                return {t: source.offsets_for_time(t, ms) for t in topics} if ms is not None else {}
-
-            starts, ends = at(window.from_ms), at(window.to_ms)
-            time_offsets = {(t, p): (starts.get(t, {}).get(p), ends.get(t, {}).get(p))
-                            for t in topics for p in watermarks[t]}
-        ranges = source_ranges(window, topics, watermarks, time_offsets)
-        stopped = open_transactions({k: end for k, (_, end) in ranges.items()}, log_ends)
-        committed: dict[tuple[str, int], int | None] = {tp: None for tp in ranges}
-        if target.group_id:
-            for topic in topics:
-                for partition, offset in source.committed(target.group_id, topic).items():
-                    if (topic, partition) in committed:
-                        committed[(topic, partition)] = offset
-        # Destination watermarks are taken after the committed offsets: every record the group had
-        # committed was on the destination by then, so none of them falls past the snapshot.
-        destination_ranges = {key: (e.low, e.stable) for key, e in sorted(destination.log_ends(topic_map).items())}
-        cluster_id = source.consumer.list_topics(timeout=METADATA_TIMEOUT_S).cluster_id or None
-    finally:
-        source.close()
-        destination.close()
-    for (topic, partition), (start, end) in sorted(ranges.items()):
-        log.info("partition planned", extra={
-            "topic": topic, "partition": partition, "from": start, "to": end,
-            "committed": committed[(topic, partition)]})
-    for transaction in stopped:
-        log.warning(transaction.line(), extra=transaction.summary())
-    return CheckPlan(target, window, topics, topic_map, ranges, destination_ranges, committed, cluster_id,
-                     Path(args.report), stopped, args.digest_window, args.mode, args.digest_reader)
 
 
 # ------------------------------------------------------------------ Spark: read
