@@ -90,3 +90,61 @@ groups:
     assert {p: run.counts(topic, p)["altered"] for p in range(PARTITIONS)} == {0: 1, 1: 0, 2: 0}
     assert run.report["totals"]["missing"] == 0 and run.report["totals"]["duplicated"] == 0
     assert run.report["examples"]["altered"] == [f"{topic}:0:10"]
+
+
+def test_auto_mode_checks_each_topic_of_a_mirror_in_the_mode_its_cleanup_policy_calls_for(stack, topic_name, tmp_path):
+    """One mirror, one run with the default mode: a compacted topic whose keys were overwritten (the copy
+    kept only their latest values, as compaction leaves them) and a normal topic that lost one record. Record
+    by record the compacted topic's older versions read as missing; by key it is consistent."""
+    import subprocess
+    import sys
+    import time
+
+    from devstack.paths import ROOT
+    from tests.integration.test_consistency_check import BASE_MS, KEEP, SCRIPT, Run
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    stem = topic_name("auto")
+    compacted, normal = f"{stem}-compacted", f"{stem}-normal"
+    create_topic(src, compacted, partitions=PARTITIONS, config=COMPACT)
+    create_topic(dst, f"m.{compacted}", partitions=PARTITIONS, config=COMPACT)
+    versions = [{"partition": p, "key": f"k{p}-{k}".encode(), "value": f"v{p}-{k}-{n}".encode(),
+                 "timestamp": BASE_MS + 1000 * n + k} for n in range(VERSIONS) for p in range(PARTITIONS) for k in range(KEYS)]
+    produce(src, compacted, versions)
+    produce(dst, f"m.{compacted}", versions[-PARTITIONS * KEYS:])          # the latest version of every key
+    create_topic(src, normal, partitions=PARTITIONS, config=KEEP)
+    create_topic(dst, f"m.{normal}", partitions=PARTITIONS, config=KEEP)
+    records = [{"partition": p, "key": f"n{p}-{i}".encode(), "value": f"n{p}-{i}".encode(), "timestamp": BASE_MS + i}
+               for p in range(PARTITIONS) for i in range(KEYS)]
+    produce(src, normal, records)
+    produce(dst, f"m.{normal}", [r for r in records if r["key"] != b"n1-5"])   # partition 1, offset 5 lost
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(f"""
+groups:
+  - name: g
+    source: {{kafka: {{bootstrap.servers: "{src}"}}}}
+    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
+    mirrors:
+      - name: mixed
+        whitelist: "{stem}-.*"
+        prefix: "m."
+""")
+    report, started = tmp_path / "mixed.json", time.monotonic()
+    run = Run(subprocess.run([sys.executable, SCRIPT, "--config", str(spec), "--mirror", "mixed", "--report", str(report)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=480), report, time.monotonic() - started)
+
+    assert run.rc == 1 and run.report is not None, run.stderr[-2000:]
+    differences = ("missing", "duplicated", "altered", "out_of_order")
+    assert {p: {k: run.counts(compacted, p)[k] for k in differences} for p in range(PARTITIONS)} == {
+        p: dict.fromkeys(differences, 0) for p in range(PARTITIONS)}
+    assert [run.counts(compacted, p)["source_count"] for p in range(PARTITIONS)] == [KEYS] * PARTITIONS  # keys
+    assert run.counts(normal, 1)["missing"] == 1
+    assert run.report["totals"] == {"checked": 2 * PARTITIONS * KEYS, "missing": 1, "duplicated": 0, "altered": 0,
+                                    "out_of_order": 0}
+    assert run.report["examples"]["missing"] == [f"{normal}:1:5"]
+    assert run.report["mode"] == "auto"
+    assert run.report["modes"] == {
+        compacted: {"mode": "compacted", "reason": "cleanup.policy=compact set on the topic: the latest value per key"},
+        normal: {"mode": "records", "reason": "cleanup.policy not set on the topic (the broker's default): every record"}}
+    html = report.with_suffix(".html").read_text()
+    assert f"<td>{compacted}</td><td>compacted</td>" in html and f"<td>{normal}</td><td>records</td>" in html
