@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spark_jobs.check_digests import DIGEST_WINDOW
+from spark_jobs.check_modes import AUTO, TopicMode, topic_modes
 from spark_jobs.check_window import CheckWindow, Ranges, source_ranges
 from spark_jobs.job_config import JobInputError, JobTarget, target_from_args
 from spark_jobs.kafka_meta import KafkaMeta, resolve_topics
@@ -32,8 +33,23 @@ class CheckPlan:
     report: Path
     open_transactions: list[OpenTransaction] = field(default_factory=list)   # source partitions stopped at their LSO
     digest_window: int = DIGEST_WINDOW                  # source offsets per digest window
-    mode: str = "records"                               # or "compacted": latest value per key (check_compacted.py)
+    mode: str = AUTO                                    # as asked: auto, records or compacted (check_modes.py)
     digest_reader: str = "librdkafka"                   # or "spark": the digest pass through Spark's Kafka source
+    modes: dict[str, TopicMode] = field(default_factory=dict)   # source topic -> how it is compared
+
+    def mode_of(self, topic: str) -> str:
+        return self.modes[topic].mode if topic in self.modes else self.mode
+
+    def only(self, topics: list[str]) -> CheckPlan:
+        """This plan narrowed to some of its source topics (and their destination topics)."""
+        wanted = set(topics)
+        topic_map = {d: s for d, s in self.topic_map.items() if s in wanted}
+        return replace(self, topics=[t for t in self.topics if t in wanted], topic_map=topic_map,
+                       source_ranges={k: r for k, r in self.source_ranges.items() if k[0] in wanted},
+                       destination_ranges={k: r for k, r in self.destination_ranges.items() if k[0] in topic_map},
+                       committed={k: c for k, c in self.committed.items() if k[0] in wanted},
+                       open_transactions=[o for o in self.open_transactions if o.topic in wanted],
+                       modes={t: m for t, m in self.modes.items() if t in wanted})
 
 
 def plan_check(args: argparse.Namespace) -> CheckPlan:
@@ -74,6 +90,7 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
         # committed was on the destination by then, so none of them falls past the snapshot.
         destination_ranges = {key: (e.low, e.stable) for key, e in sorted(destination.log_ends(topic_map).items())}
         cluster_id = source.consumer.list_topics(timeout=METADATA_TIMEOUT_S).cluster_id or None
+        modes = topic_modes(source.admin, args.mode, topics, METADATA_TIMEOUT_S)
     finally:
         source.close()
         destination.close()
@@ -81,9 +98,11 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
         log.info("partition planned", extra={
             "topic": topic, "partition": partition, "from": start, "to": end,
             "committed": committed[(topic, partition)]})
+    for topic, mode in modes.items():
+        log.info("topic mode", extra={"topic": topic, **mode.summary()})
     for transaction in stopped:
         log.warning(transaction.line(), extra=transaction.summary())
     return CheckPlan(target, window, topics, topic_map, ranges, destination_ranges, committed, cluster_id,
-                     Path(args.report), stopped, args.digest_window, args.mode, args.digest_reader)
+                     Path(args.report), stopped, args.digest_window, args.mode, args.digest_reader, modes)
 
 

@@ -51,8 +51,11 @@ client settings (spark_jobs/check_rdkafka.py) and returns only sums per window, 
 (spark_jobs/check_digest_rows.py). `--digest-reader spark` reads both sides with Spark's Kafka source
 instead (slower). The record-by-record path always reads through Spark's Kafka source.
 
-`--mode compacted` (compacted topics) compares instead the latest value of each key of the window with
-the latest copy of that key on the destination: see spark_jobs/check_compacted.py.
+Compacted topics are compared instead by the latest value of each key of the window and the latest copy
+of that key on the destination (spark_jobs/check_compacted.py). `--mode auto` (the default) picks that
+mode for each source topic whose cleanup.policy includes `compact`, and every record for the others;
+`--mode records` or `--mode compacted` forces one mode for all (spark_jobs/check_modes.py). The report
+names each topic's mode and why (`modes`).
 
 Writes the JSON report at --report and an HTML summary beside it (.html). Exit 0: consistent,
 1: inconsistent, 2: bad input (one line on stderr), 3: the check could not complete (one line on
@@ -92,6 +95,7 @@ from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's ex
     normalise_headers, normalise_schema_id, offending_examples, record_outcomes, split_by_provenance, summarise,
     with_out_of_order,
 )
+from spark_jobs.check_modes import AUTO, COMPACTED, MODES
 from spark_jobs.check_plan import CheckPlan, plan_check
 from spark_jobs.check_window import CheckWindow, Ranges, source_ranges, window_from_args  # noqa: F401
 from spark_jobs.job_config import JobInputError, base_parser
@@ -124,8 +128,9 @@ def _parse_arguments(args: list[str]) -> argparse.Namespace:
     add("--from-timestamp", help="window start: epoch ms or ISO-8601 (included)")
     add("--to-timestamp", help="window end: epoch ms or ISO-8601 (excluded)")
     add("--offsets", help="window as topic:partition:from-to,... (from included, to excluded)")
-    add("--mode", choices=("records", "compacted"), default="records",
-        help="records: every record (default); compacted: the latest value of each key (compacted topics)")
+    add("--mode", choices=MODES, default=AUTO,
+        help="auto: per topic, compacted when its cleanup.policy includes compact, else records (default); "
+             "records: every record; compacted: the latest value of each key")
     add("--digest-window", type=_positive, default=DIGEST_WINDOW,
         help=f"source offsets per digest window (default {DIGEST_WINDOW:,}); differing windows are compared "
              "record by record")
@@ -212,6 +217,7 @@ def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, li
     return {
         "status": status,
         "mode": plan.mode,
+        "modes": {t: plan.modes[t].summary() for t in plan.topics if t in plan.modes},
         "totals": totals,
         "partitions": partitions,
         "window": window,
@@ -227,8 +233,31 @@ def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, li
 # ------------------------------------------------------------------ job
 
 
-def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
-    """Digests per window first (spark_jobs/check_digests.py), then record by record where they differ."""
+def check_topics(spark: SparkSession, plan: CheckPlan) -> dict:
+    """The report over every topic of the plan, each compared in its mode (spark_jobs/check_modes.py)."""
+    by_key = [t for t in plan.topics if plan.mode_of(t) == COMPACTED]
+    partitions, examples, digest = [], {}, None
+    if len(by_key) < len(plan.topics):
+        partitions, examples, digest = run_check(spark, plan.only([t for t in plan.topics if t not in by_key]))
+    if by_key:  # the latest value per key (spark_jobs/check_compacted.py)
+        keys = plan.only(by_key)
+        rows, key_examples = compare_latest(
+            read_kafka(spark, keys.target.spark_options("source"), keys.source_ranges),
+            read_kafka(spark, keys.target.spark_options("destination"), keys.destination_ranges),
+            keys.topic_map, keys.target.preserve_partitions, keys.committed)
+        partitions += complete_partitions(list(rows.values()), keys.source_ranges)
+        examples = {k: (examples.get(k, []) + key_examples.get(k, []))[:MAX_EXAMPLES]
+                    for k in {*examples, *key_examples}}
+    report = build_report(plan, sorted(partitions, key=lambda p: (p["topic"], p["partition"])), examples,
+                          time.time())
+    if digest is not None:
+        report["digest"] = digest
+    return report
+
+
+def run_check(spark: SparkSession, plan: CheckPlan) -> tuple[list[dict], dict[str, list[str]], dict]:
+    """Digests per window first (spark_jobs/check_digests.py), then record by record where they differ:
+    (partition rows, examples, the report's digest section)."""
     target, window = plan.target, plan.digest_window
     started = time.monotonic()
     def read(side: str, ranges: Ranges) -> DataFrame:
@@ -266,9 +295,7 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
                **{k: int(exact.get(k) or 0) for k in KINDS}, "beyond_committed": digest.beyond_committed}
         log.info("partition checked", extra=row)
         partitions.append(row)
-    report = build_report(plan, partitions, examples, time.time())
-    report["digest"] = digest_summary(plan.source_ranges, plan.digest_window, digests, spans)
-    return report
+    return partitions, examples, digest_summary(plan.source_ranges, plan.digest_window, digests, spans)
 
 
 def _recheck_destination(plan: CheckPlan, spans: dict, windows: list) -> Ranges:
@@ -324,15 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.sparkContext.setLogLevel("WARN")
         log.info("spark session ready", extra={"master": spark.sparkContext.master,
                                                "seconds": round(time.monotonic() - started, 2)})
-        if plan.mode == "compacted":  # the latest value per key (spark_jobs/check_compacted.py)
-            rows, examples = compare_latest(
-                read_kafka(spark, plan.target.spark_options("source"), plan.source_ranges),
-                read_kafka(spark, plan.target.spark_options("destination"), plan.destination_ranges),
-                plan.topic_map, plan.target.preserve_partitions, plan.committed)
-            report = build_report(plan, complete_partitions(list(rows.values()), plan.source_ranges), examples,
-                                  time.time())
-        else:
-            report = run_check(spark, plan)
+        report = check_topics(spark, plan)
         html = write_report(report, plan.report)
     except (PySparkException, Py4JError, OSError, ReadFailed) as exc:
         log.exception("check failed")

@@ -1,6 +1,7 @@
 """The consistency check's compacted mode on the real stack: a compacted source and a destination that
 kept only the latest record of each key (as compaction leaves it). Record by record the older versions
-are "missing"; `--mode compacted` compares the latest value per key and counts exactly what differs."""
+are "missing"; `--mode compacted` compares the latest value per key and counts exactly what differs, and
+the default `--mode auto` picks that mode for a topic whose cleanup.policy is compact."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def test_a_compacted_topic_is_checked_by_its_latest_value_per_key(stack, topic_n
     copy = [{**r, "value": b"changed"} if r["key"] == b"k1-7" else r for r in copy]  # k1-7's latest differs
     produce(dst, f"c.{topic}", copy)
 
-    records = run_check(stack, tmp_path, "--topics", topic, "--prefix", "c.", name="records")
+    records = run_check(stack, tmp_path, "--topics", topic, "--prefix", "c.", "--mode", "records", name="records")
     assert records.rc == 1, records.stderr[-2000:]
     assert records.report["mode"] == "records" and records.report["totals"]["missing"] > KEYS * PARTITIONS
 
