@@ -131,7 +131,7 @@ def window_rows(spark, tasks: list[ReadTask], settings: ReadSettings) -> tuple[l
 
 
 def windows_with_librdkafka(spark, plan, records_per_task: int):
-    """(source rows, destination rows) per window of a consistency_check.CheckPlan, read with librdkafka."""
+    """(source rows, destination rows) per window of a check_plan.CheckPlan, read with librdkafka."""
     target = plan.target
     settings = ReadSettings(
         # Client settings (TLS, SASL) from the job's own target; the destination is read as its consumers

@@ -51,8 +51,11 @@ client settings (spark_jobs/check_rdkafka.py) and returns only sums per window, 
 (spark_jobs/check_digest_rows.py). `--digest-reader spark` reads both sides with Spark's Kafka source
 instead (slower). The record-by-record path always reads through Spark's Kafka source.
 
-`--mode compacted` (compacted topics) compares instead the latest value of each key of the window with
-the latest copy of that key on the destination: see spark_jobs/check_compacted.py.
+Compacted topics are compared instead by the latest value of each key of the window and the latest copy
+of that key on the destination (spark_jobs/check_compacted.py). `--mode auto` (the default) picks that
+mode for each source topic whose cleanup.policy includes `compact`, and every record for the others;
+`--mode records` or `--mode compacted` forces one mode for all (spark_jobs/check_modes.py). The report
+names each topic's mode and why (`modes`).
 
 Writes the JSON report at --report and an HTML summary beside it (.html). Exit 0: consistent,
 1: inconsistent, 2: bad input (one line on stderr), 3: the check could not complete (one line on
@@ -74,7 +77,6 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from py4j.protocol import Py4JError
@@ -93,15 +95,14 @@ from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's ex
     normalise_headers, normalise_schema_id, offending_examples, record_outcomes, split_by_provenance, summarise,
     with_out_of_order,
 )
-from spark_jobs.check_window import CheckWindow, Ranges, source_ranges, window_from_args
-from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args
-from spark_jobs.kafka_meta import KafkaMeta, resolve_topics
+from spark_jobs.check_modes import AUTO, COMPACTED, MODES
+from spark_jobs.check_plan import CheckPlan, plan_check
+from spark_jobs.check_window import CheckWindow, Ranges, source_ranges, window_from_args  # noqa: F401
+from spark_jobs.job_config import JobInputError, base_parser
 from spark_jobs.report import write_report
 from spark_jobs.session import create_session
-from spark_jobs.stable_offsets import OpenTransaction, open_transactions, reachable
 
 PROG = "consistency_check"
-METADATA_TIMEOUT_S = 8.0
 MAX_RECORDS_PER_SPARK_PARTITION = 50_000        # the exact path (sorts and joins)
 DIGEST_RECORDS_PER_SPARK_PARTITION = 1_000_000   # the digest pass streams: fewer, longer tasks
 # Larger fetches for the digest pass's long sequential reads (the mirror's client settings still win).
@@ -127,8 +128,9 @@ def _parse_arguments(args: list[str]) -> argparse.Namespace:
     add("--from-timestamp", help="window start: epoch ms or ISO-8601 (included)")
     add("--to-timestamp", help="window end: epoch ms or ISO-8601 (excluded)")
     add("--offsets", help="window as topic:partition:from-to,... (from included, to excluded)")
-    add("--mode", choices=("records", "compacted"), default="records",
-        help="records: every record (default); compacted: the latest value of each key (compacted topics)")
+    add("--mode", choices=MODES, default=AUTO,
+        help="auto: per topic, compacted when its cleanup.policy includes compact, else records (default); "
+             "records: every record; compacted: the latest value of each key")
     add("--digest-window", type=_positive, default=DIGEST_WINDOW,
         help=f"source offsets per digest window (default {DIGEST_WINDOW:,}); differing windows are compared "
              "record by record")
@@ -159,77 +161,6 @@ def check_report_path(report: Path) -> None:
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise JobInputError(f"--report: cannot write under {existing}")
-
-
-# ------------------------------------------------------------------ plan (driver, no Spark)
-
-
-@dataclass
-class CheckPlan:
-    target: JobTarget
-    window: CheckWindow
-    topics: list[str]                                   # source topics
-    topic_map: dict[str, str]                           # destination topic -> source topic
-    source_ranges: Ranges
-    destination_ranges: Ranges
-    committed: dict[tuple[str, int], int | None]
-    source_cluster_id: str | None
-    report: Path
-    open_transactions: list[OpenTransaction] = field(default_factory=list)   # source partitions stopped at their LSO
-    digest_window: int = DIGEST_WINDOW                  # source offsets per digest window
-    mode: str = "records"                               # or "compacted": latest value per key (check_compacted.py)
-    digest_reader: str = "librdkafka"                   # or "spark": the digest pass through Spark's Kafka source
-
-
-def plan_check(args: argparse.Namespace) -> CheckPlan:
-    """Every Kafka question the job needs answered before Spark starts; bad input fails here, fast."""
-    target = target_from_args(args)
-    window: CheckWindow = args.window
-    source = KafkaMeta(target.source_bootstrap, "source", target.source_settings, timeout=METADATA_TIMEOUT_S)
-    try:
-        destination = KafkaMeta(target.destination_bootstrap, "destination", target.destination_settings,
-                                timeout=METADATA_TIMEOUT_S)
-    except JobInputError:
-        source.close()
-        raise
-    try:
-        topics = resolve_topics(target, source)
-        topic_map = {target.destination_topic(t): t for t in topics}
-        for destination_topic in topic_map:
-            destination.partitions(destination_topic)
-        log_ends = source.log_ends(topics)
-        watermarks = reachable(log_ends)
-        time_offsets = None
-        if window.kind == "timestamps":
-            def at(ms: int | None) -> dict[str, dict[int, int]]:
-                return {t: source.offsets_for_time(t, ms) for t in topics} if ms is not None else {}
-
-            starts, ends = at(window.from_ms), at(window.to_ms)
-            time_offsets = {(t, p): (starts.get(t, {}).get(p), ends.get(t, {}).get(p))
-                            for t in topics for p in watermarks[t]}
-        ranges = source_ranges(window, topics, watermarks, time_offsets)
-        stopped = open_transactions({k: end for k, (_, end) in ranges.items()}, log_ends)
-        committed: dict[tuple[str, int], int | None] = {tp: None for tp in ranges}
-        if target.group_id:
-            for topic in topics:
-                for partition, offset in source.committed(target.group_id, topic).items():
-                    if (topic, partition) in committed:
-                        committed[(topic, partition)] = offset
-        # Destination watermarks are taken after the committed offsets: every record the group had
-        # committed was on the destination by then, so none of them falls past the snapshot.
-        destination_ranges = {key: (e.low, e.stable) for key, e in sorted(destination.log_ends(topic_map).items())}
-        cluster_id = source.consumer.list_topics(timeout=METADATA_TIMEOUT_S).cluster_id or None
-    finally:
-        source.close()
-        destination.close()
-    for (topic, partition), (start, end) in sorted(ranges.items()):
-        log.info("partition planned", extra={
-            "topic": topic, "partition": partition, "from": start, "to": end,
-            "committed": committed[(topic, partition)]})
-    for transaction in stopped:
-        log.warning(transaction.line(), extra=transaction.summary())
-    return CheckPlan(target, window, topics, topic_map, ranges, destination_ranges, committed, cluster_id,
-                     Path(args.report), stopped, args.digest_window, args.mode, args.digest_reader)
 
 
 # ------------------------------------------------------------------ Spark: read
@@ -286,6 +217,7 @@ def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, li
     return {
         "status": status,
         "mode": plan.mode,
+        "modes": {t: plan.modes[t].summary() for t in plan.topics if t in plan.modes},
         "totals": totals,
         "partitions": partitions,
         "window": window,
@@ -301,8 +233,31 @@ def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, li
 # ------------------------------------------------------------------ job
 
 
-def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
-    """Digests per window first (spark_jobs/check_digests.py), then record by record where they differ."""
+def check_topics(spark: SparkSession, plan: CheckPlan) -> dict:
+    """The report over every topic of the plan, each compared in its mode (spark_jobs/check_modes.py)."""
+    by_key = [t for t in plan.topics if plan.mode_of(t) == COMPACTED]
+    partitions, examples, digest = [], {}, None
+    if len(by_key) < len(plan.topics):
+        partitions, examples, digest = run_check(spark, plan.only([t for t in plan.topics if t not in by_key]))
+    if by_key:  # the latest value per key (spark_jobs/check_compacted.py)
+        keys = plan.only(by_key)
+        rows, key_examples = compare_latest(
+            read_kafka(spark, keys.target.spark_options("source"), keys.source_ranges),
+            read_kafka(spark, keys.target.spark_options("destination"), keys.destination_ranges),
+            keys.topic_map, keys.target.preserve_partitions, keys.committed)
+        partitions += complete_partitions(list(rows.values()), keys.source_ranges)
+        examples = {k: (examples.get(k, []) + key_examples.get(k, []))[:MAX_EXAMPLES]
+                    for k in {*examples, *key_examples}}
+    report = build_report(plan, sorted(partitions, key=lambda p: (p["topic"], p["partition"])), examples,
+                          time.time())
+    if digest is not None:
+        report["digest"] = digest
+    return report
+
+
+def run_check(spark: SparkSession, plan: CheckPlan) -> tuple[list[dict], dict[str, list[str]], dict]:
+    """Digests per window first (spark_jobs/check_digests.py), then record by record where they differ:
+    (partition rows, examples, the report's digest section)."""
     target, window = plan.target, plan.digest_window
     started = time.monotonic()
     def read(side: str, ranges: Ranges) -> DataFrame:
@@ -340,9 +295,7 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> dict:
                **{k: int(exact.get(k) or 0) for k in KINDS}, "beyond_committed": digest.beyond_committed}
         log.info("partition checked", extra=row)
         partitions.append(row)
-    report = build_report(plan, partitions, examples, time.time())
-    report["digest"] = digest_summary(plan.source_ranges, plan.digest_window, digests, spans)
-    return report
+    return partitions, examples, digest_summary(plan.source_ranges, plan.digest_window, digests, spans)
 
 
 def _recheck_destination(plan: CheckPlan, spans: dict, windows: list) -> Ranges:
@@ -398,15 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.sparkContext.setLogLevel("WARN")
         log.info("spark session ready", extra={"master": spark.sparkContext.master,
                                                "seconds": round(time.monotonic() - started, 2)})
-        if plan.mode == "compacted":  # the latest value per key (spark_jobs/check_compacted.py)
-            rows, examples = compare_latest(
-                read_kafka(spark, plan.target.spark_options("source"), plan.source_ranges),
-                read_kafka(spark, plan.target.spark_options("destination"), plan.destination_ranges),
-                plan.topic_map, plan.target.preserve_partitions, plan.committed)
-            report = build_report(plan, complete_partitions(list(rows.values()), plan.source_ranges), examples,
-                                  time.time())
-        else:
-            report = run_check(spark, plan)
+        report = check_topics(spark, plan)
         html = write_report(report, plan.report)
     except (PySparkException, Py4JError, OSError, ReadFailed) as exc:
         log.exception("check failed")

@@ -66,6 +66,7 @@ def render_html(report: dict) -> str:
         "</p>",
         "<h2>Totals</h2>",
         _table(["checked", *PROBLEMS], [[totals.get(k, 0) for k in ("checked", *PROBLEMS)]], bad_from=1),
+        *_modes_table(report),
         "<h2>Partitions</h2>",
         _partition_table(report["partitions"]),
         *_window_charts(report),
@@ -94,6 +95,17 @@ def _describe_window(window: dict) -> str:
         ranges = ", ".join(f"{r['topic']}:{r['partition']}:{r['from']}-{r['to']}" for r in window.get("ranges", []))
         return f"offsets {ranges}"
     return "everything from the low watermark to the last stable offset"
+
+
+def _modes_table(report: dict) -> list[str]:
+    """Each source topic's mode (every record, or the latest value per key) and why it was chosen."""
+    modes = report.get("modes")
+    if not modes:
+        return []
+    rows = "".join(f"<tr><td>{escape(topic)}</td><td>{escape(m['mode'])}</td><td>{escape(m['reason'])}</td></tr>"
+                   for topic, m in sorted(modes.items()))
+    return [f"<h2>Topics (mode {escape(str(report.get('mode')))})</h2>",
+            f"<table><tr><th>topic</th><th>mode</th><th>why</th></tr>{rows}</table>"]
 
 
 def _table(header: list[str], rows: list[list], bad_from: int) -> str:

@@ -1,5 +1,6 @@
 """The verify DAG's spark-submit on the real stack: a destination missing records fails the task with
-the report's summary, and the mirror's webhook notifier sends it."""
+the report's summary, and the mirror's webhook notifier sends it. The mirror also has a compacted topic,
+which the check compares by its latest value per key with no configuration in the spec (--mode auto)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,15 @@ def test_verify_dag_fails_on_an_inconsistent_mirror_and_alerts(stack, topic_name
     from mirror_airflow.dag_factory import mirror_dags, render
 
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    topic = topic_name("verify")
+    stem = topic_name("verify")
+    topic, compacted = f"{stem}-orders", f"{stem}-latest"
     create_topic(src, topic, partitions=2)
     create_topic(dst, f"v.{topic}", partitions=2)
+    for bootstrap, name in ((src, compacted), (dst, f"v.{compacted}")):
+        create_topic(bootstrap, name, partitions=1, config={"cleanup.policy": "compact"})
+    versions = [{"key": f"k{i % 5}".encode(), "value": f"v{i}".encode(), "partition": 0} for i in range(15)]
+    produce(src, compacted, versions)
+    produce(dst, f"v.{compacted}", versions[-5:])  # only each key's latest version, as compaction leaves it
     base = int(time.time() * 1000) - 60_000
     records = [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2, "timestamp": base + i}
                for i in range(40)]
@@ -38,7 +45,7 @@ def test_verify_dag_fails_on_an_inconsistent_mirror_and_alerts(stack, topic_name
             "name": "it",
             "source": {"kafka": {"bootstrap.servers": src}},
             "destination": {"kafka": {"bootstrap.servers": dst}},
-            "mirrors": [{"name": name, "whitelist": topic, "prefix": "v.", "preserve-partitions": True,
+            "mirrors": [{"name": name, "whitelist": f"{stem}-.*", "prefix": "v.", "preserve-partitions": True,
                          "airflow": {"verify-report-dir": str(tmp_path / "reports"),
                                      "alerts": {"webhook-url": f"{receiver.url}/a"}}}],
         }]}
@@ -55,8 +62,12 @@ def test_verify_dag_fails_on_an_inconsistent_mirror_and_alerts(stack, topic_name
         assert len(reports) == 1
         report = json.loads(reports[0].read_text())
         assert report["status"] == "inconsistent" and report["totals"]["missing"] == 2
+        missing = {t: sum(p["missing"] for p in report["partitions"] if p["topic"] == t) for t in (topic, compacted)}
+        assert missing == {topic: 2, compacted: 0}  # record by record, the 10 overwritten versions would be missing
+        assert {t: m["mode"] for t, m in report["modes"].items()} == {topic: "records", compacted: "compacted"}
         assert len(receiver.bodies) == 1, receiver.bodies
         detail = receiver.bodies[0]["detail"]
         assert f"mirror '{name}' is inconsistent: inconsistent:" in detail and "missing=2" in detail, detail
+        assert f"; latest value per key: {compacted} (report" in detail, detail
     finally:
         receiver.close()

@@ -268,6 +268,9 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
 
 @pytest.mark.parametrize("code, report, message", [
     (1, {"status": "inconsistent", "totals": {"missing": 2}}, "mirror 'orders' is inconsistent: inconsistent: missing=2"),
+    (1, {"status": "inconsistent", "totals": {"checked": 9, "missing": 1}, "modes": {
+        "b": {"mode": "compacted", "reason": "c"}, "n": {"mode": "records", "reason": "r"}, "a": {"mode": "compacted"}}},
+     r"mirror 'orders' is inconsistent: inconsistent: checked=9, missing=1; latest value per key: a, b \(report "),
     (2, None, r"mirror 'orders': the consistency check did not complete \(exit 2, bad input\)$"),
     (3, None, r"mirror 'orders': the consistency check did not complete \(exit 3, could not complete\)$"),
 ])

@@ -48,14 +48,16 @@ def report_dir_default() -> Path:
 
 
 def report_summary(report_path: Path | None) -> str | None:
-    """One line from a consistency report: status and the non-zero totals."""
+    """One line from a consistency report: status, the non-zero totals, the topics checked by key."""
     try:
         report = json.loads(Path(report_path).read_text())
     except (TypeError, OSError, ValueError):
         return None
     totals = report.get("totals") or {}
     counts = ", ".join(f"{k}={v}" for k, v in totals.items() if v)
-    return f"{report.get('status', '?')}: {counts or 'nothing checked'} (report {report_path})"
+    by_key = sorted(t for t, m in (report.get("modes") or {}).items() if m.get("mode") == "compacted")
+    keys = f"; latest value per key: {', '.join(by_key)}" if by_key else ""
+    return f"{report.get('status', '?')}: {counts or 'nothing checked'}{keys} (report {report_path})"
 
 
 def read_outcome(path: Path | None) -> int | None:
