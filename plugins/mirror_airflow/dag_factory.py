@@ -27,7 +27,7 @@ from mirror_airflow.operators import (
     EnsureDestinationTopicsOperator,
     MirrorWorkerOperator,
     ResumeMirrorOperator,
-    StopMirrorForCatchupOperator,
+    StopMirrorOperator,
     SyncSchemasOperator,
 )
 from mirror_airflow.settings import MirrorAirflowSettings, airflow_sections, parse_settings
@@ -189,7 +189,7 @@ def catchup_dag(name: str, path: Path, settings: MirrorAirflowSettings):
                "Spark (committing the group's offsets at the range ends), then unpauses it if this run "
                "paused it. A failed copy leaves the lifecycle DAG paused: rerun, or unpause it.",
     ) as dag:
-        stop = StopMirrorForCatchupOperator(task_id="stop_mirror", lifecycle_dag_id=lifecycle,
+        stop = StopMirrorOperator(task_id="stop_mirror", lifecycle_dag_id=lifecycle,
                                             api_conn_id=settings.api_conn_id, **common, **_kafka_conns(settings))
         copy = CatchupOperator(task_id="catchup", conn_id=settings.spark_conn_id,
                                report_dir=settings.verify_report_dir, **common)
