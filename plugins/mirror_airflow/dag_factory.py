@@ -21,10 +21,13 @@ from pathlib import Path
 from mirror_airflow.exceptions import MirrorSpecError
 from mirror_airflow.operators import (
     REPO_ROOT,
+    ApplyTranslatedOffsetsOperator,
     CatchupOperator,
     ConsistencyCheckOperator,
     DiscoverTopicsOperator,
     EnsureDestinationTopicsOperator,
+    FailoverImpactOperator,
+    FailoverReportOperator,
     MirrorWorkerOperator,
     ResumeMirrorOperator,
     StopMirrorOperator,
@@ -90,6 +93,8 @@ def mirror_dags(name: str, path: Path | None = None) -> dict:
         catchup_dag(name, path, settings),
         lag_dag(config, settings, path),
     ]
+    if config.preserve_partitions:  # offset translation needs destination partition = source partition
+        dags.append(failover_dag(name, path, settings))
     return {dag.dag_id: dag for dag in dags}
 
 
@@ -196,6 +201,50 @@ def catchup_dag(name: str, path: Path, settings: MirrorAirflowSettings):
         resume = ResumeMirrorOperator(task_id="resume_mirror", lifecycle_dag_id=lifecycle,
                                       api_conn_id=settings.api_conn_id, **common)
         stop >> copy >> resume
+    return dag
+
+
+def failover_dag(name: str, path: Path, settings: MirrorAirflowSettings):
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+    from airflow.sdk import DAG, Param
+
+    from mirror_airflow.operators.failover import SUMMARY_KEY
+
+    common = _common(name, path, settings)
+    lifecycle = lifecycle_dag_id(name)
+    with DAG(
+        dag_id=f"mirror__{name}__failover",
+        description=f"Manual failover of consumer groups from mirror {name}'s source to its destination",
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        is_paused_upon_creation=False,
+        tags=[TAG, name, "failover"],
+        params={
+            "groups": Param("", type="string", description="comma list of consumer group ids (on the source)"),
+            "group_pattern": Param("", type="string", description="regex (full match) of source group ids"),
+            "source": Param("", type="string", description="source cluster alias (only when the mirror has several)"),
+        },
+        doc_md=f"Shows the impact of failing the selected groups over (records re-read, records not mirrored "
+               f"yet), waits for approval (Required actions), then pauses `{lifecycle}` and waits for its "
+               "worker to stop, writes the translated offsets on the destination (refused for a group with "
+               "active members there) and writes a report. Rejecting changes nothing.",
+    ) as dag:
+        impact = FailoverImpactOperator(task_id="impact", **common)
+        approve = ApprovalOperator(
+            task_id="approve",
+            subject=f"Fail over mirror {name}: stop it and apply the translated offsets?",
+            body="{{ ti.xcom_pull(task_ids='impact', key='%s') }}" % SUMMARY_KEY,
+            # Reject: every later task is skipped, the report included: nothing changed.
+            ignore_downstream_trigger_rules=True,
+        )
+        stop = StopMirrorOperator(task_id="stop_mirror", lifecycle_dag_id=lifecycle,
+                                  api_conn_id=settings.api_conn_id, **common, **_kafka_conns(settings))
+        apply = ApplyTranslatedOffsetsOperator(task_id="apply_offsets", **common)
+        report = FailoverReportOperator(task_id="report", lifecycle_dag_id=lifecycle,
+                                        report_dir=settings.verify_report_dir, **common)
+        impact >> approve >> stop >> apply >> report
     return dag
 
 
