@@ -239,9 +239,12 @@ def test_a_group_active_on_the_destination_is_refused(stack, mirror):
                    "translated offsets")
         assert f"**REFUSED at apply**: destination group {group!r} has 1 active member(s)" in shown["body"]
         states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-        assert states["apply_offsets"] == TaskInstanceState.FAILED and states["report"] == TaskInstanceState.SUCCESS
+        # The report is written, then fails too: it is the run's leaf, and the run must end failed.
+        assert states["apply_offsets"] == states["report"] == TaskInstanceState.FAILED, states
         assert run.state == DagRunState.FAILED
-        report = json.loads(Path(run.get_task_instance("report").xcom_pull(task_ids="report")["report"]).read_text())
+        (path,) = [p for p in (mirror.reports / mirror.name).glob("failover-*.json")
+                   if json.loads(p.read_text())["not_applied"]]
+        report = json.loads(path.read_text())
         assert report["status"] == "nothing applied"
         assert report["not_applied"] == [{"group": group, "reason": refusal}]
         # Nothing written: no committed offset (librdkafka's OFFSET_INVALID) on any partition.

@@ -3,6 +3,9 @@ summary the approver reads, the apply task's one-line refusal and the report."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from mirror_airflow.failover import (
@@ -164,6 +167,8 @@ def test_apply_refuses_a_group_active_on_the_destination_in_one_line(monkeypatch
 
 
 def test_report_json_and_markdown(tmp_path):
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
     from mirror_airflow.operators.failover import FailoverReportOperator
 
     impact = {"mirror": "orders", "groups": [group_impact(_translation(), {("orders", 0): 1000}, 0)]}
@@ -183,12 +188,18 @@ def test_report_json_and_markdown(tmp_path):
                                 lifecycle_dag_id="mirror__orders", report_dir=str(tmp_path))
     ti = _Ti({("impact", "return_value"): impact, ("approve", "return_value"): approval,
               ("stop_mirror", "return_value"): {"paused_here": True}, ("apply_offsets", "outcome"): outcome})
+    # Written, then failed: the report is the run's only leaf, and the run must not end "success".
+    with pytest.raises(AirflowFailException, match=r"^failover of mirror 'orders': partly applied \(report .*\.md\)$"):
+        op.execute({"ti": ti, "params": {}})
+    (json_path,), (md_path,) = (tmp_path / "orders").glob("failover-*.json"), (tmp_path / "orders").glob("failover-*.md")
+    assert json.loads(json_path.read_text())["not_applied"] == outcome["not_applied"]
+    assert md_path.read_text() == text
+
+    ti.pulled[("apply_offsets", "outcome")] = {"applied": outcome["applied"], "not_applied": []}
+    (tmp_path / "orders" / json_path.name).unlink()
     written = op.execute({"ti": ti, "params": {}})
-    assert written["status"] == "partly applied"
-    json_path, md_path = (tmp_path / "orders").glob("failover-*.json"), (tmp_path / "orders").glob("failover-*.md")
-    assert [str(p) for p in json_path] == [written["report"]] and [str(p) for p in md_path] == [written["summary"]]
+    assert written["status"] == "applied" and Path(written["report"]).is_file() and Path(written["summary"]).is_file()
     # No approval (rejected runs skip the report anyway): nothing to report.
-    from airflow.sdk.exceptions import AirflowSkipException
 
     with pytest.raises(AirflowSkipException):
         op.execute({"ti": _Ti({("impact", "return_value"): impact}), "params": {}})

@@ -92,7 +92,8 @@ class ApplyTranslatedOffsetsOperator(FailoverOperator):
 
 class FailoverReportOperator(FailoverOperator):
     """Writes `failover-<time>.json` and `.md` in the mirror's report folder (as the verify report) and
-    logs where; runs after the apply task whatever its outcome, skipped when nobody approved."""
+    logs where; runs after the apply task whatever its outcome, skipped when nobody approved. Fails (after
+    writing) when not every group was applied, so that the run ends failed too."""
 
     def __init__(self, *, lifecycle_dag_id: str, report_dir: str | None = None, impact_task_id: str = "impact",
                  approve_task_id: str = "approve", stop_task_id: str = "stop_mirror",
@@ -117,4 +118,7 @@ class FailoverReportOperator(FailoverOperator):
         readable.write_text(report_markdown(report), encoding="utf-8")
         self.log.info("failover of mirror %s: %s; report %s (readable: %s)", self.mirror_name, report["status"],
                       path, readable)
+        if report["status"] != "applied":
+            # This task is the run's only leaf: failing here is what makes the run failed, not just this task.
+            raise AirflowFailException(f"failover of mirror {self.mirror_name!r}: {report['status']} (report {readable})")
         return {"status": report["status"], "report": str(path), "summary": str(readable)}
