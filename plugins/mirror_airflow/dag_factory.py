@@ -171,20 +171,22 @@ def verify_dag(name: str, path: Path, settings: MirrorAirflowSettings, notifiers
     return dag
 
 
+def manual_dag(name: str, kind: str, **kwargs):
+    """`mirror__NAME__KIND`, run only when triggered (one run at a time), unpaused from the start."""
+    from airflow.sdk import DAG
+
+    return DAG(dag_id=f"mirror__{name}__{kind}", schedule=None, start_date=START_DATE, catchup=False,
+               max_active_runs=1, is_paused_upon_creation=False, tags=[TAG, name, kind], **kwargs)
+
+
 def catchup_dag(name: str, path: Path, settings: MirrorAirflowSettings):
-    from airflow.sdk import DAG, Param
+    from airflow.sdk import Param
 
     common = _common(name, path, settings)
     lifecycle = lifecycle_dag_id(name)
-    with DAG(
-        dag_id=f"mirror__{name}__catchup",
+    with manual_dag(
+        name, "catchup",
         description=f"Manual Spark catch-up of mirror {name}, then hand-over to its worker",
-        schedule=None,
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
-        is_paused_upon_creation=False,
-        tags=[TAG, name, "catchup"],
         params={
             "topics": Param("", type="string", description="comma list of source topics (empty: all the mirror selects)"),
             "from_offsets": Param("", type="string", description="topic:partition:offset,... (empty: the group's offsets)"),
@@ -195,7 +197,7 @@ def catchup_dag(name: str, path: Path, settings: MirrorAirflowSettings):
                "paused it. A failed copy leaves the lifecycle DAG paused: rerun, or unpause it.",
     ) as dag:
         stop = StopMirrorOperator(task_id="stop_mirror", lifecycle_dag_id=lifecycle,
-                                            api_conn_id=settings.api_conn_id, **common, **_kafka_conns(settings))
+                                  api_conn_id=settings.api_conn_id, **common, **_kafka_conns(settings))
         copy = CatchupOperator(task_id="catchup", conn_id=settings.spark_conn_id,
                                report_dir=settings.verify_report_dir, **common)
         resume = ResumeMirrorOperator(task_id="resume_mirror", lifecycle_dag_id=lifecycle,
@@ -206,21 +208,15 @@ def catchup_dag(name: str, path: Path, settings: MirrorAirflowSettings):
 
 def failover_dag(name: str, path: Path, settings: MirrorAirflowSettings):
     from airflow.providers.standard.operators.hitl import ApprovalOperator
-    from airflow.sdk import DAG, Param
+    from airflow.sdk import Param
 
     from mirror_airflow.operators.failover import SUMMARY_KEY
 
     common = _common(name, path, settings)
     lifecycle = lifecycle_dag_id(name)
-    with DAG(
-        dag_id=f"mirror__{name}__failover",
+    with manual_dag(
+        name, "failover",
         description=f"Manual failover of consumer groups from mirror {name}'s source to its destination",
-        schedule=None,
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
-        is_paused_upon_creation=False,
-        tags=[TAG, name, "failover"],
         params={
             "groups": Param("", type="string", description="comma list of consumer group ids (on the source)"),
             "group_pattern": Param("", type="string", description="regex (full match) of source group ids"),
