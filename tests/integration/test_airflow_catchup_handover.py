@@ -30,7 +30,7 @@ def test_stop_mirror_waits_for_the_group_to_empty(stack, topic_name, tmp_path, m
         "mirrors": [{"name": name, "whitelist": topic, "prefix": "ho.", "group-id": group}],
     }]}))
     op = StopMirrorOperator(task_id="stop_mirror", spec_path=str(spec), mirror_name=name,
-                                      lifecycle_dag_id=f"mirror__{name}", wait_timeout_s=5)
+                            lifecycle_dag_id=f"mirror__{name}", wait_timeout_s=5)
     worker = WorkerProcess(["--config", str(spec), "--mirror", name], tmp_path)
     try:
         worker.wait_started(timeout=120)
