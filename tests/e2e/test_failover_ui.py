@@ -85,9 +85,11 @@ def test_failover_approved_in_the_ui(stack, airflow, e2e_mirror, browser):
                                    and r["state"] in ("success", "failed")), None), RUN_S, "the failover run ended")
     states = {t["task_id"]: t["state"] for t in api.task_instances(failover, run_id)}
     assert run["state"] == "success", states
+    ui.open_required_action(browser, airflow.url, failover, run_id, "approve", expect_text=group)
+    screenshot(browser, "e2e-failover-3-run-done")  # the run's grid: every task green
     ui.open_dag(browser, airflow.url, mirror.dag_id)
     ui.wait_paused(browser, True)
-    screenshot(browser, "e2e-failover-3-mirror-paused")
+    screenshot(browser, "e2e-failover-4-mirror-paused")
 
     assert api.dag(mirror.dag_id)["is_paused"] is True
     assert group_members(source, mirror.group) == 0
