@@ -7,6 +7,7 @@ A mirror with provenance headers runs (its lifecycle DAG's worker task, pause-ch
 DAG is paused and its worker stopped cleanly, the destination group sits at the translated offsets
 (re-reading 0 records, missing none), and the report exists. A group active on the destination is
 refused: the apply task fails with the one-line reason, the group keeps no offset, the report says so.
+A rejected run changes nothing.
 """
 
 from __future__ import annotations
@@ -175,6 +176,28 @@ def _source_offsets_read(dst: str, topic: str, group: str) -> dict[int, list[int
     finally:
         consumer.close()
     return read
+
+
+def test_a_rejected_failover_changes_nothing(stack, mirror):
+    """First in the file, while the mirror runs: after Reject it still runs and the group has no offset."""
+    from airflow.utils.state import DagRunState, TaskInstanceState
+
+    from mirror_airflow.operators import AirflowApi
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    group = f"nope-{uuid.uuid4().hex[:8]}"
+    _commit_on_source(src, mirror.topic, group, HALF)
+
+    run, shown = _run_failover(mirror, group, choice="Reject")
+
+    assert f"### Group `{group}`" in shown["body"]
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == {"impact": TaskInstanceState.SUCCESS, "approve": TaskInstanceState.SUCCESS,
+                      **dict.fromkeys(["stop_mirror", "apply_offsets", "report"], TaskInstanceState.SKIPPED)}
+    assert run.state == DagRunState.SUCCESS
+    assert AirflowApi(mirror.base_url, "admin", mirror.password).is_paused(mirror.lifecycle) is False
+    assert mirror.thread.is_alive() and not mirror.worker  # the worker task still runs
+    assert set(committed_offsets(dst, group, mirror.mirrored, PARTITIONS).values()) == {-1001}
 
 
 def test_approved_failover_stops_the_mirror_and_applies_the_translated_offsets(stack, mirror):
