@@ -147,7 +147,8 @@ def report_markdown(report: dict) -> str:
                   "| destination partition | offset | method | may re-read |", "|---|---:|---|---:|"]
         lines += [f"| {o['topic']}[{o['partition']}] | {o['offset']:,} | {o['method']} | {o['may_reread']:,} |"
                   for o in applied["offsets"]]
-        lines += [f"- untranslated {u['source_topic']}[{u['partition']}]: {u['reason']}" for u in applied["untranslated"]]
+        lines += [f"- untranslated {u['source_topic']}[{u['partition']}]: {u['reason']}"
+                  for u in applied["untranslated"]]
         lines.append("")
     for item in report["not_applied"]:
         lines += [f"## Group `{item['group']}`: NOT applied", "", f"{item['reason']}", ""]

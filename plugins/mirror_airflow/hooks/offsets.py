@@ -55,7 +55,8 @@ class MirrorOffsetsHook(BaseHook):
 
         failovers = translation.translate_group(self.config, group, self.source.name)
         if apply:
-            translation.apply_group_offsets(self.config, group, translation.translated_offsets(failovers), self.timeout_s)
+            offsets = translation.translated_offsets(failovers)
+            translation.apply_group_offsets(self.config, group, offsets, self.timeout_s)
         return translation.report(self.config, group, failovers, apply)
 
     def source_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:

@@ -120,5 +120,6 @@ class FailoverReportOperator(FailoverOperator):
                       path, readable)
         if report["status"] != "applied":
             # This task is the run's only leaf: failing here is what makes the run failed, not just this task.
-            raise AirflowFailException(f"failover of mirror {self.mirror_name!r}: {report['status']} (report {readable})")
+            raise AirflowFailException(f"failover of mirror {self.mirror_name!r}: {report['status']} "
+                                       f"(report {readable})")
         return {"status": report["status"], "report": str(path), "summary": str(readable)}
