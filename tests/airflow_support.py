@@ -6,6 +6,7 @@ has its own dags folder (`dags_folder()`): `dag.test()` finds a DAG through the 
 writes a small DAG file there and runs the DAG that file defines (`load_dag_file`).
 
     from tests.airflow_support import airflow_db  # session fixture: `airflow db migrate` once
+    from tests.airflow_support import airflow_api_server  # session fixture: `airflow api-server` on that DB
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import atexit
 import importlib.util
 import os
 import shutil
+import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
+import requests
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "plugins"
@@ -86,3 +90,53 @@ def load_dag_file(path: Path, dag_attribute: str = "dag"):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, dag_attribute)
+
+
+@pytest.fixture(scope="session")
+def airflow_api_server(airflow_db, tmp_path_factory):
+    """`airflow api-server` (core API, SimpleAuthManager, user admin) on the session's metadata DB, on a free
+    port; yields (base url, password). dag.test() runs and this API share the DB: a test pauses DAGs and
+    answers human-in-the-loop tasks through it as a person would."""
+    from devstack.net import free_port
+
+    port = free_port()
+    log = tmp_path_factory.mktemp("api") / "api-server.log"
+    env = {**os.environ, "AIRFLOW__API__WORKERS": "1", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+           "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "api-server", "--apps", "core",
+                                 "-H", "127.0.0.1", "-p", str(port)], env=env, cwd=ROOT, stdout=out,
+                                stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                if requests.get(f"{base}/api/v2/monitor/health", timeout=5).ok:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, "api-server did not answer: " + log.read_text()[-3000:]
+            time.sleep(1)
+        passwords = json.loads((HOME / "simple_auth_manager_passwords.json.generated").read_text())
+        yield base, passwords["admin"]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def sync_dag_file(path: Path, dag_id: str) -> None:
+    """Parse a DAG file of `dags_folder()` and store its DAGs in the metadata DB, as the dag-processor
+    would: the REST API then knows them (pause, unpause)."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    bag = DagBag(dag_folder=str(path))
+    assert dag_id in bag.dags, bag.import_errors
+    DagBundlesManager().sync_bundles_to_db()
+    sync_bag_to_db(bag, "dags-folder", None)

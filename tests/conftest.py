@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from devstack import Stack, paths
-from tests.airflow_support import airflow_db  # noqa: F401  (first: configures Airflow before it is imported)
+from tests.airflow_support import airflow_api_server, airflow_db  # noqa: F401  (first: configures Airflow before it is imported)
 
 
 @pytest.fixture(scope="session")

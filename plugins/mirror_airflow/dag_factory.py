@@ -21,13 +21,16 @@ from pathlib import Path
 from mirror_airflow.exceptions import MirrorSpecError
 from mirror_airflow.operators import (
     REPO_ROOT,
+    ApplyTranslatedOffsetsOperator,
     CatchupOperator,
     ConsistencyCheckOperator,
     DiscoverTopicsOperator,
     EnsureDestinationTopicsOperator,
+    FailoverImpactOperator,
+    FailoverReportOperator,
     MirrorWorkerOperator,
     ResumeMirrorOperator,
-    StopMirrorForCatchupOperator,
+    StopMirrorOperator,
     SyncSchemasOperator,
 )
 from mirror_airflow.settings import MirrorAirflowSettings, airflow_sections, parse_settings
@@ -90,6 +93,8 @@ def mirror_dags(name: str, path: Path | None = None) -> dict:
         catchup_dag(name, path, settings),
         lag_dag(config, settings, path),
     ]
+    if config.preserve_partitions:  # offset translation needs destination partition = source partition
+        dags.append(failover_dag(name, path, settings))
     return {dag.dag_id: dag for dag in dags}
 
 
@@ -166,20 +171,22 @@ def verify_dag(name: str, path: Path, settings: MirrorAirflowSettings, notifiers
     return dag
 
 
+def manual_dag(name: str, kind: str, **kwargs):
+    """`mirror__NAME__KIND`, run only when triggered (one run at a time), unpaused from the start."""
+    from airflow.sdk import DAG
+
+    return DAG(dag_id=f"mirror__{name}__{kind}", schedule=None, start_date=START_DATE, catchup=False,
+               max_active_runs=1, is_paused_upon_creation=False, tags=[TAG, name, kind], **kwargs)
+
+
 def catchup_dag(name: str, path: Path, settings: MirrorAirflowSettings):
-    from airflow.sdk import DAG, Param
+    from airflow.sdk import Param
 
     common = _common(name, path, settings)
     lifecycle = lifecycle_dag_id(name)
-    with DAG(
-        dag_id=f"mirror__{name}__catchup",
+    with manual_dag(
+        name, "catchup",
         description=f"Manual Spark catch-up of mirror {name}, then hand-over to its worker",
-        schedule=None,
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
-        is_paused_upon_creation=False,
-        tags=[TAG, name, "catchup"],
         params={
             "topics": Param("", type="string", description="comma list of source topics (empty: all the mirror selects)"),
             "from_offsets": Param("", type="string", description="topic:partition:offset,... (empty: the group's offsets)"),
@@ -189,13 +196,51 @@ def catchup_dag(name: str, path: Path, settings: MirrorAirflowSettings):
                "Spark (committing the group's offsets at the range ends), then unpauses it if this run "
                "paused it. A failed copy leaves the lifecycle DAG paused: rerun, or unpause it.",
     ) as dag:
-        stop = StopMirrorForCatchupOperator(task_id="stop_mirror", lifecycle_dag_id=lifecycle,
-                                            api_conn_id=settings.api_conn_id, **common, **_kafka_conns(settings))
+        stop = StopMirrorOperator(task_id="stop_mirror", lifecycle_dag_id=lifecycle,
+                                  api_conn_id=settings.api_conn_id, **common, **_kafka_conns(settings))
         copy = CatchupOperator(task_id="catchup", conn_id=settings.spark_conn_id,
                                report_dir=settings.verify_report_dir, **common)
         resume = ResumeMirrorOperator(task_id="resume_mirror", lifecycle_dag_id=lifecycle,
                                       api_conn_id=settings.api_conn_id, **common)
         stop >> copy >> resume
+    return dag
+
+
+def failover_dag(name: str, path: Path, settings: MirrorAirflowSettings):
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+    from airflow.sdk import Param
+
+    from mirror_airflow.operators.failover import SUMMARY_KEY
+
+    common = _common(name, path, settings)
+    lifecycle = lifecycle_dag_id(name)
+    with manual_dag(
+        name, "failover",
+        description=f"Manual failover of consumer groups from mirror {name}'s source to its destination",
+        params={
+            "groups": Param("", type="string", description="comma list of consumer group ids (on the source)"),
+            "group_pattern": Param("", type="string", description="regex (full match) of source group ids"),
+            "source": Param("", type="string", description="source cluster alias (only when the mirror has several)"),
+        },
+        doc_md=f"Shows the impact of failing the selected groups over (records re-read, records not mirrored "
+               f"yet), waits for approval (Required actions), then pauses `{lifecycle}` and waits for its "
+               "worker to stop, writes the translated offsets on the destination (refused for a group with "
+               "active members there) and writes a report. Rejecting changes nothing.",
+    ) as dag:
+        impact = FailoverImpactOperator(task_id="impact", **common)
+        approve = ApprovalOperator(
+            task_id="approve",
+            subject=f"Fail over mirror {name}: stop it and apply the translated offsets?",
+            body="{{ ti.xcom_pull(task_ids='impact', key='%s') }}" % SUMMARY_KEY,
+            # Reject: every later task is skipped, the report included: nothing changed.
+            ignore_downstream_trigger_rules=True,
+        )
+        stop = StopMirrorOperator(task_id="stop_mirror", lifecycle_dag_id=lifecycle,
+                                  api_conn_id=settings.api_conn_id, **common, **_kafka_conns(settings))
+        apply = ApplyTranslatedOffsetsOperator(task_id="apply_offsets", **common)
+        report = FailoverReportOperator(task_id="report", lifecycle_dag_id=lifecycle,
+                                        report_dir=settings.verify_report_dir, **common)
+        impact >> approve >> stop >> apply >> report
     return dag
 
 

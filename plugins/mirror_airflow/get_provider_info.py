@@ -32,13 +32,14 @@ def get_provider_info() -> dict:
         "package-name": PACKAGE_NAME,
         "name": INTEGRATION,
         "description": "Kafka cross-cluster mirroring run from Airflow: topic discovery and creation, schema sync, "
-                       "supervised mirror workers, Spark catch-up and consistency checks, an offset-lag sensor.",
+                       "supervised mirror workers, Spark catch-up and consistency checks, an offset-lag sensor, "
+                       "a failover runbook.",
         "versions": [_version()],
         "integrations": [{"integration-name": INTEGRATION, "external-doc-url": "https://kafka.apache.org/",
                           "tags": ["apache"]}],
-        "hooks": modules("hooks.kafka", "hooks.schema_registry", "hooks.airflow_api"),
+        "hooks": modules("hooks.kafka", "hooks.schema_registry", "hooks.airflow_api", "hooks.offsets"),
         "operators": modules("operators.topics", "operators.schemas", "operators.worker", "operators.handover",
-                             "operators.spark"),
+                             "operators.spark", "operators.failover"),
         "sensors": modules("sensors"),
         "triggers": modules("triggers"),
         "notifications": [

@@ -47,6 +47,8 @@ def e2e_spec(stack: Stack, mirror: E2EMirror) -> dict:
         "mirrors": [{
             "name": mirror.name, "whitelist": mirror.topic.replace(".", r"\."), "prefix": "mirrored.",
             "preserve-partitions": True, "group-id": mirror.group,
+            # Exact failover offsets for the failover test (test_failover_ui.py).
+            "provenance-headers": True,
             # The worker's Prometheus endpoint: the dashboard reads halted partitions from it.
             "metrics-port": mirror.metrics_port,
             "airflow": {

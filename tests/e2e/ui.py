@@ -48,3 +48,26 @@ def toggle_pause(driver) -> None:
         confirm.click()
     except TimeoutException:
         pass  # no confirmation asked
+
+
+def open_required_action(driver, url: str, dag_id: str, run_id: str, task_id: str, expect_text: str) -> None:
+    """The task's Required Actions page (the link Airflow's HITLOperator.generate_link_to_ui makes),
+    once it shows `expect_text` (the body rendered from markdown)."""
+    from urllib.parse import quote
+
+    driver.get(f"{url}/dags/{dag_id}/runs/{quote(run_id, safe='')}/tasks/{task_id}/required_actions")
+    WebDriverWait(driver, PAGE_S).until(
+        lambda d: expect_text in d.find_element(By.TAG_NAME, "body").text,
+        f"the required action of {task_id} did not show {expect_text!r}",
+    )
+
+
+def choose(driver, option: str) -> None:
+    """Click a human-in-the-loop option (ApprovalOperator: Approve / Reject) and wait for the response to
+    be recorded (the option buttons go away)."""
+    button = (By.XPATH, f"//button[normalize-space()='{option}']")
+    WebDriverWait(driver, PAGE_S).until(EC.element_to_be_clickable(button)).click()
+    WebDriverWait(driver, PAGE_S).until(
+        lambda d: "Response received" in d.find_element(By.TAG_NAME, "body").text or not d.find_elements(*button),
+        f"the response {option!r} was not recorded",
+    )

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_stop_mirror_waits_for_the_group_to_empty(stack, topic_name, tmp_path, monkeypatch):
-    from mirror_airflow.operators import StopMirrorForCatchupOperator
+    from mirror_airflow.operators import StopMirrorOperator
 
     monkeypatch.delenv("AIRFLOW_CONN_AIRFLOW_API", raising=False)
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
@@ -29,8 +29,8 @@ def test_stop_mirror_waits_for_the_group_to_empty(stack, topic_name, tmp_path, m
         "destination": {"kafka": {"bootstrap.servers": dst}},
         "mirrors": [{"name": name, "whitelist": topic, "prefix": "ho.", "group-id": group}],
     }]}))
-    op = StopMirrorForCatchupOperator(task_id="stop_mirror", spec_path=str(spec), mirror_name=name,
-                                      lifecycle_dag_id=f"mirror__{name}", wait_timeout_s=5)
+    op = StopMirrorOperator(task_id="stop_mirror", spec_path=str(spec), mirror_name=name,
+                            lifecycle_dag_id=f"mirror__{name}", wait_timeout_s=5)
     worker = WorkerProcess(["--config", str(spec), "--mirror", name], tmp_path)
     try:
         worker.wait_started(timeout=120)

@@ -19,7 +19,7 @@ def spec_mirrors(path: Path | None = None) -> list[MirrorSpec]:
     """Every enabled mirror of the spec Airflow reads ($KAFKA_MIRROR_SPEC), with its lag settings."""
     from mirror_airflow.dag_factory import spec_path
     from mirror_airflow.lag_dag import LagSettings
-    from mirror_airflow.operators.spark import report_dir_default
+    from mirror_airflow.reports import report_dir_default
     from mirror_airflow.settings import airflow_sections, parse_settings
     from mirror_worker.spec import load_entries, read_spec
 

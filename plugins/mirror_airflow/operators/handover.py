@@ -1,5 +1,6 @@
-"""The catch-up hand-over: pause the lifecycle DAG and wait for the mirror's group to empty before the
-Spark copy, and unpause it afterwards (only when this run paused it)."""
+"""Stopping and resuming a mirror from another DAG: pause the lifecycle DAG and wait for the mirror's group
+to empty (before the catch-up's Spark copy, or a failover's offset writes), and unpause it afterwards
+(only when this run paused it)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ def group_members(admin, group_id: str, timeout_s: float = 10.0) -> int:
     return active_members(admin, group_id, timeout_s)
 
 
-class StopMirrorForCatchupOperator(MirrorOperator):
-    """Hands the mirror's group over to Spark: pauses the lifecycle DAG (REST API) and waits until
-    the group has no active member. Without `airflow_api` it only waits, and tells the user to pause.
+class StopMirrorOperator(MirrorOperator):
+    """Stops the mirror gracefully: pauses the lifecycle DAG (REST API), whose worker tasks then stop with
+    their offsets committed, and waits until the mirror's group has no active member. Without `airflow_api` it only waits, and tells the user to pause.
     XCom: {"paused_here": bool} so the resume task unpauses only what this run paused."""
 
     def __init__(self, *, lifecycle_dag_id: str, api_conn_id: str = "airflow_api", wait_timeout_s: float = 180.0,

@@ -21,11 +21,11 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from mirror_airflow.reports import new_report_path
 from mirror_airflow.supervisor import REPO_ROOT
 
 LAUNCHER = Path(__file__).resolve().parents[1] / "spark_launcher.py"
@@ -40,11 +40,6 @@ def spark_env() -> dict[str, str]:
         "PYTHONPATH": str(REPO_ROOT),
         "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "/usr/bin:/bin")]),
     }
-
-
-def report_dir_default() -> Path:
-    base = os.environ.get("MIRROR_REPORT_DIR") or Path(os.environ.get("AIRFLOW_HOME", Path.home() / "airflow")) / "mirror-reports"
-    return Path(base)
 
 
 def report_summary(report_path: Path | None) -> str | None:
@@ -89,11 +84,7 @@ class MirrorSparkJob(SparkSubmitOperator):
 
     def report_file(self, kind: str) -> Path:
         """A new `<report dir>/<mirror>/<kind>-<UTC time>.json` (its folder created) for the job to write."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        directory = Path(self.report_dir) if self.report_dir else report_dir_default()
-        path = directory / self.mirror_name / f"{kind}-{stamp}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
+        return new_report_path(self.report_dir, self.mirror_name, kind)
 
     @property
     def job_path(self) -> Path:

@@ -1,0 +1,76 @@
+"""MirrorOffsetsHook: the failover's I/O on a mirror's two clusters, through the worker's library
+(mirror_worker.offset_translation, groups, log_ends): consumer groups on the source, a group's
+translation, the source log ends, active members on the destination, and the translated offsets written.
+
+Clients come from the mirror spec (the translation reads both clusters as the worker sees them).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from airflow.sdk import BaseHook
+
+
+class MirrorOffsetsHook(BaseHook):
+    hook_name = "Kafka mirror offsets (from the mirror spec)"
+
+    def __init__(self, spec_path: str, mirror_name: str, source_alias: str | None = None, timeout_s: float = 30.0,
+                 **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.spec_path, self.mirror_name = str(spec_path), mirror_name
+        self.source_alias = source_alias or None
+        self.timeout_s = timeout_s
+
+    @cached_property
+    def config(self):
+        from mirror_worker.spec import select_mirror
+
+        return select_mirror(Path(self.spec_path), self.mirror_name)
+
+    @cached_property
+    def source(self):
+        """The source cluster whose groups fail over (ConfigError without preserve-partitions)."""
+        from mirror_worker.offset_translation import source_cluster
+
+        return source_cluster(self.config, self.source_alias)
+
+    def _admin(self, settings: dict):
+        from confluent_kafka.admin import AdminClient
+
+        from mirror_worker.client_config import connection_settings
+
+        return AdminClient(connection_settings(settings))
+
+    def source_groups(self) -> list[str]:
+        """Every consumer group id known to the source cluster."""
+        result = self._admin(self.source.consumer).list_consumer_groups(request_timeout=self.timeout_s)
+        return sorted(g.group_id for g in result.result(self.timeout_s).valid)
+
+    def translation(self, group: str, apply: bool = False) -> dict:
+        """offset_translation.report of `group`; with `apply` the offsets are written first (GroupActiveError
+        while the destination group has members: nothing is written then)."""
+        from mirror_worker import offset_translation as translation
+
+        failovers = translation.translate_group(self.config, group, self.source.name)
+        if apply:
+            offsets = translation.translated_offsets(failovers)
+            translation.apply_group_offsets(self.config, group, offsets, self.timeout_s)
+        return translation.report(self.config, group, failovers, apply)
+
+    def source_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """{(source topic, partition): log end as the mirror's consumer reads it (the LSO when read_committed)}."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        from mirror_worker.log_ends import list_offsets, reads_committed
+
+        wanted = [TopicPartition(t, p) for t, p in sorted(set(partitions))]
+        return list_offsets(self._admin(self.source.consumer), wanted, OffsetSpec.latest(),
+                            reads_committed(self.source.consumer), self.timeout_s)
+
+    def destination_members(self, group: str) -> int:
+        from mirror_worker.groups import active_members
+
+        return active_members(self._admin(self.config.producer), group, self.timeout_s)
