@@ -19,12 +19,11 @@ consumer group.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from mirror_worker.exceptions import ConfigError
+from mirror_worker.name_filter import NameFilter, compile_regexes
 
 # As MirrorMaker 2's groups.exclude default: tools' and frameworks' groups are not an application's.
 DEFAULT_EXCLUDES = ("console-consumer-.*", "connect-.*", "__.*")
@@ -41,32 +40,18 @@ WRITE_FAILED = "write-failed"
 class GroupFilter:
     """Which source consumer groups are synced (see the module doc)."""
 
-    include: tuple[re.Pattern, ...] = ()
-    exclude: tuple[re.Pattern, ...] = ()
+    names: NameFilter = NameFilter()
     own: frozenset[str] = frozenset()
 
     @classmethod
     def from_expressions(cls, include: Iterable[str] = (), exclude: Iterable[str] = (),
                          own: Iterable[str] = ()) -> "GroupFilter":
-        return cls(_compile(include, "group-offset-sync-groups"),
-                   _compile([*DEFAULT_EXCLUDES, *exclude], "group-offset-sync-exclude-groups"), frozenset(own))
+        return cls(NameFilter(compile_regexes(include, "group-offset-sync-groups"),
+                              compile_regexes([*DEFAULT_EXCLUDES, *exclude], "group-offset-sync-exclude-groups")),
+                   frozenset(own))
 
     def selects(self, group: str) -> bool:
-        if group in self.own:
-            return False
-        if self.include and not any(p.fullmatch(group) for p in self.include):
-            return False
-        return not any(p.fullmatch(group) for p in self.exclude)
-
-
-def _compile(expressions: Iterable[str], key: str) -> tuple[re.Pattern, ...]:
-    compiled = []
-    for expression in expressions:
-        try:
-            compiled.append(re.compile(expression))
-        except re.error as exc:
-            raise ConfigError(f"{key}: invalid regex {expression!r}: {exc}") from None
-    return tuple(compiled)
+        return group not in self.own and self.names.allows(group)
 
 
 def blocking_state(state: str, members: int) -> str | None:
