@@ -104,8 +104,10 @@ class GroupOffsetSync:
                                                 failover.resume.may_reread))
         description = describe_group(self.destination_admin, group, self.timeout)
         blocked = blocking_state(description.state.name, len(description.members or []))
-        current = {} if blocked else group_offsets(self.destination_admin, group, "the destination", self.timeout,
-                                                   [(t.topic, t.partition) for t in translations])
+        current = {}
+        if translations and not blocked:
+            current = group_offsets(self.destination_admin, group, "the destination", self.timeout,
+                                    [(t.topic, t.partition) for t in translations])
         plan = plan_group(group, translations, untranslated, current, blocked)
         if plan.write and not dry_run:
             try:
