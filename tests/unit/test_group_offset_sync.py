@@ -302,3 +302,13 @@ def test_group_offset_sync_is_off_in_the_worker_by_default():
     worker, _, _, _ = make_worker({("orders", 0): []})
     assert worker.config.group_offset_sync_interval_ms == 0 and worker.topics.group_syncs == []
     worker.topics.sync_group_offsets()  # nothing to do, no admin call
+
+
+def test_a_group_with_nothing_translated_is_reported_and_its_destination_not_read():
+    sync, _source, destination, _ = _clusters({"billing": {(SOURCE_TOPIC, 0): 5}}, {0: [(o, None) for o in range(10)]})
+    destination.list_consumer_group_offsets = None  # must not be called
+    report = sync.sync()
+    assert report.ok and destination.writes == []
+    assert report.to_dict()["groups"][0]["untranslated"] == [{
+        "source_topic": SOURCE_TOPIC, "partition": 0, "source_offset": 5,
+        "reason": "no offset sync for this partition yet, and no provenance header on the destination"}]
