@@ -74,7 +74,8 @@ def _command(spec: Path, mirror: str, *extra: str) -> dict:
     result = subprocess.run([sys.executable, "-m", "mirror_worker", "sync-group-offsets", "--config", str(spec),
                              "--mirror", mirror, *extra], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    # The structured log lines come first on stdout (as sync-acls'), then the document.
+    return json.loads(result.stdout[result.stdout.index("{\n"):])
 
 
 def test_idle_groups_follow_active_ones_are_left_alone_and_nothing_is_rewound(stack, topic_name, tmp_path):
