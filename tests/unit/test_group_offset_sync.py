@@ -277,22 +277,12 @@ groups:
 
 
 def test_the_worker_loop_syncs_group_offsets_at_once_then_every_interval(monkeypatch):
-    from tests.unit.fakes import make_worker
+    from tests.unit.fakes import make_worker, scheduled_calls
 
     monkeypatch.setattr("mirror_worker.worker.worker_group_syncs", lambda config, streams, admin: [])  # no clients
     worker, _, _, _ = make_worker({("orders", 0): []}, group_offset_sync_interval_ms=1000, preserve_partitions=True)
-    synced_at = []
-
-    def sync_group_offsets():
-        synced_at.append(worker.clock.now)
-        if len(synced_at) == 3:
-            worker.stop_event.set()
-
-    worker.topics.sync_group_offsets = sync_group_offsets
-    started = worker.clock.now
-    worker.run()
-    assert synced_at[0] - started < 0.5  # the first sync does not wait an interval
-    gaps = [later - earlier for earlier, later in zip(synced_at, synced_at[1:])]
+    first, gaps = scheduled_calls(worker, "sync_group_offsets")
+    assert first < 0.5  # the first sync does not wait an interval
     assert all(1.0 <= gap < 1.5 for gap in gaps), gaps
 
 
