@@ -21,11 +21,10 @@ through a naming policy. Nothing is ever deleted from the destination.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
-from mirror_worker.exceptions import ConfigError
+from mirror_worker.name_filter import NameFilter, compile_regexes
 
 LITERAL, PREFIXED = "LITERAL", "PREFIXED"
 ALLOW, DENY = "ALLOW", "DENY"
@@ -58,30 +57,13 @@ class SkippedAcl:
 
 
 @dataclass(frozen=True)
-class PrincipalFilter:
+class PrincipalFilter(NameFilter):
     """Which principals' ALLOW bindings are copied: full matches of `include` (all when empty), minus `exclude`."""
-
-    include: tuple[re.Pattern, ...] = ()
-    exclude: tuple[re.Pattern, ...] = ()
 
     @classmethod
     def from_expressions(cls, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> "PrincipalFilter":
-        return cls(_compile(include, "acl-sync-principals"), _compile(exclude, "acl-sync-exclude-principals"))
-
-    def allows(self, principal: str) -> bool:
-        if self.include and not any(p.fullmatch(principal) for p in self.include):
-            return False
-        return not any(p.fullmatch(principal) for p in self.exclude)
-
-
-def _compile(expressions: Iterable[str], key: str) -> tuple[re.Pattern, ...]:
-    compiled = []
-    for expression in expressions:
-        try:
-            compiled.append(re.compile(expression))
-        except re.error as exc:
-            raise ConfigError(f"{key}: invalid regex {expression!r}: {exc}") from None
-    return tuple(compiled)
+        return cls(compile_regexes(include, "acl-sync-principals"),
+                   compile_regexes(exclude, "acl-sync-exclude-principals"))
 
 
 @dataclass

@@ -144,6 +144,11 @@ class MirrorConfig(_Strict):
     acl_sync_interval_ms: int = Field(0, ge=0)
     acl_sync_principals: list[str] = Field(default_factory=list)  # regexes over `User:name`; empty: every principal
     acl_sync_exclude_principals: list[str] = Field(default_factory=list)
+    # Group offset sync (group_sync.py): chosen source groups' translated offsets written forward to their
+    # destination groups without members every N ms; 0 (the default) disables it in the worker.
+    group_offset_sync_interval_ms: int = Field(0, ge=0)
+    group_offset_sync_groups: list[str] = Field(default_factory=list)  # regexes over group ids; empty: every group
+    group_offset_sync_exclude_groups: list[str] = Field(default_factory=list)
     # Offset syncs for failover (offset_syncs.py); written only with preserve_partitions.
     offset_syncs: bool = True
     # Static group membership (membership.py): opt-in, since a static member that stops cleanly does not leave
@@ -151,7 +156,8 @@ class MirrorConfig(_Strict):
     static_membership: bool = False
     worker_slot: int = Field(0, ge=0)
 
-    @field_validator("config_sync_exclude", "acl_sync_principals", "acl_sync_exclude_principals")
+    @field_validator("config_sync_exclude", "acl_sync_principals", "acl_sync_exclude_principals",
+                     "group_offset_sync_groups", "group_offset_sync_exclude_groups")
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
         for expression in value:
@@ -184,6 +190,9 @@ class MirrorConfig(_Strict):
                                  "set static-membership (--static.membership) and --worker.slot instead")
             if self.static_membership:
                 check_instance_id(self.group_id, source.name, self.worker_slot, self.process_count)
+        if self.group_offset_sync_interval_ms and not self.preserve_partitions:
+            raise ValueError("group-offset-sync-interval-ms needs preserve-partitions: offsets translate only when "
+                             "each destination partition holds its source partition's records")
         has_source_registry = any(self.source_registry_url(s) for s in self.sources)
         if self.destination_schema_registry_url and not has_source_registry:
             raise ValueError("a destination schema registry needs a source schema registry "

@@ -43,6 +43,15 @@ class MirrorMetrics:
             "Read-side ACL bindings created on destination topics (topic: the destination's)",
             labels, registry=self.registry,
         )
+        self.group_offsets_synced = Counter(
+            "mirror_group_offsets_synced", "Destination group offsets moved forward to the translated source commit",
+            ["mirror", "source", "group"], registry=self.registry,
+        )
+        self.group_offsets_skipped = Counter(
+            "mirror_group_offsets_skipped",
+            "Group offsets not written, by reason (group-active, destination-ahead, untranslated, write-failed)",
+            ["mirror", "source", "group", "reason"], registry=self.registry,
+        )
         self.offset_syncs = Counter(
             "mirror_offset_syncs", "Offset syncs (source offset -> destination offset) written", labels, registry=self.registry
         )

@@ -68,17 +68,23 @@ def _admin(settings: dict) -> AdminClient:
 def committed_source_offsets(config: MirrorConfig, source: SourceCluster, group: str,
                              timeout: float = 30.0) -> dict[tuple[str, int], int]:
     """The group's committed positions on the source, for the topics this mirror replicates."""
-    admin = _admin(source.consumer)
-    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)[group]
-    try:
-        partitions = future.result(timeout).topic_partitions or []
-    except KafkaException as exc:
-        raise TranslationError(f"cannot read group {group!r} on source {source.name!r}: {exc.args[0].str()}") from None
+    offsets = group_offsets(_admin(source.consumer), group, f"source {source.name!r}", timeout)
     topic_filter = config.topic_filter()
-    return {
-        (tp.topic, tp.partition): tp.offset for tp in partitions
-        if tp.offset >= 0 and tp.error is None and topic_filter.should_replicate(tp.topic)
-    }
+    return {key: offset for key, offset in offsets.items() if topic_filter.should_replicate(key[0])}
+
+
+def group_offsets(admin, group: str, where: str, timeout: float = 30.0,
+                  partitions: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], int]:
+    """{(topic, partition): committed offset} of `group` through `admin` (only `partitions` when given);
+    partitions without a commit are left out."""
+    request = ConsumerGroupTopicPartitions(
+        group, None if partitions is None else [TopicPartition(t, p) for t, p in partitions])
+    future = admin.list_consumer_group_offsets([request], request_timeout=timeout)[group]
+    try:
+        committed = future.result(timeout).topic_partitions or []
+    except KafkaException as exc:
+        raise TranslationError(f"cannot read group {group!r} on {where}: {exc.args[0].str()}") from None
+    return {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0 and tp.error is None}
 
 
 def source_topic_ids(source: SourceCluster, topics: list[str], timeout: float = 30.0) -> dict[str, str]:
@@ -258,6 +264,11 @@ def apply_group_offsets(config: MirrorConfig, group: str, offsets: dict[tuple[st
             f"destination group {group!r} has {len(description.members)} active member(s): stop its consumers "
             "before applying translated offsets"
         )
+    write_group_offsets(admin, group, offsets, timeout)
+
+
+def write_group_offsets(admin, group: str, offsets: dict[tuple[str, int], int], timeout: float = 30.0) -> None:
+    """alter_consumer_group_offsets on the destination; the caller made sure the group has no member."""
     if not offsets:
         return
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])

@@ -95,9 +95,9 @@ def resume_point(source: SourcePartition, committed: int, records: Iterable[tupl
     for offset, header in records:
         if not low <= offset < end:
             raise ValueError(f"record at offset {offset} outside [{low}, {end})")
-        origin = _origin(source, header)
+        origin = record_origin(source, header)
         headers_seen = headers_seen or origin is not None
-        if origin is _FOREIGN:
+        if origin is FOREIGN:
             continue
         if sync_offset is not None and offset >= sync_offset:
             from_sync += 1
@@ -135,18 +135,18 @@ class ResumeFinder:
         return resume_point(source, committed, records, low, end, fallback)
 
 
-_FOREIGN = object()
+FOREIGN = object()
 
 
-def _origin(source: SourcePartition, header: bytes | None):
-    """The source offset a record is a copy of, None when it has no (readable) header, _FOREIGN when it is
+def record_origin(source: SourcePartition, header: bytes | None):
+    """The source offset a record is a copy of, None when it has no (readable) header, FOREIGN when it is
     a copy of another source partition."""
     parsed = parse_provenance(header) if header else None
     if parsed is None:
         return None
     alias, cluster_id, topic, partition, offset = parsed
     if (alias, topic, partition) != (source.alias, source.topic, source.partition):
-        return _FOREIGN
+        return FOREIGN
     if source.cluster_id and cluster_id and cluster_id != source.cluster_id:
-        return _FOREIGN
+        return FOREIGN
     return offset

@@ -40,6 +40,7 @@ from mirror_worker import wire_format
 from mirror_worker.clients import ClientSettings, fatal_reason
 from mirror_worker.consume import take_available
 from mirror_worker.exceptions import FatalMirrorError
+from mirror_worker.group_offset_sync import worker_group_syncs
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
 from mirror_worker.provenance import PROVENANCE_HEADER, mirrored_headers, parse_provenance, provenance_value
@@ -160,7 +161,8 @@ class MirrorWorker:
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,
                                       producers=self._all_producers, fit_batches=self.fit_batches,
-                                      acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic))
+                                      acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic),
+                                      group_syncs=worker_group_syncs(cfg, self.streams, admin))
 
     def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
         group = positions_group(self.config.name, stream.alias)
@@ -211,7 +213,7 @@ class MirrorWorker:
         next_commit = now + cfg.commit_interval_s
         next_refresh = now + cfg.topic_refresh_interval_s
         next_config_sync = now + cfg.config_sync_interval_ms / 1000
-        next_acl_sync = now  # the first right away: ACLs should not wait an interval behind a started mirror
+        next_acl_sync = next_group_sync = now  # the first right away: they should not wait behind a started mirror
         next_heartbeat = now
         timeout = 0.5 if len(self.streams) == 1 else 0.1
         while self.state.running:
@@ -225,6 +227,9 @@ class MirrorWorker:
             if cfg.acl_sync_interval_ms and now >= next_acl_sync:
                 self.topics.sync_acls()
                 next_acl_sync = self.clock() + cfg.acl_sync_interval_ms / 1000
+            if cfg.group_offset_sync_interval_ms and now >= next_group_sync:
+                self.topics.sync_group_offsets()
+                next_group_sync = self.clock() + cfg.group_offset_sync_interval_ms / 1000
             if now >= next_heartbeat:
                 self.topics.send_heartbeats(self.heartbeat_producer or self.producers[0], self.destination_cluster_id)
                 next_heartbeat = now + cfg.heartbeat_interval_s

@@ -1,4 +1,5 @@
-"""Topics of a running worker: discovery, destination creation, partition growth, config and ACL sync, heartbeats."""
+"""Topics of a running worker: discovery, destination creation, partition growth, config, ACL and group offset
+sync, heartbeats."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from confluent_kafka import KafkaException, Producer
 from mirror_worker.acl_admin import AclSync, AclSyncError, log_report
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import MirrorError
+from mirror_worker.group_offset_sync import GroupOffsetSync, log_report as log_group_report
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.naming import check_mapping
 from mirror_worker.routing import Router
@@ -39,7 +41,7 @@ class TopicManagement:
                  router: Router, assignment: PartitionAssignment, metrics: MirrorMetrics, label: dict,
                  before_subscribe: Callable[[SourceStream, list[str]], None],
                  producers: Callable[[], list] = list, fit_batches: Callable[[Iterable[int]], None] = lambda _: None,
-                 acl_sync: AclSync | None = None) -> None:
+                 acl_sync: AclSync | None = None, group_syncs: list[GroupOffsetSync] = ()) -> None:
         self.config = config
         self.streams = streams
         self.admin = admin
@@ -54,6 +56,7 @@ class TopicManagement:
         self.producers = producers  # every producer of mirrored records, now (they are replaced at times)
         self.fit_batches = fit_batches  # called with the destination limits whenever they may have shrunk
         self.acl_sync = acl_sync  # None when ACL sync is off
+        self.group_syncs = list(group_syncs)  # one per source; they hold their destination index across syncs
         self.max_bytes: dict[str, int] = {}
         assignment.before_assign = self.follow_growth
 
@@ -186,6 +189,20 @@ class TopicManagement:
                 self.metrics.acls_synced.labels(**self.label, source=stream.alias, topic=acl.topic).inc()
             if report.errors:
                 self.metrics.errors.labels(kind="acl_sync", **self.label).inc(len(report.errors))
+
+    def sync_group_offsets(self) -> None:
+        """Move the chosen groups' destination offsets forward to their translated source commits (group_sync.py)."""
+        for group_sync in self.group_syncs:
+            report = group_sync.sync()
+            log_group_report(report, self.label)
+            labels = {**self.label, "source": report.source}
+            for plan in report.groups:
+                if plan.write:
+                    self.metrics.group_offsets_synced.labels(**labels, group=plan.group).inc(len(plan.write))
+                for reason, count in plan.skipped_by_reason().items():
+                    self.metrics.group_offsets_skipped.labels(**labels, group=plan.group, reason=reason).inc(count)
+            if not report.ok:
+                self.metrics.errors.labels(kind="group_offset_sync", **self.label).inc()
 
     def _check_partition_room(self, sources: dict[str, TopicInfo], counts: dict[str, int]) -> None:
         if not (self.config.preserve_partitions or self.config.exactly_once):

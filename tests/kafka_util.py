@@ -6,7 +6,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from devstack.kafka import KafkaNode
@@ -56,6 +56,15 @@ def produce(bootstrap: str, topic: str, records: list[dict]) -> None:
     remaining = producer.flush(30)
     if remaining or errors:
         raise KafkaException(f"produce to {topic} failed: {remaining} undelivered, errors {errors[:3]}")
+
+
+def commit_offsets(bootstrap: str, topic: str, group: str, positions: dict[int, int]) -> None:
+    """Commit {partition: offset} of `topic` for `group` without joining it (the group stays without members)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
+    finally:
+        consumer.close()
 
 
 def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list:

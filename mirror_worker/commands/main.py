@@ -1,5 +1,5 @@
 """`python -m mirror_worker`: the worker with MirrorMaker's classic flags (cli.py) or a YAML spec, and the
-subcommands `sync-schemas`, `translate-offsets` and `sync-acls` (argparse subparsers, one module each).
+subcommands `sync-schemas`, `translate-offsets`, `sync-acls` and `sync-group-offsets` (argparse subparsers, one module each).
 
 argparse (3.11) has no default subcommand, and a parser holding both the classic flags and the
 subparsers would take a stray value (`--num.stream 2`) as a command name and change the pinned
@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import sys
 
-from mirror_worker.commands import EXIT_BAD_INPUT, OneLineParser, fail, sync_acls, sync_schemas, translate_offsets
+from mirror_worker.commands import (
+    EXIT_BAD_INPUT, OneLineParser, fail, sync_acls, sync_group_offsets, sync_schemas, translate_offsets,
+)
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.logs import configure_logging
 
@@ -20,7 +22,7 @@ def subcommand_parser() -> tuple[OneLineParser, set[str]]:
     """The subcommands' parser and their names."""
     parser = OneLineParser(prog="python -m mirror_worker", allow_abbrev=False)
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for command in (sync_schemas, translate_offsets, sync_acls):
+    for command in (sync_schemas, translate_offsets, sync_acls, sync_group_offsets):
         command.add_parser(subparsers)
     return parser, set(subparsers.choices)
 

@@ -17,10 +17,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from devstack.paths import ROOT
-from tests.kafka_util import create_topic, produce
+from tests.kafka_util import commit_offsets, create_topic, produce
 from tests.worker_util import WorkerProcess, read_topic, wait_for_count, write_mirror_spec
 
 pytestmark = pytest.mark.integration
@@ -48,14 +48,6 @@ def _produce_backlog(src: str, topic: str) -> None:
     # The value names the source position, so a destination reader can tell what it read without headers.
     produce(src, topic, [{"value": f"p{p}-{i}".encode(), "partition": p}
                          for i in range(PER_PARTITION) for p in range(PARTITIONS)])
-
-
-def _commit_on_source(src: str, topic: str, group: str, positions: dict[int, int]) -> None:
-    consumer = Consumer({"bootstrap.servers": src, "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
-    finally:
-        consumer.close()
 
 
 def _apply(spec: Path, mirror: str, group: str) -> dict:
@@ -97,7 +89,7 @@ def _fail_over(stack, spec: Path, mirror: str, topic: str, fraction: float,
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     group = f"app-{name or int(fraction * 100)}-{topic}"
     committed = committed or {p: int(PER_PARTITION * fraction) for p in range(PARTITIONS)}
-    _commit_on_source(src, topic, group, committed)
+    commit_offsets(src, topic, group, committed)
     document = _apply(spec, mirror, group)
     assert document["applied"] is True and document["untranslated"] == [], document
     read = _read_as_group(dst, f"x.{topic}", group)

@@ -14,7 +14,7 @@ from mirror_worker.commands.main import main
 from mirror_worker.config import build_mirror_config
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.naming import PrefixPolicy
-from tests.unit.fakes import FakeError, FakeFuture, make_worker
+from tests.unit.fakes import FakeError, FakeFuture, make_worker, scheduled_calls
 
 REMOTE = PrefixPolicy("src.").remote_topic
 EVERYONE = PrincipalFilter()
@@ -236,16 +236,6 @@ def test_the_command_refuses_bad_input_in_one_line_with_exit_2(tmp_path, capsys,
 
 def test_the_worker_loop_syncs_acls_at_once_then_every_interval():
     worker, _, _, _ = make_worker({("orders", 0): []}, acl_sync_interval_ms=1000)
-    synced_at = []
-
-    def sync_acls():
-        synced_at.append(worker.clock.now)
-        if len(synced_at) == 3:
-            worker.stop_event.set()
-
-    worker.topics.sync_acls = sync_acls
-    started = worker.clock.now
-    worker.run()
-    assert synced_at[0] - started < 0.5  # the first sync does not wait an interval
-    gaps = [later - earlier for earlier, later in zip(synced_at, synced_at[1:])]
+    first, gaps = scheduled_calls(worker, "sync_acls")
+    assert first < 0.5  # the first sync does not wait an interval
     assert all(1.0 <= gap < 1.5 for gap in gaps), gaps
