@@ -162,6 +162,9 @@ class PartitionReader:
         self.admin = admin
         self.timeout = timeout
 
+    def close(self) -> None:
+        self.consumer.close()
+
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
         tp = TopicPartition(topic, partition)
         try:

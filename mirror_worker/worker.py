@@ -475,6 +475,7 @@ class MirrorWorker:
                 stream.consumer.close()
             except (KafkaException, RuntimeError) as exc:
                 log.warning("consumer close failed", extra={**self._label, "source": stream.alias, "error": str(exc)})
+        self.topics.close()
         if self.heartbeat_producer is not None:
             self.heartbeat_producer.flush(2)
         log.info("mirror stopped", extra={**self._label, "final_commit": committed})

@@ -171,6 +171,13 @@ class TopicManagement:
                     **self.label, "source": stream.alias, "topic": topic, "error": error,
                 })
 
+    def close(self) -> None:
+        """Close the group offset sync's destination reader (one, shared by the streams' syncs)."""
+        for reader in {id(g.finder.reader): g.finder.reader for g in self.group_syncs}.values():
+            close = getattr(reader, "close", None)
+            if close is not None:
+                close()
+
     def sync_acls(self) -> None:
         """Copy the read-side ACLs of the mirrored topics to their destination topics (acl_sync.py)."""
         if self.acl_sync is None:

@@ -302,3 +302,16 @@ def test_a_group_with_nothing_translated_is_reported_and_its_destination_not_rea
     assert report.to_dict()["groups"][0]["untranslated"] == [{
         "source_topic": SOURCE_TOPIC, "partition": 0, "source_offset": 5,
         "reason": "no offset sync for this partition yet, and no provenance header on the destination"}]
+
+
+def test_the_workers_close_closes_the_shared_destination_reader_once():
+    from types import SimpleNamespace
+
+    from mirror_worker.worker_topics import TopicManagement
+
+    closed = []
+    reader = SimpleNamespace(close=lambda: closed.append(1))
+    finder = SimpleNamespace(reader=reader)
+    topics = SimpleNamespace(group_syncs=[SimpleNamespace(finder=finder), SimpleNamespace(finder=finder)])
+    TopicManagement.close(topics)
+    assert closed == [1]
