@@ -24,7 +24,7 @@ from mirror_worker.config import MirrorConfig
 from mirror_worker.group_sync import (
     GroupFilter, GroupPlan, GroupSyncReport, Translation, Untranslated, blocking_state, failed, plan_group,
 )
-from mirror_worker.groups import describe_group
+from mirror_worker.groups import describe_group, group_ids
 from mirror_worker.offset_syncs import OffsetSync, translate_positions
 from mirror_worker.offset_translation import (
     PartitionReader, TranslationError, group_offsets, place, read_offset_syncs, source_cluster, source_cluster_id,
@@ -85,10 +85,10 @@ class GroupOffsetSync:
     def source_groups(self) -> list[str]:
         """The source's consumer groups the filter selects (every state: an idle group is the point)."""
         try:
-            listing = self.source_admin.list_consumer_groups(request_timeout=self.timeout).result(self.timeout)
+            listed = group_ids(self.source_admin, self.timeout)
         except KafkaException as exc:
             raise TranslationError(f"cannot list the groups of source {self.alias!r}: {_error_text(exc)}") from None
-        return sorted(g.group_id for g in listing.valid or [] if self.groups.selects(g.group_id))
+        return [group for group in listed if self.groups.selects(group)]
 
     def sync_group(self, group: str, committed: dict[tuple[str, int], int], syncs: list[OffsetSync],
                    dry_run: bool) -> GroupPlan:

@@ -24,6 +24,13 @@ def describe_group(admin, group: str, timeout: float = 30.0):
             time.sleep(0.5)
 
 
+def group_ids(admin, timeout: float = 30.0) -> list[str]:
+    """Every consumer group id the cluster knows, in every state (an idle group is what failover and the
+    group offset sync are about), sorted."""
+    listing = admin.list_consumer_groups(request_timeout=timeout).result(timeout)
+    return sorted(g.group_id for g in listing.valid or [])
+
+
 def active_members(admin, group: str, timeout: float = 30.0) -> int:
     """Members of `group` that hold it (0 when it is empty, dead or unknown)."""
     description = describe_group(admin, group, timeout)

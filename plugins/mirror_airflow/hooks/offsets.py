@@ -45,8 +45,9 @@ class MirrorOffsetsHook(BaseHook):
 
     def source_groups(self) -> list[str]:
         """Every consumer group id known to the source cluster."""
-        result = self._admin(self.source.consumer).list_consumer_groups(request_timeout=self.timeout_s)
-        return sorted(g.group_id for g in result.result(self.timeout_s).valid)
+        from mirror_worker.groups import group_ids
+
+        return group_ids(self._admin(self.source.consumer), self.timeout_s)
 
     def translation(self, group: str, apply: bool = False) -> dict:
         """offset_translation.report of `group`; with `apply` the offsets are written first (GroupActiveError
