@@ -1,0 +1,158 @@
+"""Failover then failback on the real stack: a reverse mirror (`reverse-of`) takes back only what was written
+on the promoted cluster, starting at the failover point, and no record loops in either direction.
+
+    east (old source)                               west (promoted)
+    topic     a-*  --- forward mirror (dr. prefix) ---> dr.topic  a-* copies
+                                                        dr.topic  b-*  (written after the failover)
+    topic     b-*  <--- reverse mirror (reverse-of) --- dr.topic
+    topic     c-*  (written after the failback) ------> dr.topic  c-*   (forward mirror resumed)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from devstack.paths import ROOT
+from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance
+from tests.kafka_util import commit_offsets, create_topic, produce
+from tests.worker_util import WorkerProcess, committed_offsets, read_topic, wait_for_count
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+BEFORE, AFTER_FAILOVER, AFTER_FAILBACK = 100, 40, 20
+
+
+def _spec(path: Path, east: str, west: str, topic: str) -> Path:
+    path.write_text(f"""
+groups:
+  - name: out
+    source: {{name: east, kafka: {{bootstrap.servers: "{east}"}}}}
+    destination: {{kafka: {{bootstrap.servers: "{west}"}}}}
+    mirrors:
+      - name: fwd-{topic}
+        whitelist: "{topic}"
+        prefix: "dr."
+        preserve-partitions: true
+        provenance-headers: true
+        commit-interval-s: 1
+  - name: back
+    source: {{name: west, kafka: {{bootstrap.servers: "{west}"}}}}
+    destination: {{kafka: {{bootstrap.servers: "{east}"}}}}
+    mirrors:
+      - name: back-{topic}
+        reverse-of: fwd-{topic}
+        commit-interval-s: 1
+""")
+    return path
+
+
+def _records(prefix: str, count: int) -> list[dict]:
+    return [{"value": f"{prefix}-p{p}-{i}".encode(), "partition": p} for i in range(count) for p in range(PARTITIONS)]
+
+
+def _run_until(spec: Path, mirror: str, tmp_path: Path, done, name: str) -> WorkerProcess:
+    """Run `mirror` until `done()` holds, then stop it cleanly (SIGTERM: flush, commit, exit 0)."""
+    worker = WorkerProcess(["--config", str(spec), "--mirror", mirror], tmp_path, name=name)
+    try:
+        worker.wait_started(timeout=90)
+        deadline = time.monotonic() + 120
+        while not done():
+            assert time.monotonic() < deadline, f"{name}: not done within 120 s; stderr: {worker.stderr[-2000:]}"
+            time.sleep(0.5)
+        assert worker.terminate() == 0, worker.stderr[-2000:]
+        return worker
+    finally:
+        worker.stop_quietly()
+
+
+def _values(bootstrap: str, topic: str) -> Counter:
+    return Counter(m.value().decode() for m in read_topic(bootstrap, topic, timeout=30))
+
+
+def _expected(*batches: tuple[str, int]) -> Counter:
+    return Counter(r["value"].decode() for prefix, count in batches for r in _records(prefix, count))
+
+
+def _consumer_group_moving_back(spec: Path, back: str, west: str, topic: str) -> dict[int, int]:
+    """A group that read 20 b-* records per partition on west, translated back to east by translate-offsets:
+    each partition's offset on east, never past the group's next record (b-*-20, at east offset 120)."""
+    group = f"app-back-{topic}"
+    commit_offsets(west, f"dr.{topic}", group, {p: BEFORE + 20 for p in range(PARTITIONS)})
+    result = subprocess.run([sys.executable, "-m", "mirror_worker", "translate-offsets", "--config", str(spec),
+                             "--mirror", back, "--group", group], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    offsets = {o["partition"]: o["offset"] for o in json.loads(result.stdout)["offsets"]}
+    assert len(offsets) == PARTITIONS and all(offset <= BEFORE + 20 for offset in offsets.values()), offsets
+    return offsets
+
+
+def _halted(worker: WorkerProcess) -> list:
+    return [e for e in worker.logs() if e.get("msg") == "partition halted"]
+
+
+def test_failback_mirrors_back_only_new_records_from_the_failover_point_and_nothing_loops(stack, topic_name,
+                                                                                          tmp_path):
+    east, west = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("fb")
+    spec = _spec(tmp_path / "mirrors.yaml", east, west, topic)
+    forward, back = f"fwd-{topic}", f"back-{topic}"
+    create_topic(east, topic, partitions=PARTITIONS)
+    produce(east, topic, _records("a", BEFORE))
+
+    # 1. The forward mirror copies everything, then stops (the failover DAG stops it before anyone moves).
+    _run_until(spec, forward, tmp_path, lambda: len(read_topic(west, f"dr.{topic}", timeout=30)) >= PARTITIONS * BEFORE,
+               "forward-1")
+    # 2. Failover: producers now write to the promoted cluster, into the topic consumers read there.
+    produce(west, f"dr.{topic}", _records("b", AFTER_FAILOVER))
+
+    # 3. Failback: the reverse mirror takes only the b-* records home, into each one's own partition.
+    want_east = _expected(("a", BEFORE), ("b", AFTER_FAILOVER))
+    reverse = _run_until(spec, back, tmp_path, lambda: sum(_values(east, topic).values()) >= sum(want_east.values()),
+                         "back-1")
+    starts = {e["partition"]: e for e in reverse.logs() if e.get("msg") == "failback start"}
+    assert {p: (e["offset"], e["last_copy"]) for p, e in starts.items()} == {
+        f"dr.{topic}[{p}]": (BEFORE, BEFORE - 1) for p in range(PARTITIONS)}, starts
+    # The scan reads what was written since the failover (and one window), not the topic.
+    assert all(e["records_read"] <= AFTER_FAILOVER + BEFORE for e in starts.values()), starts
+    time.sleep(2)  # anything the reverse mirror would wrongly copy late
+    east_records = read_topic(east, topic, timeout=30)
+    assert Counter(m.value().decode() for m in east_records) == want_east
+    for m in east_records:
+        if m.value().startswith(b"b-"):
+            assert m.value().decode().split("-")[1] == f"p{m.partition()}"
+            origin = parse_provenance(dict(m.headers())[PROVENANCE_HEADER])
+            assert origin[0] == "west" and origin[2] == f"dr.{topic}", origin
+    assert not _halted(reverse)
+    moved_back = _consumer_group_moving_back(spec, back, west, topic)
+
+    # 4. Producers are back on east. The forward mirror resumes at its own position: it skips the reverse
+    #    mirror's b-* copies (they came from west) and takes only c-* across.
+    produce(east, topic, _records("c", AFTER_FAILBACK))
+    want_west = _expected(("a", BEFORE), ("b", AFTER_FAILOVER), ("c", AFTER_FAILBACK))
+    resumed = _run_until(spec, forward, tmp_path,
+                         lambda: sum(_values(west, f"dr.{topic}").values()) >= sum(want_west.values()), "forward-2")
+    time.sleep(2)
+    assert _values(west, f"dr.{topic}") == want_west
+    assert not _halted(resumed)
+    # Its position passed the skipped copies: a restart would not read them again.
+    ends = {p: n for p, n in Counter(m.partition() for m in east_records).items()}
+    assert committed_offsets(east, f"kafka-mirror.{forward}", topic, PARTITIONS) == {
+        p: ends[p] + AFTER_FAILBACK for p in range(PARTITIONS)}
+
+    # 5. The reverse mirror again (its group has positions now): the c-* copies came from east, so nothing
+    #    goes back; its position moves past them.
+    west_ends = Counter(m.partition() for m in read_topic(west, f"dr.{topic}", timeout=30))
+    _run_until(spec, back, tmp_path, lambda: committed_offsets(west, f"kafka-mirror.{back}", f"dr.{topic}", PARTITIONS)
+               == dict(west_ends), "back-2")
+    assert _values(east, topic) == _expected(("a", BEFORE), ("b", AFTER_FAILOVER), ("c", AFTER_FAILBACK))
+    print(f"\nfailback: {PARTITIONS * AFTER_FAILOVER} records mirrored back from offset {BEFORE} of each partition; "
+          f"{PARTITIONS * AFTER_FAILBACK} mirrored forward after it; 0 looped, 0 duplicated; a group at "
+          f"{BEFORE + 20} per partition on west translates back to {moved_back} on east (exact: {BEFORE + 20})")
