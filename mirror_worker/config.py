@@ -16,9 +16,9 @@ from pydantic import (
 
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.membership import check_instance_id
-from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, NamingPolicy, PrefixPolicy
+from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, InversePolicy, NamingPolicy, PrefixPolicy
 from mirror_worker.redaction import redact_settings, register_secrets
-from mirror_worker.topic_filter import TopicFilter
+from mirror_worker.topic_filter import ReverseTopicFilter, TopicFilter
 
 def _register_secrets(value: dict[str, str]) -> dict[str, str]:
     # A config rebuilt elsewhere (a --num.streams child process) must redact the same secrets.
@@ -102,6 +102,39 @@ class SourceCluster(_Strict):
     schema_registry_url: RegistryUrl = None  # this cluster's registry; MirrorConfig.schema_registry_url if unset
 
 
+class ForwardMirror(_Strict):
+    """The mirror a reverse (failback) mirror takes back home: its topic selection and naming (spec `reverse-of`)."""
+
+    name: str
+    whitelist: str | None = None
+    blacklist: str | None = None
+    prefix: str | None = None
+    topic_map: dict[str, str] = Field(default_factory=dict)
+    provenance_headers: bool
+
+    @model_validator(mode="after")
+    def _headers(self) -> "ForwardMirror":
+        # Without them the reverse mirror cannot tell the forward mirror's copies from new records.
+        if not self.provenance_headers:
+            raise ValueError(f"mirror {self.name!r} must write provenance headers (provenance-headers: true) "
+                             "for a failback mirror to tell its copies from new records")
+        return self
+
+    def topic_filter(self) -> TopicFilter:
+        return TopicFilter.from_expressions(self.whitelist, self.blacklist)
+
+    def naming_policy(self) -> NamingPolicy:
+        return naming_policy_of(self.prefix, self.topic_map)
+
+
+def naming_policy_of(prefix: str | None, topic_map: dict[str, str]) -> NamingPolicy:
+    if topic_map:
+        return ExplicitMapPolicy(dict(topic_map))
+    if prefix:
+        return PrefixPolicy(prefix)
+    return IdentityPolicy()
+
+
 class MirrorConfig(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     sources: list[SourceCluster] = Field(min_length=1)
@@ -155,6 +188,12 @@ class MirrorConfig(_Strict):
     # the group and its partitions idle until session.timeout.ms. The slot comes from --worker.slot.
     static_membership: bool = False
     worker_slot: int = Field(0, ge=0)
+    # A record whose provenance header names this mirror's destination cluster came from there: `halt` its
+    # partition (a loop nobody meant), or `skip` it (a failback pair: those records exist there already).
+    origin_records: Literal["halt", "skip"] = "halt"
+    # Failback (spec `reverse-of`): mirror back what the forward mirror copied, by its inverse naming, starting
+    # each partition without a position just after the forward mirror's last copy (failback.py).
+    reverse_of: ForwardMirror | None = None
 
     @field_validator("config_sync_exclude", "acl_sync_principals", "acl_sync_exclude_principals",
                      "group_offset_sync_groups", "group_offset_sync_exclude_groups")
@@ -169,7 +208,9 @@ class MirrorConfig(_Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "MirrorConfig":
-        if (self.whitelist is None) == (self.blacklist is None):
+        if self.reverse_of is not None:
+            self._check_reverse()
+        elif (self.whitelist is None) == (self.blacklist is None):
             raise ValueError("exactly one of whitelist and blacklist is required")
         names = [s.name for s in self.sources]
         if len(set(names)) != len(names):
@@ -203,16 +244,29 @@ class MirrorConfig(_Strict):
                              "schema-registry-url)")
         return self
 
+    def _check_reverse(self) -> None:
+        forward = self.reverse_of.name
+        for key in ("whitelist", "blacklist", "prefix", "topic_map"):
+            if getattr(self, key):
+                raise ValueError(f"reverse-of: mirror {forward!r} decides the topics and their names: "
+                                 f"remove {key.replace('_', '-')}")
+        if not self.provenance_headers:
+            raise ValueError("reverse-of needs provenance-headers: the forward mirror, resumed after the failback, "
+                             "tells this mirror's copies by them")
+        if self.origin_records != "skip":
+            raise ValueError("reverse-of needs origin-records: skip (the forward mirror's copies are already "
+                             "on the destination)")
+
     # Derived, pure views -----------------------------------------------------------------------
-    def topic_filter(self) -> TopicFilter:
+    def topic_filter(self) -> TopicFilter | ReverseTopicFilter:
+        if self.reverse_of is not None:
+            return ReverseTopicFilter(self.reverse_of.topic_filter(), self.reverse_of.naming_policy().upstream_topic)
         return TopicFilter.from_expressions(self.whitelist, self.blacklist)
 
     def naming_policy(self) -> NamingPolicy:
-        if self.topic_map:
-            return ExplicitMapPolicy(dict(self.topic_map))
-        if self.prefix:
-            return PrefixPolicy(self.prefix)
-        return IdentityPolicy()
+        if self.reverse_of is not None:
+            return InversePolicy(self.reverse_of.naming_policy())
+        return naming_policy_of(self.prefix, self.topic_map)
 
     def source_registry_url(self, source: SourceCluster) -> str | None:
         return source.schema_registry_url or self.schema_registry_url

@@ -56,6 +56,10 @@ class MirrorMetrics:
             "mirror_offset_syncs", "Offset syncs (source offset -> destination offset) written", labels, registry=self.registry
         )
         self.errors = Counter("mirror_errors", "Errors by kind", ["mirror", "kind"], registry=self.registry)
+        self.records_skipped = Counter(
+            "mirror_records_skipped", "Records not mirrored on purpose (origin: they came from the destination)",
+            labels + ["reason"], registry=self.registry,
+        )
         self.dead_lettered = Counter("mirror_records_dead_lettered", "Records sent to the dead-letter topic", labels, registry=self.registry)
         self.schemas_registered = Counter(
             "mirror_schemas_registered", "Schema versions registered on the destination registry", ["mirror"],

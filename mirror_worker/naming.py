@@ -86,6 +86,27 @@ class ExplicitMapPolicy(NamingPolicy):
         return all(s == t for s, t in self.mapping.items()) and self.fallback.is_identity
 
 
+@dataclass(frozen=True)
+class InversePolicy(NamingPolicy):
+    """A reverse (failback) mirror's naming: the forward mirror's policy read backwards. The forward mirror
+    wrote source topic S to forward.remote_topic(S); mirroring back takes that name home to S."""
+
+    forward: NamingPolicy
+
+    def remote_topic(self, source_topic: str) -> str:
+        upstream = self.forward.upstream_topic(source_topic)
+        if upstream is None:
+            raise TopicMappingError(f"topic {source_topic!r} is not one the forward mirror names: it has no way back")
+        return upstream
+
+    def upstream_topic(self, destination_topic: str) -> str | None:
+        return self.forward.remote_topic(destination_topic)
+
+    @property
+    def is_identity(self) -> bool:
+        return self.forward.is_identity
+
+
 _LEGAL = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 

@@ -16,6 +16,12 @@
             whitelist: "orders\\..*"
             prefix: "src."
             enabled: true
+      - name: back                       # failback: source and destination swapped
+        source: {name: destination, kafka: {bootstrap.servers: "127.0.0.1:9093"}}
+        destination: {kafka: {bootstrap.servers: "127.0.0.1:9092"}}
+        mirrors:
+          - name: orders-back
+            reverse-of: orders           # orders' topics and names, backwards (failback.py)
 
 Every mirror is validated on its own: one broken mirror does not hide the others (`load_entries`).
 """
@@ -41,6 +47,7 @@ _MIRROR_ONLY_KEYS = {"name", "enabled"}
 _AIRFLOW_KEY = "airflow"
 # Spec keys that are not MirrorConfig fields under their snake_case name.
 _RENAMED = {"topic-map": "topic_map", "group-id": "group_id"}
+REVERSE_OF = "reverse-of"
 
 
 @dataclass(frozen=True)
@@ -76,10 +83,14 @@ def read_spec(path: Path) -> dict:
 
 
 def load_entries(path: Path) -> list[SpecEntry]:
-    """Every mirror of the spec, each validated on its own. File-level problems raise ConfigError."""
+    """Every mirror of the spec, each validated on its own. File-level problems raise ConfigError.
+
+    A mirror with `reverse-of: NAME` (failback) is built after NAME, from NAME's topics and naming; NAME then
+    skips records that came from its destination (the reverse mirror's copies) instead of halting on them.
+    """
     spec = read_spec(path)
     prefix = spec.get("group-id-prefix", "kafka-mirror.")
-    entries: list[SpecEntry] = []
+    raw: list[tuple[dict, object, str, str, bool]] = []
     seen: set[str] = set()
     for index, group in enumerate(spec["groups"]):
         if not isinstance(group, dict):
@@ -87,19 +98,51 @@ def load_entries(path: Path) -> list[SpecEntry]:
         group_name = str(group.get("name", f"groups[{index}]"))
         for mirror in group.get("mirrors") or []:
             name = str(mirror.get("name", "")) if isinstance(mirror, dict) else ""
-            where = f"{path}: mirror {name or '?'!r}"
             if name in seen:
-                raise ConfigError(f"{where}: the name is used twice")
+                raise ConfigError(f"{path}: mirror {name or '?'!r}: the name is used twice")
             seen.add(name)
             enabled = bool(mirror.get("enabled", True)) if isinstance(mirror, dict) else False
-            try:
-                config = _mirror_config(group, mirror, prefix, where)
-                entries.append(SpecEntry(name, group_name, enabled, config, None))
-            except ConfigError as exc:
-                entries.append(SpecEntry(name or "?", group_name, enabled, None, str(exc)))
-    if not entries:
+            raw.append((group, mirror, name, group_name, enabled))
+    if not raw:
         raise ConfigError(f"{path}: no mirrors defined")
-    return entries
+    reversed_names = {str(m[REVERSE_OF]) for _, m, _, _, _ in raw if isinstance(m, dict) and m.get(REVERSE_OF)}
+    built: dict[str, SpecEntry] = {}
+    for forward_pass in (True, False):
+        for group, mirror, name, group_name, enabled in raw:
+            is_reverse = isinstance(mirror, dict) and bool(mirror.get(REVERSE_OF))
+            if is_reverse == forward_pass:
+                continue
+            where = f"{path}: mirror {name or '?'!r}"
+            try:
+                if is_reverse:
+                    mirror, derived = _reverse_mirror(mirror, built, where)
+                else:
+                    derived = {"origin-records": "skip"} if name in reversed_names else {}
+                config = _mirror_config(group, mirror, prefix, where, derived)
+                built[name] = SpecEntry(name, group_name, enabled, config, None)
+            except ConfigError as exc:
+                built[name] = SpecEntry(name or "?", group_name, enabled, None, str(exc))
+    return [built[name] for _, _, name, _, _ in raw]
+
+
+def _reverse_mirror(mirror: dict, built: dict[str, SpecEntry], where: str) -> tuple[dict, dict]:
+    """A failback mirror's keys with `reverse-of` resolved to its forward mirror, and the defaults it derives
+    from that mirror (the same partitioning, provenance headers, skipping the forward mirror's copies)."""
+    forward_name = str(mirror[REVERSE_OF])
+    forward = built.get(forward_name)
+    if forward is None:
+        raise ConfigError(f"{where}: reverse-of: no mirror named {forward_name!r}")
+    if forward.config is None:
+        raise ConfigError(f"{where}: reverse-of: mirror {forward_name!r} is invalid: {forward.error}")
+    if forward.config.reverse_of is not None:
+        raise ConfigError(f"{where}: reverse-of: mirror {forward_name!r} is itself a reverse mirror")
+    fc = forward.config
+    resolved = {**mirror, REVERSE_OF: {"name": fc.name, "whitelist": fc.whitelist, "blacklist": fc.blacklist,
+                                       "prefix": fc.prefix, "topic_map": dict(fc.topic_map),
+                                       "provenance_headers": fc.provenance_headers}}
+    derived = {"preserve-partitions": fc.preserve_partitions, "preserve-order": fc.preserve_order,
+               "provenance-headers": True, "origin-records": "skip"}
+    return resolved, derived
 
 
 def select_mirror(path: Path, name: str | None) -> MirrorConfig:
@@ -122,14 +165,15 @@ def select_mirror(path: Path, name: str | None) -> MirrorConfig:
     return entry.config
 
 
-def _mirror_config(group: dict, mirror: dict, prefix: str, where: str) -> MirrorConfig:
+def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: dict | None = None) -> MirrorConfig:
     if not isinstance(mirror, dict):
         raise ConfigError(f"{where}: a mapping is expected")
     _reject_unknown(group, _GROUP_KEYS, f"{where}: group")
     settings = group.get("settings") or {}
     if not isinstance(settings, dict):
         raise ConfigError(f"{where}: group settings: a mapping is expected")
-    merged = {**settings, **{k: v for k, v in mirror.items() if k not in _MIRROR_ONLY_KEYS}}
+    # Derived defaults (failback pairs) give way to the group's settings and the mirror's own keys.
+    merged = {**(derived or {}), **settings, **{k: v for k, v in mirror.items() if k not in _MIRROR_ONLY_KEYS}}
     merged.pop(_AIRFLOW_KEY, None)
     fields = {_field_name(k): v for k, v in merged.items()}
     if isinstance(fields.get("topic_creation"), dict):

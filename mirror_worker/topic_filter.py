@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mirror_worker.exceptions import ConfigError
@@ -55,3 +56,23 @@ class TopicFilter:
 
 def is_internal_topic(topic: str) -> bool:
     return _INTERNAL.fullmatch(topic) is not None
+
+
+@dataclass(frozen=True)
+class ReverseTopicFilter:
+    """A reverse (failback) mirror's topics: the forward mirror's destination names of the topics it selects.
+
+    `upstream(name)` is the forward naming policy's inverse (None for a name the forward mirror never makes).
+    """
+
+    forward: TopicFilter
+    upstream: Callable[[str], str | None]
+
+    def should_replicate(self, topic: str) -> bool:
+        if is_internal_topic(topic):
+            return False
+        upstream = self.upstream(topic)
+        return upstream is not None and self.forward.should_replicate(upstream)
+
+    def select(self, topics) -> list[str]:
+        return sorted(t for t in topics if self.should_replicate(t))

@@ -40,6 +40,7 @@ from mirror_worker import wire_format
 from mirror_worker.clients import ClientSettings, fatal_reason
 from mirror_worker.consume import take_available
 from mirror_worker.exceptions import FatalMirrorError
+from mirror_worker.failback import FailbackStart, worker_failback_start
 from mirror_worker.group_offset_sync import worker_group_syncs
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
@@ -92,6 +93,7 @@ class MirrorWorker:
         self.commits: CommitCycle
         self.assignment: PartitionAssignment
         self.topics: TopicManagement
+        self.failback: FailbackStart | None = None
 
     @property
     def stop_event(self):
@@ -153,10 +155,11 @@ class MirrorWorker:
             positions_keepalive_s=self.positions_keepalive_s,
         )
         lease = CatchupCheck(cfg.group_id, cfg.startup_timeout_s)  # a Spark catch-up holding the group
+        self.failback = worker_failback_start(cfg, self.destination_cluster_id, self._label)
         self.assignment = PartitionAssignment(
             self.commits, self.halts, self.metrics, self._label, self.state, cfg.startup_timeout_s,
             cfg.on_data_loss == "halt", lambda: self.backpressure.paused, vanished_reason=self._vanished_reason,
-            catchup_check=lambda stream: lease(stream.admin),
+            catchup_check=lambda stream: lease(stream.admin), fresh_start=self.failback,
         )
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,
@@ -416,6 +419,10 @@ class MirrorWorker:
             if self.config.provenance_headers else None
         out = mirrored_headers(headers, provenance, self.destination_cluster_id)
         if type(out) is bytes:
+            if self.config.origin_records == "skip":  # a failback pair: the destination has this record
+                self.metrics.records_skipped.labels(reason="origin", **self._label, source=stream.alias,
+                                                    topic=msg.topic()).inc()
+                return False
             self.halts.refuse(stream, msg, f"cycle: the record came from the destination cluster ({out.decode()})", force_halt=True)
             return False
         return out
@@ -476,6 +483,8 @@ class MirrorWorker:
             except (KafkaException, RuntimeError) as exc:
                 log.warning("consumer close failed", extra={**self._label, "source": stream.alias, "error": str(exc)})
         self.topics.close()
+        if self.failback is not None:
+            self.failback.close()
         if self.heartbeat_producer is not None:
             self.heartbeat_producer.flush(2)
         log.info("mirror stopped", extra={**self._label, "final_commit": committed})

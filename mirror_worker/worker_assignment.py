@@ -33,7 +33,8 @@ class PartitionAssignment:
     def __init__(self, commits: CommitCycle, halts: Halts, metrics: MirrorMetrics, label: dict, state: RunState,
                  startup_timeout_s: float, halts_on_loss: bool, paused: Callable[[], bool],
                  vanished_reason: Callable[[SourceStream, tuple[str, int]], str] | None = None,
-                 catchup_check: Callable[[SourceStream], None] | None = None) -> None:
+                 catchup_check: Callable[[SourceStream], None] | None = None,
+                 fresh_start: Callable[[SourceStream, str, int, int, int], int] | None = None) -> None:
         self.commits = commits
         self.halts = halts
         self.metrics = metrics
@@ -46,6 +47,8 @@ class PartitionAssignment:
         self.vanished_reason = vanished_reason or (lambda _stream, key: f"{key[0]}[{key[1]}]: position expired")
         # Raises when a Spark catch-up holds the group (catchup_lease.py): nothing may be mirrored then.
         self.catchup_check = catchup_check or (lambda _stream: None)
+        # Where a partition without a position starts, instead of the reset policy (a failback mirror: failback.py).
+        self.fresh_start = fresh_start
         # Set by TopicManagement: partitions assigned beyond a topic's known count grow the destination first.
         self.before_assign: Callable[[SourceStream, set], None] = lambda _stream, _keys: None
 
@@ -120,6 +123,8 @@ class PartitionAssignment:
                 position, position_topic_id = position or 0, recreated[tp.topic]
             decision = decide_start(position, position_topic_id, stream.topic_ids.get(tp.topic), low, high,
                                     reset_to_earliest, f"{tp.topic}[{tp.partition}]")
+            if decision.verdict is Verdict.FRESH and self.fresh_start is not None:
+                decision = StartDecision(Verdict.FRESH, self.fresh_start(stream, tp.topic, tp.partition, low, high))
             tp.offset = decision.offset
             stream.ledger.start(key, position if decision.lost and self.halts_on_loss else decision.offset)
             if decision.lost:

@@ -1,0 +1,120 @@
+"""Where a failback (reverse) mirror starts a partition it has no position for.
+
+After a failover, a topic on the promoted cluster holds the forward mirror's copies, each with a
+provenance header naming the old source cluster, followed by what producers wrote there since. The
+reverse mirror (spec `reverse-of`) takes those new records back to the old source, which is its
+destination. It must not copy the forward mirror's copies back (the old source has them), and it must
+not start at the end either (the records written since the failover would be missed). So a partition
+starts just after the last record that came from the reverse mirror's destination cluster:
+
+    promoted cluster   low  copy copy ... copy | new new ... new  high
+                                               ^ start (a partition with no copy starts at low)
+
+The scan reads backwards from the end in windows that double: its cost is the records written since
+the failover plus one window, not the topic. A copy after the start is impossible by construction, and
+copies met later (a forward mirror still running) are skipped by the hot path (`origin-records: skip`).
+What the start cannot see: a new record written *before* the forward mirror's last copy, that is, a
+producer that moved before the forward mirror stopped. The failover DAG stops the mirror before anyone
+moves, for this reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from confluent_kafka import Consumer
+
+from mirror_worker.client_config import connection_settings
+from mirror_worker.offset_translation import PartitionReader
+from mirror_worker.provenance import parse_provenance
+
+if TYPE_CHECKING:
+    from mirror_worker.source_stream import SourceStream
+
+log = logging.getLogger("mirror_worker")
+
+# records(topic, partition, start, end): (offset, provenance header or None) of the records in [start, end)
+RecordReader = Callable[[str, int, int, int], Iterable[tuple[int, bytes | None]]]
+
+
+@dataclass(frozen=True)
+class FailbackPoint:
+    offset: int             # where the partition starts
+    last_copy: int | None   # the forward mirror's last copy, None when the partition holds none
+    records_read: int
+
+
+def came_from(header: bytes | None, cluster_id: str) -> bool:
+    origin = parse_provenance(header) if header else None
+    return origin is not None and bool(cluster_id) and origin[1] == cluster_id
+
+
+def failback_start(records: RecordReader, topic: str, partition: int, low: int, high: int, origin_cluster_id: str,
+                   window: int = 1000) -> FailbackPoint:
+    """The offset after the last record of [low, high) whose provenance names `origin_cluster_id`, else low."""
+    end, size, read = high, max(1, window), 0
+    while end > low:
+        start = max(low, end - size)
+        last = None
+        for offset, header in records(topic, partition, start, end):
+            read += 1
+            if came_from(header, origin_cluster_id):
+                last = offset
+        if last is not None:
+            return FailbackPoint(last + 1, last, read)
+        end, size = start, size * 2
+    return FailbackPoint(low, None, read)
+
+
+class FailbackStart:
+    """`PartitionAssignment`'s start rule for partitions without a position, in a reverse mirror.
+
+    `reader_for(stream)` makes a record reader of that source cluster (one per stream, kept until `close`).
+    """
+
+    def __init__(self, destination_cluster_id: str, reader_for: Callable[[SourceStream], object], label: dict,
+                 window: int = 1000) -> None:
+        self.destination_cluster_id = destination_cluster_id
+        self.reader_for = reader_for
+        self.label = label
+        self.window = window
+        self._readers: dict[str, object] = {}
+
+    def __call__(self, stream: SourceStream, topic: str, partition: int, low: int, high: int) -> int:
+        reader = self._readers.get(stream.alias)
+        if reader is None:
+            reader = self._readers[stream.alias] = self.reader_for(stream)
+        point = failback_start(reader.records, topic, partition, low, high, self.destination_cluster_id, self.window)
+        log.info("failback start", extra={
+            **self.label, "source": stream.alias, "partition": f"{topic}[{partition}]", "offset": point.offset,
+            "last_copy": point.last_copy, "records_after": high - point.offset, "records_read": point.records_read,
+        })
+        return point.offset
+
+    def close(self) -> None:
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+
+
+def source_reader(settings: dict, admin, group_id: str, timeout: float):
+    """A read_committed reader of a source cluster's records and provenance headers (no group, no commits)."""
+    consumer = Consumer({**connection_settings(settings), "group.id": f"{group_id}.failback-start",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "isolation.level": "read_committed", "auto.offset.reset": "error"})
+    return PartitionReader(consumer, admin, timeout)
+
+
+def worker_failback_start(config, destination_cluster_id: str, label: dict) -> FailbackStart | None:
+    """A reverse mirror's start rule, reading each source cluster with that source's client settings."""
+    if config.reverse_of is None:
+        return None
+    settings = {source.name: source.consumer for source in config.sources}
+
+    def reader_for(stream: SourceStream):
+        return source_reader(settings[stream.alias], stream.admin, config.group_id, config.startup_timeout_s)
+
+    return FailbackStart(destination_cluster_id, reader_for, label)

@@ -1,0 +1,215 @@
+"""Failback without servers: where a reverse mirror starts, its naming and topics, the spec's `reverse-of`,
+and records that came from the destination skipped (not halted) by a failback pair."""
+
+from pathlib import Path
+
+import pytest
+
+from mirror_worker.exceptions import ConfigError
+from mirror_worker.failback import FailbackStart, failback_start
+from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, InversePolicy, PrefixPolicy
+from mirror_worker.provenance import PROVENANCE_HEADER, provenance_value
+from mirror_worker.spec import load_entries, select_mirror
+from mirror_worker.topic_filter import ReverseTopicFilter, TopicFilter
+from tests.unit.fakes import FakeDestinationPartitions, FakeMessage, assign, make_worker, records
+
+OLD_SOURCE, OTHER = "cluster-old-source", "cluster-elsewhere"
+
+
+def _copy(offset: int, cluster: str = OLD_SOURCE) -> bytes:
+    return provenance_value("east", cluster, "orders", 0, offset)
+
+
+def _partition(copies: int, new: int, first: int = 0) -> FakeDestinationPartitions:
+    """`copies` records from the old source, then `new` records written on the promoted cluster."""
+    log = [(first + i, _copy(i)) for i in range(copies)] + [(first + copies + i, None) for i in range(new)]
+    return FakeDestinationPartitions({("orders", 0): log})
+
+
+def _start(reader: FakeDestinationPartitions, window: int = 1000):
+    low, high = reader.bounds("orders", 0)
+    return failback_start(reader.records, "orders", 0, low, high, OLD_SOURCE, window)
+
+
+# ---------------------------------------------------------------- the start offset
+def test_a_partition_starts_just_after_the_forward_mirrors_last_copy():
+    point = _start(_partition(copies=500, new=30, first=100))
+    assert (point.offset, point.last_copy) == (600, 599)
+
+
+def test_the_scan_reads_backwards_in_doubling_windows_and_stops_at_the_last_copy():
+    reader = _partition(copies=1000, new=10)
+    point = _start(reader, window=4)
+    assert point.offset == 1000
+    # 1010 -> 1006 (4), -> 998 (8): the copy at 999 ends the scan; nothing before 998 is read.
+    assert [(start, end) for _, _, start, end in reader.reads] == [(1006, 1010), (998, 1006)]
+    assert point.records_read == 12
+
+
+def test_a_partition_without_any_copy_holds_only_new_records_and_starts_at_its_beginning():
+    assert _start(_partition(copies=0, new=7, first=40)).offset == 40
+
+
+def test_an_empty_partition_starts_at_its_end_without_reading():
+    reader = FakeDestinationPartitions({("orders", 0): []}, low={("orders", 0): 9}, ends={("orders", 0): 9})
+    point = _start(reader)
+    assert (point.offset, point.records_read, reader.reads) == (9, 0, [])
+
+
+def test_copies_from_another_cluster_and_malformed_headers_are_new_records_here():
+    log = [(0, _copy(0)), (1, _copy(1, OTHER)), (2, b"not-a-provenance"), (3, None)]
+    assert _start(FakeDestinationPartitions({("orders", 0): log})).offset == 1
+
+
+def test_gaps_in_offsets_transaction_markers_do_not_move_the_start():
+    log = [(0, _copy(0)), (2, _copy(1)), (5, None), (7, None)]  # 1, 3, 4, 6: markers
+    assert _start(FakeDestinationPartitions({("orders", 0): log}, ends={("orders", 0): 8}), window=2).offset == 3
+
+
+def test_failback_start_keeps_one_reader_per_source_and_closes_them():
+    made = []
+
+    class Reader(FakeDestinationPartitions):
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    def reader_for(stream):
+        made.append(Reader({("orders", 0): [(0, _copy(0)), (1, None)]}))
+        return made[-1]
+
+    class Stream:
+        alias = "west"
+
+    start = FailbackStart(OLD_SOURCE, reader_for, {"mirror": "back"})
+    assert start(Stream(), "orders", 0, 0, 2) == 1
+    assert start(Stream(), "orders", 0, 0, 2) == 1
+    start.close()
+    assert len(made) == 1 and made[0].closed
+
+
+# ---------------------------------------------------------------- naming and topics backwards
+@pytest.mark.parametrize("forward, destination_name, home", [
+    (PrefixPolicy("src."), "src.orders", "orders"),
+    (IdentityPolicy(), "orders", "orders"),
+    (ExplicitMapPolicy({"orders": "orders-copy"}), "orders-copy", "orders"),
+])
+def test_the_inverse_policy_takes_each_forward_name_home(forward, destination_name, home):
+    inverse = InversePolicy(forward)
+    assert inverse.remote_topic(destination_name) == home
+    assert inverse.upstream_topic(home) == destination_name
+
+
+def test_a_name_the_forward_mirror_never_makes_has_no_way_back():
+    with pytest.raises(ConfigError, match="no way back"):
+        InversePolicy(PrefixPolicy("src.")).remote_topic("payments")
+
+
+def test_the_reverse_filter_selects_the_forward_mirrors_destination_names_of_its_topics():
+    forward = TopicFilter.from_expressions("orders\\..*", None)
+    reverse = ReverseTopicFilter(forward, PrefixPolicy("src.").upstream_topic)
+    topics = ["src.orders.eu", "orders.eu", "src.payments", "src.__consumer_offsets", "mirror.heartbeats"]
+    assert reverse.select(topics) == ["src.orders.eu"]
+
+
+# ---------------------------------------------------------------- the spec's reverse-of
+def _spec(tmp_path: Path, forward: str = "provenance-headers: true\n        preserve-partitions: true",
+          reverse: str = "") -> Path:
+    path = tmp_path / "mirrors.yaml"
+    path.write_text(f"""
+groups:
+  - name: back
+    source: {{name: west, kafka: {{bootstrap.servers: "b:1"}}}}
+    destination: {{kafka: {{bootstrap.servers: "a:1"}}}}
+    mirrors:
+      - name: orders-back
+        reverse-of: orders{reverse}
+  - name: out
+    source: {{name: east, kafka: {{bootstrap.servers: "a:1"}}}}
+    destination: {{kafka: {{bootstrap.servers: "b:1"}}}}
+    mirrors:
+      - name: orders
+        whitelist: "orders\\\\..*"
+        prefix: "src."
+        {forward}
+""")
+    return path
+
+
+def test_a_reverse_mirror_takes_the_forward_mirrors_topics_names_and_partitioning(tmp_path):
+    path = _spec(tmp_path)
+    back = select_mirror(path, "orders-back")
+    assert back.reverse_of.name == "orders" and back.preserve_partitions
+    assert back.provenance_headers and back.origin_records == "skip"
+    assert back.topic_filter().select(["src.orders.eu", "orders.eu"]) == ["src.orders.eu"]
+    assert back.naming_policy().remote_topic("src.orders.eu") == "orders.eu"
+    # The forward mirror, resumed after the failback, skips the reverse mirror's copies instead of halting.
+    assert select_mirror(path, "orders").origin_records == "skip"
+    assert [e.name for e in load_entries(path)] == ["orders-back", "orders"]  # the spec's order
+
+
+@pytest.mark.parametrize("forward, reverse, error", [
+    ("preserve-partitions: true", "", "mirror 'orders' must write provenance headers"),
+    ("provenance-headers: true", "\n        whitelist: x", "reverse-of: mirror 'orders' decides the topics and their "
+                                                           "names: remove whitelist"),
+    ("provenance-headers: true", "\n        provenance-headers: false", "reverse-of needs provenance-headers"),
+    ("provenance-headers: true", "\n        origin-records: halt", "reverse-of needs origin-records: skip"),
+    ("provenance-headers: true\n        queue-size: 1", "", "reverse-of: mirror 'orders' is invalid"),
+])
+def test_a_reverse_mirror_that_cannot_work_is_refused_in_one_line(tmp_path, forward, reverse, error):
+    with pytest.raises(ConfigError) as exc:
+        select_mirror(_spec(tmp_path, forward, reverse), "orders-back")
+    assert error in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_reverse_of_names_a_forward_mirror_of_the_spec(tmp_path):
+    path = _spec(tmp_path, reverse="\n      - name: twice\n        reverse-of: orders-back")
+    with pytest.raises(ConfigError, match="reverse-of: mirror 'orders-back' is itself a reverse mirror"):
+        select_mirror(path, "twice")
+    text = path.read_text().replace("reverse-of: orders\n", "reverse-of: nothing\n")
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="reverse-of: no mirror named 'nothing'"):
+        select_mirror(path, "orders-back")
+
+
+# ---------------------------------------------------------------- the hot path and the start rule
+def _from_destination(offset: int) -> FakeMessage:
+    return FakeMessage("t", 0, offset, value=b"looped", headers=[(PROVENANCE_HEADER, _copy(offset, "dst-cluster"))])
+
+
+@pytest.mark.parametrize("origin_records", ["skip", "halt"])
+def test_records_from_the_destination_are_skipped_by_a_failback_pair_and_halt_anything_else(origin_records):
+    log = [_from_destination(0), *records("t", 0, [1]), _from_destination(2), *records("t", 0, [3]),
+           _from_destination(4)]
+    worker, stream, consumer, producer = make_worker({("t", 0): log}, origin_records=origin_records,
+                                                     provenance_headers=True)
+    worker.destination_cluster_id = "dst-cluster"
+    assign(worker, stream, ("t", 0))
+    worker._consume_round(0)
+    worker.checkpoint_and_commit()
+    skipped = worker.metrics.records_skipped.labels(reason="origin", mirror="m", source="src", topic="t")._value.get()
+    if origin_records == "skip":
+        assert [m.value() for m in producer.delivered] == [b"t-0-1", b"t-0-3"]
+        assert consumer.commits[-1] == {("t", 0): 5} and not stream.ledger.halted  # past the last skipped one
+        assert skipped == 3
+    else:
+        assert producer.delivered == [] and stream.ledger.halted[("t", 0)].offset == 0
+        assert skipped == 0
+
+
+def test_a_partition_without_a_position_starts_where_the_fresh_start_rule_says():
+    worker, stream, consumer, producer = make_worker({("t", 0): records("t", 0, range(6))})
+    asked = []
+    worker.assignment.fresh_start = lambda s, topic, partition, low, high: asked.append((topic, low, high)) or 4
+    assign(worker, stream, ("t", 0))
+    worker._consume_round(0)
+    assert asked == [("t", 0, 6)] and [m.value() for m in producer.delivered] == [b"t-0-4", b"t-0-5"]
+
+
+def test_a_partition_with_a_position_never_asks_the_fresh_start_rule():
+    worker, stream, consumer, producer = make_worker({("t", 0): records("t", 0, range(6))},
+                                                     committed={("t", 0): (2, "id-t")})
+    worker.assignment.fresh_start = lambda *args: pytest.fail("asked for a partition with a position")
+    assign(worker, stream, ("t", 0))
+    assert consumer.positions[("t", 0)] == 2
