@@ -25,10 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer
-
-from mirror_worker.client_config import connection_settings
-from mirror_worker.offset_translation import PartitionReader
+from mirror_worker.offset_translation import committed_reader
 from mirror_worker.provenance import parse_provenance
 
 if TYPE_CHECKING:
@@ -100,14 +97,6 @@ class FailbackStart:
         self._readers.clear()
 
 
-def source_reader(settings: dict, admin, group_id: str, timeout: float):
-    """A read_committed reader of a source cluster's records and provenance headers (no group, no commits)."""
-    consumer = Consumer({**connection_settings(settings), "group.id": f"{group_id}.failback-start",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "isolation.level": "read_committed", "auto.offset.reset": "error"})
-    return PartitionReader(consumer, admin, timeout)
-
-
 def worker_failback_start(config, destination_cluster_id: str, label: dict) -> FailbackStart | None:
     """A reverse mirror's start rule, reading each source cluster with that source's client settings."""
     if config.reverse_of is None:
@@ -115,6 +104,7 @@ def worker_failback_start(config, destination_cluster_id: str, label: dict) -> F
     settings = {source.name: source.consumer for source in config.sources}
 
     def reader_for(stream: SourceStream):
-        return source_reader(settings[stream.alias], stream.admin, config.group_id, config.startup_timeout_s)
+        return committed_reader(settings[stream.alias], stream.admin, f"{config.group_id}.failback-start",
+                                config.startup_timeout_s)
 
     return FailbackStart(destination_cluster_id, reader_for, label)

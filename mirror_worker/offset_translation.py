@@ -26,6 +26,7 @@ from mirror_worker.config import MirrorConfig, SourceCluster
 from mirror_worker.exceptions import ConfigError, MirrorError
 from mirror_worker.offset_syncs import OffsetSync, PartitionTranslation, translate_positions
 from mirror_worker.client_config import connection_settings
+from mirror_worker.failback_translation import failback_resume_point
 from mirror_worker.groups import describe_group
 from mirror_worker.provenance import PROVENANCE_HEADER
 from mirror_worker.resume_search import ResumeFinder, ResumePoint, SourcePartition
@@ -214,12 +215,18 @@ def _provenance(headers) -> bytes | None:
     return None
 
 
+def committed_reader(settings: dict, admin, group_id: str, timeout: float = 30.0) -> PartitionReader:
+    """A PartitionReader of the cluster `settings` connect to: read_committed, no group membership, no commits."""
+    consumer = Consumer({**connection_settings(settings), "group.id": group_id, "enable.auto.commit": False,
+                         "enable.partition.eof": True, "isolation.level": "read_committed",
+                         "auto.offset.reset": "error"})
+    return PartitionReader(consumer, admin, timeout)
+
+
 def destination_finder(config: MirrorConfig, timeout: float = 30.0) -> tuple[ResumeFinder, Consumer]:
     """A ResumeFinder reading the mirror's destination, and its consumer (the caller closes it)."""
-    consumer = Consumer({**connection_settings(config.producer), "group.id": f"{config.name}.translate-offsets",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "isolation.level": "read_committed", "auto.offset.reset": "error"})
-    return ResumeFinder(PartitionReader(consumer, _admin(config.producer), timeout)), consumer
+    reader = committed_reader(config.producer, _admin(config.producer), f"{config.name}.translate-offsets", timeout)
+    return ResumeFinder(reader), reader.consumer
 
 
 def source_cluster_id(source: SourceCluster, timeout: float = 30.0) -> str:
@@ -239,10 +246,38 @@ def translate_group(config: MirrorConfig, group: str, source_alias: str | None =
     cluster_id = source_cluster_id(source)
     finder, consumer = destination_finder(config)
     try:
+        if config.reverse_of is not None:
+            return failback_placements(config, source, cluster_id, finder.reader, translations)
         return [place(finder, SourcePartition(source.name, t.source_topic, t.partition, cluster_id), t)
                 for t in translations]
     finally:
         consumer.close()
+
+
+def failback_placements(config: MirrorConfig, source: SourceCluster, cluster_id: str, home: PartitionReader,
+                        translations: list[PartitionTranslation]) -> list[PartitionFailover]:
+    """A reverse mirror's group moving back to the old source (its destination), placed by both mirrors'
+    provenance headers (failback_translation.py): the promoted partition is read too."""
+    home_cluster_id = _admin(config.producer).list_topics(timeout=30).cluster_id or ""
+    promoted = committed_reader(source.consumer, _admin(source.consumer), f"{config.name}.translate-offsets")
+    try:
+        placed = []
+        for t in translations:
+            sync_offset = t.result.destination_offset if t.result else None
+            try:
+                p_low, p_end = promoted.bounds(t.source_topic, t.partition)
+                low, end = home.bounds(t.destination_topic, t.partition)
+            except MissingPartitionError as exc:
+                placed.append(PartitionFailover(t, None, str(exc)))
+                continue
+            resume = failback_resume_point(
+                t.committed, promoted.records(t.source_topic, t.partition, p_low, p_end),
+                home.records(t.destination_topic, t.partition, low, end), end, home_cluster_id, t.destination_topic,
+                SourcePartition(source.name, t.source_topic, t.partition, cluster_id), sync_offset)
+            placed.append(PartitionFailover(t, resume, "" if resume else "no provenance header on either cluster"))
+        return placed
+    finally:
+        promoted.close()
 
 
 def translate_group_offsets(config: MirrorConfig, group: str, source_alias: str | None = None) -> dict[tuple[str, int], int]:

@@ -83,14 +83,16 @@ def _expected(*batches: tuple[str, int]) -> Counter:
 
 def _consumer_group_moving_back(spec: Path, back: str, west: str, topic: str) -> dict[int, int]:
     """A group that read 20 b-* records per partition on west, translated back to east by translate-offsets:
-    each partition's offset on east, never past the group's next record (b-*-20, at east offset 120)."""
+    exactly its next record, b-*-20, at east offset 120 of each partition, with nothing to re-read."""
     group = f"app-back-{topic}"
     commit_offsets(west, f"dr.{topic}", group, {p: BEFORE + 20 for p in range(PARTITIONS)})
     result = subprocess.run([sys.executable, "-m", "mirror_worker", "translate-offsets", "--config", str(spec),
                              "--mirror", back, "--group", group], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr
-    offsets = {o["partition"]: o["offset"] for o in json.loads(result.stdout)["offsets"]}
-    assert len(offsets) == PARTITIONS and all(offset <= BEFORE + 20 for offset in offsets.values()), offsets
+    document = json.loads(result.stdout)
+    offsets = {o["partition"]: o["offset"] for o in document["offsets"]}
+    assert offsets == {p: BEFORE + 20 for p in range(PARTITIONS)}, document
+    assert {(o["method"], o["may_reread"]) for o in document["offsets"]} == {("failback", 0)}, document
     return offsets
 
 
@@ -155,4 +157,4 @@ def test_failback_mirrors_back_only_new_records_from_the_failover_point_and_noth
     assert _values(east, topic) == _expected(("a", BEFORE), ("b", AFTER_FAILOVER), ("c", AFTER_FAILBACK))
     print(f"\nfailback: {PARTITIONS * AFTER_FAILOVER} records mirrored back from offset {BEFORE} of each partition; "
           f"{PARTITIONS * AFTER_FAILBACK} mirrored forward after it; 0 looped, 0 duplicated; a group at "
-          f"{BEFORE + 20} per partition on west translates back to {moved_back} on east (exact: {BEFORE + 20})")
+          f"{BEFORE + 20} per partition on west translates back to {moved_back} on east")

@@ -7,8 +7,10 @@ import pytest
 
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.failback import FailbackStart, failback_start
+from mirror_worker.failback_translation import OffsetRuns, failback_resume_point
 from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, InversePolicy, PrefixPolicy
 from mirror_worker.provenance import PROVENANCE_HEADER, provenance_value
+from mirror_worker.resume_search import SourcePartition
 from mirror_worker.spec import load_entries, select_mirror
 from mirror_worker.topic_filter import ReverseTopicFilter, TopicFilter
 from tests.unit.fakes import FakeDestinationPartitions, FakeMessage, assign, make_worker, records
@@ -213,3 +215,80 @@ def test_a_partition_with_a_position_never_asks_the_fresh_start_rule():
     worker.assignment.fresh_start = lambda *args: pytest.fail("asked for a partition with a position")
     assign(worker, stream, ("t", 0))
     assert consumer.positions[("t", 0)] == 2
+
+
+# ---------------------------------------------------------------- a consumer group moving back
+EAST, WEST = "cluster-east", "cluster-west"
+REVERSE_SOURCE = SourcePartition("west", "dr.orders", 0, WEST)
+
+
+def _f(s: int) -> bytes:  # the forward mirror's copy of east offset s (on west)
+    return provenance_value("east", EAST, "orders", 0, s)
+
+
+def _r(w: int) -> bytes:  # the reverse mirror's copy of west offset w (on east)
+    return provenance_value("west", WEST, "dr.orders", 0, w)
+
+
+def _place(committed: int, promoted: list, home: list, home_end: int | None = None, sync: int | None = None):
+    end = home_end if home_end is not None else (home[-1][0] + 1 if home else 0)
+    return failback_resume_point(committed, promoted, home, end, EAST, "orders", REVERSE_SOURCE, sync)
+
+
+def _clean(copies: int = 100, new: int = 40):
+    """West: F copies of east 0..copies-1, then `new` records; east: the originals, then R's copies of them."""
+    promoted = [(s, _f(s)) for s in range(copies)] + [(copies + i, None) for i in range(new)]
+    home = [(s, None) for s in range(copies)] + [(copies + i, _r(copies + i)) for i in range(new)]
+    return promoted, home
+
+
+@pytest.mark.parametrize("committed, expected", [(0, 0), (50, 50), (100, 100), (120, 120), (140, 140)])
+def test_a_group_moving_back_after_a_clean_failback_resumes_exactly_where_it_was(committed, expected):
+    point = _place(committed, *_clean())
+    assert (point.destination_offset, point.may_reread, point.method) == (expected, 0, "failback")
+
+
+def test_records_the_reverse_mirror_has_not_copied_yet_are_waited_for_at_the_end():
+    promoted, home = _clean()
+    point = _place(130, promoted, home[:120])  # R copied w 100..119 so far
+    assert (point.destination_offset, point.may_reread) == (120, 0)
+
+
+def test_a_forward_mirror_crash_resend_is_counted_as_what_the_group_may_reread():
+    # F copied east 0..59, crashed with 40 committed, re-sent 40..99; then 20 new records on west.
+    promoted = [(w, _f(w)) for w in range(60)] + [(60 + i, _f(40 + i)) for i in range(60)] + \
+               [(120 + i, None) for i in range(20)]
+    home = [(s, None) for s in range(100)] + [(100 + i, _r(120 + i)) for i in range(20)]
+    point = _place(70, promoted, home)  # the group read east 0..59 and 40..49 again: next is the copy of 50
+    assert (point.destination_offset, point.may_reread) == (50, 10)  # 50..59 again
+
+
+def test_a_reverse_mirror_crash_resend_is_counted_as_what_the_group_may_reread():
+    promoted, home = _clean()
+    home = home[:130] + [(130 + i, _r(120 + i)) for i in range(20)]  # R re-sent w 120..139 at e 130..149
+    point = _place(125, promoted, home)
+    assert (point.destination_offset, point.may_reread) == (125, 5)  # copies of w 120..124 at e 130..134
+
+
+def test_a_group_that_read_records_made_after_the_failback_resumes_at_their_originals():
+    promoted, home = _clean()
+    promoted += [(140 + i, _f(140 + i)) for i in range(20)]  # F, resumed, copied 20 new east records back
+    home += [(140 + i, None) for i in range(20)]
+    assert (_place(150, promoted, home).destination_offset, _place(150, promoted, home).may_reread) == (150, 0)
+
+
+def test_other_clusters_records_decide_nothing_and_no_header_at_all_falls_back_to_the_sync():
+    promoted, home = _clean()
+    promoted = [(w, provenance_value("far", "cluster-far", "orders", 0, w) if h else h) for w, h in promoted]
+    home = [(e, None) for e, _ in home]
+    assert _place(120, promoted, home) is None
+    point = _place(120, promoted, home, sync=100)
+    assert (point.destination_offset, point.method, point.may_reread) == (100, "offset-sync", 40)
+
+
+def test_offset_runs_count_a_multiset_from_an_offset():
+    runs = OffsetRuns()
+    for offset in [*range(0, 60), *range(40, 50), 70]:
+        runs.add(offset)
+    assert runs.runs == [[0, 60], [40, 50], [70, 71]]
+    assert (runs.count_at_or_after(0), runs.count_at_or_after(45), runs.count_at_or_after(71)) == (71, 21, 0)
