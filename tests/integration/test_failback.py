@@ -21,6 +21,7 @@ import pytest
 
 from devstack.paths import ROOT
 from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance
+from tests.catchup_util import catchup_summary, run_catchup
 from tests.kafka_util import commit_offsets, create_topic, produce
 from tests.worker_util import WorkerProcess, committed_offsets, read_topic, wait_for_count
 
@@ -158,3 +159,39 @@ def test_failback_mirrors_back_only_new_records_from_the_failover_point_and_noth
     print(f"\nfailback: {PARTITIONS * AFTER_FAILOVER} records mirrored back from offset {BEFORE} of each partition; "
           f"{PARTITIONS * AFTER_FAILBACK} mirrored forward after it; 0 looped, 0 duplicated; a group at "
           f"{BEFORE + 20} per partition on west translates back to {moved_back} on east")
+
+
+def test_a_catchup_of_the_reverse_mirror_starts_and_skips_as_its_worker_would(stack, topic_name, tmp_path):
+    """The Spark catch-up of a failback backlog: the same start (after the forward mirror's last copy) and the
+    same skip as the worker; the worker then resumes at the catch-up's positions with nothing left to copy."""
+    east, west = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("fbc")
+    spec = _spec(tmp_path / "mirrors.yaml", east, west, topic)
+    forward, back = f"fwd-{topic}", f"back-{topic}"
+    create_topic(east, topic, partitions=PARTITIONS)
+    produce(east, topic, _records("a", BEFORE))
+    _run_until(spec, forward, tmp_path, lambda: len(read_topic(west, f"dr.{topic}", timeout=30)) >= PARTITIONS * BEFORE,
+               "forward")
+    produce(west, f"dr.{topic}", _records("b", AFTER_FAILOVER))
+
+    result = run_catchup("--config", str(spec), "--mirror", back)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert catchup_summary(result)["records"] == PARTITIONS * AFTER_FAILOVER  # none of the forward copies
+    want_east = _expected(("a", BEFORE), ("b", AFTER_FAILOVER))
+    assert _values(east, topic) == want_east
+    group = f"kafka-mirror.{back}"
+    assert committed_offsets(west, group, f"dr.{topic}", PARTITIONS) == {p: BEFORE + AFTER_FAILOVER
+                                                                         for p in range(PARTITIONS)}
+
+    # A forward copy after the catch-up's position (a forward mirror that ran again): skipped, position past it.
+    late = next(m for m in read_topic(west, f"dr.{topic}", timeout=30) if m.partition() == 0)
+    produce(west, f"dr.{topic}", [{"value": late.value(), "partition": 0, "headers": late.headers()}])
+    result = run_catchup("--config", str(spec), "--mirror", back)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert catchup_summary(result)["records"] == 0
+    assert committed_offsets(west, group, f"dr.{topic}", PARTITIONS)[0] == BEFORE + AFTER_FAILOVER + 1
+
+    worker = _run_until(spec, back, tmp_path, lambda: True, "back")
+    assert not [e for e in worker.logs() if e.get("msg") == "failback start"]  # positions from the catch-up
+    time.sleep(2)
+    assert _values(east, topic) == want_east
