@@ -64,7 +64,7 @@ import logging
 import re
 import sys
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script (spark-submit / python spark_jobs/catchup.py)
@@ -72,6 +72,8 @@ if __package__ in (None, ""):  # run as a script (spark-submit / python spark_jo
 
 from mirror_worker.catchup_lease import CatchupLease  # noqa: E402
 from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size  # noqa: E402
+from mirror_worker.failback import failback_start  # noqa: E402
+from mirror_worker.offset_translation import committed_reader  # noqa: E402
 from spark_jobs.catchup_copy import CopySettings  # noqa: E402
 from spark_jobs.catchup_eos import ExactlyOnce, destination_positions, expired_line, exactly_once_for  # noqa: E402
 from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges  # noqa: E402
@@ -218,7 +220,9 @@ def _run(target: JobTarget, args, held: ExitStack) -> dict:
         on_data_loss = args.on_data_loss or target.on_data_loss
         watermarks = {t: {p: bounds for p, bounds in parts.items() if (t, p) not in expired}
                       for t, parts in reachable(ends).items()}
-        plan = plan_ranges(watermarks, positions, ids, target.reset_to_earliest, on_data_loss == "halt")
+        with failback_start_rule(target, clusters[1]) as fresh_start:
+            plan = plan_ranges(watermarks, positions, ids, target.reset_to_earliest, on_data_loss == "halt",
+                               fresh_start)
     finally:
         source.close()
     destination = KafkaMeta(target.destination_bootstrap, "destination", target.destination_settings, timeout=10)
@@ -308,8 +312,24 @@ def copy_settings(target: JobTarget, args, clusters: tuple[str, str], id_headers
         consumer=reader_conf(target), producer=producer, exactly_once=eos,
         commit=bool(target.group_id) and not args.no_commit, destination_cluster_id=destination_cluster,
         provenance=(target.source_alias, source_cluster) if target.provenance_headers else None,
+        skip_origin=target.mirror is not None and target.mirror.origin_records == "skip",
         id_headers=id_headers, schemas=on_demand_schemas(target), progress_interval_s=args.progress_interval_s,
     )
+
+
+@contextmanager
+def failback_start_rule(target: JobTarget, destination_cluster_id: str):
+    """A failback mirror's start for partitions without a position, as the worker's (mirror_worker.failback);
+    None for other mirrors (their reset policy)."""
+    if target.mirror is None or target.mirror.reverse_of is None:
+        yield None
+        return
+    reader = committed_reader(target.connection("source"), None, f"{target.group_id}.failback-start")
+    try:
+        yield lambda topic, partition, low, high: failback_start(reader.records, topic, partition, low, high,
+                                                                 destination_cluster_id).offset
+    finally:
+        reader.close()
 
 
 def _cluster_id(meta: KafkaMeta) -> str:

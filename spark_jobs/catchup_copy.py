@@ -60,6 +60,7 @@ class CopySettings:
     commit: bool = True
     destination_cluster_id: str = ""
     provenance: tuple[str, str] | None = None   # (source alias, source cluster id) when the mirror adds the header
+    skip_origin: bool = False                   # origin-records: skip (a failback pair), else such a record fails
     id_headers: dict = field(default_factory=dict)  # source framing header -> destination's
     schemas: object | None = None               # maps an id first met mid-copy (catchup_spark.OnDemandSchemas)
     batch: int = 10_000
@@ -177,6 +178,9 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
                 headers = mirrored_headers(headers, provenance and provenance_value(
                     provenance[0], provenance[1], task.topic, task.partition, offset), cluster)
                 if type(headers) is bytes:
+                    if settings.skip_origin:  # as the worker: the destination has this record already
+                        position = offset + 1
+                        continue
                     raise CopyFailed(f"{task.topic}[{task.partition}] offset {offset}: cycle: the record came from "
                                      f"the destination cluster ({headers.decode()})")
             if id_headers is not None:

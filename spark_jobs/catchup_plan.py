@@ -9,6 +9,7 @@ committed. With `on_data_loss: reset` the range starts at the earliest record st
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mirror_worker.data_loss import StartDecision, Verdict, decide_start
@@ -64,9 +65,11 @@ def plan_ranges(
     topic_ids: dict[str, str],
     reset_to_earliest: bool,
     halt_on_loss: bool,
+    fresh_start: Callable[[str, int, int, int], int] | None = None,
 ) -> Plan:
     """Per partition, [decide_start's offset, end); a partition without a position starts as the worker
-    would (its auto.offset.reset: `reset_to_earliest`). `watermarks` are (low, end) as the worker's consumer
+    would: its auto.offset.reset (`reset_to_earliest`), or for a failback mirror `fresh_start(topic,
+    partition, low, end)` (mirror_worker.failback). `watermarks` are (low, end) as the worker's consumer
     sees them: the end is the last stable offset read_committed."""
     ranges, losses = [], []
     for topic, partitions in sorted(watermarks.items()):
@@ -74,6 +77,8 @@ def plan_ranges(
             position, position_topic_id = positions.get((topic, partition)) or (None, None)
             decision = decide_start(position, position_topic_id, topic_ids.get(topic), low, high,
                                     reset_to_earliest, f"{topic}[{partition}]")
+            if decision.verdict is Verdict.FRESH and fresh_start is not None:
+                decision = StartDecision(Verdict.FRESH, fresh_start(topic, partition, low, high))
             if decision.lost:
                 losses.append(Loss(topic, partition, position, low, decision, halt_on_loss))
                 if halt_on_loss:

@@ -176,6 +176,19 @@ def test_a_record_that_came_from_the_destination_is_a_cycle():
     assert consumer.calls == []
 
 
+def test_a_failback_pair_skips_records_that_came_from_the_destination_as_the_worker_does():
+    looped = [FakeMessage("orders", 2, o, value=b"looped", headers=[(PROVENANCE_HEADER, provenance_value(
+        "back", "dst-cluster", "orders", 0, o))]) for o in (10, 12, 14)]
+    calls = []
+    consumer = RangeConsumer(sorted(looped + _log([11, 13]), key=lambda m: m.offset()), log_end=15, calls=calls)
+    producer = RecordingProducer(calls)
+    settings = CopySettings(consumer={}, producer={}, destination_cluster_id="dst-cluster", skip_origin=True)
+    task = CopyTask("orders", 2, 10, 15, "cu.orders", 2, topic_id="id-orders")
+    assert copy_range(task, settings, consumer, producer, [], emit=lambda _e: None) == 2
+    assert [v for _, _, _, v, _, _ in producer.produced] == [b"v11", b"v13"]
+    assert calls[-1] == ("commit", [("orders", 2, 15, "id-orders")])  # past the last skipped record
+
+
 @pytest.mark.parametrize("errors, unflushed", [(["Broker: Message size too large"], 0), ([], 3)])
 def test_a_delivery_error_or_an_unfinished_flush_fails_the_task_without_commit(errors, unflushed):
     consumer = RangeConsumer(_log(range(10, 20)))

@@ -47,6 +47,14 @@ def test_plan_ranges(case, position, topic_id_now, reset_to_earliest, halt, want
         assert want_range[2] == expected.offset
 
 
+def test_a_failback_mirror_starts_a_partition_without_a_position_where_the_workers_rule_says():
+    asked = []
+    plan = plan_ranges({"t": {0: (20, 30), 1: (0, 5)}}, {("t", 1): (2, "id-1")}, {"t": "id-1"}, False, True,
+                       lambda topic, partition, low, high: asked.append((topic, partition, low, high)) or 27)
+    assert asked == [("t", 0, 20, 30)]  # partition 1 has a position: resumed there
+    assert plan.ranges == [("t", 0, 27, 30), ("t", 1, 2, 5)]
+
+
 def test_a_halted_loss_reports_the_partition_and_the_lost_range():
     plan = plan_ranges({"t": {0: (20, 30), 1: (0, 30)}}, {("t", 0): (10, "id"), ("t", 1): (10, "id")},
                        {"t": "id"}, True, True)
