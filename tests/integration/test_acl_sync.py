@@ -181,11 +181,20 @@ def test_a_running_worker_syncs_acls_on_its_schedule(clusters, tmp_path):
         _create_acls(source, [_binding(topic, "bob", "DESCRIBE"), _binding(topic, "bob", "WRITE")])
         later = TopicAcl(PREFIX + topic, "User:bob", "*", "DESCRIBE", "ALLOW")
         _wait_for_acls(destination, {first, later})
-        created = [e for e in worker.logs() if e.get("msg") == "topic ACL created"]
-        assert len(created) == 2, created  # each binding once, whatever the number of syncs
+        # The broker may show the binding before the worker has logged its creation: wait for the line, then
+        # let a few more syncs (1 s apart) run. Each binding is created once, whatever the number of syncs.
+        deadline = time.monotonic() + 30
+        while len(_created(worker)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)
+        assert len(_created(worker)) == 2, _created(worker)
         assert worker.terminate() == 0, worker.stderr
     finally:
         worker.stop_quietly()
+
+
+def _created(worker: WorkerProcess) -> list[dict]:
+    return [e for e in worker.logs() if e.get("msg") == "topic ACL created"]
 
 
 def _wait_for_acls(node, expected: set[TopicAcl], timeout: float = 30.0) -> None:
