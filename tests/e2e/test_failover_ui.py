@@ -44,10 +44,6 @@ def _state(api, dag_id: str, run_id: str, task_id: str) -> str | None:
     return {t["task_id"]: t["state"] for t in api.task_instances(dag_id, run_id)}.get(task_id)
 
 
-@pytest.mark.skip(reason="in the full suite the shared e2e mirror does not copy the new records within 420 s "
-                         "(state left by an earlier e2e test, most likely test_dashboard's halted partition); "
-                         "passes alone: `flock /tmp/heavy.lock .venv/bin/python -m pytest tests/e2e/test_failover_ui.py`. "
-                         "The failover DAG itself is covered by tests/integration/test_airflow_failover.py")
 def test_failover_approved_in_the_ui(stack, airflow, e2e_mirror, browser):
     source = stack["source"].kafka.bootstrap_servers
     destination = stack["destination"].kafka.bootstrap_servers
