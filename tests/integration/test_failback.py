@@ -97,6 +97,17 @@ def _consumer_group_moving_back(spec: Path, back: str, west: str, topic: str) ->
     return offsets
 
 
+def _consistency_check(spec: Path, mirror: str, tmp_path: Path) -> dict:
+    """The verify DAG's job for `mirror` (spark_jobs/consistency_check.py); its JSON report."""
+    report = tmp_path / f"check-{mirror}.json"
+    result = subprocess.run([sys.executable, "spark_jobs/consistency_check.py", "--config", str(spec), "--mirror",
+                             mirror, "--report", str(report)], cwd=ROOT, capture_output=True, text=True, timeout=480)
+    assert report.exists(), result.stderr[-3000:]
+    document = json.loads(report.read_text())
+    assert result.returncode == 0, (mirror, document["totals"], result.stderr[-2000:])
+    return document
+
+
 def _halted(worker: WorkerProcess) -> list:
     return [e for e in worker.logs() if e.get("msg") == "partition halted"]
 
@@ -156,6 +167,12 @@ def test_failback_mirrors_back_only_new_records_from_the_failover_point_and_noth
     _run_until(spec, back, tmp_path, lambda: committed_offsets(west, f"kafka-mirror.{back}", f"dr.{topic}", PARTITIONS)
                == dict(west_ends), "back-2")
     assert _values(east, topic) == _expected(("a", BEFORE), ("b", AFTER_FAILOVER), ("c", AFTER_FAILBACK))
+
+    # 6. The nightly check of each mirror of the pair: the records it skipped by design are no difference.
+    for mirror in (forward, back):
+        check = _consistency_check(spec, mirror, tmp_path)
+        assert {k: check["totals"][k] for k in ("missing", "duplicated", "altered", "out_of_order")} == {
+            "missing": 0, "duplicated": 0, "altered": 0, "out_of_order": 0}, (mirror, check["totals"])
     print(f"\nfailback: {PARTITIONS * AFTER_FAILOVER} records mirrored back from offset {BEFORE} of each partition; "
           f"{PARTITIONS * AFTER_FAILBACK} mirrored forward after it; 0 looped, 0 duplicated; a group at "
           f"{BEFORE + 20} per partition on west translates back to {moved_back} on east")
