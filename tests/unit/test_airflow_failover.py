@@ -202,3 +202,28 @@ def test_report_json_and_markdown(tmp_path):
     # No approval (rejected runs skip the report anyway): nothing to report.
     with pytest.raises(AirflowSkipException):
         op.execute({"ti": _Ti({("impact", "return_value"): impact}), "params": {}})
+
+
+def test_a_reverse_mirror_gets_the_dags_of_a_mirror_and_its_own_failover(tmp_path, dags_dir, monkeypatch):  # noqa: F811
+    """Failback (README): `reverse-of` in the spec, `make dags`, and the reverse mirror is run, checked and its
+    consumer groups moved back by the same DAGs as any mirror."""
+    from mirror_airflow.dag_factory import render
+
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(SPEC.replace('preserve-partitions: true', 'preserve-partitions: true\n        provenance-headers: '
+                                 'true') + """
+  - name: back
+    source: {kafka: {bootstrap.servers: "10.255.255.2:9092"}}
+    destination: {kafka: {bootstrap.servers: "10.255.255.1:9092"}}
+    mirrors:
+      - name: orders-back
+        reverse-of: orders
+""")
+    render(spec, dags_dir)
+    bag = _dagbag(dags_dir, spec, monkeypatch)
+    assert bag.import_errors == {}
+    assert {d for d in bag.dag_ids if d.startswith("mirror__orders-back")} == {
+        "mirror__orders-back", "mirror__orders-back__lag", "mirror__orders-back__verify",
+        "mirror__orders-back__catchup", "mirror__orders-back__failover"}
+    assert _structure(bag.dags["mirror__orders-back__failover"]) == FAILOVER
+    assert bag.dags["mirror__orders-back"].is_paused_upon_creation is True
