@@ -105,6 +105,6 @@ def worker_failback_start(config, destination_cluster_id: str, label: dict) -> F
 
     def reader_for(stream: SourceStream):
         return committed_reader(settings[stream.alias], stream.admin, f"{config.group_id}.failback-start",
-                                config.startup_timeout_s)
+                                config.startup_timeout_s, where=f"source {stream.alias!r}")
 
     return FailbackStart(destination_cluster_id, reader_for, label)

@@ -158,10 +158,11 @@ class PartitionReader:
     """resume_search.DestinationReader over a destination cluster: the bounds a read_committed consumer
     sees (records of open or aborted transactions are never counted) and each record's provenance header."""
 
-    def __init__(self, consumer, admin, timeout: float = 30.0) -> None:
+    def __init__(self, consumer, admin, timeout: float = 30.0, where: str = "the destination") -> None:
         self.consumer = consumer
         self.admin = admin
         self.timeout = timeout
+        self.where = where  # the cluster read, as errors name it
 
     def close(self) -> None:
         self.consumer.close()
@@ -174,8 +175,8 @@ class PartitionReader:
                         for spec in (OffsetSpec.earliest(), OffsetSpec.latest()))
         except KafkaException as exc:
             if exc.args[0].code() in _MISSING:
-                raise MissingPartitionError(f"{topic}[{partition}] does not exist on the destination") from None
-            raise TranslationError(f"cannot read the offsets of {topic}[{partition}] on the destination: "
+                raise MissingPartitionError(f"{topic}[{partition}] does not exist on {self.where}") from None
+            raise TranslationError(f"cannot read the offsets of {topic}[{partition}] on {self.where}: "
                                    f"{exc.args[0].str()}") from None
         return low, end
 
@@ -188,7 +189,7 @@ class PartitionReader:
             while True:
                 messages = self.consumer.consume(1000, 0.5)
                 if not messages and time.monotonic() > deadline:
-                    raise TranslationError(f"reading {topic}[{partition}] on the destination timed out at "
+                    raise TranslationError(f"reading {topic}[{partition}] on {self.where} timed out at "
                                            f"{start}..{end}")
                 for msg in messages:
                     if msg.error() is not None:
@@ -215,12 +216,13 @@ def _provenance(headers) -> bytes | None:
     return None
 
 
-def committed_reader(settings: dict, admin, group_id: str, timeout: float = 30.0) -> PartitionReader:
+def committed_reader(settings: dict, admin, group_id: str, timeout: float = 30.0,
+                     where: str = "the destination") -> PartitionReader:
     """A PartitionReader of the cluster `settings` connect to: read_committed, no group membership, no commits."""
     consumer = Consumer({**connection_settings(settings), "group.id": group_id, "enable.auto.commit": False,
                          "enable.partition.eof": True, "isolation.level": "read_committed",
                          "auto.offset.reset": "error"})
-    return PartitionReader(consumer, admin, timeout)
+    return PartitionReader(consumer, admin, timeout, where)
 
 
 def destination_finder(config: MirrorConfig, timeout: float = 30.0) -> tuple[ResumeFinder, Consumer]:
@@ -259,7 +261,8 @@ def failback_placements(config: MirrorConfig, source: SourceCluster, cluster_id:
     """A reverse mirror's group moving back to the old source (its destination), placed by both mirrors'
     provenance headers (failback_translation.py): the promoted partition is read too."""
     home_cluster_id = _admin(config.producer).list_topics(timeout=30).cluster_id or ""
-    promoted = committed_reader(source.consumer, _admin(source.consumer), f"{config.name}.translate-offsets")
+    promoted = committed_reader(source.consumer, _admin(source.consumer), f"{config.name}.translate-offsets",
+                                where=f"source {source.name!r}")
     try:
         placed = []
         for t in translations:

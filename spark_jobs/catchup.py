@@ -324,7 +324,8 @@ def failback_start_rule(target: JobTarget, destination_cluster_id: str):
     if target.mirror is None or target.mirror.reverse_of is None:
         yield None
         return
-    reader = committed_reader(target.connection("source"), None, f"{target.group_id}.failback-start")
+    reader = committed_reader(target.connection("source"), None, f"{target.group_id}.failback-start",
+                              where="the source")
     try:
         yield lambda topic, partition, low, high: failback_start(reader.records, topic, partition, low, high,
                                                                  destination_cluster_id).offset
