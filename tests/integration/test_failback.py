@@ -112,20 +112,26 @@ def _halted(worker: WorkerProcess) -> list:
     return [e for e in worker.logs() if e.get("msg") == "partition halted"]
 
 
-def test_failback_mirrors_back_only_new_records_from_the_failover_point_and_nothing_loops(stack, topic_name,
-                                                                                          tmp_path):
+def _failed_over(stack, topic_name, tmp_path: Path, kind: str) -> tuple[str, str, str, Path, str, str]:
+    """(east, west, topic, spec, forward mirror, reverse mirror) once a-* records were mirrored east -> west by
+    the forward mirror, it stopped (the failover DAG stops it before anyone moves), and producers wrote b-*
+    records on west (the failover), into the topic consumers read there."""
     east, west = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    topic = topic_name("fb")
+    topic = topic_name(kind)
     spec = _spec(tmp_path / "mirrors.yaml", east, west, topic)
     forward, back = f"fwd-{topic}", f"back-{topic}"
     create_topic(east, topic, partitions=PARTITIONS)
     produce(east, topic, _records("a", BEFORE))
-
-    # 1. The forward mirror copies everything, then stops (the failover DAG stops it before anyone moves).
     _run_until(spec, forward, tmp_path, lambda: len(read_topic(west, f"dr.{topic}", timeout=30)) >= PARTITIONS * BEFORE,
                "forward-1")
-    # 2. Failover: producers now write to the promoted cluster, into the topic consumers read there.
     produce(west, f"dr.{topic}", _records("b", AFTER_FAILOVER))
+    return east, west, topic, spec, forward, back
+
+
+def test_failback_mirrors_back_only_new_records_from_the_failover_point_and_nothing_loops(stack, topic_name,
+                                                                                          tmp_path):
+    # 1-2. Mirrored forward, failed over, new records on west.
+    east, west, topic, spec, forward, back = _failed_over(stack, topic_name, tmp_path, "fb")
 
     # 3. Failback: the reverse mirror takes only the b-* records home, into each one's own partition.
     want_east = _expected(("a", BEFORE), ("b", AFTER_FAILOVER))
@@ -181,15 +187,7 @@ def test_failback_mirrors_back_only_new_records_from_the_failover_point_and_noth
 def test_a_catchup_of_the_reverse_mirror_starts_and_skips_as_its_worker_would(stack, topic_name, tmp_path):
     """The Spark catch-up of a failback backlog: the same start (after the forward mirror's last copy) and the
     same skip as the worker; the worker then resumes at the catch-up's positions with nothing left to copy."""
-    east, west = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    topic = topic_name("fbc")
-    spec = _spec(tmp_path / "mirrors.yaml", east, west, topic)
-    forward, back = f"fwd-{topic}", f"back-{topic}"
-    create_topic(east, topic, partitions=PARTITIONS)
-    produce(east, topic, _records("a", BEFORE))
-    _run_until(spec, forward, tmp_path, lambda: len(read_topic(west, f"dr.{topic}", timeout=30)) >= PARTITIONS * BEFORE,
-               "forward")
-    produce(west, f"dr.{topic}", _records("b", AFTER_FAILOVER))
+    east, west, topic, spec, _forward, back = _failed_over(stack, topic_name, tmp_path, "fbc")
 
     result = run_catchup("--config", str(spec), "--mirror", back)
     assert result.returncode == 0, result.stderr[-3000:]
