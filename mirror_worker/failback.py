@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mirror_worker.offset_translation import committed_reader
-from mirror_worker.provenance import parse_provenance
+from mirror_worker.provenance import names_cluster
 
 if TYPE_CHECKING:
     from mirror_worker.source_stream import SourceStream
@@ -44,11 +44,6 @@ class FailbackPoint:
     records_read: int
 
 
-def came_from(header: bytes | None, cluster_id: str) -> bool:
-    origin = parse_provenance(header) if header else None
-    return origin is not None and bool(cluster_id) and origin[1] == cluster_id
-
-
 def failback_start(records: RecordReader, topic: str, partition: int, low: int, high: int, origin_cluster_id: str,
                    window: int = 1000) -> FailbackPoint:
     """The offset after the last record of [low, high) whose provenance names `origin_cluster_id`, else low."""
@@ -58,7 +53,7 @@ def failback_start(records: RecordReader, topic: str, partition: int, low: int, 
         last = None
         for offset, header in records(topic, partition, start, end):
             read += 1
-            if came_from(header, origin_cluster_id):
+            if names_cluster(header, origin_cluster_id):
                 last = offset
         if last is not None:
             return FailbackPoint(last + 1, last, read)

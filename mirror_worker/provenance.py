@@ -20,6 +20,12 @@ def parse_provenance(value: bytes) -> tuple[str, str, str, int, int] | None:
         return None
 
 
+def names_cluster(value: bytes | None, cluster_id: str) -> bool:
+    """Whether a provenance header value names `cluster_id` as the record's source cluster."""
+    origin = parse_provenance(value) if value else None
+    return origin is not None and bool(cluster_id) and origin[1] == cluster_id
+
+
 def mirrored_headers(headers, provenance: bytes | None, destination_cluster_id: str) -> list | bytes:
     """The headers a mirrored record carries: the source record's, with this hop's provenance (when given)
     in place of an earlier hop's. A provenance header naming `destination_cluster_id` is a cycle: that
@@ -27,8 +33,7 @@ def mirrored_headers(headers, provenance: bytes | None, destination_cluster_id: 
     out = []
     for name, value in headers or ():
         if name == PROVENANCE_HEADER:
-            origin = parse_provenance(value) if value else None
-            if origin and origin[1] and origin[1] == destination_cluster_id:
+            if names_cluster(value, destination_cluster_id):
                 return value
             if provenance is not None:
                 continue  # replaced by this hop's provenance below
