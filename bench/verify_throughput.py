@@ -128,7 +128,7 @@ def cores_of(master: str) -> int:
 
 
 def measure(stack: Stack, records: int, size: int, partitions: int, master: str, workdir: Path,
-            fresh: bool = False, keep: bool = True, reader: str = "librdkafka") -> dict:
+            fresh: bool = False, keep: bool = True, reader: str = "jvm") -> dict:
     source, destination = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = f"bench-verify-{records}x{size}-p{partitions}"
     report = workdir / f"{topic}.json"
@@ -163,7 +163,8 @@ def measure(stack: Stack, records: int, size: int, partitions: int, master: str,
             pass
     check_s = _log_time(entries, "check finished") - _log_time(entries, "spark session ready")
     cores = cores_of(master)
-    read = next((e for e in entries if e.get("msg") == "digest pass read with librdkafka"), {})
+    read = next((e for e in entries if e.get("msg") in ("digest pass read on the JVM", "digest pass read with librdkafka")),
+                {})
     return {
         "system": "consistency_check", "records": records, "record_bytes": size, "partitions": partitions,
         "master": master, "cores": cores, "digest_reader": reader,
@@ -171,7 +172,8 @@ def measure(stack: Stack, records: int, size: int, partitions: int, master: str,
         "records_per_s": round(records / wall), "records_per_s_per_core": round(records / wall / cores),
         "records_per_s_check_only": round(records / check_s),
         "records_per_s_per_core_check_only": round(records / check_s / cores),
-        # the digest pass's Spark tasks: their CPU seconds (Python workers, librdkafka threads included)
+        # the digest pass's Spark tasks: their CPU seconds (jvm: the task threads, the JVM's collector not
+        # included; librdkafka: the Python workers, librdkafka's threads included)
         "read_task_cpu_s": read.get("task_cpu_seconds"),
         "windows_record_by_record": result.get("digest", {}).get("windows_record_by_record"),
         "load_average_1m_before": load_before,
@@ -194,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]", help="Spark master of the check (default local[2])")
     parser.add_argument("--fresh", action="store_true", help="reload the topics even when preloaded ones fit")
     parser.add_argument("--drop", action="store_true", help="delete the topics after the run")
-    parser.add_argument("--digest-reader", choices=("librdkafka", "spark"), default="librdkafka",
-                        help="the check's --digest-reader (default librdkafka)")
+    parser.add_argument("--digest-reader", choices=("jvm", "librdkafka", "spark"), default="jvm",
+                        help="the check's --digest-reader (default jvm)")
     args = parser.parse_args(argv)
 
     with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir:

@@ -106,6 +106,18 @@ else
   mark spark "$spark_stamp"
 fi
 
+# The consistency check's digest reader (java/check/, spark_jobs/check_jvm.py), built beside the connector
+# jars so that everything that ships those to Spark ships it too. After the step above: it may empty the folder.
+check_stamp=$(stamp_of java/check/src/mirror/check/*.java scripts/build-check-jar.sh requirements.txt)
+if [ -f "$CACHE/spark/jars/mirror-check.jar" ] && fresh check "$check_stamp"; then
+  say "check jar ok"
+else
+  say "compiling the consistency check's JVM digest reader"
+  pyspark_jars=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+  bash scripts/build-check-jar.sh "$pyspark_jars" "$CACHE/spark/jars" "$CACHE/spark/jars/mirror-check.jar"
+  mark check "$check_stamp"
+fi
+
 registry_stamp=$(stamp_of java/apicurio/pom.xml java/apicurio/.mvn/maven.config java/settings.xml)
 if [ -f "$CACHE/apicurio/quarkus-app/quarkus-run.jar" ] && fresh registry "$registry_stamp"; then
   say "schema registry ok"

@@ -34,7 +34,7 @@ class CheckPlan:
     open_transactions: list[OpenTransaction] = field(default_factory=list)   # source partitions stopped at their LSO
     digest_window: int = DIGEST_WINDOW                  # source offsets per digest window
     mode: str = AUTO                                    # as asked: auto, records or compacted (check_modes.py)
-    digest_reader: str = "librdkafka"                   # or "spark": the digest pass through Spark's Kafka source
+    digest_reader: str = "jvm"                          # or "librdkafka", "spark" (consistency_check --digest-reader)
     modes: dict[str, TopicMode] = field(default_factory=dict)   # source topic -> how it is compared
 
     def mode_of(self, topic: str) -> str:

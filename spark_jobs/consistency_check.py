@@ -46,10 +46,12 @@ over the differing windows, and over whole partitions whose order is not proven 
 records needing positional mapping. The counts are the same as a record-by-record run (a differing window
 passes for an equal one with a chance of about 2^-64). The report's `digest` section says, per partition,
 how many windows were verified by digest and which offsets record by record. Spark plans the digest pass
-as one task per (side, partition, offset range); each task reads its range with librdkafka and the job's
-client settings (spark_jobs/check_rdkafka.py) and returns only sums per window, compared on the driver
-(spark_jobs/check_digest_rows.py). `--digest-reader spark` reads both sides with Spark's Kafka source
-instead (slower). The record-by-record path always reads through Spark's Kafka source.
+as one task per (side, partition, offset range); each task reads its range with the Kafka Java consumer
+and the job's client settings, hashes the records on the JVM (spark_jobs/check_jvm.py,
+java/check/src/mirror/check/) and returns only sums per window, compared on the driver
+(spark_jobs/check_digest_rows.py). `--digest-reader librdkafka` reads and hashes in Python with librdkafka
+instead (spark_jobs/check_rdkafka.py, about half the speed, no jar needed), `--digest-reader spark` with
+Spark's Kafka source (slower still). The record-by-record path always reads through Spark's Kafka source.
 
 Compacted topics are compared instead by the latest value of each key of the window and the latest copy
 of that key on the destination (spark_jobs/check_compacted.py). `--mode auto` (the default) picks that
@@ -89,6 +91,7 @@ from spark_jobs.check_digests import (
     DIGEST_WINDOW, PartitionDigest, compare_digests, destination_spans, digest_pass, digest_summary, recheck_spans,
 )
 from spark_jobs.check_rdkafka import ReadFailed
+from spark_jobs.check_jvm import windows_on_jvm
 from spark_jobs.check_rdkafka_spark import windows_with_librdkafka
 from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's exact path)
     KINDS, MAPPED_COLUMNS, MAX_EXAMPLES, PARTITION_FIELDS, compare, fingerprint, map_by_position, map_to_source,
@@ -100,7 +103,7 @@ from spark_jobs.check_plan import CheckPlan, plan_check
 from spark_jobs.check_window import CheckWindow, Ranges, source_ranges, window_from_args  # noqa: F401
 from spark_jobs.job_config import JobInputError, base_parser
 from spark_jobs.report import write_report
-from spark_jobs.session import create_session
+from spark_jobs.session import THROUGHPUT_JVM_OPTIONS, create_session
 
 PROG = "consistency_check"
 MAX_RECORDS_PER_SPARK_PARTITION = 50_000        # the exact path (sorts and joins)
@@ -110,7 +113,8 @@ DIGEST_FETCH = {"kafka.max.partition.fetch.bytes": str(8 << 20), "kafka.fetch.ma
                 "kafka.receive.buffer.bytes": str(4 << 20)}
 
 # Arrow batches for the digest pass's order segments: fewer, larger hand-overs to Python.
-SESSION_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100000"}
+SESSION_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+                "spark.driver.extraJavaOptions": THROUGHPUT_JVM_OPTIONS}
 
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
                 "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
@@ -134,8 +138,9 @@ def _parse_arguments(args: list[str]) -> argparse.Namespace:
     add("--digest-window", type=_positive, default=DIGEST_WINDOW,
         help=f"source offsets per digest window (default {DIGEST_WINDOW:,}); differing windows are compared "
              "record by record")
-    add("--digest-reader", choices=("librdkafka", "spark"), default="librdkafka",
-        help="how the digest pass reads both sides: librdkafka in each Spark task (default) or Spark's Kafka source")
+    add("--digest-reader", choices=("jvm", "librdkafka", "spark"), default="jvm",
+        help="how the digest pass reads both sides: the Kafka Java consumer in each Spark task (default), "
+             "librdkafka in each Spark task, or Spark's Kafka source")
     parsed = parser.parse_args(args)
     parsed.window = window_from_args(parsed)
     if not parsed.topics and not parsed.config and parsed.window.kind == "offsets":
@@ -264,8 +269,9 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> tuple[list[dict], dict[st
         return read_kafka(spark, {**DIGEST_FETCH, **target.spark_options(side)}, ranges,
                           DIGEST_RECORDS_PER_SPARK_PARTITION)
 
-    if plan.digest_reader == "librdkafka":  # one librdkafka consumer per Spark task (spark_jobs/check_rdkafka.py)
-        source_rows, windows = windows_with_librdkafka(spark, plan, DIGEST_RECORDS_PER_SPARK_PARTITION)
+    if plan.digest_reader in ("jvm", "librdkafka"):  # one consumer per Spark task, rows per window back
+        reader = windows_on_jvm if plan.digest_reader == "jvm" else windows_with_librdkafka
+        source_rows, windows = reader(spark, plan, DIGEST_RECORDS_PER_SPARK_PARTITION)
         digests = compare_digests(source_rows, windows, plan.topics, plan.topic_map, plan.source_cluster_id,
                                   plan.source_ranges, window, lambda ranges: read("destination", ranges))
     else:

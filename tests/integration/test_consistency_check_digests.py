@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 PER_PARTITION, WINDOW = 2000, 100             # 20 windows per partition
 
 
-@pytest.mark.parametrize("reader", ["librdkafka", "spark"])
+@pytest.mark.parametrize("reader", ["jvm", "librdkafka", "spark"])
 def test_only_the_differing_window_is_compared_record_by_record(stack, topic_name, tmp_path, reader):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("cc-digest")
@@ -36,8 +36,9 @@ def test_only_the_differing_window_is_compared_record_by_record(stack, topic_nam
                     "--digest-reader", reader)
 
     assert run.rc == 1, run.stderr[-3000:]
-    read = [e for e in run.logs() if e.get("msg") == "digest pass read with librdkafka"]
-    assert [e["tasks"] for e in read] == ([2 * PARTITIONS] if reader == "librdkafka" else [])
+    read = [e for e in run.logs() if e.get("msg") in ("digest pass read with librdkafka", "digest pass read on the JVM")]
+    assert [(e["msg"].rsplit(" ", 1)[-1], e["tasks"]) for e in read] == (
+        [] if reader == "spark" else [(reader.replace("jvm", "JVM"), 2 * PARTITIONS)])
     assert run.report["totals"] == {"checked": PARTITIONS * PER_PARTITION, "missing": 1, "duplicated": 0,
                                     "altered": 1, "out_of_order": 1}
     assert run.counts(topic, 0) == zero_counts(PER_PARTITION)
@@ -77,3 +78,4 @@ def test_a_clean_copy_needs_no_record_by_record_pass(stack, topic_name, tmp_path
     assert [run.counts(topic, p) for p in range(PARTITIONS)] == [zero_counts(300)] * PARTITIONS
     assert (run.report["digest"]["windows"], run.report["digest"]["windows_by_digest"]) == (9, 9)
     assert not [e for e in run.logs() if e.get("msg") == "destination read for the exact check"]
+    assert [e["tasks"] for e in run.logs() if e.get("msg") == "digest pass read on the JVM"] == [2 * PARTITIONS]

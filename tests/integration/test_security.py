@@ -8,6 +8,8 @@ password, nor the JAAS line, appears in anything a worker printed.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -16,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mirror_worker.client_config import consumer_settings, settings_from_connection
+from devstack.paths import ROOT
 from tests.catchup_util import run_catchup
 from tests.kafka_util import create_topic, produce, topic_exists
 from tests.secure_kafka import create_scram_user, make_certificates, secure_node
@@ -317,3 +320,16 @@ def test_catchup_copies_and_commits_between_sasl_ssl_clusters_with_passwords_in_
     assert sorted(m.value() for m in copied) == sorted(r["value"] for r in _records(90))
     for secret in (SOURCE_PASSWORD, DEST_PASSWORD):
         assert secret not in result.stdout + result.stderr
+
+    # The consistency check of the same mirror: its JVM digest reader (spark_jobs/check_jvm.py) and its
+    # exact path reach both sides through SASL_SSL with the same settings and secrets.
+    report = tmp_path / "check.json"
+    check = subprocess.run([sys.executable, "spark_jobs/consistency_check.py", "--config", str(spec), "--mirror",
+                            "secured-catchup", "--report", str(report), "--master", "local[2]"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=480)
+    assert check.returncode == 0, check.stderr[-3000:]
+    assert json.loads(report.read_text())["totals"] == {"checked": 90, "missing": 0, "duplicated": 0, "altered": 0,
+                                                        "out_of_order": 0}
+    assert '"msg": "digest pass read on the JVM"' in check.stdout
+    for secret in (SOURCE_PASSWORD, DEST_PASSWORD):
+        assert secret not in check.stdout + check.stderr

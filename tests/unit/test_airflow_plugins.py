@@ -248,12 +248,14 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
     assert op.execute({})["summary"] == f"ok: checked=4 (report {op.report_path})"
     jars = sorted(str(p) for p in (ROOT / ".cache" / "spark" / "jars").glob("*.jar"))
     assert jars, "spark connector jars missing: make setup"
+    assert str(ROOT / ".cache" / "spark" / "jars" / "mirror-check.jar") in jars   # the digest pass's JVM reader
     report = op.report_path
     assert report.parent == tmp_path / "orders" and report.name.startswith("check-") and report.suffix == ".json"
     [(argv, env)] = spark_submit.calls
     outcome = argv[argv.index("--outcome") + 1]
     assert argv == [
         "spark-submit", "--master", "local[2]",
+        "--conf", "spark.driver.extraJavaOptions=-XX:+UseParallelGC",
         "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
         "--jars", ",".join(jars),
         "--driver-memory", "1g", "--name", "consistency_check-orders",

@@ -1,17 +1,20 @@
-"""The digest pass read with librdkafka (spark_jobs/check_rdkafka.py): reading a range, normalising,
-and the aggregates per window of both sides, with in-memory records (no servers)."""
+"""The digest pass's readers with in-memory records (no servers): reading a range with librdkafka and
+normalising (spark_jobs/check_rdkafka.py), and the aggregates per window of both sides, each test run
+against both implementations: librdkafka's Python (check_rdkafka.py) and the JVM's
+(java/check/src/mirror/check/WindowRows.java, through tests/unit/jvm_rows.py)."""
 
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaError
 
+from spark_jobs import check_rdkafka
 from spark_jobs.check_rdkafka import (
-    POSITIONAL, DestinationScope, ProvenanceRule, ReadFailed, destination_window_rows, normalised, read_range,
-    source_window_rows, split_headers,
+    POSITIONAL, DestinationScope, ProvenanceRule, ReadFailed, normalised, read_range, split_headers,
 )
 from spark_jobs.check_rdkafka_spark import ReadTask, plan_tasks
 from tests.unit.fakes import FakeError, FakeMessage
+from tests.unit.jvm_rows import JvmRows
 
 PROV = "mirror.source"
 WINDOW = 4
@@ -103,69 +106,82 @@ def test_headers_keep_their_order_without_any_provenance_header():
     assert split_headers([("b", b""), ("a", b"1")]) == ((("b", b""), ("a", b"1")), None)
 
 
-# ------------------------------------------------------------------ windows
+# ------------------------------------------------------------------ windows, both implementations
 
 
-def test_a_clean_copy_has_the_digests_of_its_source_with_one_constant_shift():
+@pytest.fixture(scope="module")
+def jvm_rows():
+    rows = JvmRows()
+    yield rows
+    rows.close()
+
+
+@pytest.fixture(params=["python", "jvm"])
+def impl(request):
+    """The window rows of one reader: `source_window_rows` and `destination_window_rows`."""
+    return check_rdkafka if request.param == "python" else request.getfixturevalue("jvm_rows")
+
+
+def test_a_clean_copy_has_the_digests_of_its_source_with_one_constant_shift(impl):
     records = [source(o) for o in range(10)]
-    source_rows = source_window_rows([records[:3], records[3:]], 0, 0, WINDOW, None)
-    dest_rows = destination_window_rows([[copy(r, r.offset() + 100) for r in records]], 0, scope())
+    source_rows = impl.source_window_rows([records[:3], records[3:]], 0, 0, WINDOW, None)
+    dest_rows = impl.destination_window_rows([[copy(r, r.offset() + 100) for r in records]], 0, scope())
     assert counts(source_rows) == counts(dest_rows, 4)
     assert [r[2] for r in source_rows] == [0, 1, 2] and [r[3] for r in source_rows] == [4, 4, 2]
     for t, p, w, dp, n, lo, hi, first_do, last_do, first_src, last_src, least, greatest in dest_rows:
         assert least == greatest == -100 and last_src - first_src == last_do - first_do == n - 1
 
 
-def test_schema_ids_and_the_provenance_header_do_not_alter_a_copy():
+def test_schema_ids_and_the_provenance_header_do_not_alter_a_copy(impl):
     record = source(1, value=b"\x00\x00\x00\x00\x05payload")
     mirrored = copy(record, 0, value=b"\x00\x00\x00\x00\x09payload")
-    assert counts(source_window_rows([[record]], 0, 0, WINDOW, None)) == counts(
-        destination_window_rows([[mirrored]], 0, scope()), 4)
+    assert counts(impl.source_window_rows([[record]], 0, 0, WINDOW, None)) == counts(
+        impl.destination_window_rows([[mirrored]], 0, scope()), 4)
 
 
 @pytest.mark.parametrize("change", [
     {"value": b"other"}, {"headers": [("n", b"x")]}, {"headers": [("n", None)]}, {"headers": []},
     {"key": None}, {"key": b"k2"},
 ])
-def test_an_altered_copy_changes_its_window_digest(change):
+def test_an_altered_copy_changes_its_window_digest(change, impl):
     record = source(2)
     altered = FakeMessage("d", 0, 0, **{"key": record.key(), "value": record.value(), **change})
     altered._headers = [*(change.get("headers", record.headers())), (PROV, b"src:c1:s:0:2")]
-    assert counts(source_window_rows([[record]], 0, 0, WINDOW, None)) != counts(
-        destination_window_rows([[altered]], 0, scope()), 4)
+    assert counts(impl.source_window_rows([[record]], 0, 0, WINDOW, None)) != counts(
+        impl.destination_window_rows([[altered]], 0, scope()), 4)
 
 
-def test_a_copy_of_another_offset_with_the_same_content_is_not_the_same_record():
+def test_a_copy_of_another_offset_with_the_same_content_is_not_the_same_record(impl):
     a, b = source(0, value=b"same"), source(1, value=b"same")
-    assert counts(source_window_rows([[a, b]], 0, 0, WINDOW, None)) != counts(
-        destination_window_rows([[copy(a, 0), copy(a, 1)]], 0, scope()), 4)
+    assert counts(impl.source_window_rows([[a, b]], 0, 0, WINDOW, None)) != counts(
+        impl.destination_window_rows([[copy(a, 0), copy(a, 1)]], 0, scope()), 4)
 
 
-def test_records_at_or_after_the_committed_offset_are_counted_beyond_it():
-    rows = source_window_rows([[source(o) for o in range(7)]], 0, 0, WINDOW, 3)
+def test_records_at_or_after_the_committed_offset_are_counted_beyond_it(impl):
+    rows = impl.source_window_rows([[source(o) for o in range(7)]], 0, 0, WINDOW, 3)
     assert [(r[2], r[6]) for r in rows] == [(0, 1), (1, 3)]
 
 
-def test_records_without_usable_provenance_are_positional_in_their_destination_partition():
+def test_records_without_usable_provenance_are_positional_in_their_destination_partition(impl):
     plain = FakeMessage("d", 0, 7, headers=[("n", b"1")])
     other_topic = FakeMessage("d", 0, 8, headers=[(PROV, b"src:c1:other:0:1")])
     other_cluster = FakeMessage("d", 0, 9, headers=[(PROV, b"src:c9:s:0:1")])
     not_a_number = FakeMessage("d", 0, 10, headers=[(PROV, b"src:c1:s:0:+1")])
     too_many_fields = FakeMessage("d", 0, 11, headers=[(PROV, b"a:b:c1:s:0:1")])
-    rows = destination_window_rows([[plain, other_topic, other_cluster, not_a_number, too_many_fields]], 3, scope())
+    rows = impl.destination_window_rows([[plain, other_topic, other_cluster, not_a_number, too_many_fields]], 3, scope())
     assert [(r[1], r[2], r[3], r[4]) for r in rows] == [(3, POSITIONAL, 3, 5)]
 
 
-def test_no_cluster_in_the_header_is_usable_and_copies_outside_the_range_are_left_out():
+def test_no_cluster_in_the_header_is_usable_and_copies_outside_the_range_are_left_out(impl):
     records = [FakeMessage("d", 0, o, headers=[(PROV, b"src::s:0:%d" % src)]) for o, src in enumerate((1, 50, 2))]
-    rows = destination_window_rows([records], 0, scope({0: (0, 10)}))
+    rows = impl.destination_window_rows([records], 0, scope({0: (0, 10)}))
     assert [(r[2], r[4], r[9], r[10]) for r in rows] == [(0, 2, 1, 2)]
 
 
-def test_interleaved_copies_report_the_spread_of_their_shifts():
+def test_interleaved_copies_report_the_spread_of_their_shifts(impl):
     records = [source(o) for o in range(4)]
     dest = [copy(records[0], 0), copy(records[2], 1), copy(records[1], 2), copy(records[3], 3)]
-    (row,) = destination_window_rows([dest], 0, scope())
+    (row,) = impl.destination_window_rows([dest], 0, scope())
     assert row[11:] == (-1, 1)                        # least and greatest shift differ: order unknown
 
 

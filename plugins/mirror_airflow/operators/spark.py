@@ -129,6 +129,14 @@ class ConsistencyCheckOperator(MirrorSparkJob):
         super().__init__(**kwargs)
         self.report_path: Path | None = None
 
+    def prepare(self, context) -> None:
+        from spark_jobs.session import THROUGHPUT_JVM_OPTIONS
+
+        # The driver JVM reads and hashes the records (spark_jobs/check_jvm.py): spark-submit starts it with the
+        # collector the job picks when it starts its own JVM. The DAG's own conf wins.
+        self.conf = {"spark.driver.extraJavaOptions": THROUGHPUT_JVM_OPTIONS, **(self.conf or {})}
+        super().prepare(context)
+
     def job_args(self, context) -> list[str]:
         self.report_path = self.report_file("check")
         return [*super().job_args(context), "--report", str(self.report_path)]

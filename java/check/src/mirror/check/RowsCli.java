@@ -1,0 +1,84 @@
+package mirror.check;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+
+/**
+ * WindowRows without Kafka or Spark, for the unit tests (tests/unit/test_consistency_jvm.py): one JSON
+ * request per stdin line ({"side", the scope, "records": [[offset, key, value, [[name, value], ...]], ...]},
+ * bytes in base64, null as null), one JSON list of rows per stdout line.
+ */
+public final class RowsCli {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private RowsCli() {}
+
+    public static void main(String[] args) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        PrintStream out = new PrintStream(System.out, true, StandardCharsets.UTF_8);
+        for (String line = in.readLine(); line != null; line = in.readLine()) {
+            out.println(JSON.writeValueAsString(rows(JSON.readTree(line))));
+        }
+    }
+
+    static List<long[]> rows(JsonNode request) {
+        long window = request.get("window").asLong();
+        JsonNode records = request.get("records");
+        if (request.get("side").asText().equals("source")) {
+            JsonNode committed = request.get("committed");
+            WindowRows.Source sink = new WindowRows.Source(request.get("t").asLong(), request.get("p").asLong(), window,
+                    committed.isNull() ? Long.MAX_VALUE : committed.asLong());
+            for (JsonNode r : records) {
+                sink.add(r.get(0).asLong(), buffer(r.get(1)), buffer(r.get(2)), headers(r.get(3)));
+            }
+            return sink.rows();
+        }
+        Map<Long, long[]> ranges = new HashMap<>();
+        for (JsonNode range : request.get("ranges")) {
+            ranges.put(range.get(0).asLong(), new long[] {range.get(1).asLong(), range.get(2).asLong()});
+        }
+        JsonNode cluster = request.get("cluster_id");
+        WindowRows.Destination sink = new WindowRows.Destination(request.get("t").asLong(), request.get("dp").asLong(),
+                window, request.get("source_topic").asText(), cluster.isNull() ? null : cluster.asText(), ranges);
+        for (JsonNode r : records) {
+            sink.add(r.get(0).asLong(), buffer(r.get(1)), buffer(r.get(2)), headers(r.get(3)));
+        }
+        return sink.rows();
+    }
+
+    private static ByteBuffer buffer(JsonNode node) {
+        byte[] data = bytes(node);
+        if (data == null) {
+            return null;
+        }
+        // Inside a larger array, as the consumer's buffers are: position and limit must be honoured.
+        byte[] around = new byte[data.length + 6];
+        System.arraycopy(data, 0, around, 3, data.length);
+        return ByteBuffer.wrap(around, 3, data.length);
+    }
+
+    private static byte[] bytes(JsonNode node) {
+        return node == null || node.isNull() ? null : Base64.getDecoder().decode(node.asText());
+    }
+
+    private static RecordHeaders headers(JsonNode node) {
+        RecordHeaders headers = new RecordHeaders();
+        if (node != null && !node.isNull()) {
+            for (JsonNode h : node) {
+                headers.add(h.get(0).asText(), bytes(h.get(1)));
+            }
+        }
+        return headers;
+    }
+}

@@ -1,0 +1,72 @@
+"""The digest pass read on the JVM, Python's side: Spark plans one task per (side, partition, offset range)
+(check_rdkafka_spark.plan_tasks), the JVM tasks read with the Kafka Java consumer and hash the records
+(java/check/src/mirror/check/DigestTasks.java), and only rows per window come back, of the shapes of
+check_rdkafka.SOURCE_WINDOWS and DESTINATION_WINDOWS, compared on the driver (check_digest_rows.py).
+
+Why: the librdkafka reader (check_rdkafka.py) spends about 2 CPU-microseconds of Python per record and
+side, which kept the check under 200K source records per second per core on this machine; the JVM tasks
+hash a record in a fraction of that. The jar is built by `make setup` (scripts/setup.sh) into the Kafka
+connector jars' directory, so every way the check is submitted (spark-submit --jars, the Airflow operator)
+already ships it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from spark_jobs.check_rdkafka_spark import plan_tasks
+
+log = logging.getLogger("spark_jobs.consistency_check")
+
+JAR_HINT = "mirror-check-*.jar (run `make setup`)"
+STALL_TIMEOUT_S = 120
+# The tasks' consumers: assigned, never committing, failing rather than resetting when a range start has
+# gone (retention), in large fetches. The job's own client settings (TLS, SASL) come first.
+READ_SETTINGS = {"enable.auto.commit": "false", "auto.offset.reset": "none", "max.poll.records": "20000",
+                 "max.partition.fetch.bytes": str(4194304), "fetch.max.bytes": str(64 << 20),
+                 "receive.buffer.bytes": str(4 << 20), "client.id": "mirror-consistency-check"}
+
+
+class JvmReaderMissing(RuntimeError):
+    """The digest reader's classes are not on the Spark session's classpath."""
+
+
+def consumer_settings(spark_options: dict[str, str]) -> dict[str, str]:
+    """A task's Java consumer settings from the job's `kafka.`-prefixed Spark options (JobTarget.spark_options:
+    bootstrap, the Java security settings, the isolation level)."""
+    return {**READ_SETTINGS, **{k.removeprefix("kafka."): v for k, v in spark_options.items() if k.startswith("kafka.")}}
+
+
+def settings_json(plan) -> str:
+    """What every task shares, as DigestTasks reads it."""
+    target = plan.target
+    scopes = {destination: {"t": plan.topics.index(source), "source_topic": source,
+                            "cluster_id": plan.source_cluster_id,
+                            "ranges": [[p, start, end] for (t, p), (start, end) in sorted(plan.source_ranges.items())
+                                       if t == source]}
+              for destination, source in plan.topic_map.items() if source in plan.topics}
+    return json.dumps({
+        "consumers": {side: consumer_settings(target.spark_options(side)) for side in ("source", "destination")},
+        "topics": list(plan.topics), "window": plan.digest_window, "stall_timeout_s": STALL_TIMEOUT_S,
+        "committed": {f"{t}:{p}": c for (t, p), c in plan.committed.items()}, "scopes": scopes})
+
+
+def windows_on_jvm(spark, plan, records_per_task: int) -> tuple[list[tuple], list[tuple]]:
+    """(source rows, destination rows) per window of a check_plan.CheckPlan, read and hashed on the JVM."""
+    tasks = plan_tasks(plan.source_ranges, plan.destination_ranges, plan.digest_window, records_per_task)
+    if not tasks:
+        return [], []
+    from py4j.java_gateway import JavaClass
+
+    entry = spark._jvm.mirror.check.DigestTasks
+    if not isinstance(entry, JavaClass):          # py4j answers a JavaPackage for a class it cannot find
+        raise JvmReaderMissing(f"the digest pass's JVM reader is not on Spark's classpath: {JAR_HINT}")
+    spark.sparkContext.setJobDescription(f"digest pass: {len(tasks)} ranges read on the JVM")
+    out = json.loads(entry.run(spark._jsc, json.dumps([[t.side, t.topic, t.partition, t.start, t.end] for t in tasks]),
+                               settings_json(plan)))
+    log.info("digest pass read on the JVM", extra={
+        "tasks": len(tasks), "offsets": sum(t.end - t.start for t in tasks),
+        "task_seconds": round(sum(s for s, _ in out["task"]), 2),
+        "task_cpu_seconds": round(sum(c for _, c in out["task"]), 2)})
+    return [tuple(r) for r in out["source"]], [tuple(r) for r in out["destination"]]
