@@ -4,9 +4,10 @@ At-least-once rests on one rule, kept by `OffsetLedger`: offsets are committed f
 *before* a producer flush that completed with no delivery error. Everything else (backpressure, topic
 discovery, rebalances, shutdown) is arranged around that rule and never commits past it.
 
-`MirrorWorker` wires its parts at start-up and keeps the loop, the hot path (`_mirror`), backpressure,
-the client callbacks and shutdown. The parts, each built from explicit collaborators:
+`MirrorWorker` wires its parts at start-up and keeps the loop, the client callbacks and shutdown. The
+parts, each built from explicit collaborators:
 
+    BatchMirror          hot_path.py           the hot path: a batch's records to their producers, in order
     CommitCycle          worker_commits.py     flush or commit transactions, then commit offsets, offset syncs
     PartitionAssignment  worker_assignment.py  rebalance callbacks, start positions, data loss, rewinds
     TopicManagement      worker_topics.py      discovery, creation, growth, config sync, heartbeats
@@ -36,15 +37,15 @@ from mirror_worker.delivery import RunDelivery
 from mirror_worker.exactly_once import (
     KEEPALIVE_MAX_S, PartitionTransactions, keepalive_interval_s, offsets_retention_ms, positions_group,
 )
-from mirror_worker import wire_format
 from mirror_worker.clients import ClientSettings, fatal_reason
 from mirror_worker.consume import take_available
 from mirror_worker.exceptions import FatalMirrorError
 from mirror_worker.failback import FailbackStart, worker_failback_start
 from mirror_worker.group_offset_sync import worker_group_syncs
+from mirror_worker.hot_path import BatchMirror
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
-from mirror_worker.provenance import PROVENANCE_HEADER, mirrored_headers, parse_provenance, provenance_value
+from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance, provenance_value
 from mirror_worker.routing import Router
 from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
@@ -61,7 +62,7 @@ log = logging.getLogger("mirror_worker")
 
 
 class MirrorWorker:
-    """One worker process: start-up wiring, the main loop and its hot path (`_mirror`), backpressure, shutdown."""
+    """One worker process: start-up wiring, the main loop, the client callbacks, shutdown."""
 
     def __init__(self, config: MirrorConfig, metrics: MirrorMetrics | None = None, clock=time.monotonic,
                  stream_index: int = 0) -> None:
@@ -93,6 +94,7 @@ class MirrorWorker:
         self.commits: CommitCycle
         self.assignment: PartitionAssignment
         self.topics: TopicManagement
+        self.hot_path: BatchMirror
         self.failback: FailbackStart | None = None
 
     @property
@@ -166,6 +168,11 @@ class MirrorWorker:
                                       producers=self._all_producers, fit_batches=self.fit_batches,
                                       acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic),
                                       group_syncs=worker_group_syncs(cfg, self.streams, admin))
+        self.hot_path = BatchMirror(
+            self.router, self.halts, self.backpressure, self.metrics, self._label, max_bytes=self.topics.max_bytes,
+            destination_cluster_id=lambda: self.destination_cluster_id, on_refused_delivery=self._on_refused_delivery,
+            on_consume_error=self._on_consume_error, provenance_headers=cfg.provenance_headers,
+            rewrite_ids=cfg.schema_id_rewrite != "off", skip_origin=cfg.origin_records == "skip")
 
     def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
         group = positions_group(self.config.name, stream.alias)
@@ -251,7 +258,7 @@ class MirrorWorker:
         for stream in self.streams:
             if stream.stash:
                 batch, stream.stash = stream.stash, []
-                self._mirror(stream, batch)
+                self.hot_path.mirror(stream, batch)
                 if stream.stash:  # the producers are full again: nothing newer before these
                     continue
             if not stream.topics:
@@ -262,7 +269,7 @@ class MirrorWorker:
             if batch and stream.rebalances != rebalances:
                 batch = [m for m in batch if m.error() or (m.topic(), m.partition()) in stream.assigned]
             if batch:
-                self._mirror(stream, batch)
+                self.hot_path.mirror(stream, batch)
         for producer in self._all_producers():
             producer.poll(0)
 
@@ -273,160 +280,7 @@ class MirrorWorker:
             self.assignment.rewind(stream, key, reason)
         return outcome.complete
 
-    def _mirror(self, stream: SourceStream, batch: list) -> None:
-        """The hot path: hand every record of `batch` to its producer, in order, per partition.
-
-        A batch holds runs of records of one partition: the route, producer and halt state are looked
-        up once per run, and the ledger and the counts are updated once per run (with the offset of the
-        run's last record handed over), not once per record.
-        """
-        route_of = self.router.route
-        producers = stream.producers
-        handed_over = stream.ledger.handed_over  # called once per run, not per record
-        halted = stream.ledger.halted
-        pending = stream.pending
-        provenance = self.config.provenance_headers
-        max_bytes = self.topics.max_bytes
-        schemas = stream.schemas
-        id_map = schemas.id_headers if schemas is not None and self.config.schema_id_rewrite != "off" else None
-        rewrite, magic, header_size = wire_format.rewrite, wire_format.MAGIC_BYTE, wire_format.HEADER_SIZE
-        frame_keys = frame_values = watch = False
-        refused_delivery = self._on_refused_delivery
-        before = {topic: (c[0], c[1]) for topic, c in pending.items()}
-        no_limit = 1 << 62
-        # queue.size bounds the records in flight across every producer (exactly-once has one per partition).
-        room = self.backpressure.room()
-        # The current run: its partition, and what was handed over of it.
-        topic = partition = None
-        skip = False
-        last = None  # the run's last record handed to the producer
-        records = size_sum = newest = 0
-        try:
-            for msg in batch:
-                err = msg.error()
-                if err is not None:
-                    # Close the run first: error handling may move a partition's position (on_data_loss=reset).
-                    if last is not None:
-                        _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
-                        last = None
-                        records = size_sum = newest = 0
-                    topic = partition = None
-                    self._on_consume_error(stream, msg, err)
-                    continue
-                msg_partition = msg.partition()
-                msg_topic = msg.topic()
-                if msg_partition != partition or msg_topic != topic:
-                    if last is not None:
-                        _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
-                        last = None
-                        records = size_sum = newest = 0
-                    topic, partition = msg_topic, msg_partition
-                    skip = bool(halted) and (topic, partition) in halted
-                    route = route_of(topic, partition)
-                    dest_topic, dest_partition = route.topic, route.partition
-                    produce = producers[route.producer_index].produce
-                    limit = max_bytes.get(dest_topic, no_limit)
-                    on_delivery = RunDelivery(refused_delivery, stream, topic, partition, msg.offset())
-                    if id_map is not None:
-                        frame_keys, frame_values = schemas.fields(topic)
-                        watch = not (frame_keys and frame_values)
-                if skip:
-                    continue
-                key = msg.key()
-                value = msg.value()
-                size = (len(key) if key else 0) + (len(value) if value else 0)
-                headers = msg.headers()
-                timestamp = msg.timestamp()[1]
-                if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
-                    timestamp = 0
-                if provenance or headers:
-                    headers = self._headers(stream, msg, headers, dest_topic)
-                    if headers is False:
-                        skip = (topic, partition) in halted
-                        continue
-                refused = False
-                if size > limit:
-                    refused = True
-                    self.halts.refuse(stream, msg, f"record of {size} bytes exceeds destination {dest_topic} "
-                                                   f"max.message.bytes={limit}")
-                elif id_map is not None:
-                    if watch and ((not frame_keys and wire_format.is_framed(key))
-                                  or (not frame_values and wire_format.is_framed(value))):
-                        frame_keys, frame_values = schemas.recheck_framing(stream, topic, timestamp)
-                        watch = not (frame_keys and frame_values)
-                        skip = (topic, partition) in halted  # a subject found now may conflict
-                        if skip:
-                            continue
-                    try:
-                        if frame_keys and key and key[0] == magic and len(key) >= header_size:
-                            key = rewrite(key, id_map)
-                        if frame_values and value and value[0] == magic and len(value) >= header_size:
-                            value = rewrite(value, id_map)
-                    except KeyError:
-                        rewritten = schemas.new_schema_ids(stream, msg, frame_keys, frame_values)
-                        refused = rewritten is None  # dead-lettered, or its partition (or topic) halted
-                        if not refused:
-                            key, value = rewritten
-                if refused:
-                    skip = (topic, partition) in halted
-                    if skip:
-                        continue
-                else:
-                    if room <= 0:
-                        # queue.size records in flight: the rest of the batch waits, in order, in the stash,
-                        # and the main loop waits for room before it fetches anything newer.
-                        stream.stash[:0] = batch[batch.index(msg):]
-                        break
-                    try:
-                        produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers,
-                                on_delivery=on_delivery)
-                    except BufferError:  # a producer's own queue.buffering.max.messages
-                        stream.stash[:0] = batch[batch.index(msg):]
-                        break
-                    except KafkaException as exc:
-                        self.halts.refuse(stream, msg, exc.args[0].str())
-                        skip = (topic, partition) in halted
-                        if skip:
-                            continue
-                    room -= 1
-                last = msg
-                records += 1
-                size_sum += size
-                if timestamp > newest:
-                    newest = timestamp
-        except BaseException:
-            # The rest of the batch was neither handed over nor stashed, yet the consumer's position counts
-            # it: the commits on the way out must not step over to that position (see CommitCycle).
-            stream.interrupted = True
-            raise
-        finally:
-            # Also when an exception (e.g. SchemaRegistryUnavailable) ends the batch: the position must
-            # cover exactly what was handed over, since exactly-once commits the open transaction with it.
-            if last is not None:
-                _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
-        self.backpressure.note_in_flight()
-        for topic, counts in pending.items():
-            records, size = before.get(topic, (0, 0))
-            if counts[0] > records:
-                labels = {**self._label, "source": stream.alias, "topic": topic}
-                self.metrics.records_consumed.labels(**labels).inc(counts[0] - records)
-                self.metrics.bytes_consumed.labels(**labels).inc(counts[1] - size)
-
-    # ---------------------------------------------------------------- headers, consume errors
-    def _headers(self, stream: SourceStream, msg, headers, destination_topic: str):
-        """Copy headers, check for a cycle, add provenance. False means: the record was refused."""
-        provenance = provenance_value(stream.alias, stream.cluster_id, msg.topic(), msg.partition(), msg.offset()) \
-            if self.config.provenance_headers else None
-        out = mirrored_headers(headers, provenance, self.destination_cluster_id)
-        if type(out) is bytes:
-            if self.config.origin_records == "skip":  # a failback pair: the destination has this record
-                self.metrics.records_skipped.labels(reason="origin", **self._label, source=stream.alias,
-                                                    topic=msg.topic()).inc()
-                return False
-            self.halts.refuse(stream, msg, f"cycle: the record came from the destination cluster ({out.decode()})", force_halt=True)
-            return False
-        return out
-
+    # ---------------------------------------------------------------- consume errors
     def _on_consume_error(self, stream: SourceStream, msg, err: KafkaError) -> None:
         if err.code() == KafkaError._AUTO_OFFSET_RESET and msg.topic() and msg.partition() is not None:
             self.assignment.on_position_reset(stream, msg.topic(), msg.partition(), err.str())
@@ -494,16 +348,3 @@ def _sync_schemas(stream: SourceStream, topics: list[str]) -> None:
     """Before a stream subscribes to new topics: their subjects, when the source syncs schemas."""
     if stream.schemas is not None:
         stream.schemas.sync_topics(stream, topics)
-
-
-def _close_run(handed_over, pending: dict, topic: str, partition: int, last, records: int, size: int,
-               newest: int) -> None:
-    """A run of one partition's records was handed over, up to and including `last`."""
-    handed_over((topic, partition), last.offset())
-    counts = pending.get(topic)
-    if counts is None:
-        counts = pending[topic] = [0, 0, 0]
-    counts[0] += records
-    counts[1] += size
-    if newest > counts[2]:
-        counts[2] = newest

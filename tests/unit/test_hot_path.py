@@ -1,14 +1,24 @@
-"""The hot path (`MirrorWorker._mirror`) driven with in-memory fakes: no server (issue #17 a, c, j)."""
+"""The hot path (`hot_path.BatchMirror`, inside a worker and alone) driven with in-memory fakes: no server
+(issue #17 a, c, j)."""
+
+import time
 
 import pytest
 
+from mirror_worker.backpressure import Backpressure
 from mirror_worker.config import build_mirror_config
 from mirror_worker.delivery import RunDelivery
 from mirror_worker.exceptions import SchemaRegistryUnavailable
+from mirror_worker.hot_path import BatchMirror
+from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.naming import PrefixPolicy
+from mirror_worker.routing import Router
+from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
 from mirror_worker.worker import MirrorWorker
+from mirror_worker.worker_halts import Halts
 from mirror_worker import wire_format
-from tests.unit.fakes import FakeAdmin, FakeDestination, FakeMessage
+from tests.unit.fakes import FakeAdmin, FakeConsumer, FakeDestination, FakeMessage
 
 
 class FakeProducer:
@@ -18,7 +28,7 @@ class FakeProducer:
         self.queue = []
 
     def produce(self, topic, value, key, partition, timestamp=0, headers=None, on_delivery=None):
-        self.queue.append((topic, partition, value, on_delivery))
+        self.queue.append((topic, partition, value, on_delivery, headers))
 
     def __len__(self):
         return len(self.queue)
@@ -66,7 +76,7 @@ def test_a_batch_ended_by_an_exception_still_advances_the_position_over_what_was
     framed_unknown = wire_format.header(77) + b"payload"
     batch = [FakeMessage("t", 0, o, value=b"plain") for o in range(10, 15)] + [FakeMessage("t", 0, 15, value=framed_unknown)]
     with pytest.raises(SchemaRegistryUnavailable):
-        worker._mirror(stream, batch)
+        worker.hot_path.mirror(stream, batch)
     # 10..14 are in the producer (exactly-once: in the open transaction); the position says so.
     assert len(producer) == 5
     assert stream.ledger.next_offsets == {("t", 0): 15}
@@ -77,14 +87,14 @@ def test_queue_size_bounds_records_in_flight_across_all_producers():
     producers = {("t", p): FakeProducer() for p in range(4)}
     stream = _stream(worker, producers)
     batch = [FakeMessage("t", p, o, value=b"v") for p in range(4) for o in range(6)]  # 24 records, 6 per partition
-    worker._mirror(stream, batch)
+    worker.hot_path.mirror(stream, batch)
     assert sum(len(p) for p in producers.values()) == 10
     assert stream.stash == batch[10:]  # the rest waits, in order
     assert stream.ledger.next_offsets == {("t", 0): 6, ("t", 1): 4}
     for producer in producers.values():  # delivered: room again
         producer.queue.clear()
     batch, stream.stash = stream.stash, []
-    worker._mirror(stream, batch)
+    worker.hot_path.mirror(stream, batch)
     assert sum(len(p) for p in producers.values()) == 10
     assert stream.ledger.next_offsets == {("t", 0): 6, ("t", 1): 6, ("t", 2): 6, ("t", 3): 2}
 
@@ -95,8 +105,40 @@ def test_each_run_carries_the_delivery_callback_of_its_source_partition():
     worker.producers.append(producer)
     stream = _stream(worker, worker.producers)
     batch = [FakeMessage("t", 1, o, value=b"v") for o in (40, 41)] + [FakeMessage("t", 2, o, value=b"v") for o in (7, 8)]
-    worker._mirror(stream, batch)
+    worker.hot_path.mirror(stream, batch)
     runs = [q[3] for q in producer.queue]
     assert all(isinstance(r, RunDelivery) for r in runs)
     assert runs[0] is runs[1] and runs[2] is runs[3]  # one per run, not per record
     assert [(r.topic, r.partition, r.first_offset) for r in (runs[0], runs[2])] == [("t", 1, 40), ("t", 2, 7)]
+
+
+def test_the_hot_path_alone_routes_adds_provenance_and_halts_a_record_over_the_destination_limit():
+    """BatchMirror built from its collaborators only (no MirrorWorker)."""
+    metrics, label, refused, consume_errors = MirrorMetrics("m"), {"mirror": "m"}, [], []
+    router = Router(PrefixPolicy("dc1."), preserve_partitions=True, preserve_order=False)
+    router.set_destination_partitions("t", 8)
+    producer = FakeProducer()
+    consumer = FakeConsumer()
+    stream = SourceStream("src", consumer=consumer, cluster_id="c1", same_cluster_as_destination=False,
+                          producers=[producer])
+    state = RunState(5.0, time.monotonic)
+    halts = Halts(metrics, label, None, lambda topic, partition: 0)
+    backpressure = Backpressure([stream], lambda: [producer], 100, 10, metrics, label, state, time.monotonic)
+    hot_path = BatchMirror(router, halts, backpressure, metrics, label, max_bytes={"dc1.t": 50},
+                           destination_cluster_id=lambda: "dst",
+                           on_refused_delivery=lambda *args: refused.append(args),
+                           on_consume_error=lambda *args: consume_errors.append(args), provenance_headers=True)
+    batch = [FakeMessage("t", 3, 10, value=b"a", headers=[("h", b"1")]), FakeMessage("t", 3, 11, value=b"x" * 100),
+             FakeMessage("t", 3, 12, value=b"b"), FakeMessage("t", 4, 0, value=b"c")]
+
+    hot_path.mirror(stream, batch)
+
+    assert [(topic, partition, value, headers) for topic, partition, value, _, headers in producer.queue] == [
+        ("dc1.t", 3, b"a", [("h", b"1"), ("mirror.source", b"src:c1:t:3:10")]),
+        ("dc1.t", 4, b"c", [("mirror.source", b"src:c1:t:4:0")]),
+    ]
+    assert stream.ledger.halted[("t", 3)].offset == 11            # over max.message.bytes: halted there
+    assert consumer.paused == {("t", 3)}
+    assert stream.ledger.next_offsets == {("t", 3): 11, ("t", 4): 1}
+    assert stream.pending["t"][:2] == [2, 4]                        # records, key and value bytes handed over
+    assert not refused and not consume_errors

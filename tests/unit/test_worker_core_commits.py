@@ -25,9 +25,9 @@ def test_nothing_is_committed_before_the_producer_confirmed_it():
 def test_a_checkpoint_covers_only_what_was_handed_over_before_the_flush():
     worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(8))}, queue_size=20)
     assign(worker, stream, TP)
-    worker._mirror(stream, consumer.consume(3))
+    worker.hot_path.mirror(stream, consumer.consume(3))
     checkpoint = stream.ledger.checkpoint()
-    worker._mirror(stream, consumer.consume(5))  # after the checkpoint: not covered by its flush
+    worker.hot_path.mirror(stream, consumer.consume(5))  # after the checkpoint: not covered by its flush
     assert stream.ledger.committable(checkpoint) == {TP: 3}
 
 
@@ -110,6 +110,6 @@ def test_a_batch_ended_by_an_exception_never_lets_a_commit_step_over_what_it_did
 
         target.produce = fail_at_3
     with pytest.raises(RuntimeError):
-        worker._mirror(stream, batch)
+        worker.hot_path.mirror(stream, batch)
     assert worker.checkpoint_and_commit() is True
     assert stream.ledger.committed[TP] == 3

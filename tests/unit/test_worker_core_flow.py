@@ -29,7 +29,7 @@ def test_a_long_wait_for_room_pauses_the_consumers_then_resumes_them():
     worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(16))}, capacity=12, queue_size=10)
     assign(worker, stream, TP)
     producer.stalled = True
-    worker._mirror(stream, consumer.consume(14))  # queue.size 10 fit, 10..13 stashed; 14..15 still in the consumer
+    worker.hot_path.mirror(stream, consumer.consume(14))  # queue.size 10 fit, 10..13 stashed; 14..15 still in the consumer
     polls = 0
 
     def poll_then_come_back(timeout=None):

@@ -25,7 +25,7 @@ def test_revoke_commits_only_the_revoked_partitions_then_forgets_them():
 def test_lost_partitions_commit_nothing_and_drop_their_stash():
     worker, stream, consumer, producer = _two_partitions(capacity=2)
     assign(worker, stream, P0, P1)
-    worker._mirror(stream, consumer.consume(7))  # the queue takes 2: the rest waits in the stash
+    worker.hot_path.mirror(stream, consumer.consume(7))  # the queue takes 2: the rest waits in the stash
     assert {(m.topic(), m.partition()) for m in stream.stash} == {P0, P1}
     worker.assignment.on_lost(stream, [TopicPartition(*P0)])
     assert consumer.commits == []
