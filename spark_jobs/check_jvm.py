@@ -19,7 +19,7 @@ from spark_jobs.check_rdkafka_spark import plan_tasks
 
 log = logging.getLogger("spark_jobs.consistency_check")
 
-JAR_HINT = "mirror-check-*.jar (run `make setup`)"
+JAR_HINT = "mirror-check.jar is missing beside the Kafka connector jars (run `make setup`)"
 STALL_TIMEOUT_S = 120
 # The tasks' consumers: assigned, never committing, failing rather than resetting when a range start has
 # gone (retention), in large fetches. The job's own client settings (TLS, SASL) come first.
@@ -54,14 +54,14 @@ def settings_json(plan) -> str:
 
 def windows_on_jvm(spark, plan, records_per_task: int) -> tuple[list[tuple], list[tuple]]:
     """(source rows, destination rows) per window of a check_plan.CheckPlan, read and hashed on the JVM."""
-    tasks = plan_tasks(plan.source_ranges, plan.destination_ranges, plan.digest_window, records_per_task)
-    if not tasks:
-        return [], []
     from py4j.java_gateway import JavaClass
 
     entry = spark._jvm.mirror.check.DigestTasks
     if not isinstance(entry, JavaClass):          # py4j answers a JavaPackage for a class it cannot find
         raise JvmReaderMissing(f"the digest pass's JVM reader is not on Spark's classpath: {JAR_HINT}")
+    tasks = plan_tasks(plan.source_ranges, plan.destination_ranges, plan.digest_window, records_per_task)
+    if not tasks:
+        return [], []
     spark.sparkContext.setJobDescription(f"digest pass: {len(tasks)} ranges read on the JVM")
     out = json.loads(entry.run(spark._jsc, json.dumps([[t.side, t.topic, t.partition, t.start, t.end] for t in tasks]),
                                settings_json(plan)))

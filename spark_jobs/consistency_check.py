@@ -91,7 +91,7 @@ from spark_jobs.check_digests import (
     DIGEST_WINDOW, PartitionDigest, compare_digests, destination_spans, digest_pass, digest_summary, recheck_spans,
 )
 from spark_jobs.check_rdkafka import ReadFailed
-from spark_jobs.check_jvm import windows_on_jvm
+from spark_jobs.check_jvm import JvmReaderMissing, windows_on_jvm
 from spark_jobs.check_rdkafka_spark import windows_with_librdkafka
 from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's exact path)
     KINDS, MAPPED_COLUMNS, MAX_EXAMPLES, PARTITION_FIELDS, compare, fingerprint, map_by_position, map_to_source,
@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
                                                "seconds": round(time.monotonic() - started, 2)})
         report = check_topics(spark, plan)
         html = write_report(report, plan.report)
-    except (PySparkException, Py4JError, OSError, ReadFailed) as exc:
+    except (PySparkException, Py4JError, OSError, ReadFailed, JvmReaderMissing) as exc:
         log.exception("check failed")
         print(f"{PROG}: check failed: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 3

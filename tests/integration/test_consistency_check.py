@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from devstack.paths import ROOT
 from mirror_worker.worker import PROVENANCE_HEADER, provenance_value
+from spark_jobs.session import kafka_connector_jars
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import by_partition, read_topic
 
@@ -321,3 +322,22 @@ def test_unreachable_cluster_exits_2_within_the_metadata_timeout(stack, existing
     assert run.stderr.startswith("consistency_check: source cluster unreachable at 127.0.0.1:1 within 8s: ")
     assert run.stderr.count("\n") == 1 and run.stderr.endswith("\n")
     assert run.report is None and run.seconds < 30
+
+
+def test_a_missing_jvm_digest_reader_exits_3_with_one_line_naming_make_setup(stack, existing, tmp_path, monkeypatch):
+    """The connector jars without mirror-check.jar (a setup that did not build it): the check cannot complete,
+    says why in one line, and is not mistaken for an inconsistent mirror (exit 1)."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for jar in kafka_connector_jars():
+        if not jar.endswith("mirror-check.jar"):
+            (jars / Path(jar).name).symlink_to(jar)
+    monkeypatch.setenv("SPARK_KAFKA_JARS", str(jars))
+    run = run_check(stack, tmp_path, "--topics", existing[0], "--prefix", "dc1.", "--master", "local[1]")
+    assert run.rc == 3, run.stderr[-2000:]
+    # Spark's JVM writes its own start-up lines to stderr first; the check's verdict is its one line.
+    assert [line for line in run.stderr.splitlines() if line.startswith("consistency_check")] == [
+        "consistency_check: check failed: the digest pass's JVM reader is not on Spark's classpath: "
+        "mirror-check.jar is missing beside the Kafka connector jars (run `make setup`)"]
+    assert run.stderr.endswith("(run `make setup`)\n")
+    assert run.report is None
