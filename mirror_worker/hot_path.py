@@ -34,7 +34,7 @@ class BatchMirror:
         self.backpressure = backpressure
         self.metrics = metrics
         self._label = label
-        self.max_bytes = max_bytes                        # destination topic -> max.message.bytes, kept current by TopicManagement
+        self.max_bytes = max_bytes                        # destination topic -> max.message.bytes (TopicManagement updates it)
         self.destination_cluster_id = destination_cluster_id
         self.on_refused_delivery = on_refused_delivery    # (RunDelivery, err, msg): the destination refused a record
         self.on_consume_error = on_consume_error          # (stream, msg, err)

@@ -24,7 +24,7 @@ STALL_TIMEOUT_S = 120
 # The tasks' consumers: assigned, never committing, failing rather than resetting when a range start has
 # gone (retention), in large fetches. The job's own client settings (TLS, SASL) come first.
 READ_SETTINGS = {"enable.auto.commit": "false", "auto.offset.reset": "none", "max.poll.records": "20000",
-                 "max.partition.fetch.bytes": str(4194304), "fetch.max.bytes": str(64 << 20),
+                 "max.partition.fetch.bytes": str(4 << 20), "fetch.max.bytes": str(64 << 20),
                  "receive.buffer.bytes": str(4 << 20), "client.id": "mirror-consistency-check"}
 
 

@@ -90,8 +90,8 @@ from spark_jobs.check_compacted import compare_latest
 from spark_jobs.check_digests import (
     DIGEST_WINDOW, PartitionDigest, compare_digests, destination_spans, digest_pass, digest_summary, recheck_spans,
 )
-from spark_jobs.check_rdkafka import ReadFailed
 from spark_jobs.check_jvm import JvmReaderMissing, windows_on_jvm
+from spark_jobs.check_rdkafka import ReadFailed
 from spark_jobs.check_rdkafka_spark import windows_with_librdkafka
 from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's exact path)
     KINDS, MAPPED_COLUMNS, MAX_EXAMPLES, PARTITION_FIELDS, compare, fingerprint, map_by_position, map_to_source,
