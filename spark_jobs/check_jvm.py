@@ -15,45 +15,50 @@ from __future__ import annotations
 import json
 import logging
 
-from spark_jobs.check_rdkafka_spark import plan_tasks
+from spark_jobs.check_rdkafka import DestinationScope
+from spark_jobs.check_rdkafka_spark import plan_tasks, scopes_for
 
 log = logging.getLogger("spark_jobs.consistency_check")
 
 JAR_HINT = "mirror-check.jar is missing beside the Kafka connector jars (run `make setup`)"
 STALL_TIMEOUT_S = 120
 # The tasks' consumers: assigned, never committing, failing rather than resetting when a range start has
-# gone (retention), in large fetches. The job's own client settings (TLS, SASL) come first.
+# gone (retention). Fetch sizes and the job's own client settings (TLS, SASL) come on top.
 READ_SETTINGS = {"enable.auto.commit": "false", "auto.offset.reset": "none", "max.poll.records": "20000",
-                 "max.partition.fetch.bytes": str(4 << 20), "fetch.max.bytes": str(64 << 20),
-                 "receive.buffer.bytes": str(4 << 20), "client.id": "mirror-consistency-check"}
+                 "client.id": "mirror-consistency-check"}
 
 
 class JvmReaderMissing(RuntimeError):
     """The digest reader's classes are not on the Spark session's classpath."""
 
 
-def consumer_settings(spark_options: dict[str, str]) -> dict[str, str]:
-    """A task's Java consumer settings from the job's `kafka.`-prefixed Spark options (JobTarget.spark_options:
-    bootstrap, the Java security settings, the isolation level)."""
+def java_consumer_settings(spark_options: dict[str, str]) -> dict[str, str]:
+    """A task's Java consumer settings from `kafka.`-prefixed Spark options: the ones the Spark reader of the
+    same pass gets (fetch sizes, then JobTarget.spark_options: bootstrap, Java security settings, isolation)."""
     return {**READ_SETTINGS, **{k.removeprefix("kafka."): v for k, v in spark_options.items() if k.startswith("kafka.")}}
 
 
-def settings_json(plan) -> str:
-    """What every task shares, as DigestTasks reads it."""
+def scope_json(scope: DestinationScope) -> dict:
+    """A destination topic's scope (check_rdkafka_spark.scopes_for) as DigestTasks.destination reads it."""
+    return {"t": scope.t, "source_topic": scope.rule.source_topic, "cluster_id": scope.rule.source_cluster_id,
+            "ranges": [[p, start, end] for p, (start, end) in sorted(scope.ranges.items())]}
+
+
+def settings_json(plan, fetch: dict[str, str]) -> str:
+    """What every task shares, as DigestTasks reads it; `fetch`: `kafka.`-prefixed fetch sizes."""
     target = plan.target
-    scopes = {destination: {"t": plan.topics.index(source), "source_topic": source,
-                            "cluster_id": plan.source_cluster_id,
-                            "ranges": [[p, start, end] for (t, p), (start, end) in sorted(plan.source_ranges.items())
-                                       if t == source]}
-              for destination, source in plan.topic_map.items() if source in plan.topics}
+    scopes = scopes_for(plan.topics, plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.digest_window)
     return json.dumps({
-        "consumers": {side: consumer_settings(target.spark_options(side)) for side in ("source", "destination")},
+        "consumers": {side: java_consumer_settings({**fetch, **target.spark_options(side)})
+                      for side in ("source", "destination")},
         "topics": list(plan.topics), "window": plan.digest_window, "stall_timeout_s": STALL_TIMEOUT_S,
-        "committed": {f"{t}:{p}": c for (t, p), c in plan.committed.items()}, "scopes": scopes})
+        "committed": {f"{t}:{p}": c for (t, p), c in plan.committed.items()},
+        "scopes": {topic: scope_json(scope) for topic, scope in scopes.items()}})
 
 
-def windows_on_jvm(spark, plan, records_per_task: int) -> tuple[list[tuple], list[tuple]]:
-    """(source rows, destination rows) per window of a check_plan.CheckPlan, read and hashed on the JVM."""
+def windows_on_jvm(spark, plan, records_per_task: int, fetch: dict[str, str]) -> tuple[list[tuple], list[tuple]]:
+    """(source rows, destination rows) per window of a check_plan.CheckPlan, read and hashed on the JVM, the
+    consumers fetching as `fetch` says (the `kafka.`-prefixed options the pass gives Spark's reader)."""
     from py4j.java_gateway import JavaClass
 
     entry = spark._jvm.mirror.check.DigestTasks
@@ -64,7 +69,7 @@ def windows_on_jvm(spark, plan, records_per_task: int) -> tuple[list[tuple], lis
         return [], []
     spark.sparkContext.setJobDescription(f"digest pass: {len(tasks)} ranges read on the JVM")
     out = json.loads(entry.run(spark._jsc, json.dumps([[t.side, t.topic, t.partition, t.start, t.end] for t in tasks]),
-                               settings_json(plan)))
+                               settings_json(plan, fetch)))
     log.info("digest pass read on the JVM", extra={
         "tasks": len(tasks), "offsets": sum(t.end - t.start for t in tasks),
         "task_seconds": round(sum(s for s, _ in out["task"]), 2),

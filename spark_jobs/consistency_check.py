@@ -108,7 +108,8 @@ from spark_jobs.session import THROUGHPUT_JVM_OPTIONS, create_session
 PROG = "consistency_check"
 MAX_RECORDS_PER_SPARK_PARTITION = 50_000        # the exact path (sorts and joins)
 DIGEST_RECORDS_PER_SPARK_PARTITION = 1_000_000   # the digest pass streams: fewer, longer tasks
-# Larger fetches for the digest pass's long sequential reads (the mirror's client settings still win).
+# Larger fetches for the digest pass's long sequential reads, Spark's reader and the JVM reader alike (the
+# mirror's client settings still win).
 DIGEST_FETCH = {"kafka.max.partition.fetch.bytes": str(8 << 20), "kafka.fetch.max.bytes": str(64 << 20),
                 "kafka.receive.buffer.bytes": str(4 << 20)}
 
@@ -270,8 +271,10 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> tuple[list[dict], dict[st
                           DIGEST_RECORDS_PER_SPARK_PARTITION)
 
     if plan.digest_reader in ("jvm", "librdkafka"):  # one consumer per Spark task, rows per window back
-        reader = windows_on_jvm if plan.digest_reader == "jvm" else windows_with_librdkafka
-        source_rows, windows = reader(spark, plan, DIGEST_RECORDS_PER_SPARK_PARTITION)
+        if plan.digest_reader == "jvm":
+            source_rows, windows = windows_on_jvm(spark, plan, DIGEST_RECORDS_PER_SPARK_PARTITION, DIGEST_FETCH)
+        else:
+            source_rows, windows = windows_with_librdkafka(spark, plan, DIGEST_RECORDS_PER_SPARK_PARTITION)
         digests = compare_digests(source_rows, windows, plan.topics, plan.topic_map, plan.source_cluster_id,
                                   plan.source_ranges, window, lambda ranges: read("destination", ranges))
     else:

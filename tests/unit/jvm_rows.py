@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyspark
 
+from spark_jobs.check_jvm import scope_json
 from spark_jobs.session import kafka_connector_jars
 
 
@@ -44,9 +45,8 @@ class JvmRows:
                           "records": _records(batches)})
 
     def destination_window_rows(self, batches, dp: int, scope) -> list[tuple]:
-        return self._ask({"side": "destination", "t": scope.t, "dp": dp, "window": scope.window,
-                          "source_topic": scope.rule.source_topic, "cluster_id": scope.rule.source_cluster_id,
-                          "ranges": [[p, s, e] for p, (s, e) in scope.ranges.items()], "records": _records(batches)})
+        return self._ask({"side": "destination", "dp": dp, "window": scope.window, "scope": scope_json(scope),
+                          "records": _records(batches)})
 
     def close(self) -> None:
         self.process.stdin.close()

@@ -85,30 +85,12 @@ public final class DigestTasks {
         String side = task.get(0).asText(), topic = task.get(1).asText();
         int partition = task.get(2).asInt();
         long start = task.get(3).asLong(), end = task.get(4).asLong();
-        long window = config.get("window").asLong();
-        List<long[]> rows;
         Properties props = new Properties();
         config.get("consumers").get(side).properties().forEach(e -> props.put(e.getKey(), e.getValue().asText()));
-        if (side.equals("source")) {
-            JsonNode committed = config.get("committed").get(topic + ":" + partition);
-            WindowRows.Source sink = new WindowRows.Source(indexOf(config.get("topics"), topic), partition, window,
-                    committed == null || committed.isNull() ? Long.MAX_VALUE : committed.asLong());
-            read(props, topic, partition, start, end, config.get("stall_timeout_s").asLong(),
-                 r -> sink.add(r.offset(), r.key(), r.value(), r.headers()));
-            rows = sink.rows();
-        } else {
-            JsonNode scope = config.get("scopes").get(topic);
-            Map<Long, long[]> ranges = new HashMap<>();
-            for (JsonNode range : scope.get("ranges")) {
-                ranges.put(range.get(0).asLong(), new long[] {range.get(1).asLong(), range.get(2).asLong()});
-            }
-            JsonNode cluster = scope.get("cluster_id");
-            WindowRows.Destination sink = new WindowRows.Destination(scope.get("t").asLong(), partition, window,
-                    scope.get("source_topic").asText(), cluster == null || cluster.isNull() ? null : cluster.asText(), ranges);
-            read(props, topic, partition, start, end, config.get("stall_timeout_s").asLong(),
-                 r -> sink.add(r.offset(), r.key(), r.value(), r.headers()));
-            rows = sink.rows();
-        }
+        WindowRows.Sink sink = sink(side, topic, partition, config);
+        read(props, topic, partition, start, end, config.get("stall_timeout_s").asLong(),
+             r -> sink.add(r.offset(), r.key(), r.value(), r.headers()));
+        List<long[]> rows = sink.rows();
         ObjectNode result = JSON.createObjectNode();
         result.put("side", side);
         ArrayNode array = result.putArray("rows");
@@ -120,6 +102,28 @@ public final class DigestTasks {
         }
         result.putArray("task").add((System.nanoTime() - started) / 1e9).add((threads.getCurrentThreadCpuTime() - cpu) / 1e9);
         return JSON.writeValueAsString(result);
+    }
+
+    /** The rows of one side's partition, from the pass's settings (the same JSON shapes as RowsCli's requests). */
+    static WindowRows.Sink sink(String side, String topic, int partition, JsonNode config) {
+        long window = config.get("window").asLong();
+        if (side.equals("source")) {
+            JsonNode committed = config.get("committed").get(topic + ":" + partition);
+            return new WindowRows.Source(indexOf(config.get("topics"), topic), partition, window,
+                    committed == null || committed.isNull() ? Long.MAX_VALUE : committed.asLong());
+        }
+        return destination(config.get("scopes").get(topic), partition, window);
+    }
+
+    /** A destination partition's rows for `scope` ({"t", "source_topic", "cluster_id", "ranges": [[p, from, to]]}). */
+    static WindowRows.Destination destination(JsonNode scope, long partition, long window) {
+        Map<Long, long[]> ranges = new HashMap<>();
+        for (JsonNode range : scope.get("ranges")) {
+            ranges.put(range.get(0).asLong(), new long[] {range.get(1).asLong(), range.get(2).asLong()});
+        }
+        JsonNode cluster = scope.get("cluster_id");
+        return new WindowRows.Destination(scope.get("t").asLong(), partition, window, scope.get("source_topic").asText(),
+                cluster == null || cluster.isNull() ? null : cluster.asText(), ranges);
     }
 
     interface RecordSink {

@@ -6,9 +6,7 @@ import java.io.PrintStream;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.Base64;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -34,24 +32,15 @@ public final class RowsCli {
 
     static List<long[]> rows(JsonNode request) {
         long window = request.get("window").asLong();
-        JsonNode records = request.get("records");
+        WindowRows.Sink sink;
         if (request.get("side").asText().equals("source")) {
             JsonNode committed = request.get("committed");
-            WindowRows.Source sink = new WindowRows.Source(request.get("t").asLong(), request.get("p").asLong(), window,
+            sink = new WindowRows.Source(request.get("t").asLong(), request.get("p").asLong(), window,
                     committed.isNull() ? Long.MAX_VALUE : committed.asLong());
-            for (JsonNode r : records) {
-                sink.add(r.get(0).asLong(), buffer(r.get(1)), buffer(r.get(2)), headers(r.get(3)));
-            }
-            return sink.rows();
+        } else {
+            sink = DigestTasks.destination(request.get("scope"), request.get("dp").asLong(), window);
         }
-        Map<Long, long[]> ranges = new HashMap<>();
-        for (JsonNode range : request.get("ranges")) {
-            ranges.put(range.get(0).asLong(), new long[] {range.get(1).asLong(), range.get(2).asLong()});
-        }
-        JsonNode cluster = request.get("cluster_id");
-        WindowRows.Destination sink = new WindowRows.Destination(request.get("t").asLong(), request.get("dp").asLong(),
-                window, request.get("source_topic").asText(), cluster.isNull() ? null : cluster.asText(), ranges);
-        for (JsonNode r : records) {
+        for (JsonNode r : request.get("records")) {
             sink.add(r.get(0).asLong(), buffer(r.get(1)), buffer(r.get(2)), headers(r.get(3)));
         }
         return sink.rows();

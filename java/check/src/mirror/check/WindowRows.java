@@ -24,8 +24,15 @@ final class WindowRows {
 
     private WindowRows() {}
 
+    /** One partition's records in, its rows per window out. */
+    interface Sink {
+        void add(long offset, ByteBuffer key, ByteBuffer value, Headers headers);
+
+        List<long[]> rows();
+    }
+
     /** One source partition: (t, p, w, n, lo, hi = 0, beyond the mirror's committed offset). */
-    static final class Source {
+    static final class Source implements Sink {
         private final long t, p, window, committed;
         private final TreeMap<Long, long[]> rows = new TreeMap<>();
         private long w = -1, n, total, beyond, windowEnd = -1;
@@ -34,7 +41,8 @@ final class WindowRows {
             this.t = t; this.p = p; this.window = window; this.committed = committed;
         }
 
-        void add(long offset, ByteBuffer key, ByteBuffer value, Headers headers) {
+        @Override
+        public void add(long offset, ByteBuffer key, ByteBuffer value, Headers headers) {
             if (offset >= windowEnd) {
                 flush();
                 w = offset / window;
@@ -63,7 +71,8 @@ final class WindowRows {
             n = total = beyond = 0;
         }
 
-        List<long[]> rows() {
+        @Override
+        public List<long[]> rows() {
             flush();
             List<long[]> out = new ArrayList<>();
             for (Map.Entry<Long, long[]> e : rows.entrySet()) {
@@ -81,7 +90,7 @@ final class WindowRows {
      * outside the checked ranges are left out. Consecutive copies of one (partition, window) are summed as a
      * run (a mirror copies a partition in order), merged into the rows when the run ends.
      */
-    static final class Destination {
+    static final class Destination implements Sink {
         private final long t, dp, window;
         private final byte[] sourceTopic, clusterId;              // clusterId null: any cluster
         private final Map<Long, long[]> ranges;                   // source partition -> {from, to}
@@ -103,7 +112,8 @@ final class WindowRows {
             return c != 0 ? c : Long.compare(a.get(1), b.get(1));
         }
 
-        void add(long offset, ByteBuffer key, ByteBuffer value, Headers headers) {
+        @Override
+        public void add(long offset, ByteBuffer key, ByteBuffer value, Headers headers) {
             byte[] provenance = null;
             int others = 0;
             for (Header header : headers) {
@@ -195,7 +205,8 @@ final class WindowRows {
             inRun = false;
         }
 
-        List<long[]> rows() {
+        @Override
+        public List<long[]> rows() {
             flush();
             List<long[]> out = new ArrayList<>();
             for (Map.Entry<List<Long>, long[]> e : groups.entrySet()) {
