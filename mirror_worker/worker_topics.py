@@ -108,7 +108,11 @@ class TopicManagement:
         topics = outgrown_topics(keys, stream.topics)
         if not topics:
             return
-        visible = describe_topics(stream.consumer)
+        # Called from the consumer's on_assign, i.e. inside its consume(): never a metadata request on that
+        # consumer. Its end clears confluent-kafka's call state for the consumer, and the next callback that
+        # consume() serves (a log line, an error) then aborts the process. The stream's admin client is
+        # another handle (tests/integration/test_partition_growth.py).
+        visible = describe_topics(stream.admin)
         grown = {t: visible[t] for t in topics if t in visible}
         if grown:
             self._follow_sources(stream, grown)

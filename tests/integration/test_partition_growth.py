@@ -62,3 +62,38 @@ def test_new_source_partitions_reach_the_new_destination_partitions(stack, topic
         assert worker.terminate() == 0, worker.stderr[-2000:]
     finally:
         worker.stop_quietly()
+
+
+def test_growth_met_in_a_rebalance_with_librdkafka_logging_keeps_the_worker_running(stack, topic_name, tmp_path):
+    """The worker follows partitions it is assigned beyond what it knows of their topic from inside the
+    consumer's on_assign. It used to look the topic up with a metadata request on that same consumer: the
+    request's end clears confluent-kafka's per-client call state, so the next callback served by the same
+    consume() (a log line, an error, statistics) aborted the process (`CallState_get: Assertion cs != NULL`,
+    exit -6). Seen once in a full run on a busy machine; librdkafka's debug logs, served as callbacks, make
+    it happen every time. The worker's own refresh is slow here, so the rebalance is where growth is met."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("grow-cb")
+    create_topic(src, topic, partitions=2)
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, "grow", topic, prefix="cb.",
+                             source_kafka={"debug": "cgrp,topic", "topic.metadata.refresh.interval.ms": "1000"},
+                             **{"preserve-partitions": "true", "topic-refresh-interval-s": 600, "commit-interval-s": 1})
+    remote = f"cb.{topic}"
+    produce(src, topic, _records("before", range(2), 10))
+    worker = WorkerProcess(["--config", str(spec), "--mirror", "grow"], tmp_path)
+    try:
+        worker.wait_started()
+        assert len(wait_for_count(dst, remote, 20, timeout=60)) == 20
+        grow_partitions(src, topic, 4)
+        produce(src, topic, _records("after", range(4), 10))
+        deadline = time.monotonic() + WINDOW_S
+        while len(read_topic(dst, remote)) < 60 and worker.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(1)
+        assert worker.proc.poll() is None, worker.stderr[-2000:]
+        assert any(e.get("msg") == "partitions assigned" and f"{topic}[3]" in str(e.get("partitions"))
+                   for e in worker.logs()), "the grown partitions were not assigned in a rebalance"
+        source, destination = by_partition(read_topic(src, topic)), by_partition(read_topic(dst, remote))
+        assert {p: [m.value() for m in destination[p]] for p in range(4)} == \
+               {p: [m.value() for m in source[p]] for p in range(4)}
+        assert worker.terminate() == 0, worker.stderr[-2000:]
+    finally:
+        worker.stop_quietly()
