@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_ARGS ?=
+# Test processes sharing one stack (tests/conftest.py): most integration tests wait rather than compute.
+TEST_WORKERS ?= 3
 
 .PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker bench clean
 
@@ -14,7 +16,7 @@ run: setup
 	@$(PY) -m devstack.demo
 
 test: setup
-	@$(PY) -m pytest $(PYTEST_ARGS)
+	@$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 test-unit: setup
 	@$(PY) -m pytest tests/unit $(PYTEST_ARGS)

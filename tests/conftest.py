@@ -2,23 +2,144 @@
 
 If a stack is already running (`make stack-up`, or DEVSTACK_ROOT pointing at one), the suite uses it
 and leaves it running; otherwise it starts its own under a temporary directory and stops it at the end.
+
+`make test` runs the suite in a few processes (pytest-xdist): most integration tests spend their time
+waiting for brokers, groups and Airflow, not computing. The processes share one stack (the first that
+needs it starts it; the controller stops it), and three kinds of test stay together on one process each
+(`pytest_xdist_make_scheduler`): those that start Spark (marker `spark` or the `spark` fixture: one JVM
+at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
+tests with the tests marked `exclusive`, which stop a shared server: an exclusive test runs while no other
+test runs (`_shared_servers`), after the browser tests' Airflow has stopped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
 from devstack import Stack, paths
 from tests.airflow_support import airflow_api_server, airflow_db  # noqa: F401  (first: configures Airflow before it is imported)
 
+# Set by the controller of an xdist run before it starts its workers (they inherit it): their shared folder.
+SHARED_ENV = "KAFKA_MIRROR_TEST_SHARED"
+
+
+def _is_xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config):
+    if not _is_xdist_worker(config) and getattr(config.option, "numprocesses", None):
+        os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="kafka-mirror-tests-")
+
+
+def pytest_unconfigure(config):
+    shared = os.environ.get(SHARED_ENV)
+    if _is_xdist_worker(config) or not shared:
+        return
+    # Every worker has ended: stop the stack one of them started (if any), then drop the folder.
+    if (Path(shared) / "stack").is_dir():
+        Stack(Path(shared) / "stack").down()
+    shutil.rmtree(shared, ignore_errors=True)
+    del os.environ[SHARED_ENV]
+
+
+def _group(item) -> str | None:
+    if item.get_closest_marker("exclusive") or item.get_closest_marker("e2e"):
+        return "e2e"  # after the browser tests, in collection order: their Airflow is down before a server stops
+    if "spark" in item.fixturenames or item.get_closest_marker("spark"):
+        return "spark"
+    if "airflow_db" in item.fixturenames or "airflow_api_server" in item.fixturenames:
+        return "airflow"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """A worker writes the groups of its items for the controller's scheduler (every worker collects the
+    same items). Not xdist_group marks: xdist 3.8 tags them onto node ids in a way pytest 9 ignores."""
+    shared = os.environ.get(SHARED_ENV)
+    if shared and _is_xdist_worker(config):
+        groups = {item.nodeid: group for item in items if (group := _group(item))}
+        target = Path(shared) / f"groups-{config.workerinput['workerid']}.json"
+        target.with_suffix(".tmp").write_text(json.dumps(groups))
+        target.with_suffix(".tmp").replace(target)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduling with our groups as scopes: a group's tests go to one worker, in collection
+    order; every other test is a scope of its own. The workers wrote the groups before they reported
+    their collections, and the scheduler splits scopes only once every collection is in."""
+    shared = os.environ.get(SHARED_ENV)
+    if not shared:
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        _groups: dict | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                self._groups = {}
+                for path in Path(shared).glob("groups-*.json"):
+                    self._groups.update(json.loads(path.read_text()))
+            return self._groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _servers_lock(shared: Path, exclusive: bool):
+    """Many tests share the servers; an exclusive test has them alone. The gate gives an exclusive test its
+    turn: while it waits for the running tests to end, and while it runs, no other test starts."""
+    with open(shared / "gate.lock", "a+") as gate, open(shared / "servers.lock", "a+") as servers:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(servers, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield  # closing the files releases what is still held
+
+
+@pytest.fixture(autouse=True)
+def _shared_servers(request):
+    shared = os.environ.get(SHARED_ENV)
+    if not shared or not _is_xdist_worker(request.config):
+        yield
+        return
+    with _servers_lock(Path(shared), request.node.get_closest_marker("exclusive") is not None):
+        yield
+
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory) -> Stack:
+def stack(request, tmp_path_factory) -> Stack:
     running = Stack(paths.default_stack_dir())
     if running.is_up():
         yield running
+        return
+    shared = os.environ.get(SHARED_ENV)
+    if shared and _is_xdist_worker(request.config):
+        # One stack for every worker of the run: the first to need it starts it, the controller stops it.
+        own = Stack(Path(shared) / "stack")
+        with _file_lock(Path(shared) / "stack.lock"):
+            own.up()  # a no-op when it is up
+        yield own
         return
     own = Stack(tmp_path_factory.mktemp("stack"))
     try:

@@ -23,7 +23,7 @@ from spark_jobs.session import kafka_connector_jars
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import by_partition, read_topic
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # the check's CLI starts Spark
 
 PARTITIONS, PER_PARTITION = 3, 200
 BASE_MS = 1_714_521_600_000            # 2024-05-01T00:00:00Z

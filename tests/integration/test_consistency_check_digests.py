@@ -8,7 +8,7 @@ from tests.integration.test_consistency_check import (
     PARTITIONS, _Altered, assert_html, cluster_id, make_source, mirror_copy, run_check, source_records, zero_counts,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # the check's CLI starts Spark
 
 PER_PARTITION, WINDOW = 2000, 100             # 20 windows per partition
 

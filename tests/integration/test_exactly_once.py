@@ -40,6 +40,7 @@ def _wait_until_mirrored(dst: str, topic: str, expected: int, timeout: float = 1
     return records
 
 
+@pytest.mark.spark  # checked by the consistency check
 def test_ten_kill9_leave_every_record_exactly_once_in_order(stack, tmp_path, topic_name):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("eos")

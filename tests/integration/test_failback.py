@@ -25,7 +25,7 @@ from tests.catchup_util import catchup_summary, run_catchup
 from tests.kafka_util import commit_offsets, create_topic, produce
 from tests.worker_util import WorkerProcess, committed_offsets, read_topic, wait_for_count
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # a consistency check and a catch-up start Spark
 
 PARTITIONS = 3
 BEFORE, AFTER_FAILOVER, AFTER_FAILBACK = 100, 40, 20

@@ -86,6 +86,7 @@ def test_registries_are_independent(stack, topic_name):
     assert subject not in SchemaRegistryClient({"url": stack["destination"].registry.url}).get_subjects()
 
 
+@pytest.mark.exclusive  # stops the shared destination broker
 def test_broker_restart_keeps_data(stack, topic_name):
     node = stack["destination"].kafka
     topic = topic_name("durable")

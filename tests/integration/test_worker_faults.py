@@ -175,6 +175,7 @@ def test_two_workers_share_partitions_and_one_leaves(mirror, record_property):
     assert second.terminate() == 0
 
 
+@pytest.mark.exclusive  # stops the shared destination broker
 def test_destination_down_30_seconds_loses_nothing(stack, mirror, record_property):
     live = LiveProducer(mirror.src, mirror.topic, total=20_000, rate=500)
     live.start()
