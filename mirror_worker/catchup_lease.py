@@ -19,6 +19,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
+from mirror_worker.clients import client_callback
 from mirror_worker.exceptions import MirrorError
 from mirror_worker.groups import active_members
 
@@ -89,7 +90,7 @@ class CatchupLease:
             self.consumer.poll(0.5)  # serves the group callbacks; paused partitions deliver nothing
 
     def __enter__(self) -> CatchupLease:
-        self.consumer.subscribe([self.topic], on_assign=self._on_assign)
+        self.consumer.subscribe([self.topic], on_assign=client_callback(self._on_assign))
         self.thread.start()
         deadline = time.monotonic() + self.join_timeout_s
         while not self.joined.wait(0.2):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -24,6 +25,25 @@ def fatal_reason(what: str, err: KafkaError, instance: str | None) -> str:
     return f"{what}{member}: {err.str()}"
 
 
+def client_callback(fn: Callable) -> Callable:
+    """`fn` made safe to hand to confluent-kafka as a callback (rebalance, error, statistics, delivery).
+
+    An exception that a confluent-kafka method raised inside a callback (e.g. `committed()` in on_assign
+    while the consumer closes) reaches the caller of poll()/consume()/close() as a bare `KafkaError`,
+    not an exception: no `except` clause catches it, and a thread that ends on it cannot even print its
+    traceback. Raised again from Python it is normalised and arrives as the `KafkaException` it was
+    (tests/unit/test_client_callbacks.py)."""
+
+    @functools.wraps(fn)
+    def guarded(*args):
+        try:
+            return fn(*args)
+        except BaseException as exc:
+            raise exc  # not a bare `raise`: re-raised from Python, the exception is normalised
+
+    return guarded
+
+
 class ClientSettings:
     """Adds the worker's callbacks to client settings; remembers why a cluster refused a connection.
 
@@ -40,9 +60,9 @@ class ClientSettings:
         self.refused: str | None = None  # the last authentication or TLS failure reported by a client
 
     def client(self, settings: dict, stats_source: str | None = None) -> dict:
-        out = {**settings, "logger": librdkafka_log, "error_cb": self._on_client_error}
+        out = {**settings, "logger": librdkafka_log, "error_cb": client_callback(self._on_client_error)}
         if stats_source is not None and "statistics.interval.ms" in settings:
-            out["stats_cb"] = lambda stats_json: self._on_stats(stats_source, stats_json)
+            out["stats_cb"] = client_callback(lambda stats_json: self._on_stats(stats_source, stats_json))
         return out
 
     def producer(self, settings: dict, batch_size: int | None = None) -> dict:

@@ -31,7 +31,10 @@ class RunDelivery:
 
     def __call__(self, err, msg) -> None:
         if err is not None:
-            self.on_refused(self, err, msg)
+            try:
+                self.on_refused(self, err, msg)
+            except BaseException as exc:
+                raise exc  # normalised for confluent-kafka, as clients.client_callback does
 
     def __repr__(self) -> str:
         return f"RunDelivery({self.topic}[{self.partition}] from offset {self.first_offset})"

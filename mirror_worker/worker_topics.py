@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import KafkaException, Producer
 
 from mirror_worker.acl_admin import AclSync, AclSyncError, log_report
+from mirror_worker.clients import client_callback
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import MirrorError
 from mirror_worker.group_offset_sync import GroupOffsetSync, log_report as log_group_report
@@ -81,9 +82,9 @@ class TopicManagement:
                 if current:
                     stream.consumer.subscribe(
                         sorted(current),
-                        on_assign=lambda c, p, s=stream: assignment.on_assign(s, p),
-                        on_revoke=lambda c, p, s=stream: assignment.on_revoke(s, p),
-                        on_lost=lambda c, p, s=stream: assignment.on_lost(s, p),
+                        on_assign=client_callback(lambda c, p, s=stream: assignment.on_assign(s, p)),
+                        on_revoke=client_callback(lambda c, p, s=stream: assignment.on_revoke(s, p)),
+                        on_lost=client_callback(lambda c, p, s=stream: assignment.on_lost(s, p)),
                     )
                 else:
                     stream.consumer.unsubscribe()
