@@ -3,8 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 # Test processes sharing one stack (tests/conftest.py): most integration tests wait rather than compute.
-# 0 (one process) until a stop-while-starting race that parallel load makes likelier is fixed (README, Tests).
-TEST_WORKERS ?= 0
+TEST_WORKERS ?= 3
 
 .PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker bench clean
 
