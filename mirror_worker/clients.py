@@ -66,7 +66,8 @@ class ClientSettings:
         return out
 
     def producer(self, settings: dict, batch_size: int | None = None) -> dict:
-        out = {**self.client(settings), "delivery.report.only.error": True, "on_delivery": self.on_delivery_error}
+        out = {**self.client(settings), "delivery.report.only.error": True,
+               "on_delivery": client_callback(self.on_delivery_error)}
         if batch_size is not None:
             out["batch.size"] = str(batch_size)
         return out
