@@ -44,14 +44,15 @@ mvn_logged() {
 }
 
 # --- Python venv -----------------------------------------------------------------------------------
-venv_stamp=$(stamp_of requirements.txt requirements-test.txt constraints.txt)
+venv_stamp=$(stamp_of requirements.txt requirements-test.txt docker/airflow/requirements-celery.txt constraints.txt)
 if [ -x .venv/bin/python ] && fresh venv "$venv_stamp"; then
   say "venv ok"
 else
   say "creating .venv (Airflow, Spark, confluent-kafka: a few minutes the first time)"
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r requirements.txt -r requirements-test.txt -c constraints.txt
+  .venv/bin/python -m pip install -q -r requirements.txt -r requirements-test.txt \
+    -r docker/airflow/requirements-celery.txt -c constraints.txt
   mark venv "$venv_stamp"
 fi
 # pyspark-client (from the Spark provider) writes over pyspark's files; with equal pins that is
@@ -141,6 +142,20 @@ else
   "${SUDO[@]}" apt-get update -q > "$CACHE/logs/apt-chromium.log" 2>&1 \
     && DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q chromium chromium-driver >> "$CACHE/logs/apt-chromium.log" 2>&1 \
     || { tail -n 20 "$CACHE/logs/apt-chromium.log" >&2; die "apt-get could not install chromium (log: $CACHE/logs/apt-chromium.log)"; }
+fi
+
+# --- Redis for the CeleryExecutor test (tests/integration/test_airflow_celery.py; Debian package) --------
+if command -v redis-server >/dev/null 2>&1 && command -v unshare >/dev/null 2>&1; then
+  say "redis-server ok"
+else
+  command -v apt-get >/dev/null 2>&1 || die "redis-server is missing (Debian: apt-get install redis-server)"
+  say "installing Debian's redis-server (the CeleryExecutor test's broker)"
+  SUDO=(); [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+  mkdir -p "$CACHE/logs"
+  "${SUDO[@]}" apt-get update -q > "$CACHE/logs/apt-redis.log" 2>&1 \
+    && DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q --no-install-recommends redis-server util-linux \
+       >> "$CACHE/logs/apt-redis.log" 2>&1 \
+    || { tail -n 20 "$CACHE/logs/apt-redis.log" >&2; die "apt-get could not install redis-server (log: $CACHE/logs/apt-redis.log)"; }
 fi
 
 say "ready"

@@ -8,7 +8,7 @@ waiting for brokers, groups and Airflow, not computing. The processes share one 
 needs it starts it; the controller stops it), and three kinds of test stay together on one process each
 (`pytest_xdist_make_scheduler`): those that start Spark (marker `spark` or the `spark` fixture: one JVM
 at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
-tests with the tests marked `exclusive`, which stop a shared server: an exclusive test runs while no other
+tests with the Celery test (each starts an Airflow) and the tests marked `exclusive`, which stop a shared server: an exclusive test runs while no other
 test runs (`_shared_servers`), after the browser tests' Airflow has stopped.
 """
 
@@ -53,8 +53,10 @@ def pytest_unconfigure(config):
 
 
 def _group(item) -> str | None:
-    if item.get_closest_marker("exclusive") or item.get_closest_marker("e2e"):
-        return "e2e"  # after the browser tests, in collection order: their Airflow is down before a server stops
+    if item.get_closest_marker("exclusive") or item.get_closest_marker("e2e") or item.get_closest_marker("celery"):
+        # After the browser tests, in collection order: their Airflow is down before a server stops, and
+        # before the Celery test starts an Airflow of its own.
+        return "e2e"
     if "spark" in item.fixturenames or item.get_closest_marker("spark"):
         return "spark"
     if "airflow_db" in item.fixturenames or "airflow_api_server" in item.fixturenames:
