@@ -1,7 +1,8 @@
 """A mirror with `airflow: {workers: 2}` under Airflow's CeleryExecutor, as docker-compose.celery.yaml runs it:
 Redis as the broker, two Celery workers, each on a host of its own (a UTS namespace with its own host name;
 `devstack/airflow_celery.py`). The scheduler queues the mapped run_worker tasks, Celery hands one to each
-worker, both hold partitions of the mirror's group, and a pause stops both with every record committed.
+worker, both hold partitions of the mirror's group; a mirror worker killed with -9 fails its task alone, which
+Airflow retries on its host with the same slot; a pause stops both with every record committed.
 
 Real everything: Airflow's scheduler, dag-processor and api-server, Debian's redis-server, the Celery
 provider's workers, the stack's Kafka clusters and the mirror worker the DAG runs.
@@ -10,7 +11,9 @@ provider's workers, the stack's Kafka clusters and the mirror worker the DAG run
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import tempfile
 import time
 import uuid
@@ -41,7 +44,8 @@ def _spec(stack, name: str, topic: str, group: str) -> dict:
         "mirrors": [{
             "name": name, "whitelist": topic, "prefix": "celery.", "preserve-partitions": True, "group-id": group,
             "commit-interval-s": 1, "static-membership": True,
-            "airflow": {"workers": 2, "unpaused": False, "pause-check-interval-s": 2, "worker-retries": 0,
+            "airflow": {"workers": 2, "unpaused": False, "pause-check-interval-s": 2, "worker-retries": 1,
+                        "worker-retry-delay-s": 1,
                         "verify-schedule": None},
         }],
     }]}
@@ -100,6 +104,16 @@ def test_celery_runs_a_mirrors_two_worker_tasks_on_two_hosts_and_a_pause_stops_b
         produce_batch()
         wait_for_count(dst, f"celery.{topic}", 200, timeout=120)
 
+        # kill -9 of slot 1's mirror worker: its task fails and is retried alone, on the host it ran on (the
+        # other worker's one slot is busy), with the same slot; slot 0's task runs on untouched.
+        os.kill(_mirror_worker_pid(name, slot=1), signal.SIGKILL)
+        produce_batch()
+        retried = wait_until(lambda: (lambda tis: tis if tis[1]["try_number"] == 2 and tis[1]["state"] == "running"
+                                      else None)(workers(run_id)), 180, "slot 1's task retried and running")
+        assert retried[1]["hostname"] == running[1]["hostname"]
+        assert (retried[0]["try_number"], retried[0]["state"]) == (1, "running")
+        wait_for_count(dst, f"celery.{topic}", 300, timeout=120)
+
         # A pause stops both tasks, wherever they run, with every record committed. (Their static members stay
         # in the group until their session times out: stopped is the tasks' end, not an empty group.)
         produce_batch()
@@ -111,14 +125,28 @@ def test_celery_runs_a_mirrors_two_worker_tasks_on_two_hosts_and_a_pause_stops_b
         stopped_after = time.monotonic() - paused_at
         print(f"both worker tasks ended {stopped_after:.1f}s after the pause")
         assert {ti["hostname"] for ti in done.values()} == set(HOSTS)
-        assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == 300
-        missing, _, ordered = loss_and_duplicates(consume_all(src, topic, 300),
-                                                  wait_for_count(dst, f"celery.{topic}", 300, timeout=30))
+        assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == 400
+        missing, _, ordered = loss_and_duplicates(consume_all(src, topic, 400),
+                                                  wait_for_count(dst, f"celery.{topic}", 400, timeout=30))
         assert missing == [] and ordered
     finally:
         airflow.stop()
         _keep_logs(root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _mirror_worker_pid(name: str, slot: int) -> int:
+    """The pid of the mirror worker process (`python -m mirror_worker ... --mirror NAME --worker.slot N`)."""
+    wanted = ["-m", "mirror_worker", "--mirror", name, "--worker.slot", str(slot)]
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().decode().split("\0")
+        except (OSError, ValueError):
+            continue
+        if all(arg in argv for arg in wanted) and argv[argv.index("--worker.slot") + 1] == str(slot) \
+                and argv[argv.index("--mirror") + 1] == name:
+            return int(proc.name)
+    raise AssertionError(f"no mirror worker process for {name} slot {slot}")
 
 
 def _keep_logs(root: Path) -> None:
