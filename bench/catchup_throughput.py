@@ -130,7 +130,7 @@ def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: s
         "spark_job_s": summary["spark_job_s"], "copy_phase_s": summary["copy_phase_s"],
         "copy_phase_msgs_per_s": summary["copy_phase_msgs_per_s"],
         "driver_records": driver["records"], "driver_s": driver["seconds"],
-        "driver_ranges_handed_over": driver["ranges_handed_over"], "driver_threads": driver_threads or 4,
+        "driver_ranges_handed_over": driver["ranges_handed_over"], "driver_threads": driver_threads or 1,  # catchup.py's default
         "task_seconds_median": tasks[len(tasks) // 2], "task_seconds_sum": round(sum(tasks), 2),
         # Spark's tasks and the driver's process while it copied (its Spark start-up thread included).
         "tasks_cpu_s": round(sum(r["cpu_s"] for r in summary["ranges"]) + driver["cpu_s"], 2),

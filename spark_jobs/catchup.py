@@ -111,8 +111,11 @@ def _parse_arguments(args: list[str]):
     parser.add_argument("--driver-copy-limit", type=int, metavar="OFFSETS",
                         help="the driver copies ranges while Spark starts, until Spark is ready: at most this many "
                              "offsets (default: no limit; 0: Spark copies every range)")
-    parser.add_argument("--driver-threads", type=int, default=4,
-                        help="ranges the driver copies at once while Spark starts (default 4; a range is copied "
+    # One thread: the driver's copy threads share one interpreter's GIL. Copying alone, 2 and 4 threads cost
+    # 15-25% more CPU per record than 1 and copied slower (bench/catchup_copy_cpu.py, 2026-11-26); with Spark
+    # starting beside them, 1 copied fastest and 4 slowest (README, catch-up throughput).
+    parser.add_argument("--driver-threads", type=int, default=1,
+                        help="ranges the driver copies at once while Spark starts (default 1; a range is copied "
                              "by one thread only)")
     parser.add_argument("--on-data-loss", choices=("halt", "reset"),
                         help="a start that would skip lost records: halt the partition (default) or copy from the "
