@@ -131,31 +131,30 @@ else
   mark registry "$registry_stamp"
 fi
 
-# --- browser for the end-to-end UI tests (Debian packages) -----------------------------------------
+# --- Debian packages: the browser for the end-to-end UI tests, Redis for the CeleryExecutor test --------
+# apt_install LOG WHY PACKAGE...: install Debian packages (as root, else through sudo), the log under .cache/logs.
+apt_install() {
+  local log="$CACHE/logs/apt-$1.log" why="$2"; shift 2
+  command -v apt-get >/dev/null 2>&1 || die "$* missing (Debian: apt-get install $*)"
+  say "installing Debian's $* ($why)"
+  local sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  mkdir -p "$CACHE/logs"
+  "${sudo[@]}" apt-get update -q > "$log" 2>&1 \
+    && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "$@" >> "$log" 2>&1 \
+    || { tail -n 20 "$log" >&2; die "apt-get could not install $* (log: $log)"; }
+}
+
 if command -v chromium >/dev/null 2>&1 && [ -x /usr/bin/chromedriver ]; then
   say "chromium ok"
 else
-  command -v apt-get >/dev/null 2>&1 || die "chromium and chromium-driver are missing (Debian: apt-get install chromium chromium-driver)"
-  say "installing Debian's chromium and chromium-driver (browser tests)"
-  SUDO=(); [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
-  mkdir -p "$CACHE/logs"
-  "${SUDO[@]}" apt-get update -q > "$CACHE/logs/apt-chromium.log" 2>&1 \
-    && DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q chromium chromium-driver >> "$CACHE/logs/apt-chromium.log" 2>&1 \
-    || { tail -n 20 "$CACHE/logs/apt-chromium.log" >&2; die "apt-get could not install chromium (log: $CACHE/logs/apt-chromium.log)"; }
+  apt_install chromium "browser tests" chromium chromium-driver
 fi
-
-# --- Redis for the CeleryExecutor test (tests/integration/test_airflow_celery.py; Debian package) --------
+# The CeleryExecutor test (tests/integration/test_airflow_celery.py): Redis as the broker, unshare for the
+# Celery workers' host names.
 if command -v redis-server >/dev/null 2>&1 && command -v unshare >/dev/null 2>&1; then
   say "redis-server ok"
 else
-  command -v apt-get >/dev/null 2>&1 || die "redis-server is missing (Debian: apt-get install redis-server)"
-  say "installing Debian's redis-server (the CeleryExecutor test's broker)"
-  SUDO=(); [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
-  mkdir -p "$CACHE/logs"
-  "${SUDO[@]}" apt-get update -q > "$CACHE/logs/apt-redis.log" 2>&1 \
-    && DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q --no-install-recommends redis-server util-linux \
-       >> "$CACHE/logs/apt-redis.log" 2>&1 \
-    || { tail -n 20 "$CACHE/logs/apt-redis.log" >&2; die "apt-get could not install redis-server (log: $CACHE/logs/apt-redis.log)"; }
+  apt_install redis "the CeleryExecutor test's broker" redis-server util-linux
 fi
 
 say "ready"
