@@ -54,12 +54,12 @@ class Airflow:
 
     # --- addresses and credentials -------------------------------------------------------------
     @property
-    def _node_file(self) -> Path:
+    def node_file(self) -> Path:
         return self.process.home / "node.json"
 
     @property
     def port(self) -> int:
-        return json.loads(self._node_file.read_text())["api_port"]
+        return json.loads(self.node_file.read_text())["api_port"]
 
     @property
     def url(self) -> str:
@@ -88,22 +88,22 @@ class Airflow:
         if not self.spec.is_file():
             raise StackError(f"airflow: mirror spec {self.spec} does not exist (write it before starting)")
         self.home.mkdir(parents=True, exist_ok=True)
-        self._ensure_password()
+        self.ensure_password()
         ports = {name: free_port() for name in ("api_port", "worker_log_port", "trigger_log_port")}
         self.process.home.mkdir(parents=True, exist_ok=True)
-        self._node_file.write_text(json.dumps(ports))
+        self.node_file.write_text(json.dumps(ports))
         # `-X` only tags the command line with the service home, which ManagedProcess uses to
         # recognise its pid; Python ignores unknown -X options.
-        argv = [sys.executable, "-X", f"devstack_home={self.process.home}", str(_airflow_bin()), "standalone"]
+        argv = [sys.executable, "-X", f"devstack_home={self.process.home}", str(airflow_bin()), "standalone"]
         self.started_at = time.monotonic()
         self.process.start(argv, env=self.environment(ports))
         return True
 
     def environment(self, ports: dict | None = None) -> dict[str, str]:
         """Everything that configures this Airflow; also what the CLI needs to talk to its database."""
-        ports = ports or json.loads(self._node_file.read_text())
+        ports = ports or json.loads(self.node_file.read_text())
         api = f"http://127.0.0.1:{ports['api_port']}"
-        venv_bin = str(_airflow_bin().parent)
+        venv_bin = str(airflow_bin().parent)
         return {
             # standalone runs its components as `airflow ...` from PATH.
             "PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")]),
@@ -148,7 +148,7 @@ class Airflow:
             if self.process.exited():
                 raise StackError(f"airflow exited during start-up ({self.process.exit_report()}); "
                                  f"see {self.process.log_file}")
-            health = _health(self.url)
+            health = component_health(self.url)
             if all(health.get(c, {}).get("status") == "healthy" for c in COMPONENTS):
                 if self.started_at is not None:
                     self.startup_seconds = time.monotonic() - self.started_at
@@ -175,7 +175,7 @@ class Airflow:
         return AirflowApi(self.url, USERNAME, self.password)
 
     # --- files ---------------------------------------------------------------------------------
-    def _ensure_password(self) -> None:
+    def ensure_password(self) -> None:
         # Written before the first start so that AIRFLOW_CONN_AIRFLOW_API can carry it; Airflow
         # keeps an existing password file as it is.
         if not self.password_file.is_file():
@@ -258,14 +258,14 @@ class AirflowApi:
         raise StartupTimeoutError(f"airflow: DAGs not parsed within {timeout:.0f}s: {', '.join(missing)}")
 
 
-def _airflow_bin() -> Path:
+def airflow_bin() -> Path:
     executable = Path(sys.executable).parent / "airflow"
     if not executable.is_file():
         raise SetupMissingError(f"airflow is missing at {executable}: run `make setup`")
     return executable
 
 
-def _health(url: str) -> dict:
+def component_health(url: str) -> dict:
     try:
         response = requests.get(f"{url}/api/v2/monitor/health", timeout=5)
         return response.json() if response.status_code == 200 else {}

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from devstack.airflow import Airflow, AirflowApi, _airflow_bin, _health
+from devstack.airflow import Airflow, AirflowApi, airflow_bin, component_health
 from devstack.errors import SetupMissingError, StackError, StartupTimeoutError
 from devstack.net import free_port, is_listening
 from devstack.process import ManagedProcess
@@ -79,23 +79,23 @@ class CeleryAirflow:
                 raise SetupMissingError(f"{tool} is missing: run `make setup` (Debian: apt-get install redis-server)")
         self.started_at = time.monotonic()
         self.settings.home.mkdir(parents=True, exist_ok=True)
-        self.settings._ensure_password()  # before the environment, which carries it
+        self.settings.ensure_password()  # before the environment, which carries it
         ports = {name: free_port() for name in ("api_port", "worker_log_port", "trigger_log_port", "redis_port")}
-        for file in (self.settings._node_file, self._ports_file):
+        for file in (self.settings.node_file, self._ports_file):
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_text(json.dumps(ports))
         self.redis.start(["redis-server", "--port", str(ports["redis_port"]), "--bind", "127.0.0.1", "--save", "",
                           "--appendonly", "no", "--dir", str(self.redis.home)])
         env = self.environment()
-        migrate = subprocess.run([sys.executable, str(_airflow_bin()), "db", "migrate"], env={**os.environ, **env},
+        migrate = subprocess.run([sys.executable, str(airflow_bin()), "db", "migrate"], env={**os.environ, **env},
                                  capture_output=True, text=True, timeout=600)
         if migrate.returncode != 0:
             raise StackError(f"airflow db migrate failed: {(migrate.stderr.strip().splitlines() or ['?'])[-1]}")
         for name, process in self.components.items():
-            process.start([sys.executable, "-X", f"devstack_home={process.home}", str(_airflow_bin()), name], env=env)
+            process.start([sys.executable, "-X", f"devstack_home={process.home}", str(airflow_bin()), name], env=env)
         for host, process in self.workers.items():
             # The worker's own pid file: the default (AIRFLOW_HOME/airflow-worker.pid) is one for every worker.
-            command = [sys.executable, "-X", f"devstack_home={process.home}", str(_airflow_bin()), "celery", "worker",
+            command = [sys.executable, "-X", f"devstack_home={process.home}", str(airflow_bin()), "celery", "worker",
                        "--concurrency", str(self.concurrency), "--skip-serve-logs", "--without-mingle",
                        "--without-gossip", "--pid", str(process.home / "worker.pid")]
             # unshare runs the shell in a new UTS namespace; it names the host and execs the worker in place, so
@@ -126,7 +126,7 @@ class CeleryAirflow:
                 if process.exited():
                     raise StackError(f"{process.name} exited during start-up ({process.exit_report()}); "
                                      f"see {process.log_file}")
-            health = _health(self.url) if is_listening(self.settings.port) else {}
+            health = component_health(self.url) if is_listening(self.settings.port) else {}
             waiting = [c for c in HEALTHY if health.get(c, {}).get("status") != "healthy"]
             waiting += [f"celery@{host}" for host, process in self.workers.items() if not _worker_ready(process, host)]
             if not waiting:

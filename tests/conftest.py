@@ -8,8 +8,9 @@ waiting for brokers, groups and Airflow, not computing. The processes share one 
 needs it starts it; the controller stops it), and three kinds of test stay together on one process each
 (`pytest_xdist_make_scheduler`): those that start Spark (marker `spark` or the `spark` fixture: one JVM
 at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
-tests with the Celery test (each starts an Airflow) and the tests marked `exclusive`, which stop a shared server: an exclusive test runs while no other
-test runs (`_shared_servers`), after the browser tests' Airflow has stopped.
+tests with the Celery test (each starts an Airflow of its own) and the tests marked `exclusive`, which
+stop a shared server: an exclusive test runs while no other test runs (`_shared_servers`), after the
+browser tests' Airflow has stopped.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def test_environment_configures_one_self_contained_airflow(tmp_path):
     stack = _configured_stack(tmp_path / "stack")
     airflow = Airflow(stack, root=tmp_path / "af", spec=tmp_path / "af" / "mirrors.yaml", dags_folder=tmp_path / "dags")
     airflow.home.mkdir(parents=True)
-    airflow._ensure_password()
+    airflow.ensure_password()
     env = airflow.environment({"api_port": 40001, "worker_log_port": 40002, "trigger_log_port": 40003})
 
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)  # standalone runs `airflow` from PATH
