@@ -81,6 +81,15 @@ def test_celery_runs_a_mirrors_two_worker_tasks_on_two_hosts_and_a_pause_stops_b
         return {ti["map_index"]: ti for ti in airflow.api().task_instances(dag_id, run_id)
                 if ti["task_id"] == "run_worker"}
 
+    def workers_when(run_id: str, check) -> dict[int, dict] | None:
+        """The two run_worker task instances by map index, once `check(them)` holds."""
+        tis = workers(run_id)
+        return tis if len(tis) == 2 and check(tis) else None
+
+    def two_holders() -> dict[str, int] | None:
+        held = holders()
+        return held if len(held) == 2 and all(held.values()) else None
+
     try:
         airflow.start()
         airflow.wait_ready(timeout=600)
@@ -93,12 +102,10 @@ def test_celery_runs_a_mirrors_two_worker_tasks_on_two_hosts_and_a_pause_stops_b
         # The scheduler queues both mapped tasks; each Celery worker (one slot) takes one.
         run_id = wait_until(lambda: next((r["dag_run_id"] for r in api.dag_runs(dag_id)), None), 300,
                             "a run of the lifecycle DAG")
-        running = wait_until(lambda: (lambda tis: tis if len(tis) == 2 and all(
-            ti["state"] == "running" for ti in tis.values()) else None)(workers(run_id)), 420,
-            "both run_worker tasks running")
+        running = wait_until(lambda: workers_when(run_id, lambda tis: all(
+            ti["state"] == "running" for ti in tis.values())), 420, "both run_worker tasks running")
         assert {ti["hostname"] for ti in running.values()} == set(HOSTS), running
-        held = wait_until(lambda: (lambda h: h if len(h) == 2 and all(h.values()) else None)(holders()), 120,
-                          "two members of the mirror's group holding partitions")
+        held = wait_until(two_holders, 120, "two members of the mirror's group holding partitions")
         assert sorted(held) == [f"{group}.source.slot-{slot}.stream-0" for slot in (0, 1)]
         assert sum(held.values()) == PARTITIONS
         produce_batch()
@@ -108,8 +115,8 @@ def test_celery_runs_a_mirrors_two_worker_tasks_on_two_hosts_and_a_pause_stops_b
         # other worker's one slot is busy), with the same slot; slot 0's task runs on untouched.
         os.kill(_mirror_worker_pid(name, slot=1), signal.SIGKILL)
         produce_batch()
-        retried = wait_until(lambda: (lambda tis: tis if tis[1]["try_number"] == 2 and tis[1]["state"] == "running"
-                                      else None)(workers(run_id)), 180, "slot 1's task retried and running")
+        retried = wait_until(lambda: workers_when(run_id, lambda tis: (tis[1]["try_number"], tis[1]["state"]) == (
+            2, "running")), 180, "slot 1's task retried and running")
         assert retried[1]["hostname"] == running[1]["hostname"]
         assert (retried[0]["try_number"], retried[0]["state"]) == (1, "running")
         wait_for_count(dst, f"celery.{topic}", 300, timeout=120)
@@ -119,8 +126,8 @@ def test_celery_runs_a_mirrors_two_worker_tasks_on_two_hosts_and_a_pause_stops_b
         produce_batch()
         paused_at = time.monotonic()
         api.set_paused(dag_id, True)
-        done = wait_until(lambda: (lambda tis: tis if all(
-            ti["state"] == "success" for ti in tis.values()) else None)(workers(run_id)), PAUSE_STOP_S,
+        done = wait_until(lambda: workers_when(run_id, lambda tis: all(
+            ti["state"] == "success" for ti in tis.values())), PAUSE_STOP_S,
             "both run_worker tasks ended with success after the pause")
         stopped_after = time.monotonic() - paused_at
         print(f"both worker tasks ended {stopped_after:.1f}s after the pause")
