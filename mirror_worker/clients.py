@@ -25,21 +25,26 @@ def fatal_reason(what: str, err: KafkaError, instance: str | None) -> str:
     return f"{what}{member}: {err.str()}"
 
 
-def client_callback(fn: Callable) -> Callable:
-    """`fn` made safe to hand to confluent-kafka as a callback (rebalance, error, statistics, delivery).
+def call_normalised(fn: Callable, *args):
+    """`fn(*args)` for a confluent-kafka callback: what it raises reaches confluent-kafka normalised.
 
     An exception that a confluent-kafka method raised inside a callback (e.g. `committed()` in on_assign
     while the consumer closes) reaches the caller of poll()/consume()/close() as a bare `KafkaError`,
     not an exception: no `except` clause catches it, and a thread that ends on it cannot even print its
     traceback. Raised again from Python it is normalised and arrives as the `KafkaException` it was
     (tests/unit/test_client_callbacks.py)."""
+    try:
+        return fn(*args)
+    except BaseException as exc:
+        raise exc  # not a bare `raise`: re-raised from Python, the exception is normalised
+
+
+def client_callback(fn: Callable) -> Callable:
+    """`fn` made safe to hand to confluent-kafka as a callback (rebalance, error, statistics, delivery)."""
 
     @functools.wraps(fn)
     def guarded(*args):
-        try:
-            return fn(*args)
-        except BaseException as exc:
-            raise exc  # not a bare `raise`: re-raised from Python, the exception is normalised
+        return call_normalised(fn, *args)
 
     return guarded
 

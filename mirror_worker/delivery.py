@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from mirror_worker.clients import call_normalised
+
 
 class RunDelivery:
     """The `on_delivery` callback of one run of records of one source partition."""
@@ -30,11 +32,8 @@ class RunDelivery:
         self.first_offset = first_offset
 
     def __call__(self, err, msg) -> None:
-        if err is not None:
-            try:
-                self.on_refused(self, err, msg)
-            except BaseException as exc:
-                raise exc  # normalised for confluent-kafka, as clients.client_callback does
+        if err is not None:  # only refusals are reported (delivery.report.only.error): not per record
+            call_normalised(self.on_refused, self, err, msg)
 
     def __repr__(self) -> str:
         return f"RunDelivery({self.topic}[{self.partition}] from offset {self.first_offset})"
