@@ -40,7 +40,6 @@ class CeleryAirflow:
         if self.root == Path(stack.root).resolve():
             raise StackError("a Celery Airflow runs under a root of its own, not the stack's")
         self.settings = Airflow(stack, root=self.root, spec=spec, dags_folder=dags_folder)  # never started
-        self.hostnames = hostnames
         self.concurrency = concurrency
         services = self.root / "services"
         self.redis = ManagedProcess("redis", services / "redis")
@@ -55,16 +54,8 @@ class CeleryAirflow:
         return self.root / "services" / "celery.json"
 
     @property
-    def home(self) -> Path:
-        return self.settings.home
-
-    @property
     def url(self) -> str:
         return self.settings.url
-
-    @property
-    def password(self) -> str:
-        return self.settings.password
 
     def api(self) -> AirflowApi:
         return self.settings.api()

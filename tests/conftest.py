@@ -37,6 +37,12 @@ def _is_xdist_worker(config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def _worker_shared(config) -> Path | None:
+    """The run's shared folder, in a worker process of an xdist run (None elsewhere)."""
+    shared = os.environ.get(SHARED_ENV)
+    return Path(shared) if shared and _is_xdist_worker(config) else None
+
+
 def pytest_configure(config):
     if not _is_xdist_worker(config) and getattr(config.option, "numprocesses", None):
         os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="kafka-mirror-tests-")
@@ -68,10 +74,10 @@ def _group(item) -> str | None:
 def pytest_collection_modifyitems(config, items):
     """A worker writes the groups of its items for the controller's scheduler (every worker collects the
     same items). Not xdist_group marks: xdist 3.8 tags them onto node ids in a way pytest 9 ignores."""
-    shared = os.environ.get(SHARED_ENV)
-    if shared and _is_xdist_worker(config):
+    shared = _worker_shared(config)
+    if shared:
         groups = {item.nodeid: group for item in items if (group := _group(item))}
-        target = Path(shared) / f"groups-{config.workerinput['workerid']}.json"
+        target = shared / f"groups-{config.workerinput['workerid']}.json"
         target.with_suffix(".tmp").write_text(json.dumps(groups))
         target.with_suffix(".tmp").replace(target)
 
@@ -102,10 +108,7 @@ def pytest_xdist_make_scheduler(config, log):
 def _file_lock(path: Path):
     with open(path, "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield  # closing the file releases the lock
 
 
 @contextlib.contextmanager
@@ -122,11 +125,11 @@ def _servers_lock(shared: Path, exclusive: bool):
 
 @pytest.fixture(autouse=True)
 def _shared_servers(request):
-    shared = os.environ.get(SHARED_ENV)
-    if not shared or not _is_xdist_worker(request.config):
+    shared = _worker_shared(request.config)
+    if not shared:
         yield
         return
-    with _servers_lock(Path(shared), request.node.get_closest_marker("exclusive") is not None):
+    with _servers_lock(shared, request.node.get_closest_marker("exclusive") is not None):
         yield
 
 
@@ -136,11 +139,11 @@ def stack(request, tmp_path_factory) -> Stack:
     if running.is_up():
         yield running
         return
-    shared = os.environ.get(SHARED_ENV)
-    if shared and _is_xdist_worker(request.config):
+    shared = _worker_shared(request.config)
+    if shared:
         # One stack for every worker of the run: the first to need it starts it, the controller stops it.
-        own = Stack(Path(shared) / "stack")
-        with _file_lock(Path(shared) / "stack.lock"):
+        own = Stack(shared / "stack")
+        with _file_lock(shared / "stack.lock"):
             own.up()  # a no-op when it is up
         yield own
         return

@@ -24,6 +24,31 @@ def _records(tag: str, partitions: range, per_partition: int) -> list[dict]:
     return [{"value": f"{tag}-{p}-{i}".encode(), "partition": p} for p in partitions for i in range(per_partition)]
 
 
+def _mirroring_worker(stack, tmp_path, topic: str, prefix: str, per_partition: int, settings: dict,
+                      source_kafka: dict | None = None) -> WorkerProcess:
+    """A worker mirroring `topic` (2 partitions, `per_partition` records each) to `prefix` + topic, once it
+    has mirrored those records."""
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, "grow", topic, prefix=prefix,
+                             source_kafka=source_kafka, **settings)
+    produce(stack["source"].kafka.bootstrap_servers, topic, _records("before", range(2), per_partition))
+    worker = WorkerProcess(["--config", str(spec), "--mirror", "grow"], tmp_path)
+    try:
+        worker.wait_started()
+        mirrored = wait_for_count(stack["destination"].kafka.bootstrap_servers, prefix + topic, 2 * per_partition,
+                                  timeout=60)
+        assert len(mirrored) == 2 * per_partition
+    except BaseException:
+        worker.stop_quietly()
+        raise
+    return worker
+
+
+def _values(messages: list, partitions: int) -> dict[int, list]:
+    """The values of `messages` per partition, in order."""
+    grouped = by_partition(messages)
+    return {p: [m.value() for m in grouped[p]] for p in range(partitions)}
+
+
 @pytest.mark.parametrize("dead_letter", [False, True], ids=["halt-on-refusal", "dead-letter-topic"])
 def test_new_source_partitions_reach_the_new_destination_partitions(stack, topic_name, tmp_path, dead_letter):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
@@ -34,14 +59,9 @@ def test_new_source_partitions_reach_the_new_destination_partitions(stack, topic
     if dead_letter:
         create_topic(dst, dead, partitions=1)
         settings["dead-letter-topic"] = dead
-    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, "grow", topic, prefix="pp.", **settings)
     remote = f"pp.{topic}"
-    produce(src, topic, _records("before", range(2), 20))
-    worker = WorkerProcess(["--config", str(spec), "--mirror", "grow"], tmp_path)
+    worker = _mirroring_worker(stack, tmp_path, topic, "pp.", 20, settings)
     try:
-        worker.wait_started()
-        assert len(wait_for_count(dst, remote, 40, timeout=60)) == 40
-
         grow_partitions(src, topic, 4)
         produce(src, topic, _records("after", range(2, 4), 20))
         produce(src, topic, _records("later", range(4), 5))
@@ -53,10 +73,7 @@ def test_new_source_partitions_reach_the_new_destination_partitions(stack, topic
         halted = [(e["msg"], e.get("partition"), e.get("reason")) for e in worker.logs()
                   if e.get("msg") in ("partition halted", "record dead-lettered")]
         assert halted == []
-        source = by_partition(read_topic(src, topic))
-        destination = by_partition(mirrored)
-        assert {p: [m.value() for m in destination[p]] for p in range(4)} == \
-               {p: [m.value() for m in source[p]] for p in range(4)}
+        assert _values(mirrored, 4) == _values(read_topic(src, topic), 4)
         if dead_letter:
             assert read_topic(dst, dead) == []
         assert worker.terminate() == 0, worker.stderr[-2000:]
@@ -74,15 +91,12 @@ def test_growth_met_in_a_rebalance_with_librdkafka_logging_keeps_the_worker_runn
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("grow-cb")
     create_topic(src, topic, partitions=2)
-    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, "grow", topic, prefix="cb.",
-                             source_kafka={"debug": "cgrp,topic", "topic.metadata.refresh.interval.ms": "1000"},
-                             **{"preserve-partitions": "true", "topic-refresh-interval-s": 600, "commit-interval-s": 1})
     remote = f"cb.{topic}"
-    produce(src, topic, _records("before", range(2), 10))
-    worker = WorkerProcess(["--config", str(spec), "--mirror", "grow"], tmp_path)
+    worker = _mirroring_worker(
+        stack, tmp_path, topic, "cb.", 10,
+        {"preserve-partitions": "true", "topic-refresh-interval-s": 600, "commit-interval-s": 1},
+        source_kafka={"debug": "cgrp,topic", "topic.metadata.refresh.interval.ms": "1000"})
     try:
-        worker.wait_started()
-        assert len(wait_for_count(dst, remote, 20, timeout=60)) == 20
         grow_partitions(src, topic, 4)
         produce(src, topic, _records("after", range(4), 10))
         deadline = time.monotonic() + WINDOW_S
@@ -91,9 +105,7 @@ def test_growth_met_in_a_rebalance_with_librdkafka_logging_keeps_the_worker_runn
         assert worker.proc.poll() is None, worker.stderr[-2000:]
         assert any(e.get("msg") == "partitions assigned" and f"{topic}[3]" in str(e.get("partitions"))
                    for e in worker.logs()), "the grown partitions were not assigned in a rebalance"
-        source, destination = by_partition(read_topic(src, topic)), by_partition(read_topic(dst, remote))
-        assert {p: [m.value() for m in destination[p]] for p in range(4)} == \
-               {p: [m.value() for m in source[p]] for p in range(4)}
+        assert _values(read_topic(dst, remote), 4) == _values(read_topic(src, topic), 4)
         assert worker.terminate() == 0, worker.stderr[-2000:]
     finally:
         worker.stop_quietly()
