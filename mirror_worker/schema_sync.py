@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from fastavro.schema import SchemaParseException, UnknownType, parse_schema, to_parsing_canonical_form
+from fastavro.schema import SchemaParseException, UnknownType, parse_schema
 
 from mirror_worker import wire_format
 from mirror_worker.config import MirrorConfig
@@ -41,19 +42,50 @@ STRICT, LENIENT = "strict", "lenient"
 
 
 def fingerprint(schema_type: str, schema_str: str, references: tuple[Reference, ...] = ()) -> tuple:
-    """What makes two registered schemas the same: type, canonical text, references (on the same side)."""
+    """What makes two registered schemas the same: type, meaning, references (on the same side)."""
     return schema_type, canonical_text(schema_type, schema_str), references
+
+
+# Avro attributes a decoder never reads from the writer's schema: documentation, and what only a reader's own
+# schema uses (field defaults, aliases, sort order). Every other attribute counts: the parsing canonical form
+# drops logicalType, precision and scale (and properties such as connect.name), yet a long with
+# timestamp-millis or a decimal of another scale reads as other data.
+_AVRO_UNREAD = frozenset({"doc", "aliases", "default", "order"})
 
 
 def canonical_text(schema_type: str, schema_str: str) -> str:
     if schema_type == "AVRO":
+        schema = json.loads(schema_str)
         try:
-            return to_parsing_canonical_form(parse_schema(json.loads(schema_str), _write_hint=False))
+            schema = parse_schema(schema, _write_hint=False)  # full names: a namespace written two ways is one
         except (SchemaParseException, UnknownType):  # named types from references are unknown here
-            return json.dumps(json.loads(schema_str), sort_keys=True, separators=(",", ":"))
+            pass
+        return json.dumps(_avro_meaning(schema), sort_keys=True, separators=(",", ":"))
     if schema_type == "JSON":
         return json.dumps(json.loads(schema_str), sort_keys=True, separators=(",", ":"))
-    return " ".join(schema_str.split())  # PROTOBUF: registries may re-indent the text
+    # PROTOBUF: registries may re-indent the text; string literals keep their spaces.
+    return " ".join(_PROTO_TOKEN.findall(schema_str))
+
+
+_PROTO_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|[^\s"\']+|["\']')
+
+
+def _avro_meaning(schema):
+    """The schema without what decoding ignores; `{"type": "long"}` is `"long"`."""
+    if isinstance(schema, list):
+        return [_avro_meaning(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in _AVRO_UNREAD or key.startswith("__"):  # __: fastavro's own marks
+            continue
+        if key in ("type", "items", "values"):
+            value = _avro_meaning(value)
+        elif key == "fields" and isinstance(value, list):
+            value = [_avro_meaning(f) for f in value]
+        out[key] = value
+    return out["type"] if list(out) == ["type"] and isinstance(out["type"], str) else out
 
 
 @dataclass(frozen=True)

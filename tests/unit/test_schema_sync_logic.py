@@ -63,10 +63,40 @@ def test_avro_compares_by_canonical_form():
     assert canonical_text("AVRO", json.dumps(a)) != canonical_text("AVRO", json.dumps(c))
 
 
+def _field(field_type, **extra) -> str:
+    return json.dumps({"type": "record", "name": "R", "fields": [{"name": "f", "type": field_type, **extra}]})
+
+
+@pytest.mark.parametrize("a, b", [
+    ("long", {"type": "long", "logicalType": "timestamp-millis"}),
+    ({"type": "long", "logicalType": "timestamp-millis"}, {"type": "long", "logicalType": "timestamp-micros"}),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+     {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 4}),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+     {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}),
+    ("string", {"type": "string", "logicalType": "uuid"}),
+    ("long", {"type": "long", "connect.name": "io.debezium.time.Timestamp"}),
+])
+def test_avro_attributes_that_change_decoding_count(a, b):
+    assert canonical_text("AVRO", _field(a)) != canonical_text("AVRO", _field(b))
+    assert canonical_text("AVRO", json.dumps(a)) != canonical_text("AVRO", json.dumps(b))
+
+
+def test_avro_attributes_a_decoder_ignores_do_not_count():
+    plain = canonical_text("AVRO", _field("long"))
+    assert canonical_text("AVRO", _field({"type": "long"})) == plain
+    assert canonical_text("AVRO", _field("long", doc="d", default=1, aliases=["g"], order="descending")) == plain
+    ts = {"type": "long", "logicalType": "timestamp-millis"}
+    assert canonical_text("AVRO", _field({**ts, "doc": "x"})) == canonical_text("AVRO", _field(ts))
+
+
 def test_json_and_protobuf_compare_modulo_layout():
     assert canonical_text("JSON", '{"type": "object", "a": 1}') == canonical_text("JSON", '{"a":1,"type":"object"}')
     assert canonical_text("PROTOBUF", 'syntax = "proto3";\nmessage M {  int32 a = 1; }\n') == \
         canonical_text("PROTOBUF", 'syntax = "proto3"; message M { int32 a = 1; }')
+    # Inside a string literal, spaces are content.
+    assert canonical_text("PROTOBUF", 'message M { int32 a = 1 [json_name = "a  b"]; }') != \
+        canonical_text("PROTOBUF", 'message M { int32 a = 1 [json_name = "a b"]; }')
     assert canonical_text("PROTOBUF", "message M { int32 a = 1; }") != canonical_text("PROTOBUF", "message M { int64 a = 1; }")
 
 
