@@ -47,14 +47,19 @@ class SchemaGate:
         """Whether the topic's keys and values are rewritten, from what is known of its subjects."""
         return rewritten_fields(self.rewrite_mode, self.syncer.framing.get(topic))
 
-    def recheck_framing(self, stream: SourceStream, topic: str, timestamp_ms: int) -> tuple[bool, bool]:
-        """A key or value looks framed where the topic had no subject: look again if it may have one now."""
+    def recheck_framing(self, stream: SourceStream, msg, timestamp_ms: int) -> tuple[bool, bool]:
+        """`msg`'s key or value looks framed where its topic had no subject: look again if it may have one now.
+
+        A conflict found here halts `msg`'s partition at `msg`: the records of its run before it are handed
+        over already (exactly-once commits them with that position), the ledger does not count them yet.
+        """
+        topic = msg.topic()
         framing = self.syncer.framing.get(topic)
         if needs_recheck(framing, timestamp_ms, time.time() * 1000):
             try:
                 framing = self.syncer.recheck_topic(topic)
             except SchemaConflict as exc:
-                self.conflict(stream, topic, str(exc))
+                self.conflict(stream, topic, str(exc), at=msg)
             self._count_ids()
         return rewritten_fields(self.rewrite_mode, framing)
 

@@ -8,7 +8,8 @@ import pytest
 from mirror_worker.backpressure import Backpressure
 from mirror_worker.config import build_mirror_config
 from mirror_worker.delivery import RunDelivery
-from mirror_worker.exceptions import SchemaRegistryUnavailable
+from mirror_worker.exceptions import SchemaConflict, SchemaRegistryUnavailable
+from mirror_worker.framing import TopicFraming
 from mirror_worker.hot_path import BatchMirror
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.naming import PrefixPolicy
@@ -17,6 +18,7 @@ from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
 from mirror_worker.worker import MirrorWorker
 from mirror_worker.worker_halts import Halts
+from mirror_worker.worker_schemas import SchemaGate
 from mirror_worker import wire_format
 from tests.unit.fakes import FakeAdmin, FakeConsumer, FakeDestination, FakeMessage
 
@@ -80,6 +82,35 @@ def test_a_batch_ended_by_an_exception_still_advances_the_position_over_what_was
     # 10..14 are in the producer (exactly-once: in the open transaction); the position says so.
     assert len(producer) == 5
     assert stream.ledger.next_offsets == {("t", 0): 15}
+
+
+class ConflictOnRecheck:
+    """A syncer whose topic had no subject; looking again finds one the destination contradicts."""
+
+    id_headers: dict = {}
+    framing = {"t": TopicFraming(False, False, 0.0)}
+
+    def recheck_topic(self, topic):
+        raise SchemaConflict(topic, "destination version 1 differs from source version 1")
+
+
+def test_a_conflict_found_by_the_framing_recheck_halts_at_the_record_that_found_it():
+    """Issue #27 defect 7: not at the position before the run, whose records are in the open transaction."""
+    worker = _worker()
+    producer = FakeProducer()
+    worker.producers.append(producer)
+    stream = _stream(worker, worker.producers)
+    stream.consumer = FakeConsumer()
+    stream.assigned = {("t", 0), ("t", 1)}
+    stream.ledger.start(("t", 0), 10)
+    stream.ledger.start(("t", 1), 3)
+    stream.schemas = SchemaGate(ConflictOnRecheck(), worker.halts, worker.metrics, {"mirror": "m"}, "src")
+    framed = wire_format.header(77) + b"payload"
+    batch = [FakeMessage("t", 0, o, value=b"plain") for o in range(10, 15)] + [FakeMessage("t", 0, 15, value=framed)]
+    worker.hot_path.mirror(stream, batch)
+    assert len(producer) == 5
+    assert {k: h.offset for k, h in stream.ledger.halted.items()} == {("t", 0): 15, ("t", 1): 3}
+    assert stream.ledger.committable(stream.ledger.checkpoint()) == {("t", 0): 15}
 
 
 def test_queue_size_bounds_records_in_flight_across_all_producers():
