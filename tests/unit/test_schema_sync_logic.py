@@ -82,6 +82,16 @@ def test_avro_attributes_that_change_decoding_count(a, b):
     assert canonical_text("AVRO", json.dumps(a)) != canonical_text("AVRO", json.dumps(b))
 
 
+def test_avro_with_a_referenced_type_keeps_the_logical_type_too():
+    # fastavro cannot parse a schema naming a type from a reference: the comparison falls back to its JSON.
+    with_ref = [{"name": "a", "type": "other.Address"}]
+    plain = json.dumps({"type": "record", "name": "R", "fields": with_ref + [{"name": "f", "type": "long"}]})
+    timestamp = json.dumps({"type": "record", "name": "R", "fields": with_ref + [
+        {"name": "f", "type": {"type": "long", "logicalType": "timestamp-millis"}, "doc": "when"}]})
+    assert canonical_text("AVRO", plain) != canonical_text("AVRO", timestamp)
+    assert canonical_text("AVRO", timestamp) == canonical_text("AVRO", timestamp.replace('"doc": "when"', '"doc": "x"'))
+
+
 def test_avro_attributes_a_decoder_ignores_do_not_count():
     plain = canonical_text("AVRO", _field("long"))
     assert canonical_text("AVRO", _field({"type": "long"})) == plain
