@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mirror_worker.offset_translation import committed_reader
-from mirror_worker.provenance import names_cluster
+from mirror_worker.provenance import is_copy_from
 
 if TYPE_CHECKING:
     from mirror_worker.source_stream import SourceStream
@@ -45,15 +45,17 @@ class FailbackPoint:
 
 
 def failback_start(records: RecordReader, topic: str, partition: int, low: int, high: int, origin_cluster_id: str,
-                   window: int = 1000) -> FailbackPoint:
-    """The offset after the last record of [low, high) whose provenance names `origin_cluster_id`, else low."""
+                   window: int = 1000, destination_topic: str = "") -> FailbackPoint:
+    """The offset after the last record of [low, high) that is a copy of a record of `origin_cluster_id`
+    (provenance.is_copy_from, as the hot path skips them; `destination_topic`: where this mirror writes `topic`),
+    else low."""
     end, size, read = high, max(1, window), 0
     while end > low:
         start = max(low, end - size)
         last = None
         for offset, header in records(topic, partition, start, end):
             read += 1
-            if names_cluster(header, origin_cluster_id):
+            if is_copy_from(header, origin_cluster_id, topic, destination_topic):
                 last = offset
         if last is not None:
             return FailbackPoint(last + 1, last, read)
@@ -64,13 +66,15 @@ def failback_start(records: RecordReader, topic: str, partition: int, low: int, 
 class FailbackStart:
     """`PartitionAssignment`'s start rule for partitions without a position, in a reverse mirror.
 
-    `reader_for(stream)` makes a record reader of that source cluster (one per stream, kept until `close`).
+    `reader_for(stream)` makes a record reader of that source cluster (one per stream, kept until `close`);
+    `remote_topic(topic)`: the mirror's destination topic of a source topic.
     """
 
     def __init__(self, destination_cluster_id: str, reader_for: Callable[[SourceStream], object], label: dict,
-                 window: int = 1000) -> None:
+                 window: int = 1000, remote_topic: Callable[[str], str] | None = None) -> None:
         self.destination_cluster_id = destination_cluster_id
         self.reader_for = reader_for
+        self.remote_topic = remote_topic
         self.label = label
         self.window = window
         self._readers: dict[str, object] = {}
@@ -79,7 +83,8 @@ class FailbackStart:
         reader = self._readers.get(stream.alias)
         if reader is None:
             reader = self._readers[stream.alias] = self.reader_for(stream)
-        point = failback_start(reader.records, topic, partition, low, high, self.destination_cluster_id, self.window)
+        point = failback_start(reader.records, topic, partition, low, high, self.destination_cluster_id, self.window,
+                               self.remote_topic(topic) if self.remote_topic else "")
         log.info("failback start", extra={
             **self.label, "source": stream.alias, "partition": f"{topic}[{partition}]", "offset": point.offset,
             "last_copy": point.last_copy, "records_after": high - point.offset, "records_read": point.records_read,
@@ -102,4 +107,4 @@ def worker_failback_start(config, destination_cluster_id: str, label: dict) -> F
         return committed_reader(settings[stream.alias], stream.admin, f"{config.group_id}.failback-start",
                                 config.startup_timeout_s, where=f"source {stream.alias!r}")
 
-    return FailbackStart(destination_cluster_id, reader_for, label)
+    return FailbackStart(destination_cluster_id, reader_for, label, remote_topic=config.naming_policy().remote_topic)

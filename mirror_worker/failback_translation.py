@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from mirror_worker.provenance import parse_provenance
-from mirror_worker.resume_search import FOREIGN, OFFSET_SYNC, ResumePoint, SourcePartition, record_origin
+from mirror_worker.resume_search import FOREIGN, OFFSET_SYNC, SIBLING, ResumePoint, SourcePartition, record_origin
 
 FAILBACK = "failback"  # placed with the forward mirror's and the reverse mirror's provenance headers
 
@@ -77,7 +77,7 @@ def failback_resume_point(committed: int, promoted: Iterable[tuple[int, bytes | 
     last_mirrored: int | None = None
     for e, header in home:
         origin = record_origin(reverse_source, header)
-        if origin is None or origin is FOREIGN:
+        if origin is None or origin is FOREIGN or origin is SIBLING:
             continue
         headers_seen = True
         last_mirrored = origin if last_mirrored is None else max(last_mirrored, origin)

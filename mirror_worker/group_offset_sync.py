@@ -31,7 +31,7 @@ from mirror_worker.offset_translation import (
     source_topic_ids, write_group_offsets,
 )
 from mirror_worker.resume_index import IncrementalFinder
-from mirror_worker.resume_search import SourcePartition
+from mirror_worker.resume_search import SourcePartition, siblings
 
 log = logging.getLogger("mirror_worker")
 
@@ -42,15 +42,16 @@ class GroupOffsetSync:
     `source_admin`/`destination_admin`: AdminClients; `finder`: an IncrementalFinder (or ResumeFinder) over
     the destination; `offset_syncs()`: the mirror's offset syncs (the fallback without headers);
     `topic_ids(topics)`: the source topics' ids; `mirrored(topic)`: the mirror's topic filter;
-    `remote_topic`: its naming policy.
+    `remote_topic`: its naming policy; `siblings`: the mirror's other sources (resume_search.SourcePartition).
     """
 
     def __init__(self, alias: str, cluster_id: str, source_admin, destination_admin, finder, groups: GroupFilter,
                  mirrored: Callable[[str], bool], remote_topic: Callable[[str], str],
                  offset_syncs: Callable[[], list[OffsetSync]], topic_ids: Callable[[list[str]], dict[str, str]],
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, siblings: frozenset[tuple[str, str]] = frozenset()) -> None:
         self.alias = alias
         self.cluster_id = cluster_id
+        self.siblings = siblings
         self.source_admin = source_admin
         self.destination_admin = destination_admin
         self.finder = finder
@@ -95,7 +96,8 @@ class GroupOffsetSync:
         ids = self.topic_ids(sorted({t for t, _ in committed}))
         translations, untranslated = [], []
         for t in translate_positions(committed, syncs, self.alias, self.remote_topic, ids):
-            failover = place(self.finder, SourcePartition(self.alias, t.source_topic, t.partition, self.cluster_id), t)
+            source = SourcePartition(self.alias, t.source_topic, t.partition, self.cluster_id, self.siblings)
+            failover = place(self.finder, source, t)
             if failover.resume is None:
                 untranslated.append(Untranslated(t.source_topic, t.partition, t.committed, failover.reason))
             else:
@@ -191,10 +193,11 @@ def worker_group_syncs(config: MirrorConfig, streams, destination_admin) -> list
     finder = IncrementalFinder(reader)
     groups = group_filter(config)
     syncs = offset_syncs_of(config)
+    cluster_ids = {stream.alias: stream.cluster_id for stream in streams}
     return [GroupOffsetSync(stream.alias, stream.cluster_id, stream.admin, destination_admin, finder, groups,
                             config.topic_filter().should_replicate, config.naming_policy().remote_topic, syncs,
                             lambda topics, s=stream: {t: s.topic_ids[t] for t in topics if t in s.topic_ids},
-                            config.startup_timeout_s)
+                            config.startup_timeout_s, siblings(cluster_ids, stream.alias))
             for stream in streams if stream.admin is not None]
 
 
@@ -206,13 +209,14 @@ def sync_mirror_group_offsets(config: MirrorConfig, dry_run: bool = False) -> li
     destination = _admin(config.producer)
     reports = []
     try:
+        cluster_ids = {source.name: source_cluster_id(source, config.startup_timeout_s) for source in config.sources}
         for source in config.sources:
             admin = _admin(source.consumer)
-            sync = GroupOffsetSync(source.name, source_cluster_id(source, config.startup_timeout_s), admin,
+            sync = GroupOffsetSync(source.name, cluster_ids[source.name], admin,
                                    destination, finder, group_filter(config), config.topic_filter().should_replicate,
                                    config.naming_policy().remote_topic, offset_syncs_of(config),
                                    lambda topics, s=source: source_topic_ids(s, topics, config.startup_timeout_s),
-                                   config.startup_timeout_s)
+                                   config.startup_timeout_s, siblings(cluster_ids, source.name))
             report = sync.sync(dry_run)
             log_report(report, {"mirror": config.name})
             reports.append(report)

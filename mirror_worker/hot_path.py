@@ -110,7 +110,7 @@ class BatchMirror:
                 if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
                     timestamp = 0
                 if provenance or headers:
-                    headers = self._headers(stream, msg, headers, destination_cluster_id)
+                    headers = self._headers(stream, msg, headers, destination_cluster_id, dest_topic)
                     if headers is False:
                         skip = (topic, partition) in halted
                         continue
@@ -182,17 +182,19 @@ class BatchMirror:
                 self.metrics.records_consumed.labels(**labels).inc(counts[0] - records)
                 self.metrics.bytes_consumed.labels(**labels).inc(counts[1] - size)
 
-    def _headers(self, stream: SourceStream, msg, headers, destination_cluster_id: str):
+    def _headers(self, stream: SourceStream, msg, headers, destination_cluster_id: str, destination_topic: str):
         """Copy headers, check for a cycle, add provenance. False means: the record was refused."""
         provenance = provenance_value(stream.alias, stream.cluster_id, msg.topic(), msg.partition(), msg.offset()) \
             if self.provenance_headers else None
-        out = mirrored_headers(headers, provenance, destination_cluster_id)
+        out = mirrored_headers(headers, provenance, destination_cluster_id, msg.topic(), destination_topic)
         if type(out) is bytes:
             if self.skip_origin:  # a failback pair: the destination has this record
                 self.metrics.records_skipped.labels(reason="origin", **self._label, source=stream.alias,
                                                     topic=msg.topic()).inc()
                 return False
-            self.halts.refuse(stream, msg, f"cycle: the record came from the destination cluster ({out.decode()})", force_halt=True)
+            self.halts.refuse(stream, msg, f"cycle: the record is a copy of a record of the destination cluster "
+                                           f"({out.decode()}), in a topic a mirror names after its topic",
+                              force_halt=True)
             return False
         return out
 

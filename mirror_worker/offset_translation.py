@@ -29,7 +29,7 @@ from mirror_worker.client_config import connection_settings
 from mirror_worker.failback_translation import failback_resume_point
 from mirror_worker.groups import describe_group
 from mirror_worker.provenance import PROVENANCE_HEADER
-from mirror_worker.resume_search import ResumeFinder, ResumePoint, SourcePartition
+from mirror_worker.resume_search import ResumeFinder, ResumePoint, SourcePartition, siblings
 from mirror_worker.topics import topic_ids
 
 
@@ -238,6 +238,19 @@ def source_cluster_id(source: SourceCluster, timeout: float = 30.0) -> str:
         raise TranslationError(f"cannot reach source {source.name!r}: {exc.args[0].str()}") from None
 
 
+def other_cluster_ids(config: MirrorConfig, source: SourceCluster, timeout: float = 10.0) -> dict[str, str]:
+    """{alias: cluster id} of the mirror's other sources. One that cannot be reached is left out: its copies then
+    count as records without a header (never skipped: safe, more may be re-read)."""
+    ids = {}
+    for other in config.sources:
+        if other.name != source.name:
+            try:
+                ids[other.name] = source_cluster_id(other, timeout)
+            except TranslationError:
+                pass
+    return ids
+
+
 def translate_group(config: MirrorConfig, group: str, source_alias: str | None = None) -> list[PartitionFailover]:
     """Every committed partition of `group` (topics this mirror replicates), placed or with a reason."""
     source = source_cluster(config, source_alias)
@@ -246,11 +259,12 @@ def translate_group(config: MirrorConfig, group: str, source_alias: str | None =
     ids = source_topic_ids(source, sorted({t for t, _ in committed}))
     translations = translate_positions(committed, syncs, source.name, config.naming_policy().remote_topic, ids)
     cluster_id = source_cluster_id(source)
+    others = siblings(other_cluster_ids(config, source), source.name)
     finder, consumer = destination_finder(config)
     try:
         if config.reverse_of is not None:
             return failback_placements(config, source, cluster_id, finder.reader, translations)
-        return [place(finder, SourcePartition(source.name, t.source_topic, t.partition, cluster_id), t)
+        return [place(finder, SourcePartition(source.name, t.source_topic, t.partition, cluster_id, others), t)
                 for t in translations]
     finally:
         consumer.close()

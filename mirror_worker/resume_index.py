@@ -23,8 +23,9 @@ runs as well, for two reasons: the count of records a consumer may re-read (copi
 without a header from the answer on, exactly as resume_point counts them), and retention: when the low
 watermark moves, the records below it are gone for any reader, M must be computed again without them,
 and every kept run is what it is computed from (`trim`). Records of other source partitions are not kept;
-only the offset of the last header seen (of any partition) is, since a partition with no header left
-falls back to the offset sync exactly as resume_point does.
+only the offset of the last header of this hop seen (of any partition) is, since a partition with no such
+header left falls back to the offset sync exactly as resume_point does. Another hop's header counts as no
+header, as in resume_point.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from mirror_worker.resume_search import (
-    FOREIGN, OFFSET_SYNC, PROVENANCE, PROVENANCE_END, DestinationReader, ResumePoint, SourcePartition, record_origin,
+    FOREIGN, OFFSET_SYNC, PROVENANCE, PROVENANCE_END, SIBLING, DestinationReader, ResumePoint, SourcePartition,
+    record_origin,
 )
 
 INFINITE = float("inf")
@@ -70,7 +72,7 @@ class PartitionIndex:
 
     low: int = 0                     # the low watermark the index was computed from
     end: int = 0                     # every record below it was added: the next read starts here
-    last_header: int | None = None   # destination offset of the last record with a provenance header, any partition
+    last_header: int | None = None   # destination offset of the last record with this hop's header, any partition
 
     def __post_init__(self) -> None:
         self.steps: list[Run] = []   # runs where M grows, in destination order
@@ -84,6 +86,8 @@ class PartitionIndex:
             raise ValueError(f"record at offset {offset} is before the indexed end {self.end}")
         self.end = offset + 1
         origin = record_origin(source, header)
+        if origin is SIBLING:
+            return
         if origin is not None:
             self.last_header = offset
         if origin is FOREIGN:

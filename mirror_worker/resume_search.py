@@ -28,10 +28,14 @@ only for a clean run, and a re-sent range can hide the only copy of an s >= C be
 search sees s < C. Only reading every record before the answer proves there is no such copy. The cost
 is one read of the partition (records, not offsets: a reader skips nothing it has to look at).
 
-Records of other source partitions (another alias, topic or partition in the same destination
-partition) are skipped. A record without a provenance header may be a copy of any s (a mirror that ran
-without headers): the resume offset is never after one, so the answer stays safe. A destination with no
-header at all falls back to the offset sync's D (which has the hole above: it is all there is then).
+Only this hop's headers place a group: those naming this mirror's alias and source cluster id. Its copies
+of other source partitions (another topic or partition in the same destination partition) are skipped,
+and so are copies by the mirror's other source clusters (`SourcePartition.siblings`, an aggregate topic).
+A record without a provenance header may be a copy of any s (a mirror that ran without headers): the
+resume offset is never after one, so the answer stays safe. A header of any other hop counts as none: a
+mirror without headers copies an upstream hop's header unchanged (provenance.mirrored_headers), and
+applications forward headers, so such a record too may be a copy of any s. A destination partition with
+no header of this hop falls back to the offset sync's D (which has the hole above: it is all there is then).
 Destination offsets may have gaps (transaction markers, aborted records, compaction): only records the
 reader yields are looked at.
 """
@@ -64,7 +68,14 @@ class SourcePartition:
     alias: str
     topic: str
     partition: int
-    cluster_id: str = ""  # when known, a header naming another cluster id is another cluster's record
+    cluster_id: str = ""  # when known, a header naming another cluster id is another hop's
+    # (alias, cluster id) of the mirror's other source clusters: their copies are skipped, not unknown
+    siblings: frozenset[tuple[str, str]] = frozenset()
+
+
+def siblings(cluster_ids: dict[str, str], alias: str) -> frozenset[tuple[str, str]]:
+    """SourcePartition.siblings of source `alias`, given {alias: cluster id} of every source of the mirror."""
+    return frozenset((other, cluster_id) for other, cluster_id in cluster_ids.items() if other != alias)
 
 
 @dataclass(frozen=True)
@@ -88,7 +99,7 @@ def resume_point(source: SourcePartition, committed: int, records: Iterable[tupl
     if not low <= end:
         raise ValueError(f"low watermark {low} is after end {end}")
     resume: int | None = None
-    headers_seen = False   # any provenance header, of this partition or another: the mirror writes them
+    headers_seen = False   # a header of this hop, of this partition or another: the mirror writes them
     may_reread = 0         # copies of s < C and records without a header, from `resume` on
     from_sync = 0          # records of this partition or without a header from D on (offset-sync bound)
     last_mirrored: int | None = None
@@ -96,6 +107,8 @@ def resume_point(source: SourcePartition, committed: int, records: Iterable[tupl
         if not low <= offset < end:
             raise ValueError(f"record at offset {offset} outside [{low}, {end})")
         origin = record_origin(source, header)
+        if origin is SIBLING:
+            continue
         headers_seen = headers_seen or origin is not None
         if origin is FOREIGN:
             continue
@@ -135,18 +148,20 @@ class ResumeFinder:
         return resume_point(source, committed, records, low, end, fallback)
 
 
-FOREIGN = object()
+FOREIGN = object()  # this hop's copy of another source partition
+SIBLING = object()  # a copy by another source cluster of the same mirror
 
 
 def record_origin(source: SourcePartition, header: bytes | None):
-    """The source offset a record is a copy of, None when it has no (readable) header, FOREIGN when it is
-    a copy of another source partition."""
+    """The source offset a record is a copy of; None when it may be a copy of anything (no readable header,
+    or another hop's header); FOREIGN for this hop's copy of another partition, SIBLING for a copy from
+    another source cluster of the mirror."""
     parsed = parse_provenance(header) if header else None
     if parsed is None:
         return None
     alias, cluster_id, topic, partition, offset = parsed
-    if (alias, topic, partition) != (source.alias, source.topic, source.partition):
-        return FOREIGN
-    if source.cluster_id and cluster_id and cluster_id != source.cluster_id:
+    if alias != source.alias or (source.cluster_id and cluster_id and cluster_id != source.cluster_id):
+        return SIBLING if (alias, cluster_id) in source.siblings else None
+    if (topic, partition) != (source.topic, source.partition):
         return FOREIGN
     return offset

@@ -330,8 +330,9 @@ def failback_start_rule(target: JobTarget, destination_cluster_id: str):
     reader = committed_reader(target.connection("source"), None, f"{target.group_id}.failback-start",
                               where="the source")
     try:
-        yield lambda topic, partition, low, high: failback_start(reader.records, topic, partition, low, high,
-                                                                 destination_cluster_id).offset
+        yield lambda topic, partition, low, high: failback_start(
+            reader.records, topic, partition, low, high, destination_cluster_id,
+            destination_topic=target.destination_topic(topic)).offset
     finally:
         reader.close()
 

@@ -176,7 +176,8 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
                 timestamp = 0
             if provenance or headers:
                 headers = mirrored_headers(headers, provenance and provenance_value(
-                    provenance[0], provenance[1], task.topic, task.partition, offset), cluster)
+                    provenance[0], provenance[1], task.topic, task.partition, offset), cluster, task.topic,
+                    destination_topic)
                 if type(headers) is bytes:
                     if settings.skip_origin:  # as the worker: the destination has this record already
                         position = offset + 1

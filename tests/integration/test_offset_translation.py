@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from devstack.paths import ROOT
 from mirror_worker.offset_translation import read_offset_syncs, translate_group, translate_group_offsets
 from mirror_worker.spec import select_mirror
-from tests.kafka_util import create_topic, produce
+from tests.kafka_util import commit_offsets, create_topic, produce
 from tests.worker_util import WorkerProcess, wait_for_count, write_mirror_spec
 
 pytestmark = pytest.mark.integration
@@ -23,9 +23,10 @@ PARTITIONS = 3
 ROUND = 100  # records per partition per round
 
 
-def _spec(path: Path, stack, mirror: str, topic: str, preserve: bool = True, delivery: str = "at-least-once") -> Path:
+def _spec(path: Path, stack, mirror: str, topic: str, preserve: bool = True, delivery: str = "at-least-once",
+          **settings) -> Path:
     return write_mirror_spec(path, stack, mirror, topic, prefix="dr.", **{
-        "preserve-partitions": str(preserve).lower(), "commit-interval-s": 1, "delivery": delivery,
+        "preserve-partitions": str(preserve).lower(), "commit-interval-s": 1, "delivery": delivery, **settings,
     })
 
 
@@ -34,10 +35,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def _produce_round(src: str, topic: str, round_index: int) -> None:
+def _produce_round(src: str, topic: str, round_index: int, headers=lambda p, i: []) -> None:
     now_ms = int(time.time() * 1000)
     produce(src, topic, [
-        {"value": f"r{round_index}-p{p}-{i}".encode(), "partition": p, "timestamp": now_ms}
+        {"value": f"r{round_index}-p{p}-{i}".encode(), "partition": p, "timestamp": now_ms, "headers": headers(p, i)}
         for i in range(ROUND) for p in range(PARTITIONS)
     ])
 
@@ -173,6 +174,47 @@ def test_consumer_fails_over_with_translated_offsets(stack, topic_name, tmp_path
         consumer.close()
     _check_resume(_read_from(dst, f"dr.{topic}", {p: 0 for p in range(PARTITIONS)}, group=group), committed, syncs,
                   2 * ROUND)
+
+
+def test_an_upstream_hops_provenance_headers_place_no_group(stack, topic_name, tmp_path):
+    """Chain A -> B -> C, the B -> C mirror without provenance headers: its copies carry A -> B's `mirror.source`
+    header unchanged. Those name another hop (alias, cluster): they place no group, the offset syncs do, and
+    the method says so. translate-offsets --apply and sync-group-offsets (the worker's group offset sync)."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("up")
+    mirror, group, synced = f"up-{topic}", f"app-{topic}", f"app-sync-{topic}"
+    spec = _spec(tmp_path / "mirrors.yaml", stack, mirror, topic, **{"group-offset-sync-groups": f'["{synced}"]'})
+    config = select_mirror(spec, mirror)
+    create_topic(src, topic, partitions=PARTITIONS)
+    _produce_round(src, topic, 0, lambda p, i: [("mirror.source", f"a:cluster-a:orders:{p}:{i}".encode())])
+    worker = WorkerProcess(["--config", str(spec), "--mirror", mirror], tmp_path)
+    try:
+        worker.wait_started()
+        wait_for_count(dst, f"dr.{topic}", ROUND * PARTITIONS)
+        syncs = _wait_for_syncs(config, ROUND)
+        assert worker.terminate() == 0
+    finally:
+        worker.stop_quietly()
+    committed = {p: 10 for p in range(PARTITIONS)}
+    commit_offsets(src, topic, group, committed)
+    commit_offsets(src, topic, synced, committed)
+
+    applied = _cli("--config", str(spec), "--mirror", mirror, "--group", group, "--apply")
+    assert applied.returncode == 0, applied.stderr
+    document = json.loads(applied.stdout)
+    assert document["untranslated"] == [], document
+    assert {(o["partition"], o["method"]) for o in document["offsets"]} == {
+        (p, "offset-sync") for p in range(PARTITIONS)}, document
+    _check_resume(_read_from(dst, f"dr.{topic}", {p: 0 for p in range(PARTITIONS)}, group=group), committed, syncs,
+                  ROUND)
+
+    result = subprocess.run([sys.executable, "-m", "mirror_worker", "sync-group-offsets", "--config", str(spec),
+                             "--mirror", mirror], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    (plan,) = json.loads(result.stdout[result.stdout.index("{\n"):])["sources"][0]["groups"]
+    assert {(o["partition"], o["method"]) for o in plan["written"]} == {(p, "offset-sync") for p in range(PARTITIONS)}
+    _check_resume(_read_from(dst, f"dr.{topic}", {p: 0 for p in range(PARTITIONS)}, group=synced), committed, syncs,
+                  ROUND)
 
 
 def test_translation_refused_without_preserve_partitions(stack, topic_name, tmp_path):

@@ -63,6 +63,17 @@ def test_copies_from_another_cluster_and_malformed_headers_are_new_records_here(
     assert _start(FakeDestinationPartitions({("orders", 0): log})).offset == 1
 
 
+def test_a_header_an_application_forwarded_is_a_new_record_here():
+    """An application that read a copy of the old source's `payments` wrote `orders` here after the failover:
+    its header names the old source, but the record is new (the hot path mirrors it back, so starts before it)."""
+    log = [(0, _copy(0)), (1, None), (2, provenance_value("east", OLD_SOURCE, "payments", 0, 3)), (3, None)]
+    assert _start(FakeDestinationPartitions({("orders", 0): log})).offset == 1
+    # Where the reverse mirror writes the topic back tells a copy too (a forward topic-map, read backwards).
+    renamed = [(0, provenance_value("east", OLD_SOURCE, "payments", 0, 0)), (1, None)]
+    reader = FakeDestinationPartitions({("orders", 0): renamed})
+    assert failback_start(reader.records, "orders", 0, 0, 2, OLD_SOURCE, destination_topic="payments").offset == 1
+
+
 def test_gaps_in_offsets_transaction_markers_do_not_move_the_start():
     log = [(0, _copy(0)), (2, _copy(1)), (5, None), (7, None)]  # 1, 3, 4, 6: markers
     assert _start(FakeDestinationPartitions({("orders", 0): log}, ends={("orders", 0): 8}), window=2).offset == 3
@@ -176,8 +187,11 @@ def test_reverse_of_names_a_forward_mirror_of_the_spec(tmp_path):
 
 
 # ---------------------------------------------------------------- the hot path and the start rule
-def _from_destination(offset: int) -> FakeMessage:
-    return FakeMessage("t", 0, offset, value=b"looped", headers=[(PROVENANCE_HEADER, _copy(offset, "dst-cluster"))])
+def _from_destination(offset: int, topic: str = "t") -> FakeMessage:
+    """A record of `t` whose header names the destination's `topic`: a copy from there when `topic` is `t`
+    (identity naming); else an application's record that forwarded a copy's header."""
+    return FakeMessage("t", 0, offset, value=b"looped",
+                       headers=[(PROVENANCE_HEADER, provenance_value("east", "dst-cluster", topic, 0, offset))])
 
 
 @pytest.mark.parametrize("origin_records", ["skip", "halt"])
@@ -198,6 +212,19 @@ def test_records_from_the_destination_are_skipped_by_a_failback_pair_and_halt_an
     else:
         assert producer.delivered == [] and stream.ledger.halted[("t", 0)].offset == 0
         assert skipped == 0
+
+
+@pytest.mark.parametrize("origin_records", ["skip", "halt"])
+def test_a_forwarded_header_is_no_copy_from_the_destination(origin_records):
+    """An application (Kafka Streams, Connect) that read a copy of the destination's `orders` and wrote `t`
+    forwards its header: those records are new, and mirrored."""
+    log = [_from_destination(0, "orders"), *records("t", 0, [1]), _from_destination(2, "orders")]
+    worker, stream, consumer, producer = make_worker({("t", 0): log}, origin_records=origin_records,
+                                                     provenance_headers=True)
+    worker.destination_cluster_id = "dst-cluster"
+    assign(worker, stream, ("t", 0))
+    worker._consume_round(0)
+    assert [m.value() for m in producer.delivered] == [b"looped", b"t-0-1", b"looped"] and not stream.ledger.halted
 
 
 def test_a_partition_without_a_position_starts_where_the_fresh_start_rule_says():

@@ -12,7 +12,8 @@ from mirror_worker.resume_search import (
 )
 from tests.unit.fakes import FakeDestinationPartitions
 
-SOURCE = SourcePartition("east", "t", 0, "cid")
+SOURCE = SourcePartition("east", "t", 0, "cid", frozenset({("west", "cid-west")}))  # west: the mirror's other source
+UPSTREAM = {"alias": "up", "cluster": "cluster-up"}  # another hop's header: an upstream mirror's, or forwarded
 TOPIC = "x.t"
 
 
@@ -44,11 +45,17 @@ def _read_from(records, resume: int) -> list:
 
 
 def _source(header):
-    """The source offset a record is a copy of; None without a header; FOREIGN for another partition's."""
+    """The source offset a record is a copy of; None without a header or with another hop's; FOREIGN for this
+    hop's copy of another partition and the other source's copies."""
     parsed = parse_provenance(header) if header else None
-    if parsed is None:
+    if parsed is None or parsed[:2] not in (("east", "cid"), ("west", "cid-west")):
         return None
     return parsed[4] if parsed[:4] == ("east", "cid", "t", 0) else FOREIGN
+
+
+def _this_hops(header) -> bool:
+    parsed = parse_provenance(header) if header else None
+    return parsed is not None and parsed[:2] == ("east", "cid")
 
 
 FOREIGN = "foreign"
@@ -115,13 +122,28 @@ def test_destination_gaps_are_skipped_and_the_answer_is_a_record_offset():
     assert point == ResumePoint(marker, OFFSET_SYNC, sum(1 for o, _ in records if o > marker), records[-1][0] + 1)
 
 
-def test_other_partitions_copies_are_skipped_and_records_without_header_are_never_skipped():
-    foreign = [_header(60, partition=1), _header(70, alias="west"), _header(80, cluster="other-cluster")]
-    records = _destination([0, 1, *foreign, 2, 3, None, 4, 5, 6])
-    # The record without a header (offset 7) could be a copy of anything: the answer is not after it.
-    assert _find(records, 5)[0] == ResumePoint(7, PROVENANCE, 2, 11, 6)   # it and 4 may be re-read; 5, 6 not
-    assert _find(records, 3)[0] == ResumePoint(6, PROVENANCE, 1, 11, 6)   # other partitions' copies: skipped
-    assert _find(records, 7)[0] == ResumePoint(7, PROVENANCE, 4, 11, 6)   # it, 4, 5 and 6
+def test_other_partitions_and_other_sources_copies_are_skipped_and_records_without_header_are_never_skipped():
+    skipped = [_header(60, partition=1), _header(70, alias="west", cluster="cid-west")]
+    records = _destination([0, 1, *skipped, 2, 3, None, 4, 5, 6])
+    # The record without a header (offset 6) could be a copy of anything: the answer is not after it.
+    assert _find(records, 5)[0] == ResumePoint(6, PROVENANCE, 2, 10, 6)   # it and 4 may be re-read; 5, 6 not
+    assert _find(records, 3)[0] == ResumePoint(5, PROVENANCE, 1, 10, 6)   # the other copies: skipped
+    assert _find(records, 7)[0] == ResumePoint(6, PROVENANCE, 4, 10, 6)   # it, 4, 5 and 6
+
+
+def test_another_hops_header_counts_as_no_header():
+    """Chain A -> B -> C, B -> C without provenance headers: C holds A -> B's headers, copied unchanged (and
+    applications forward headers). They name no copy of this hop: they place no group."""
+    upstream = [_header(s, **UPSTREAM) for s in range(100)]
+    # Before: every record skipped as another partition's, the answer the log end (100, provenance-end).
+    assert _find(_destination(upstream), 10, sync_offset=0)[0] == ResumePoint(0, OFFSET_SYNC, 100, 100)
+    assert _find(_destination(upstream), 10)[0] is None
+    # Headers turned on later at B -> C: the records before may be copies of anything, never skipped.
+    records = _destination([*upstream[:50], *range(50, 100)])
+    assert _find(records, 20)[0] == ResumePoint(0, PROVENANCE, 50, 100, 99)
+    # The cluster id tells this hop from an upstream one under the same alias.
+    same_alias = _destination([_header(s, cluster="cluster-up") for s in range(100)])
+    assert _find(same_alias, 10, sync_offset=0)[0].method == OFFSET_SYNC
 
 
 def test_no_header_falls_back_to_the_offset_sync():
@@ -168,7 +190,8 @@ def _random_destination(rng: random.Random) -> list:
         sequence.extend(range(start, stop))
         position = max(position, stop)
     for _ in range(rng.randint(0, 3)):
-        sequence.insert(rng.randint(0, len(sequence)), rng.choice([None, _header(5, partition=3)]))
+        sequence.insert(rng.randint(0, len(sequence)), rng.choice([
+            None, _header(5, partition=3), _header(6, alias="west", cluster="cid-west"), _header(7, **UPSTREAM)]))
     return _destination(sequence, gap_every=rng.choice([0, 0, 7]))
 
 
@@ -182,7 +205,7 @@ def test_never_a_record_missed_and_the_reread_count_is_exact_on_any_partition():
             # Any sync at all (a D after a crashed run's copies included) leaves the answer safe.
             point, _ = _find(records, committed, rng.choice([None, rng.randint(0, len(records))]))
             if point is None or point.method == OFFSET_SYNC:
-                assert not any(h for _, h in records), records  # only a partition with no header at all
+                assert not any(_this_hops(h) for _, h in records), records  # only with no header of this hop
                 continue
             read = _read_from(records, point.destination_offset)
             assert {s for s in mirrored if s >= committed} <= set(read), (records, committed, point)
