@@ -2,18 +2,20 @@
 the worker as a process): the failover's stop refuses while a catch-up holds the mirror's lease group and
 says so; once it has stopped the mirror, the mirror is marked failed over on the destination, and nothing
 copies from the old source again: the catch-up run's resume does not unpause, the catch-up's own stop
-refuses, and a worker started anyway exits without copying. Before, the stop waited only for the mirror's
+and the catch-up job refuse, and a worker started anyway exits without copying. Before, the stop waited only for the mirror's
 group (empty during a catch-up) and the catch-up's resume unpaused the mirror the failover had stopped.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 
 import pytest
 
-from tests.airflow_support import ROOT  # noqa: F401
+from tests.airflow_support import ROOT
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import WorkerProcess, read_topic
 
@@ -64,6 +66,9 @@ def test_a_failover_and_a_catchup_exclude_each_other(stack, topic_name, tmp_path
     assert resume.execute({"ti": _Ti()}) is False
     with pytest.raises(RuntimeError, match=rf"mirror group {group!r} was failed over"):
         catchup_stop.execute({})
+    catchup = subprocess.run([sys.executable, "spark_jobs/catchup.py", "--config", str(spec), "--mirror", name],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)  # refused before Spark starts
+    assert catchup.returncode == 2 and f"mirror group {group!r} was failed over" in catchup.stderr, catchup.stderr
     worker = WorkerProcess(["--config", str(spec), "--mirror", name], tmp_path)
     try:
         assert worker.wait(90) != 0
