@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType,
 )
 
-from mirror_worker.acl_sync import PrincipalFilter, SkippedAcl, TopicAcl, plan_acl_sync
+from mirror_worker.acl_sync import DENY, PrincipalFilter, SkippedAcl, TopicAcl, plan_acl_sync
 from mirror_worker.client_config import connection_settings
 from mirror_worker.clients import librdkafka_log
 from mirror_worker.config import MirrorConfig
@@ -115,10 +115,21 @@ class AclSync:
         destination_acls = describe_topic_acls(self.destination_admin, "destination", self.timeout)
         plan = plan_acl_sync(source_acls, mirrored, self.remote_topic, self.principals, destination_acls)
         report = AclSyncReport(source, dry_run, present=plan.present, skipped=plan.skipped)
-        errors = {} if dry_run else create_acls(self.destination_admin, plan.create, self.timeout)
+        errors = {} if dry_run else self.create_denies_first(plan.create)
         report.created = [a for a in plan.create if a not in errors]
         report.errors = errors
         return report
+
+    def create_denies_first(self, acls: list[TopicAcl]) -> dict[TopicAcl, str]:
+        """Creates the DENYs, then the ALLOWs of the destination topics whose DENYs all exist: an ALLOW is
+        never on the destination without the DENYs that narrow it."""
+        denies = [a for a in acls if a.permission == DENY]
+        errors = create_acls(self.destination_admin, denies, self.timeout)
+        refused = {a.topic for a in errors}
+        allows = [a for a in acls if a.permission != DENY]
+        errors.update({a: "not created: a DENY on this topic was refused" for a in allows if a.topic in refused})
+        errors.update(create_acls(self.destination_admin, [a for a in allows if a.topic not in refused], self.timeout))
+        return errors
 
 
 def log_report(report: AclSyncReport, label: dict) -> None:

@@ -1,7 +1,7 @@
 """Topic ACL sync: which destination ACL bindings a mirror's source ACLs call for (pure; no broker).
 
-As MirrorMaker 2's `sync.topic.acls.enabled`, but read-side only. For each LITERAL ACL binding on a
-topic the mirror mirrors, the destination topic (the mirror's naming policy) gets:
+As MirrorMaker 2's `sync.topic.acls.enabled`, but read-side only. For each ACL binding on a topic the
+mirror mirrors, the destination topic (the mirror's naming policy) gets:
 
     source binding            destination binding
     ALLOW READ / DESCRIBE     the same
@@ -15,8 +15,10 @@ lock the mirror's own producer out of the destination). Here only the read side 
 a source DENY that narrows a broader ALLOW (`User:*` may read, `User:contractor` may not) must travel with
 it, or the destination would grant what the source refuses. For the same reason the principal filter
 (include/exclude regexes over the full principal, `User:alice`) applies to ALLOW bindings only: a DENY
-never grants anything. PREFIXED patterns and the `*` topic are not copied: their names do not map
-through a naming policy. Nothing is ever deleted from the destination.
+never grants anything. A PREFIXED or `*` DENY is expanded onto the mirrored topics it covers, one LITERAL
+DENY per destination name (a prefix does not map through a naming policy; the names it covers do); a
+PREFIXED or `*` ALLOW is not copied (leaving a grant out refuses, never grants). Nothing is ever deleted
+from the destination.
 """
 
 from __future__ import annotations
@@ -80,19 +82,30 @@ def destination_operation(acl: TopicAcl) -> str | None:
     return "READ" if acl.operation == "ALL" else None
 
 
+def covered_topics(acl: TopicAcl, mirrored: set[str]) -> list[str]:
+    """The mirrored source topics a binding names: its topic, or for a DENY every one its pattern covers."""
+    if acl.permission == DENY and acl.pattern == PREFIXED:
+        return sorted(t for t in mirrored if t.startswith(acl.topic))
+    if acl.permission == DENY and acl.pattern == LITERAL and acl.topic == WILDCARD_TOPIC:
+        return sorted(mirrored)
+    return [acl.topic] if acl.pattern == LITERAL and acl.topic in mirrored else []
+
+
 def skip_reason(acl: TopicAcl, mirrored: set[str], principals: PrincipalFilter) -> str | None:
     """Why a source binding is not copied, None when it is."""
-    if acl.pattern != LITERAL:
+    if acl.pattern not in (LITERAL, PREFIXED):
+        return f"{acl.pattern.lower()} pattern: not a topic binding's pattern"
+    if acl.permission == ALLOW and acl.pattern != LITERAL:
         return f"{acl.pattern.lower()} pattern: only literal topic names map to destination topics"
-    if acl.topic == WILDCARD_TOPIC:
+    if acl.permission == ALLOW and acl.topic == WILDCARD_TOPIC:
         return "wildcard topic: it names every topic, not a mirrored one"
     if acl.permission not in (ALLOW, DENY):
         return f"permission {acl.permission}"
     if destination_operation(acl) is None:
         side = "write" if acl.operation in ("WRITE", "IDEMPOTENT_WRITE") else "not read"
         return f"operation {acl.operation} is {side}-side: never copied"
-    if acl.topic not in mirrored:
-        return "topic not mirrored"
+    if not covered_topics(acl, mirrored):
+        return "prefixed pattern: no mirrored topic starts with it" if acl.pattern == PREFIXED else "topic not mirrored"
     if acl.permission == ALLOW and not principals.allows(acl.principal):
         return "principal excluded by the mirror's ACL filter"
     return None
@@ -113,9 +126,10 @@ def plan_acl_sync(source: Iterable[TopicAcl], mirrored: Iterable[str], remote_to
         if reason is not None:
             plan.skipped.append(SkippedAcl(acl, reason))
             continue
-        target = TopicAcl(remote_topic(acl.topic), acl.principal, acl.host, destination_operation(acl), acl.permission)
-        if target in wanted:  # ALLOW ALL and ALLOW READ of one principal give one binding
-            continue
-        wanted.add(target)
-        (plan.present if target in existing else plan.create).append(target)
+        for topic in covered_topics(acl, mirrored):
+            target = TopicAcl(remote_topic(topic), acl.principal, acl.host, destination_operation(acl), acl.permission)
+            if target in wanted:  # ALLOW ALL and ALLOW READ of one principal give one binding, as a DENY and its prefix's
+                continue
+            wanted.add(target)
+            (plan.present if target in existing else plan.create).append(target)
     return plan

@@ -7,7 +7,9 @@ intervals, so each sync reads only the destination records appended since the la
 `sync-group-offsets` command runs one sync (`sync_mirror_group_offsets`).
 
 Between the describe (no member) and the write a consumer may join: the broker then refuses the write
-(the group has members), which is reported as a failed write, never forced.
+(the group has members), which is reported as a failed write, never forced. The destination's state and
+commits are read after the translation, right before the write. Of a mirror's worker processes only one
+writes (`SoleWriter`, group_sync.not_writer_reason): Kafka has no compare-and-set of group offsets.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from mirror_worker.client_config import connection_settings
 from mirror_worker.clients import librdkafka_log
 from mirror_worker.config import MirrorConfig
 from mirror_worker.group_sync import (
-    GroupFilter, GroupPlan, GroupSyncReport, Translation, Untranslated, blocking_state, failed, plan_group,
+    GroupFilter, GroupPlan, GroupSyncReport, Translation, Untranslated, blocking_state, failed, not_writer_reason,
+    plan_group,
 )
 from mirror_worker.groups import describe_group, group_ids
 from mirror_worker.offset_syncs import OffsetSync, translate_positions
@@ -42,13 +45,16 @@ class GroupOffsetSync:
     `source_admin`/`destination_admin`: AdminClients; `finder`: an IncrementalFinder (or ResumeFinder) over
     the destination; `offset_syncs()`: the mirror's offset syncs (the fallback without headers);
     `topic_ids(topics)`: the source topics' ids; `mirrored(topic)`: the mirror's topic filter;
-    `remote_topic`: its naming policy; `siblings`: the mirror's other sources (resume_search.SourcePartition).
+    `remote_topic`: its naming policy; `siblings`: the mirror's other sources (resume_search.SourcePartition);
+    `not_writer()`: why this process must not write now (None: it may; a SoleWriter in the worker, always None
+    for the one-shot command).
     """
 
     def __init__(self, alias: str, cluster_id: str, source_admin, destination_admin, finder, groups: GroupFilter,
                  mirrored: Callable[[str], bool], remote_topic: Callable[[str], str],
                  offset_syncs: Callable[[], list[OffsetSync]], topic_ids: Callable[[list[str]], dict[str, str]],
-                 timeout: float = 30.0, siblings: frozenset[tuple[str, str]] = frozenset()) -> None:
+                 timeout: float = 30.0, siblings: frozenset[tuple[str, str]] = frozenset(),
+                 not_writer: Callable[[], str | None] = lambda: None) -> None:
         self.alias = alias
         self.cluster_id = cluster_id
         self.siblings = siblings
@@ -61,10 +67,14 @@ class GroupOffsetSync:
         self.offset_syncs = offset_syncs
         self.topic_ids = topic_ids
         self.timeout = timeout
+        self.not_writer = not_writer
 
     def sync(self, dry_run: bool = False) -> GroupSyncReport:
         report = GroupSyncReport(self.alias, dry_run)
         try:
+            report.not_writer = self.not_writer()
+            if report.not_writer is not None:
+                return report
             groups = self.source_groups()
         except TranslationError as exc:
             report.errors["*"] = str(exc)
@@ -119,6 +129,26 @@ class GroupOffsetSync:
         return plan
 
 
+class SoleWriter:
+    """`not_writer()` of one worker process's source stream: describes the mirror's group on the source and
+    compares the holder of its first partition with this process's member id (`member_id()`)."""
+
+    def __init__(self, source_admin, group: str, member_id: Callable[[], str | None], timeout: float = 30.0) -> None:
+        self.source_admin = source_admin
+        self.group = group
+        self.member_id = member_id
+        self.timeout = timeout
+
+    def __call__(self) -> str | None:
+        try:
+            description = describe_group(self.source_admin, self.group, self.timeout)
+        except KafkaException as exc:
+            raise TranslationError(f"cannot describe the mirror's group {self.group!r}: {_error_text(exc)}") from None
+        assignments = {m.member_id: [(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions or [])]
+                       for m in description.members or []}
+        return not_writer_reason(description.state.name, assignments, self.member_id())
+
+
 def _error_text(exc: Exception) -> str:
     if isinstance(exc, KafkaException) and exc.args and hasattr(exc.args[0], "str"):
         return exc.args[0].str()
@@ -144,6 +174,7 @@ def log_report(report: GroupSyncReport, label: dict) -> None:
         log.warning("group offset sync failed", extra={**labels, "group": group, "error": error})
     log.info("group offsets synced", extra={
         **labels, "dry_run": report.dry_run, "groups": len(report.groups),
+        **({"not_writer": report.not_writer} if report.not_writer else {}),
         "offsets_written": sum(len(g.write) for g in report.groups),
         "offsets_unchanged": sum(len(g.unchanged) for g in report.groups),
         "offsets_skipped": _sum_counts(g.skipped_by_reason() for g in report.groups),
@@ -197,7 +228,9 @@ def worker_group_syncs(config: MirrorConfig, streams, destination_admin) -> list
     return [GroupOffsetSync(stream.alias, stream.cluster_id, stream.admin, destination_admin, finder, groups,
                             config.topic_filter().should_replicate, config.naming_policy().remote_topic, syncs,
                             lambda topics, s=stream: {t: s.topic_ids[t] for t in topics if t in s.topic_ids},
-                            config.startup_timeout_s, siblings(cluster_ids, stream.alias))
+                            config.startup_timeout_s, siblings(cluster_ids, stream.alias),
+                            SoleWriter(stream.admin, config.group_id, lambda s=stream: s.consumer.memberid(),
+                                       config.startup_timeout_s))
             for stream in streams if stream.admin is not None]
 
 

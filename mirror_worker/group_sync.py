@@ -10,7 +10,11 @@ As MirrorMaker 2's `sync.group.offsets.enabled`, with the guarantees it lacks:
 - a group is written only while it is Empty or Dead (no member) on the destination: a consumer running
   there would overwrite the offsets, or read from a place moved under it (KAFKA-19794: MM2 rewound
   active groups);
-- everything not written is reported with its reason.
+- everything not written is reported with its reason;
+- one writer per source cluster: of the processes of a mirror, only the member of the mirror's group that
+  holds its first assigned source partition (the smallest topic and partition, as the source's coordinator
+  says while the group is Stable) syncs; the others skip with the reason. Two processes' read-then-writes
+  (each compares with the destination, then writes) could otherwise interleave and rewind a group.
 
 Which groups: full matches of the include regexes (every group when none), minus the exclude regexes,
 minus MM2's default exclusions (console consumers, Connect, internal `__` groups) and the mirror's own
@@ -59,6 +63,23 @@ def blocking_state(state: str, members: int) -> str | None:
     if state in WRITABLE_STATES and not members:
         return None
     return f"group is {state} with {members} active member(s) on the destination: a running consumer owns its offsets"
+
+
+def not_writer_reason(state: str, assignments: dict[str, list[tuple[str, int]]], me: str | None) -> str | None:
+    """Why this process does not sync groups now, None when it is the writer.
+
+    `state`/`assignments`: the mirror's group on the source (member id -> its assigned partitions);
+    `me`: this process's member id there (None or empty: not a member yet).
+    """
+    if state != "STABLE":
+        return f"the mirror's group is {state} on the source: the writer is known once it is Stable"
+    holders = {min(partitions): member for member, partitions in assignments.items() if partitions}
+    if not holders:
+        return "no member of the mirror's group holds a partition"
+    first = min(holders)
+    if holders[first] != me:
+        return f"another member of the mirror's group holds its first partition {first[0]}[{first[1]}] and syncs"
+    return None
 
 
 @dataclass(frozen=True)
@@ -150,6 +171,7 @@ class GroupSyncReport:
     dry_run: bool
     groups: list[GroupPlan] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # group ('*': the listing) -> why it was not synced
+    not_writer: str | None = None  # why this process synced no group (another one writes)
 
     @property
     def ok(self) -> bool:
@@ -167,4 +189,5 @@ class GroupSyncReport:
                 **({"error": g.error} if g.error else {}),
             } for g in self.groups],
             "errors": [{"group": group, "error": error} for group, error in self.errors.items()],
+            **({"not_writer": self.not_writer} if self.not_writer else {}),
         }

@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient
 from mirror_worker.acl_admin import worker_acl_sync
 from mirror_worker.backpressure import Backpressure
 from mirror_worker.catchup_lease import CatchupCheck
+from mirror_worker.failover_mark import refuse_if_failed_over
 from mirror_worker.client_config import (
     DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size,
 )
@@ -157,11 +158,15 @@ class MirrorWorker:
             positions_keepalive_s=self.positions_keepalive_s,
         )
         lease = CatchupCheck(cfg.group_id, cfg.startup_timeout_s)  # a Spark catch-up holding the group
+
+        def start_check(stream: SourceStream) -> None:
+            lease(stream.admin)
+            refuse_if_failed_over(admin, cfg.group_id, "mirroring", cfg.startup_timeout_s)
         self.failback = worker_failback_start(cfg, self.destination_cluster_id, self._label)
         self.assignment = PartitionAssignment(
             self.commits, self.halts, self.metrics, self._label, self.state, cfg.startup_timeout_s,
             cfg.on_data_loss == "halt", lambda: self.backpressure.paused, vanished_reason=self._vanished_reason,
-            catchup_check=lambda stream: lease(stream.admin), fresh_start=self.failback,
+            catchup_check=start_check, fresh_start=self.failback,
         )
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,

@@ -45,7 +45,8 @@ class PartitionAssignment:
         self.paused = paused
         # Exactly-once: why a partition whose position expired from the destination halts (see exactly_once.py).
         self.vanished_reason = vanished_reason or (lambda _stream, key: f"{key[0]}[{key[1]}]: position expired")
-        # Raises when a Spark catch-up holds the group (catchup_lease.py): nothing may be mirrored then.
+        # Raises when a Spark catch-up holds the group (catchup_lease.py) or the mirror was failed over
+        # (failover_mark.py): nothing may be mirrored then.
         self.catchup_check = catchup_check or (lambda _stream: None)
         # Where a partition without a position starts, instead of the reset policy (a failback mirror: failback.py).
         self.fresh_start = fresh_start

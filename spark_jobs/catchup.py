@@ -145,6 +145,18 @@ def check_group_idle(target: JobTarget, source: KafkaMeta) -> None:
         )
 
 
+def check_not_failed_over(target: JobTarget) -> None:
+    """A failed-over mirror's old source must not be copied into the promoted topics (failover_mark.py)."""
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_worker.failover_mark import FailedOver, refuse_if_failed_over
+
+    try:
+        refuse_if_failed_over(AdminClient(target.connection("destination")), target.group_id, "a catch-up", 10)
+    except FailedOver as exc:
+        raise JobInputError(str(exc)) from None
+
+
 def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list[str]) -> dict[str, int]:
     """Creates (or grows) the destination topics as the worker does; returns their max.message.bytes."""
     from confluent_kafka.admin import AdminClient
@@ -198,6 +210,7 @@ def _run(target: JobTarget, args, held: ExitStack) -> dict:
             # Announce the catch-up first, then look for workers: a worker starting from now on sees the lease.
             held.enter_context(CatchupLease(target.connection("source"), target.group_id, topics[0]))
             check_group_idle(target, source)
+            check_not_failed_over(target)
         # Nothing left to refuse: Spark starts now (seconds), while the plan is made and the driver copies. With
         # nothing to copy, or on a failure, the job does not wait for it (abandon).
         starter = SparkStarter(args.master).start()

@@ -235,7 +235,7 @@ def failover_dag(name: str, path: Path, settings: MirrorAirflowSettings):
             # Reject: every later task is skipped, the report included: nothing changed.
             ignore_downstream_trigger_rules=True,
         )
-        stop = StopMirrorOperator(task_id="stop_mirror", lifecycle_dag_id=lifecycle,
+        stop = StopMirrorOperator(task_id="stop_mirror", lifecycle_dag_id=lifecycle, failover=True,
                                   api_conn_id=settings.api_conn_id, **common, **_kafka_conns(settings))
         apply = ApplyTranslatedOffsetsOperator(task_id="apply_offsets", **common)
         report = FailoverReportOperator(task_id="report", lifecycle_dag_id=lifecycle,

@@ -4,7 +4,8 @@ once for the module, the mirror logging in with SASL/PLAIN as a super user.
 The `sync-acls` command copies exactly the read-side bindings (ALLOW READ/DESCRIBE, ALLOW ALL as READ,
 DENY READ/DESCRIBE, DENY ALL as DENY READ) to the prefixed topic names, never WRITE, and nothing twice;
 the principal filter leaves an ALLOW out; the copied ACLs work (a granted reader sees the destination
-topic, an excluded one does not). A running worker with `acl-sync-interval-ms` picks up a new ACL.
+topic, an excluded one does not). A PREFIXED or `*` DENY travels with the ALLOWs it narrows, as LITERAL
+DENYs on the mirrored topics' destination names. A running worker with `acl-sync-interval-ms` picks up a new ACL.
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import (
-    AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType,
+    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType,
 )
 
 from devstack.paths import ROOT
 from mirror_worker.acl_admin import describe_topic_acls
 from mirror_worker.acl_sync import TopicAcl
-from tests.kafka_util import create_topic
+from tests.kafka_util import create_topic, produce
 from tests.secure_kafka import authorizer_node, sasl_plain_settings
 from tests.worker_util import WorkerProcess
 
@@ -165,6 +166,76 @@ def test_sync_acls_copies_the_read_side_once_never_write_and_filters_a_principal
     # The copied bindings are the ones the destination's authorizer enforces.
     assert _sees_topic(destination, ALICE, PREFIX + orders)
     assert not _sees_topic(destination, BOB, PREFIX + orders)
+
+
+def test_a_prefixed_or_wildcard_deny_travels_with_the_allows_it_narrows(clusters, tmp_path):
+    source, destination = clusters
+    run = uuid.uuid4().hex[:8]
+    orders, payments = f"acl-{run}-orders", f"acl-{run}-payments"
+    for topic in (orders, payments):
+        create_topic(source.bootstrap_servers, topic)
+        create_topic(destination.bootstrap_servers, PREFIX + topic)
+        produce(destination.bootstrap_servers, PREFIX + topic, [{"value": b"secret"}])
+    mallory = f"mallory-{run}"  # `*` names every topic: a principal of this test only
+    everywhere = _binding("*", mallory, "ALL", "DENY")
+    _create_acls(source, [
+        _binding(orders, "*", "READ"), _binding(payments, "alice", "READ"), _binding(payments, "bob", "READ"),
+        _binding(f"acl-{run}-ord", "alice", "READ", "DENY", pattern="PREFIXED"),  # everyone but alice reads orders
+        _binding(f"acl-{run}-pay", "bob", "ALL", "DENY", pattern="PREFIXED"),     # bob reads no payments
+        everywhere,
+        _binding(f"acl-{run}-none", "carol", "READ", "DENY", pattern="PREFIXED"),  # narrows no mirrored topic
+        _binding(f"acl-{run}-", "dave", "READ", pattern="PREFIXED"),  # a PREFIXED ALLOW is still not copied
+    ])
+    try:
+        code, report, stderr = _sync_acls(_spec(tmp_path / "deny.yaml", source, destination, f"acl-{run}-.*"))
+        assert code == 0, stderr
+        expected = {
+            TopicAcl(PREFIX + orders, "User:*", "*", "READ", "ALLOW"),
+            TopicAcl(PREFIX + orders, "User:alice", "*", "READ", "DENY"),
+            TopicAcl(PREFIX + orders, f"User:{mallory}", "*", "READ", "DENY"),
+            TopicAcl(PREFIX + payments, "User:alice", "*", "READ", "ALLOW"),
+            TopicAcl(PREFIX + payments, "User:bob", "*", "READ", "ALLOW"),
+            TopicAcl(PREFIX + payments, "User:bob", "*", "READ", "DENY"),
+            TopicAcl(PREFIX + payments, f"User:{mallory}", "*", "READ", "DENY"),
+        }
+        assert _topic_acls(destination, {PREFIX + orders, PREFIX + payments}) == expected
+        reasons = {(s["topic"], s["principal"]): s["reason"] for s in report["sources"][0]["skipped"]
+                   if s["topic"].startswith(f"acl-{run}")}  # the module's other tests' bindings are there too
+        assert reasons == {
+            (f"acl-{run}-none", "User:carol"): "prefixed pattern: no mirrored topic starts with it",
+            (f"acl-{run}-", "User:dave"): "prefixed pattern: only literal topic names map to destination topics",
+        }
+        # What the source's authorizer refuses, the destination's refuses too.
+        assert not _reads(destination, ALICE, PREFIX + orders)
+        assert not _reads(destination, BOB, PREFIX + payments)
+        assert _reads(destination, BOB, PREFIX + orders) and _reads(destination, ALICE, PREFIX + payments)
+    finally:
+        admin = AdminClient({"bootstrap.servers": source.bootstrap_servers})
+        for future in admin.delete_acls([AclBindingFilter(
+                ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, f"User:{mallory}", None,
+                AclOperation.ANY, AclPermissionType.ANY)]).values():
+            future.result(30)
+
+
+def _reads(node, user: tuple[str, str], topic: str) -> bool:
+    """Whether `user` may fetch the topic's first record (True) or is refused (False)."""
+    consumer = Consumer({**sasl_plain_settings(node, *user), "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])  # an explicit offset: no group ACL involved
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            # librdkafka looks for the group's coordinator although nothing is committed: not the topic's answer
+            if message is None or message.error() and message.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                continue
+            if message.error() is None:
+                return True
+            assert message.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, message.error()
+            return False
+        raise AssertionError(f"{user[0]} read nothing from {topic} within 30 s, and was not refused")
+    finally:
+        consumer.close()
 
 
 def test_a_running_worker_syncs_acls_on_its_schedule(clusters, tmp_path):

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer
 
 from devstack.paths import ROOT
 from tests.kafka_util import commit_offsets, create_topic, produce
-from tests.worker_util import WorkerProcess, committed_offsets, write_mirror_spec
+from tests.worker_util import WorkerProcess, committed_offsets, owned_partitions, write_mirror_spec
 
 pytestmark = pytest.mark.integration
 
@@ -138,3 +138,54 @@ def test_idle_groups_follow_active_ones_are_left_alone_and_nothing_is_rewound(st
     assert [(o["partition"], o["offset"]) for o in groups[idle]["written"]] == [(0, 145)]
     assert committed_offsets(dst, idle, remote, PARTITIONS) == {0: 145, 1: 150}
     assert committed_offsets(dst, ahead, remote, PARTITIONS) == {0: 90, 1: 50}
+
+
+def test_one_process_of_the_mirror_writes_a_groups_offsets_and_another_takes_over(stack, topic_name, tmp_path):
+    """Two worker processes of one mirror: only the member that holds the mirror's first source partition
+    syncs groups (the other says why not), so no stale read-then-write of one process can rewind what the
+    other wrote; when the writer stops, the remaining process takes over."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("gw")
+    remote, idle, mirror = f"x.{topic}", f"app-idle-{topic}", f"gw-{topic}"
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, mirror, topic, prefix="x.", **{
+        "preserve-partitions": "true", "provenance-headers": "true", "commit-interval-s": 1,
+        "group-offset-sync-interval-ms": 500, "group-offset-sync-groups": f'["app-.*-{topic}"]',
+    })
+    create_topic(src, topic, partitions=PARTITIONS)
+    _produce(src, topic, 0, 100)
+    workers = [WorkerProcess(["--config", str(spec), "--mirror", mirror], tmp_path, name=f"w{i}") for i in range(2)]
+    try:
+        workers[0].wait_started()
+        workers[1].wait_started()
+        deadline = time.monotonic() + 60
+        while not all(owned_partitions(w) for w in workers):  # the partitions split between the two
+            assert time.monotonic() < deadline, [w.owned() for w in workers]
+            time.sleep(0.3)
+        marks = [len(w.logs()) for w in workers]
+        commit_offsets(src, topic, idle, {0: 20, 1: 30})
+        _wait_committed(dst, idle, remote, {0: 20, 1: 30})
+        commit_offsets(src, topic, idle, {0: 60, 1: 70})
+        _wait_committed(dst, idle, remote, {0: 60, 1: 70})
+        for worker, mark in zip(workers, marks):  # each process had its turns since the split
+            while len(_summaries(worker, mark)) < 3:
+                assert time.monotonic() < deadline + 60, worker.stderr[-2000:]
+                time.sleep(0.3)
+        syncing = [i for i, (w, mark) in enumerate(zip(workers, marks)) if any(e["groups"] for e in _summaries(w, mark))]
+        assert len(syncing) == 1, f"processes {syncing} both synced group {idle}"
+        writer, other = workers[syncing[0]], workers[1 - syncing[0]]
+        assert f"{topic}[0]" in owned_partitions(writer)
+        reasons = {e.get("not_writer") for e in _summaries(other, marks[1 - syncing[0]])}
+        assert len(reasons) == 1 and next(iter(reasons)).startswith("another member of the mirror's group"), reasons
+
+        assert writer.terminate() == 0
+        _produce(src, topic, 100, 50)
+        commit_offsets(src, topic, idle, {0: 140, 1: 150})
+        _wait_committed(dst, idle, remote, {0: 140, 1: 150}, timeout=60)  # the remaining process writes now
+        assert other.terminate() == 0
+    finally:
+        for worker in workers:
+            worker.stop_quietly()
+
+
+def _summaries(worker: WorkerProcess, after: int) -> list[dict]:
+    return [e for e in worker.logs()[after:] if e.get("msg") == "group offsets synced"]

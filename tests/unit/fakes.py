@@ -6,6 +6,8 @@ with a bounded queue (BufferError when full) whose deliveries happen on poll/flu
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_worker.exactly_once import TransactionAborted
@@ -262,6 +264,9 @@ class FakeAdmin:
 
     def describe_consumer_groups(self, groups, request_timeout=None):
         return {g: FakeFuture(FakeGroupDescription(self.group_members.get(g, 0))) for g in groups}
+
+    def list_topics(self, topic=None, timeout=None):
+        return SimpleNamespace(topics={})  # no topic: no failover mark (failover_mark.py)
 
 
 class FakeDestination:

@@ -95,6 +95,33 @@ def test_bindings_the_destination_has_are_present_not_created_and_nothing_is_dup
     assert plan.create == [dest("READ")]
 
 
+def test_a_prefixed_or_wildcard_deny_is_expanded_onto_the_mirrored_topics_it_covers():
+    mirrored = ["orders", "order-lines", "payments"]
+    source = [acl("READ", principal="User:*"), acl("READ", "DENY", topic="order", pattern="PREFIXED"),
+              acl("ALL", "DENY", principal="User:bob", topic="*"), acl("READ", "DENY", topic="orders"),
+              acl("READ", "DENY", topic="refunds", pattern="PREFIXED"), acl("WRITE", "DENY", topic="o", pattern="PREFIXED")]
+    plan = plan_acl_sync(source, mirrored, REMOTE, EVERYONE, [])
+    assert set(plan.create) == {
+        dest("READ", principal="User:*"),
+        dest("READ", "DENY"), dest("READ", "DENY", topic="src.order-lines"),  # the prefix's and the literal's: one
+        *(dest("READ", "DENY", "User:bob", f"src.{t}") for t in mirrored),
+    } and len(plan.create) == 6
+    assert {s.acl.topic: s.reason for s in plan.skipped} == {
+        "refunds": "prefixed pattern: no mirrored topic starts with it",
+        "o": "operation WRITE is write-side: never copied"}
+
+
+def test_denies_are_created_first_and_an_allow_waits_for_its_topics_denies():
+    deny = dest("READ", "DENY", principal="User:bob")
+    destination = AclAdmin(refuse=[deny])
+    source = AclAdmin([acl("READ", principal="User:*"), acl("READ", "DENY", "User:bob", "ord", "PREFIXED"),
+                       acl("READ", topic="payments")])
+    report = AclSync(destination, REMOTE, EVERYONE).sync("dc1", source, ["orders", "payments"])
+    assert report.errors == {deny: "not authorized",
+                             dest("READ", principal="User:*"): "not created: a DENY on this topic was refused"}
+    assert destination.acls == {dest("READ", topic="src.payments")}
+
+
 def test_destination_names_come_from_the_naming_policy():
     plan = plan_acl_sync([acl("READ", topic="a"), acl("READ", topic="b")], ["a", "b"], {"a": "x", "b": "y"}.get,
                          EVERYONE, [])

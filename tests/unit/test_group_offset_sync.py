@@ -315,3 +315,29 @@ def test_the_workers_close_closes_the_shared_destination_reader_once():
     topics = SimpleNamespace(group_syncs=[SimpleNamespace(finder=finder), SimpleNamespace(finder=finder)])
     TopicManagement.close(topics)
     assert closed == [1]
+
+
+@pytest.mark.parametrize("state, assignments, me, reason", [
+    ("STABLE", {"a": [("orders", 1)], "b": [("orders", 0), ("payments", 0)]}, "b", None),
+    ("STABLE", {"a": [("orders", 1)], "b": [("orders", 0)]}, "a",
+     "another member of the mirror's group holds its first partition orders[0] and syncs"),
+    ("STABLE", {"a": [("b-topic", 0)], "b": [("a-topic", 3)]}, "b", None),  # by topic, then partition
+    ("STABLE", {"a": [], "b": [("orders", 0)]}, None,
+     "another member of the mirror's group holds its first partition orders[0] and syncs"),
+    ("STABLE", {"a": []}, "a", "no member of the mirror's group holds a partition"),
+    ("PREPARING_REBALANCE", {"a": [("orders", 0)]}, "a",
+     "the mirror's group is PREPARING_REBALANCE on the source: the writer is known once it is Stable"),
+])
+def test_one_member_of_the_mirrors_group_writes(state, assignments, me, reason):
+    from mirror_worker.group_sync import not_writer_reason
+
+    assert not_writer_reason(state, assignments, me) == reason
+
+
+def test_a_process_that_is_not_the_writer_reads_and_writes_nothing():
+    sync, source, destination, _ = _clusters({"billing": {(SOURCE_TOPIC, 0): 30}}, {0: _copies(range(100))})
+    sync.not_writer = lambda: "another member writes"
+    source.list_consumer_groups = None  # must not be called
+    report = sync.sync()
+    assert report.groups == [] and destination.writes == [] and report.ok
+    assert report.to_dict()["not_writer"] == "another member writes"
