@@ -138,6 +138,7 @@ class PartitionTransactions:
         self.aborting: dict[PositionKey, str] = {}  # an abort that did not finish yet: why it was started
         self.broken: set[PositionKey] = set()  # producers to replace (fatal error, or a call that hung)
         self.live: dict[int, list[bool]] = {}  # id(producer) -> [still in use], read by its error callback
+        self.committing: dict[PositionKey, int] = {}  # offsets sent, commit_transaction not finished yet
         self.starting: dict[PositionKey, Producer] = {}  # a replacement whose init did not finish yet
         self.abandoned: list[Producer] = []  # replaced while a call of theirs still blocks: kept, never destroyed
 
@@ -260,8 +261,16 @@ class PartitionTransactions:
             raise TransactionAborted(f"{key[0]}[{key[1]}]: {reason}")
         producer = self.producers[key]
 
+        committing = self.committing.get(key)
+        if committing is not None and committing != next_offset:  # not this transaction's position: start over
+            self.aborting[key] = f"commit of position {committing} unfinished"
+            self._abort(key, timeout_s)
+            raise TransactionAborted(f"{key[0]}[{key[1]}]: {self.aborting.get(key, 'commit unfinished')}")
+
         def send_and_commit(timeout: float) -> None:
-            producer.send_offsets_to_transaction([self._slot(key, next_offset)], self.group_metadata, timeout)
+            if committing is None:  # after a commit that timed out only commit_transaction is called again
+                producer.send_offsets_to_transaction([self._slot(key, next_offset)], self.group_metadata, timeout)
+                self.committing[key] = next_offset
             producer.commit_transaction(timeout)
 
         try:
@@ -284,6 +293,7 @@ class PartitionTransactions:
             self.aborting[key] = error.str()
             self._abort(key, timeout_s)
             raise TransactionAborted(where) from None
+        self.committing.pop(key, None)
         self.held[key] = next_offset
         self.committed_at[key] = self.clock()
         self.recorded.add(key)
@@ -314,6 +324,7 @@ class PartitionTransactions:
                 self._bounded(producer.abort_transaction, timeout_s)
                 producer.begin_transaction()
                 del self.aborting[key]
+                self.committing.pop(key, None)
                 return
             except KafkaException as exc:
                 error = exc.args[0]
@@ -334,6 +345,7 @@ class PartitionTransactions:
         if not any(old is p for p in self.abandoned):
             self._retire(old, stuck=False)
         self.producers[key] = replacement
+        self.committing.pop(key, None)
         self.broken.discard(key)
         del self.aborting[key]
 
@@ -368,6 +380,7 @@ class PartitionTransactions:
             self.committed_at.pop(key, None)
             self.recorded.discard(key)
             self.aborting.pop(key, None)
+            self.committing.pop(key, None)
             self.broken.discard(key)
             producer = self.producers.pop(key, None)
             if producer is not None and not any(producer is p for p in self.abandoned):
