@@ -16,23 +16,23 @@ TOTAL, RATE = 30_000, 1_500  # 20 s of a steady producer
 GROUP_SETTINGS = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}
 
 
-def _outage(stack, worker, down_s: float) -> float:
-    """kill -9 of the destination broker mid-stream, started again after `down_s`; the worker stays up
+def _outage(stack, worker, down_s: float, cluster: str = "destination") -> float:
+    """kill -9 of the cluster's broker mid-stream, started again after `down_s`; the worker stays up
     throughout. Returns when the broker answered again (monotonic)."""
     deadline = time.monotonic() + 30
     while len(read_topic(worker.dst, worker.topic, timeout=5)) < 2_000:  # mid-stream: some mirrored, some not
         assert time.monotonic() < deadline, "nothing mirrored before the outage"
         time.sleep(0.5)
-    destination = stack["destination"].kafka
-    destination.kill()
+    broker = stack[cluster].kafka
+    broker.kill()
     try:
         waited = time.monotonic() + down_s
         while time.monotonic() < waited:
             assert worker.proc.poll() is None, f"worker exited during the outage: {worker.stderr[-3000:]}"
             time.sleep(0.5)
     finally:
-        destination.start()
-        destination.wait_ready()
+        broker.start()
+        broker.wait_ready()
     return time.monotonic()
 
 
@@ -90,3 +90,4 @@ def test_destination_down_longer_than_the_delivery_timeout(stack, tmp_path, topi
         _verify_after(start, worker, live, back, record_property, exactly_once=False, in_order=False)
         resends = [e for e in worker.logs() if e.get("msg") == "re-sending from the committed position"]
         assert resends, "no record timed out: the outage did not outlast message.timeout.ms"
+
