@@ -160,9 +160,6 @@ class PartitionTransactions:
         producer = self.starting.pop(key, None) or self._producer(key)
         try:
             self._call(producer.init_transactions, key, "init")
-        except _StuckCall:
-            self._retire(producer)
-            raise MirrorError(f"exactly-once init of {key[0]}[{key[1]}] did not return") from None
         except MirrorError:
             self.starting[key] = producer
             raise
@@ -397,7 +394,9 @@ class PartitionTransactions:
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                self._bounded(method, self.timeout_s)
+                # Not abandoned when slow (see _bounded): an init left running could finish later and fence
+                # the producer that replaced it.
+                method(self.timeout_s)
                 return
             except KafkaException as exc:
                 error = exc.args[0]

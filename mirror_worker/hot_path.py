@@ -204,7 +204,8 @@ class BatchMirror:
 
 
 def _transaction_failed(error: KafkaError) -> bool:
-    return error.txn_requires_abort() or error.code() == KafkaError._STATE
+    """An exactly-once producer's state, not the record: the commit cycle aborts (or replaces the producer)."""
+    return error.txn_requires_abort() or error.fatal() or error.code() in (KafkaError._STATE, KafkaError._FATAL)
 
 
 def _close_run(handed_over, pending: dict, topic: str, partition: int, last, records: int, size: int,
