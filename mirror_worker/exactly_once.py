@@ -140,7 +140,8 @@ class PartitionTransactions:
         self.live: dict[int, list[bool]] = {}  # id(producer) -> [still in use], read by its error callback
         self.committing: dict[PositionKey, int] = {}  # offsets sent, commit_transaction not finished yet
         self.starting: dict[PositionKey, Producer] = {}  # a replacement whose init did not finish yet
-        self.abandoned: list[Producer] = []  # replaced while a call of theirs still blocks: kept, never destroyed
+        self.abandoned: list[Producer] = []
+        self.self_fenced: set[PositionKey] = set()  # partitions with an abandoned producer (see _retire)  # replaced while a call of theirs still blocks: kept, never destroyed
 
     def _slot(self, key: PositionKey, offset: int = -1001) -> TopicPartition:
         return TopicPartition(self.destination_topic(key[0]), key[1], offset, self.topic_id(key[0]) or "")
@@ -186,12 +187,19 @@ class PartitionTransactions:
         self.live[id(producer)] = live
         return producer
 
-    def _retire(self, producer: Producer, stuck: bool = True) -> None:
+    def _retire(self, producer: Producer, key: PositionKey | None = None) -> None:
         """A producer replaced by a new one of its transactional.id: its errors are expected now. One with a
-        call still blocking is kept (never destroyed under that call)."""
+        call still blocking (`key` given) is kept, never destroyed under that call; it may still act on the
+        broker when that call ends and fence its successor, so a fencing of `key` is not taken for another
+        worker's until the partition is reassigned (`self_fenced`)."""
         self.live.pop(id(producer), [True])[0] = False
-        if stuck:
+        if key is not None:
             self.abandoned.append(producer)
+            self.self_fenced.add(key)
+
+    def _fenced(self, key: PositionKey, error: KafkaError) -> bool:
+        """Another worker holds the partition's transactional.id now (else: replace the producer)."""
+        return error.fatal() and error.code() in _FENCED and key not in self.self_fenced
 
     def positions(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
         """Each partition's committed (next offset, source topic id), or None before its first commit."""
@@ -277,13 +285,13 @@ class PartitionTransactions:
         except _StuckCall:
             self.aborting[key] = f"commit did not return within {timeout_s + STUCK_AFTER_S:.0f}s"
             self.broken.add(key)
-            self._retire(producer)
+            self._retire(producer, key)
             self._abort(key, timeout_s)
             raise TransactionAborted(f"{key[0]}[{key[1]}]: {self.aborting.get(key, 'commit hung')}") from None
         except KafkaException as exc:
             error = exc.args[0]
             where = f"{key[0]}[{key[1]}]: {error.str()}"
-            if error.fatal() and error.code() in _FENCED:
+            if self._fenced(key, error):
                 raise ProducerFenced(where) from None
             if error.retriable() and not error.txn_requires_abort() and not error.fatal():
                 raise TransactionPending(where) from None
@@ -325,12 +333,12 @@ class PartitionTransactions:
                 return
             except KafkaException as exc:
                 error = exc.args[0]
-                if error.fatal() and error.code() in _FENCED:
+                if self._fenced(key, error):
                     raise ProducerFenced(f"{key[0]}[{key[1]}]: abort failed: {error.str()}") from None
                 if not error.fatal():  # timed out: the abort goes on, and is called again
                     raise TransactionPending(f"{key[0]}[{key[1]}]: abort: {error.str()}") from None
             except _StuckCall:
-                self._retire(producer)
+                self._retire(producer, key)
             self.broken.add(key)
         log.warning("exactly-once producer replaced", extra={
             "source": self.alias, "partition": f"{key[0]}[{key[1]}]", "error": self.aborting[key]})
@@ -340,7 +348,7 @@ class PartitionTransactions:
             raise TransactionPending(str(failed)) from None
         old = self.producers[key]
         if not any(old is p for p in self.abandoned):
-            self._retire(old, stuck=False)
+            self._retire(old)
         self.producers[key] = replacement
         self.committing.pop(key, None)
         self.broken.discard(key)
@@ -379,6 +387,7 @@ class PartitionTransactions:
             self.aborting.pop(key, None)
             self.committing.pop(key, None)
             self.broken.discard(key)
+            self.self_fenced.discard(key)
             producer = self.producers.pop(key, None)
             if producer is not None and not any(producer is p for p in self.abandoned):
                 try:
