@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
+from mirror_worker.clients import client_callback
 from mirror_worker.exceptions import MirrorError
 
 log = logging.getLogger("mirror_worker")
@@ -46,6 +48,23 @@ class TransactionAborted(MirrorError):
 
 class ProducerFenced(MirrorError):
     """Another worker took over the partition's transactional.id: this worker must stop writing it."""
+
+
+class TransactionPending(MirrorError):
+    """The destination did not answer in time: the partition's transaction (or its abort) is unfinished and
+    is tried again with the same position; nothing may be added to it meanwhile."""
+
+
+class _StuckCall(Exception):
+    """A transactional call did not return long after its timeout (see PartitionTransactions._bounded)."""
+
+
+# How long past its own timeout a transactional call may block before its producer is given up.
+STUCK_AFTER_S = 10.0
+
+# Fatal errors that mean another producer holds the transactional.id now; any other fatal error replaces
+# the producer (a new one with the same id fences the broken one and aborts its transaction).
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 
 
 def positions_group(mirror: str, alias: str) -> str:
@@ -116,6 +135,13 @@ class PartitionTransactions:
         })
         self.group_metadata = self.group.consumer_group_metadata()
         self.producers: dict[PositionKey, Producer] = {}
+        self.aborting: dict[PositionKey, str] = {}  # an abort that did not finish yet: why it was started
+        self.broken: set[PositionKey] = set()  # producers to replace (fatal error, or a call that hung)
+        self.live: dict[int, list[bool]] = {}  # id(producer) -> [still in use], read by its error callback
+        self.committing: dict[PositionKey, int] = {}  # offsets sent, commit_transaction not finished yet
+        self.starting: dict[PositionKey, Producer] = {}  # a replacement whose init did not finish yet
+        self.abandoned: list[Producer] = []
+        self.self_fenced: set[PositionKey] = set()  # partitions with an abandoned producer (see _retire)  # replaced while a call of theirs still blocks: kept, never destroyed
 
     def _slot(self, key: PositionKey, offset: int = -1001) -> TopicPartition:
         return TopicPartition(self.destination_topic(key[0]), key[1], offset, self.topic_id(key[0]) or "")
@@ -123,16 +149,57 @@ class PartitionTransactions:
     def open(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
         """Fence earlier owners, open a transaction per partition, and read where each one stands."""
         for key in keys:
-            if key in self.producers:
-                continue
-            producer = Producer({
-                **self.producer_settings,
-                "transactional.id": transactional_id(self.mirror, self.alias, *key),
-            })
-            self._call(producer.init_transactions, key, "init")
-            producer.begin_transaction()
-            self.producers[key] = producer
+            if key not in self.producers:
+                self.producers[key] = self._new_producer(key)
         return self.positions(keys)
+
+    def _new_producer(self, key: PositionKey) -> Producer:
+        """A producer of the partition's transactional.id with a transaction open; it fences any earlier one.
+
+        One whose init did not finish is kept and its init called again (as librdkafka asks): a dropped one
+        may still finish it later and fence its successor."""
+        producer = self.starting.pop(key, None) or self._producer(key)
+        try:
+            self._call(producer.init_transactions, key, "init")
+        except MirrorError:
+            self.starting[key] = producer
+            raise
+        producer.begin_transaction()
+        return producer
+
+    def _producer(self, key: PositionKey) -> Producer:
+        settings = {**self.producer_settings, "transactional.id": transactional_id(self.mirror, self.alias, *key)}
+        upstream = settings.get("error_cb")
+        live = [True]
+
+        def on_error(err: KafkaError) -> None:
+            if not live[0]:
+                return  # replaced: its successor fenced it, as intended
+            if err.fatal():  # its next commit classifies it: fenced stops the worker, else it is replaced
+                log.warning("exactly-once producer failed", extra={
+                    "source": self.alias, "partition": f"{key[0]}[{key[1]}]", "error": err.str()})
+                return
+            if upstream is not None:
+                upstream(err)
+
+        settings["error_cb"] = client_callback(on_error)
+        producer = Producer(settings)
+        self.live[id(producer)] = live
+        return producer
+
+    def _retire(self, producer: Producer, key: PositionKey | None = None) -> None:
+        """A producer replaced by a new one of its transactional.id: its errors are expected now. One with a
+        call still blocking (`key` given) is kept, never destroyed under that call; it may still act on the
+        broker when that call ends and fence its successor, so a fencing of `key` is not taken for another
+        worker's until the partition is reassigned (`self_fenced`)."""
+        self.live.pop(id(producer), [True])[0] = False
+        if key is not None:
+            self.abandoned.append(producer)
+            self.self_fenced.add(key)
+
+    def _fenced(self, key: PositionKey, error: KafkaError) -> bool:
+        """Another worker holds the partition's transactional.id now (else: replace the producer)."""
+        return error.fatal() and error.code() in _FENCED and key not in self.self_fenced
 
     def positions(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
         """Each partition's committed (next offset, source topic id), or None before its first commit."""
@@ -188,19 +255,50 @@ class PartitionTransactions:
             reader.close()
 
     def commit(self, key: PositionKey, next_offset: int, timeout_s: float) -> None:
-        """Add the position to the partition's transaction, commit it, open the next one."""
+        """Add the position to the partition's transaction, commit it, open the next one.
+
+        librdkafka's classes of error: retriable (timed out: the same call again, TransactionPending),
+        abortable (abort, TransactionAborted: the caller re-sends from the committed position), fatal
+        (fenced: ProducerFenced; else the producer is replaced, which aborts its transaction)."""
+        if key in self.aborting:
+            reason = self.aborting[key]
+            self._abort(key, timeout_s)
+            raise TransactionAborted(f"{key[0]}[{key[1]}]: {reason}")
         producer = self.producers[key]
+
+        committing = self.committing.get(key)
+        if committing is not None and committing != next_offset:  # not this transaction's position: start over
+            self.aborting[key] = f"commit of position {committing} unfinished"
+            self._abort(key, timeout_s)
+            raise TransactionAborted(f"{key[0]}[{key[1]}]: {self.aborting.get(key, 'commit unfinished')}")
+
+        def send_and_commit(timeout: float) -> None:
+            if committing is None:  # after a commit that timed out only commit_transaction is called again
+                producer.send_offsets_to_transaction([self._slot(key, next_offset)], self.group_metadata, timeout)
+                self.committing[key] = next_offset
+            producer.commit_transaction(timeout)
+
         try:
             if key not in self.recorded:
                 self._record(producer, key)
-            producer.send_offsets_to_transaction([self._slot(key, next_offset)], self.group_metadata, timeout_s)
-            producer.commit_transaction(timeout_s)
+            self._bounded(send_and_commit, timeout_s)
+        except _StuckCall:
+            self.aborting[key] = f"commit did not return within {timeout_s + STUCK_AFTER_S:.0f}s"
+            self.broken.add(key)
+            self._retire(producer, key)
+            self._abort(key, timeout_s)
+            raise TransactionAborted(f"{key[0]}[{key[1]}]: {self.aborting.get(key, 'commit hung')}") from None
         except KafkaException as exc:
             error = exc.args[0]
-            if error.fatal():
-                raise ProducerFenced(f"{key[0]}[{key[1]}]: {error.str()}") from None
-            self._abort(producer, key)
-            raise TransactionAborted(f"{key[0]}[{key[1]}]: {error.str()}") from None
+            where = f"{key[0]}[{key[1]}]: {error.str()}"
+            if self._fenced(key, error):
+                raise ProducerFenced(where) from None
+            if error.retriable() and not error.txn_requires_abort() and not error.fatal():
+                raise TransactionPending(where) from None
+            self.aborting[key] = error.str()
+            self._abort(key, timeout_s)
+            raise TransactionAborted(where) from None
+        self.committing.pop(key, None)
         self.held[key] = next_offset
         self.committed_at[key] = self.clock()
         self.recorded.add(key)
@@ -216,17 +314,69 @@ class PartitionTransactions:
             producer.flush(self.timeout_s)
             producer.produce(self.positions_topic, value, position_record_key(self.alias, key), partition=0)
 
-    def abort(self, key: PositionKey) -> None:
-        producer = self.producers.get(key)
-        if producer is not None:
-            self._abort(producer, key)
+    def abort(self, key: PositionKey, reason: str = "aborted") -> None:
+        """Abort the partition's open transaction (TransactionPending: not finished, tried again on commit)."""
+        if key in self.producers:
+            self.aborting.setdefault(key, reason)
+            self._abort(key, self.timeout_s)
 
-    def _abort(self, producer: Producer, key: PositionKey) -> None:
+    def _abort(self, key: PositionKey, timeout_s: float) -> None:
+        """Finish the abort of `self.aborting[key]` and open the next transaction. A broken producer is
+        replaced instead: a new one with the same transactional.id fences it, which aborts its transaction."""
+        if key not in self.broken:
+            producer = self.producers[key]
+            try:
+                self._bounded(producer.abort_transaction, timeout_s)
+                producer.begin_transaction()
+                del self.aborting[key]
+                self.committing.pop(key, None)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if self._fenced(key, error):
+                    raise ProducerFenced(f"{key[0]}[{key[1]}]: abort failed: {error.str()}") from None
+                if not error.fatal():  # timed out: the abort goes on, and is called again
+                    raise TransactionPending(f"{key[0]}[{key[1]}]: abort: {error.str()}") from None
+            except _StuckCall:
+                self._retire(producer, key)
+            self.broken.add(key)
+        log.warning("exactly-once producer replaced", extra={
+            "source": self.alias, "partition": f"{key[0]}[{key[1]}]", "error": self.aborting[key]})
         try:
-            producer.abort_transaction(self.timeout_s)
-            producer.begin_transaction()
-        except KafkaException as exc:
-            raise ProducerFenced(f"{key[0]}[{key[1]}]: abort failed: {exc.args[0].str()}") from None
+            replacement = self._new_producer(key)
+        except MirrorError as failed:
+            raise TransactionPending(str(failed)) from None
+        old = self.producers[key]
+        if not any(old is p for p in self.abandoned):
+            self._retire(old)
+        self.producers[key] = replacement
+        self.committing.pop(key, None)
+        self.broken.discard(key)
+        del self.aborting[key]
+
+    @staticmethod
+    def _bounded(call, timeout_s: float) -> None:
+        """`call(timeout_s)` in a thread of its own, given up STUCK_AFTER_S past its timeout (_StuckCall).
+
+        librdkafka 2.16's send_offsets_to_transaction was seen blocking without end after a kill -9 and
+        restart of the destination broker (waiting in rd_kafka_txn_op_req0, long past its timeout, the broker
+        back): the main loop must not hang with it. What the call raises is raised here."""
+        outcome: list[BaseException | None] = []
+
+        def run() -> None:
+            try:
+                call(timeout_s)
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                outcome.append(exc)
+
+        thread = threading.Thread(target=run, name="transaction-call", daemon=True)
+        thread.start()
+        thread.join(timeout_s + STUCK_AFTER_S)
+        if not outcome:
+            raise _StuckCall()
+        if outcome[0] is not None:
+            raise outcome[0]
 
     def close(self, keys) -> None:
         """Drop the producers of partitions this worker no longer owns (their transactions are done)."""
@@ -234,8 +384,12 @@ class PartitionTransactions:
             self.held.pop(key, None)
             self.committed_at.pop(key, None)
             self.recorded.discard(key)
+            self.aborting.pop(key, None)
+            self.committing.pop(key, None)
+            self.broken.discard(key)
+            self.self_fenced.discard(key)
             producer = self.producers.pop(key, None)
-            if producer is not None:
+            if producer is not None and not any(producer is p for p in self.abandoned):
                 try:
                     producer.abort_transaction(min(5.0, self.timeout_s))
                 except KafkaException:
@@ -249,6 +403,8 @@ class PartitionTransactions:
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
+                # Not abandoned when slow (see _bounded): an init left running could finish later and fence
+                # the producer that replaced it.
                 method(self.timeout_s)
                 return
             except KafkaException as exc:

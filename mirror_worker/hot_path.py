@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from mirror_worker import wire_format
 from mirror_worker.backpressure import Backpressure
@@ -154,6 +154,12 @@ class BatchMirror:
                         stream.stash[:0] = batch[batch.index(msg):]
                         break
                     except KafkaException as exc:
+                        if stream.transactions is not None and _transaction_failed(exc.args[0]):
+                            # Not the record's fault: its transaction failed (a record before it was not
+                            # delivered); the commit cycle aborts it and mirrors the partition again.
+                            self.halts.resend(stream, topic, partition, msg.offset(), exc.args[0].str())
+                            skip = True
+                            continue
                         self.halts.refuse(stream, msg, exc.args[0].str())
                         skip = (topic, partition) in halted
                         if skip:
@@ -197,6 +203,11 @@ class BatchMirror:
                               force_halt=True)
             return False
         return out
+
+
+def _transaction_failed(error: KafkaError) -> bool:
+    """An exactly-once producer's state, not the record: the commit cycle aborts (or replaces the producer)."""
+    return error.txn_requires_abort() or error.fatal() or error.code() in (KafkaError._STATE, KafkaError._FATAL)
 
 
 def _close_run(handed_over, pending: dict, topic: str, partition: int, last, records: int, size: int,
