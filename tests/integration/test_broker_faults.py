@@ -1,0 +1,242 @@
+"""Broker failures under a steady load, on three-node clusters (RF 3, min.insync.replicas 2) behind Toxiproxy.
+
+Each test mirrors a live stream of ~1,500 records/s, injects one fault, and then reads every record: every
+source record is on the destination, in source order per partition (exactly-once: once, read_committed),
+and the worker never exited. It prints, and records as properties, what an operator would see: seconds
+from the fault until records reach the destination again, and records sent twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.integration.test_worker_faults import LiveProducer
+from tests.kafka_util import create_topic
+from tests.toxiproxy import proxies, reset
+from tests.worker_util import WorkerProcess, by_partition, loss_and_duplicates, read_topic, write_properties
+
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
+
+PARTITIONS = 6
+RATE = 1_500
+TOTAL = 45_000  # 30 s of load
+DOWN_S = 15.0  # a broker killed comes back this long after
+
+
+@pytest.fixture
+def clusters(fault_stack):
+    """The fault stack, left as a test found it: every broker up, every proxy enabled without toxics."""
+    yield fault_stack
+    reset(fault_stack.toxiproxy)
+    for cluster in fault_stack.clusters.values():
+        for node in cluster.nodes:
+            if not node.process.is_running():
+                node.start()
+        cluster.wait_ready()
+
+
+@dataclass
+class Sample:
+    at: float
+    total: int | None  # the destination topic's high watermarks summed; None when a partition did not answer
+
+
+class Watch(threading.Thread):
+    """Samples the destination topic's size every 0.25 s and notes when the worker exits."""
+
+    def __init__(self, bootstrap: str, topic: str, worker: WorkerProcess) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.worker = bootstrap, topic, worker
+        self.samples: list[Sample] = []
+        self.exited_at: float | None = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "fault-watch", "log_level": 0})
+        try:
+            while not self.done.is_set():
+                if self.exited_at is None and self.worker.proc.poll() is not None:
+                    self.exited_at = time.monotonic()
+                self.samples.append(Sample(time.monotonic(), self._total(consumer)))
+                self.done.wait(0.25)
+        finally:
+            consumer.close()
+
+    def _total(self, consumer: Consumer) -> int | None:
+        try:
+            return sum(consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=1, cached=False)[1]
+                       for p in range(PARTITIONS))
+        except Exception:  # a partition without a reachable leader
+            return None
+
+    def latest_total(self) -> int:
+        return next((s.total for s in reversed(self.samples) if s.total is not None), 0)
+
+    def resumed_after(self, fault_at: float) -> float | None:
+        """Seconds from `fault_at` until the destination grew past its size at the fault (None: never)."""
+        before = [s.total for s in self.samples if s.at <= fault_at and s.total is not None]
+        at_fault = before[-1] if before else 0
+        return next((s.at - fault_at for s in self.samples if s.at > fault_at and (s.total or 0) > at_fault), None)
+
+    def stop(self) -> None:
+        self.done.set()
+        if self.is_alive():
+            self.join(10)
+
+
+def _start_worker(clusters, tmp_path, topic: str, delivery: str, producer_settings: dict[str, str]) -> WorkerProcess:
+    consumer = write_properties(tmp_path / "source.properties", {
+        "bootstrap.servers": clusters["source"].bootstrap_servers, "group.id": f"g-{topic}",
+        "auto.offset.reset": "earliest", "session.timeout.ms": "6000", "heartbeat.interval.ms": "1000",
+    })
+    producer = write_properties(tmp_path / "destination.properties",
+                                {"bootstrap.servers": clusters["destination"].bootstrap_servers, **producer_settings})
+    return WorkerProcess([
+        "--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic, "--name", topic,
+        "--preserve.partitions", "--offset.commit.interval.ms", "1000",
+        *(["--exactly.once"] if delivery == "exactly-once" else []),
+    ], tmp_path, delivery)
+
+
+def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p: partition.leader for p, partition in metadata.topics[topic].partitions.items()}
+
+
+def _create_topic_led_by(cluster, topic: str, leader: int) -> None:
+    """Every partition led by broker `leader` (the followers vary): its death leaves them all without a leader
+    until the controller fences it (broker.session.timeout.ms, 9 s) and elects others."""
+    others = [n.node_id for n in cluster.nodes if n.node_id != leader]
+    create_topic(cluster.bootstrap_servers, topic, replica_assignment=[
+        [leader, *(others if p % 2 else others[::-1])] for p in range(PARTITIONS)
+    ])
+    assert set(_leaders(cluster.bootstrap_servers, topic).values()) == {leader}
+
+
+def _assert_running(worker: WorkerProcess, watch: Watch, fault_at: float) -> None:
+    if worker.proc.poll() is not None:
+        exited = watch.exited_at or time.monotonic()
+        raise AssertionError(
+            f"worker exited with status {worker.proc.returncode} {exited - fault_at:.1f}s after the fault: "
+            f"{worker.stderr[-1500:]}"
+        )
+
+
+def _wait_for_total(watch: Watch, at_least: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while watch.latest_total() < at_least:
+        assert watch.worker.proc.poll() is None, watch.worker.stderr[-1500:]
+        assert time.monotonic() < deadline, f"only {watch.latest_total()} records mirrored after {timeout}s"
+        time.sleep(0.2)
+
+
+def _converged(source: list, dst: str, topic: str, worker: WorkerProcess, watch: Watch, fault_at: float,
+               timeout: float = 60.0) -> list:
+    """The destination topic once it holds every source record (the worker must keep running meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _assert_running(worker, watch, fault_at)
+        mirrored = read_topic(dst, topic, timeout=30)
+        missing, _, _ = loss_and_duplicates(source, mirrored)
+        if not missing:
+            return mirrored
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(missing)} of {len(source)} records not mirrored {timeout:.0f}s after the "
+                                 f"fault ended; the worker's threads: {worker.stacks()}")
+        time.sleep(1.0)
+
+
+def _mirror_through(fault, clusters, tmp_path, topic: str, delivery: str, record_property,
+                    producer_settings: dict[str, str] | None = None) -> dict:
+    """Mirror `topic` (its source and destination made by the caller, or by the worker) under a live load, run
+    `fault()` mid-stream (it returns once the fault is over), then read every record. Returns the figures."""
+    src, dst = clusters["source"], clusters["destination"]
+    live = LiveProducer(src.bootstrap_servers, topic, total=TOTAL, rate=RATE)
+    live.start()
+    worker = _start_worker(clusters, tmp_path, topic, delivery, producer_settings or {})
+    watch = Watch(dst.bootstrap_servers, topic, worker)
+    try:
+        worker.wait_started(90)
+        watch.start()
+        _wait_for_total(watch, 5 * RATE)  # mid-stream, commits done
+        fault_at = time.monotonic()
+        fault()
+        fault_s = time.monotonic() - fault_at
+        live.finish()
+        source = read_topic(src.bootstrap_servers, topic, timeout=30)
+        assert len(source) == TOTAL
+        mirrored = _converged(source, dst.bootstrap_servers, topic, worker, watch, fault_at)
+        converged_s = time.monotonic() - fault_at
+        time.sleep(2)  # anything sent twice still in flight shows up now
+        mirrored = read_topic(dst.bootstrap_servers, topic, timeout=30)
+        _assert_running(worker, watch, fault_at)
+        assert worker.terminate() == 0, worker.stderr[-1500:]
+    finally:
+        watch.stop()
+        worker.stop_quietly()
+    missing, duplicates, ordered = loss_and_duplicates(source, mirrored)
+    resumed_s = watch.resumed_after(fault_at)
+    figures = {"resumed_s": resumed_s and round(resumed_s, 1), "fault_s": round(fault_s, 1),
+               "converged_s": round(converged_s, 1), "duplicates": duplicates}
+    for name, value in figures.items():
+        record_property(name, value)
+    print(f"\n{delivery}: {figures}")
+    assert (missing, ordered) == ([], True)
+    if delivery == "exactly-once":
+        assert duplicates == 0
+        src_parts, dst_parts = by_partition(source), by_partition(mirrored)
+        for partition in range(PARTITIONS):
+            assert [m.value() for m in dst_parts[partition]] == [m.value() for m in src_parts[partition]]
+    return figures
+
+
+def _kill(node, down_s: float = DOWN_S):
+    """kill -9 of `node`, started again `down_s` later; returns once it answers."""
+    def fault() -> None:
+        killed_at = time.monotonic()
+        node.kill()
+        time.sleep(max(0.0, killed_at + down_s - time.monotonic()))
+        node.start()
+        node.wait_ready(90)
+    return fault
+
+
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_destination_leader_killed_mid_stream(clusters, tmp_path, topic_name, delivery, record_property):
+    """kill -9 of the destination broker leading every mirrored partition, restarted 15 s later."""
+    topic = topic_name("kill-dst")
+    create_topic(clusters["source"].bootstrap_servers, topic, PARTITIONS, replication_factor=3)
+    victim = clusters["destination"].node(1)
+    _create_topic_led_by(clusters["destination"], topic, victim.node_id)
+    _mirror_through(_kill(victim), clusters, tmp_path, topic, delivery, record_property)
+
+
+def test_source_leader_killed_mid_stream(clusters, tmp_path, topic_name, record_property):
+    """kill -9 of the source broker leading every source partition, restarted 15 s later: the worker's consumer
+    follows the new leaders from the positions it had."""
+    topic = topic_name("kill-src")
+    victim = clusters["source"].node(1)
+    _create_topic_led_by(clusters["source"], topic, victim.node_id)
+    _mirror_through(_kill(victim), clusters, tmp_path, topic, "at-least-once", record_property)
+
+
+def test_destination_cut_longer_than_delivery_timeout(clusters, tmp_path, topic_name, record_property):
+    """Every destination proxy refuses connections for 20 s, twice the producer's delivery timeout."""
+    topic = topic_name("cut-dst")
+    create_topic(clusters["source"].bootstrap_servers, topic, PARTITIONS, replication_factor=3)
+
+    def cut() -> None:
+        for proxy in proxies(clusters["destination"]):
+            proxy.cut()
+        time.sleep(20)
+        for proxy in proxies(clusters["destination"]):
+            proxy.restore()
+
+    _mirror_through(cut, clusters, tmp_path, topic, "at-least-once", record_property,
+                    {"delivery.timeout.ms": "10000"})
