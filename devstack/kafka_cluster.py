@@ -73,7 +73,8 @@ class KafkaCluster:
         return json.loads(state.read_text())["cluster_id"]
 
     def configure(self) -> None:
-        """Ports and proxies for every node, then each node's config and storage (one short JVM each)."""
+        """Ports and proxies for every node, then each node's config and storage (one short JVM each).
+        The proxy server must be running: it binds each proxy's port before a node advertises it."""
         quorum = Quorum(self._cluster_id(), tuple(node.voter() for node in self.nodes))
         for node in self.nodes:
             listen = self.proxy.add_proxy(self.proxy_name(node.node_id), node.bootstrap_servers)
@@ -114,13 +115,13 @@ class FaultStack:
         return self.clusters[cluster]
 
     def up(self, timeout: float = 240.0) -> None:
-        """Proxies first (the brokers advertise them), then every node at once."""
+        """The proxy server first (the brokers advertise its proxies), then every node at once."""
         started = time.monotonic()
         try:
-            for cluster in self.clusters.values():
-                cluster.configure()
             self.toxiproxy.start()
             self.toxiproxy.wait_ready()
+            for cluster in self.clusters.values():
+                cluster.configure()
             for cluster in self.clusters.values():
                 cluster.start()
             for cluster in self.clusters.values():

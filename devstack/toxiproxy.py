@@ -1,8 +1,8 @@
 """Toxiproxy (Shopify), the TCP proxy that puts faults between clients and brokers.
 
-One server holds many proxies (one per broker). Its proxies live only in the server's memory, so they
-are also kept in `<home>/proxies.json`, which the server reads at start (`-config`): a restart brings
-them back with their listen ports. Toxics (latency, cuts, ...) are set through the HTTP API
+One server holds many proxies (one per broker), made through its API while it runs. They live only in
+the server's memory, so they are also kept in `<home>/proxies.json`, which the server reads at start
+(`-config`): a restart brings them back with their listen ports. Toxics (latency, cuts, ...) are set through the HTTP API
 (`tests/toxiproxy.py`) and are never persisted.
 """
 
@@ -57,17 +57,25 @@ class ToxiproxyServer:
             return {}
         return {proxy["name"]: proxy for proxy in json.loads(self._proxies_file.read_text())}
 
-    def add_proxy(self, name: str, upstream: str) -> str:
-        """A proxy on a free loopback port to `upstream` (kept if it exists); its listen address."""
-        self.configure()
+    def add_proxy(self, name: str, upstream: str, attempts: int = 5) -> str:
+        """A proxy on a free loopback port to `upstream` (kept if it exists); its listen address.
+
+        Made on the running server, which binds the port at once: a port taken since it was picked (by
+        anyone's outgoing connection too) is then replaced before anything is told about it.
+        """
         proxies = self.proxies()
-        if name not in proxies:
-            proxies[name] = {"name": name, "listen": f"127.0.0.1:{free_port()}", "upstream": upstream,
-                             "enabled": True}
-            self._proxies_file.write_text(json.dumps(list(proxies.values()), indent=2))
-            if self.process.is_running():
-                self.api("POST", "/proxies", proxies[name])
-        return proxies[name]["listen"]
+        if name in proxies:
+            return proxies[name]["listen"]
+        for attempt in range(attempts):
+            proxy = {"name": name, "listen": f"127.0.0.1:{free_port()}", "upstream": upstream, "enabled": True}
+            try:
+                self.api("POST", "/proxies", proxy)
+                break
+            except StackError as exc:
+                if "address already in use" not in str(exc) or attempt == attempts - 1:
+                    raise
+        self._proxies_file.write_text(json.dumps([*proxies.values(), proxy], indent=2))
+        return proxy["listen"]
 
     def api(self, method: str, path: str, body: dict | None = None) -> dict | list | None:
         """One call of the HTTP API; its JSON answer (None when empty). An error status raises StackError."""
@@ -103,6 +111,9 @@ class ToxiproxyServer:
         while time.monotonic() < deadline:
             if not self.process.is_running():
                 raise StackError(f"toxiproxy exited during start-up; see {self.process.log_file}")
+            unopened = [line for line in self.process.log_file.read_text().splitlines() if "Failed to populate" in line]
+            if unopened:
+                raise StackError(f"toxiproxy could not open its proxies: {unopened[-1]}")
             try:
                 if set(self.api("GET", "/proxies")) >= set(self.proxies()):
                     return

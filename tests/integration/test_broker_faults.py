@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 
+from devstack.kafka import answers_metadata
 from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic
 from tests.toxiproxy import proxies, reset
@@ -205,6 +206,27 @@ def _kill(node, down_s: float = DOWN_S):
         node.start()
         node.wait_ready(90)
     return fault
+
+
+def test_clusters_replicate_and_clients_pass_the_proxies(clusters, topic_name):
+    """What the fault tests stand on: three brokers that clients reach only through their proxies, and topics
+    replicated three times (min.insync.replicas 2, no unclean election) by default."""
+    dst = clusters["destination"]
+    admin = AdminClient({"bootstrap.servers": dst.bootstrap_servers})
+    brokers = admin.list_topics(timeout=10).brokers.values()
+    assert sorted(f"{b.host}:{b.port}" for b in brokers) == sorted(dst.bootstrap_servers.split(","))
+    topic = topic_name("defaults")
+    create_topic(dst.bootstrap_servers, topic, replication_factor=-1)  # the brokers' default
+    assert {len(p.replicas) for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()} == {3}
+    resource = ConfigResource("topic", topic)
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert (configs["min.insync.replicas"].value, configs["unclean.leader.election.enable"].value) == ("2", "false")
+    for proxy in proxies(dst):
+        proxy.cut()
+    assert not answers_metadata(dst.bootstrap_servers)
+    assert answers_metadata(clusters["source"].bootstrap_servers, brokers=3)
+    reset(clusters.toxiproxy)
+    assert answers_metadata(dst.bootstrap_servers, brokers=3)
 
 
 @pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
