@@ -25,6 +25,13 @@ def fatal_reason(what: str, err: KafkaError, instance: str | None) -> str:
     return f"{what}{member}: {err.str()}"
 
 
+def error_text(exc: BaseException) -> str:
+    """One line for a client failure: a KafkaException's error string, else the exception's own text."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].str()
+    return str(exc) or type(exc).__name__
+
+
 def call_normalised(fn: Callable, *args):
     """`fn(*args)` for a confluent-kafka callback: what it raises reaches confluent-kafka normalised.
 

@@ -16,7 +16,22 @@ from __future__ import annotations
 
 from typing import Callable
 
+from confluent_kafka import KafkaError
+
 from mirror_worker.clients import call_normalised
+
+# Not refused by the destination, only not delivered (in time): the record may be sent again.
+_UNDELIVERED = {
+    KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+}
+
+
+def undelivered(err: KafkaError) -> bool:
+    """The destination did not refuse the record; it was not delivered before the producer gave up on it."""
+    return err.code() in _UNDELIVERED or (err.retriable() and not err.fatal())
 
 
 class RunDelivery:

@@ -48,6 +48,16 @@ class ProducerFenced(MirrorError):
     """Another worker took over the partition's transactional.id: this worker must stop writing it."""
 
 
+class TransactionPending(MirrorError):
+    """The destination did not answer in time: the partition's transaction (or its abort) is unfinished and
+    is tried again with the same position; nothing may be added to it meanwhile."""
+
+
+# Fatal errors that mean another producer holds the transactional.id now; any other fatal error replaces
+# the producer (a new one with the same id fences the broken one and aborts its transaction).
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+
+
 def positions_group(mirror: str, alias: str) -> str:
     return f"kafka-mirror-eos.{mirror}.{alias}"
 
@@ -116,6 +126,7 @@ class PartitionTransactions:
         })
         self.group_metadata = self.group.consumer_group_metadata()
         self.producers: dict[PositionKey, Producer] = {}
+        self.aborting: dict[PositionKey, str] = {}  # an abort that did not finish yet: why it was started
 
     def _slot(self, key: PositionKey, offset: int = -1001) -> TopicPartition:
         return TopicPartition(self.destination_topic(key[0]), key[1], offset, self.topic_id(key[0]) or "")
@@ -123,16 +134,19 @@ class PartitionTransactions:
     def open(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
         """Fence earlier owners, open a transaction per partition, and read where each one stands."""
         for key in keys:
-            if key in self.producers:
-                continue
-            producer = Producer({
-                **self.producer_settings,
-                "transactional.id": transactional_id(self.mirror, self.alias, *key),
-            })
-            self._call(producer.init_transactions, key, "init")
-            producer.begin_transaction()
-            self.producers[key] = producer
+            if key not in self.producers:
+                self.producers[key] = self._new_producer(key)
         return self.positions(keys)
+
+    def _new_producer(self, key: PositionKey) -> Producer:
+        """A producer of the partition's transactional.id with a transaction open; it fences any earlier one."""
+        producer = Producer({
+            **self.producer_settings,
+            "transactional.id": transactional_id(self.mirror, self.alias, *key),
+        })
+        self._call(producer.init_transactions, key, "init")
+        producer.begin_transaction()
+        return producer
 
     def positions(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
         """Each partition's committed (next offset, source topic id), or None before its first commit."""
@@ -188,7 +202,15 @@ class PartitionTransactions:
             reader.close()
 
     def commit(self, key: PositionKey, next_offset: int, timeout_s: float) -> None:
-        """Add the position to the partition's transaction, commit it, open the next one."""
+        """Add the position to the partition's transaction, commit it, open the next one.
+
+        librdkafka's classes of error: retriable (timed out: the same call again, TransactionPending),
+        abortable (abort, TransactionAborted: the caller re-sends from the committed position), fatal
+        (fenced: ProducerFenced; else the producer is replaced, which aborts its transaction)."""
+        if key in self.aborting:
+            reason = self.aborting[key]
+            self._abort(key, timeout_s)
+            raise TransactionAborted(f"{key[0]}[{key[1]}]: {reason}")
         producer = self.producers[key]
         try:
             if key not in self.recorded:
@@ -197,10 +219,14 @@ class PartitionTransactions:
             producer.commit_transaction(timeout_s)
         except KafkaException as exc:
             error = exc.args[0]
-            if error.fatal():
-                raise ProducerFenced(f"{key[0]}[{key[1]}]: {error.str()}") from None
-            self._abort(producer, key)
-            raise TransactionAborted(f"{key[0]}[{key[1]}]: {error.str()}") from None
+            where = f"{key[0]}[{key[1]}]: {error.str()}"
+            if error.fatal() and error.code() in _FENCED:
+                raise ProducerFenced(where) from None
+            if error.retriable() and not error.txn_requires_abort() and not error.fatal():
+                raise TransactionPending(where) from None
+            self.aborting[key] = error.str()
+            self._abort(key, timeout_s)
+            raise TransactionAborted(where) from None
         self.held[key] = next_offset
         self.committed_at[key] = self.clock()
         self.recorded.add(key)
@@ -216,17 +242,33 @@ class PartitionTransactions:
             producer.flush(self.timeout_s)
             producer.produce(self.positions_topic, value, position_record_key(self.alias, key), partition=0)
 
-    def abort(self, key: PositionKey) -> None:
-        producer = self.producers.get(key)
-        if producer is not None:
-            self._abort(producer, key)
+    def abort(self, key: PositionKey, reason: str = "aborted") -> None:
+        """Abort the partition's open transaction (TransactionPending: not finished, tried again on commit)."""
+        if key in self.producers:
+            self.aborting.setdefault(key, reason)
+            self._abort(key, self.timeout_s)
 
-    def _abort(self, producer: Producer, key: PositionKey) -> None:
+    def _abort(self, key: PositionKey, timeout_s: float) -> None:
+        """Finish the abort of `self.aborting[key]` and open the next transaction."""
+        producer = self.producers[key]
         try:
-            producer.abort_transaction(self.timeout_s)
-            producer.begin_transaction()
+            producer.abort_transaction(timeout_s)
         except KafkaException as exc:
-            raise ProducerFenced(f"{key[0]}[{key[1]}]: abort failed: {exc.args[0].str()}") from None
+            error = exc.args[0]
+            if error.fatal() and error.code() in _FENCED:
+                raise ProducerFenced(f"{key[0]}[{key[1]}]: abort failed: {error.str()}") from None
+            if not error.fatal():  # timed out: the abort goes on, and is called again
+                raise TransactionPending(f"{key[0]}[{key[1]}]: abort: {error.str()}") from None
+            log.warning("exactly-once producer failed, replacing it", extra={
+                "source": self.alias, "partition": f"{key[0]}[{key[1]}]", "error": error.str()})
+            try:
+                self.producers[key] = self._new_producer(key)  # fences the failed one: its transaction aborts
+            except MirrorError as failed:
+                raise TransactionPending(str(failed)) from None
+            del self.aborting[key]
+            return
+        producer.begin_transaction()
+        del self.aborting[key]
 
     def close(self, keys) -> None:
         """Drop the producers of partitions this worker no longer owns (their transactions are done)."""
@@ -234,6 +276,7 @@ class PartitionTransactions:
             self.held.pop(key, None)
             self.committed_at.pop(key, None)
             self.recorded.discard(key)
+            self.aborting.pop(key, None)
             producer = self.producers.pop(key, None)
             if producer is not None:
                 try:

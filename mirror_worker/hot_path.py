@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from mirror_worker import wire_format
 from mirror_worker.backpressure import Backpressure
@@ -154,6 +154,12 @@ class BatchMirror:
                         stream.stash[:0] = batch[batch.index(msg):]
                         break
                     except KafkaException as exc:
+                        if stream.transactions is not None and _transaction_failed(exc.args[0]):
+                            # Not the record's fault: its transaction failed (a record before it was not
+                            # delivered); the commit cycle aborts it and mirrors the partition again.
+                            self.halts.resend(stream, topic, partition, msg.offset(), exc.args[0].str())
+                            skip = True
+                            continue
                         self.halts.refuse(stream, msg, exc.args[0].str())
                         skip = (topic, partition) in halted
                         if skip:
@@ -195,6 +201,10 @@ class BatchMirror:
             self.halts.refuse(stream, msg, f"cycle: the record came from the destination cluster ({out.decode()})", force_halt=True)
             return False
         return out
+
+
+def _transaction_failed(error: KafkaError) -> bool:
+    return error.txn_requires_abort() or error.code() == KafkaError._STATE
 
 
 def _close_run(handed_over, pending: dict, topic: str, partition: int, last, records: int, size: int,

@@ -9,7 +9,9 @@ no delivery error for that partition since the records were handed over).
     committable = 5  ->  records 0..4 are on the destination; 5..7 may not be yet
 
 A delivery error at offset F halts the partition: nothing at or after F is ever committed by this run,
-so a restart re-mirrors from F and nothing is skipped.
+so a restart re-mirrors from F and nothing is skipped. A record that was only not delivered in time (the
+destination unreachable past the producer's timeout) holds its partition the same way, for a resend: once
+a flush completed, the worker rewinds the partition to its committed offset and mirrors it again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ TopicPartitionKey = tuple[str, int]
 class Halt:
     offset: int
     reason: str
+    resend: bool = False  # not delivered in time: rewound and mirrored again, not halted for good
 
 
 @dataclass
@@ -45,8 +48,12 @@ class OffsetLedger:
         self.next_offsets[key] = offset
 
     def rewind(self, key: TopicPartitionKey) -> int:
-        """Drop what was handed over since the last commit; returns the committed offset to re-send from."""
+        """Drop what was handed over since the last commit (and a hold for a resend); returns the committed
+        offset to re-send from."""
         self.next_offsets.pop(key, None)
+        halt = self.halted.get(key)
+        if halt is not None and halt.resend:
+            del self.halted[key]
         return self.committed[key]
 
     def start(self, key: TopicPartitionKey, committed: int) -> None:
@@ -73,11 +80,18 @@ class OffsetLedger:
                 self.next_offsets[key] = taken[key] = position
         return taken
 
-    def halt(self, key: TopicPartitionKey, offset: int, reason: str) -> None:
-        """Record that `offset` could not be delivered; keep the earliest failure."""
+    def halt(self, key: TopicPartitionKey, offset: int, reason: str, resend: bool = False) -> None:
+        """Record that `offset` could not be delivered; keep the earliest failure. `resend`: it may be sent
+        again (see `resends`); a refusal of the same partition makes the halt final."""
         current = self.halted.get(key)
         if current is None or offset < current.offset:
-            self.halted[key] = Halt(offset, reason)
+            self.halted[key] = Halt(offset, reason, resend and (current is None or current.resend))
+        elif current.resend and not resend:
+            current.resend = False
+
+    def resends(self) -> dict[TopicPartitionKey, str]:
+        """Partitions held for a resend: {key: why}."""
+        return {key: halt.reason for key, halt in self.halted.items() if halt.resend}
 
     def is_halted(self, key: TopicPartitionKey) -> bool:
         return key in self.halted

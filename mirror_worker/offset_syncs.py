@@ -178,5 +178,9 @@ class OffsetSyncWriter:
                     highs[(tp.topic, tp.partition)] = future.result(self.timeout).offset
                 except KafkaException as exc:
                     errors[f"{tp.topic}[{tp.partition}]"] = exc.args[0].str()
+                except TimeoutError:  # the destination (or the partition's leader) did not answer in time
+                    errors[f"{tp.topic}[{tp.partition}]"] = f"no answer within {self.timeout:.0f}s"
+            if len(errors) == len(requests) and any(e.startswith("no answer") for e in errors.values()):
+                break  # unreachable: no more tries now, the next commit writes the syncs
         return highs, errors
 

@@ -33,11 +33,11 @@ from mirror_worker.client_config import (
     DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size,
 )
 from mirror_worker.config import MirrorConfig
-from mirror_worker.delivery import RunDelivery
+from mirror_worker.delivery import RunDelivery, undelivered
 from mirror_worker.exactly_once import (
     KEEPALIVE_MAX_S, PartitionTransactions, keepalive_interval_s, offsets_retention_ms, positions_group,
 )
-from mirror_worker.clients import ClientSettings, fatal_reason
+from mirror_worker.clients import ClientSettings, error_text, fatal_reason
 from mirror_worker.consume import take_available
 from mirror_worker.exceptions import FatalMirrorError
 from mirror_worker.failback import FailbackStart, worker_failback_start
@@ -49,7 +49,7 @@ from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance, proven
 from mirror_worker.routing import Router
 from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
-from mirror_worker.topics import DestinationTopics, TopicInfo
+from mirror_worker.topics import DestinationTopics, TopicCreationError, TopicInfo
 from mirror_worker.worker_assignment import PartitionAssignment
 from mirror_worker.worker_commits import CommitCycle
 from mirror_worker.worker_halts import Halts
@@ -59,6 +59,9 @@ from mirror_worker.worker_topics import TopicManagement
 __all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value", "take_available"]
 
 log = logging.getLogger("mirror_worker")
+
+# What a cluster that does not answer (or answers with an error) raises out of a periodic task.
+_SIDE_TASK_ERRORS = (KafkaException, TimeoutError, TopicCreationError)
 
 
 class MirrorWorker:
@@ -229,19 +232,20 @@ class MirrorWorker:
         while self.state.running:
             now = self.clock()
             if now >= next_refresh:
-                self.topics.refresh()
+                self._side_task("topic_refresh", self.topics.refresh)
                 next_refresh = now + cfg.topic_refresh_interval_s
             if cfg.config_sync_interval_ms and now >= next_config_sync:
-                self.topics.sync_configs()
+                self._side_task("config_sync", self.topics.sync_configs)
                 next_config_sync = self.clock() + cfg.config_sync_interval_ms / 1000
             if cfg.acl_sync_interval_ms and now >= next_acl_sync:
-                self.topics.sync_acls()
+                self._side_task("acl_sync", self.topics.sync_acls)
                 next_acl_sync = self.clock() + cfg.acl_sync_interval_ms / 1000
             if cfg.group_offset_sync_interval_ms and now >= next_group_sync:
-                self.topics.sync_group_offsets()
+                self._side_task("group_offset_sync", self.topics.sync_group_offsets)
                 next_group_sync = self.clock() + cfg.group_offset_sync_interval_ms / 1000
             if now >= next_heartbeat:
-                self.topics.send_heartbeats(self.heartbeat_producer or self.producers[0], self.destination_cluster_id)
+                self._side_task("heartbeat", lambda: self.topics.send_heartbeats(
+                    self.heartbeat_producer or self.producers[0], self.destination_cluster_id))
                 next_heartbeat = now + cfg.heartbeat_interval_s
             if now >= next_commit:
                 self.metrics.in_flight.labels(**self._label).set(self.backpressure.in_flight())
@@ -251,6 +255,17 @@ class MirrorWorker:
             self._consume_round(timeout)
         if self.state.fatal is not None:
             raise FatalMirrorError(self.state.fatal)
+
+    def _side_task(self, kind: str, task) -> None:
+        """A periodic task beside the mirroring (discovery, syncs, heartbeats): a cluster that does not answer
+        fails this round of it only, counted (mirror_errors{kind}) and logged; it runs again at its next
+        interval. Errors of the mirror's own making (a mapping conflict, too few partitions) still stop it."""
+        try:
+            task()
+        except _SIDE_TASK_ERRORS as exc:
+            self.metrics.errors.labels(kind=kind, **self._label).inc()
+            log.warning("periodic task failed, retried at its next interval", extra={
+                **self._label, "task": kind, "error": error_text(exc)})
 
     def _consume_round(self, timeout: float) -> None:
         """Wait for room if needed, then per stream: the stash first, else one batch from the consumer."""
@@ -313,6 +328,11 @@ class MirrorWorker:
         a compacted topic took the next record with it). A restart mirrors them again from the halt.
         """
         self.metrics.errors.labels(kind="delivery", **self._label).inc()
+        if undelivered(err) and (run.topic, run.partition) in run.stream.assigned:
+            # Not refused, only not delivered in time: resent from the last commit, never skipped.
+            self.halts.resend(run.stream, run.topic, run.partition, run.first_offset, f"not delivered: {err.str()}")
+            self.commits.purge_requested = not self.config.exactly_once
+            return
         reason = f"destination refused the record: {err.str()}"
         if msg.topic() == self.config.dead_letter_topic:
             reason = f"dead-letter topic refused a record: {err.str()}"

@@ -209,12 +209,19 @@ class PartitionAssignment:
         stream.consumer.seek(TopicPartition(topic, partition, decision.offset))
 
     def rewind(self, stream: SourceStream, key: tuple[str, int], reason: str) -> None:
-        """An aborted transaction: re-send the partition from its last committed position."""
+        """An aborted transaction, or a record not delivered in time: re-send the partition from its last
+        committed position (a partition held for that resend is resumed)."""
+        held = key in stream.ledger.resends()
         start = stream.ledger.rewind(key)
         stream.drop_stashed({key})
-        stream.consumer.seek(TopicPartition(key[0], key[1], start))
-        self.metrics.errors.labels(kind="transaction_aborted", **self.label).inc()
-        log.warning("transaction aborted, re-sending from the committed position", extra={
+        partition = TopicPartition(key[0], key[1], start)
+        stream.consumer.seek(partition)
+        if held and not self.paused():
+            stream.consumer.resume([partition])
+        if stream.transactions is not None:
+            self.metrics.errors.labels(kind="transaction_aborted", **self.label).inc()
+        log.warning("transaction aborted, re-sending from the committed position" if stream.transactions is not None
+                    else "re-sending from the committed position", extra={
             **self.label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]", "offset": start, "error": reason,
         })
 

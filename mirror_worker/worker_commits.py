@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import KafkaException, TopicPartition
 
 from mirror_worker.backpressure import PAUSE_AFTER_S
-from mirror_worker.exactly_once import ProducerFenced, TransactionAborted
+from mirror_worker.exactly_once import ProducerFenced, TransactionAborted, TransactionPending
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.offset_syncs import OffsetSyncWriter
 from mirror_worker.run_state import RunState
@@ -25,7 +25,8 @@ log = logging.getLogger("mirror_worker")
 @dataclass
 class CommitOutcome:
     complete: bool  # every flush (or transaction) completed: nothing handed over is left unconfirmed
-    # Exactly-once: partitions whose transaction was aborted; the caller rewinds them (re-send from the commit).
+    # Partitions to rewind (re-send from the commit): exactly-once, their transaction was aborted; either
+    # mode, a record of theirs was not delivered in time (held for a resend, ledger.py).
     aborted: list[tuple[SourceStream, tuple[str, int], str]] = field(default_factory=list)
 
 
@@ -55,6 +56,9 @@ class CommitCycle:
         self.hold_consumers = hold_consumers
         self.release_consumers = release_consumers
         self.positions_keepalive_s = positions_keepalive_s  # exactly-once, see keep_positions_alive
+        # At-least-once: a record was not delivered in time; what is queued behind it is purged at the next
+        # flush round, so that nothing of its partition lands before its resend (order).
+        self.purge_requested = False
 
     def flush(self, deadline: float | None, hold_consumers: bool = False) -> bool:
         """Wait until every producer delivered everything; False if the deadline came first.
@@ -72,7 +76,12 @@ class CommitCycle:
                 for producer in self.producers():
                     remaining += producer.flush(0.5)
                 if remaining == 0:
+                    self.purge_requested = False
                     return True
+                if self.purge_requested:
+                    self.purge_requested = False
+                    for producer in self.producers():
+                        producer.purge(in_queue=True, in_flight=False, blocking=False)
                 now = self.clock()
                 if self.state.fatal is not None:
                     return False
@@ -115,7 +124,11 @@ class CommitCycle:
             if offsets:
                 self.commit(stream, offsets)
                 self.write_offset_syncs(stream, offsets)
-        return CommitOutcome(True)
+        outcome = CommitOutcome(True)
+        if only is None:  # every record handed over is delivered or failed: resend from the commit
+            outcome.aborted = [(stream, key, reason) for stream in self.streams
+                               for key, reason in stream.ledger.resends().items() if key in stream.assigned]
+        return outcome
 
     def _step_over_control_records(self, stream: SourceStream) -> None:
         """Let the ledger take the consumer's position where it passed offsets that hold no record.
@@ -143,8 +156,8 @@ class CommitCycle:
             return
         try:
             syncs, errors = self.offset_sync_writer.write(self.sync_producer, stream.alias, positions, stream.topic_ids)
-        except (KafkaException, BufferError) as exc:
-            syncs, errors = [], {"*": str(exc)}
+        except (KafkaException, BufferError, TimeoutError) as exc:
+            syncs, errors = [], {"*": str(exc) or type(exc).__name__}
         if errors:
             # Not fatal: translation uses the syncs written before (or after) this one.
             self.metrics.errors.labels(kind="offset_sync", **self.label).inc()
@@ -171,19 +184,30 @@ class CommitCycle:
             ledger = stream.ledger
             if only is None:
                 self._step_over_control_records(stream)
+            resends = ledger.resends() if only is None else {}
             progressed = {
                 key: offset for key, offset in ledger.committable(ledger.checkpoint()).items()
-                if key in owned and key in stream.producers
+                if key in owned and key in stream.producers and key not in resends
             }
             pending, stream.pending = stream.pending, {}
             committed = {}
+            for key in resends:
+                if key in owned and key in stream.producers:
+                    progressed[key] = None  # a record failed in its transaction: abort it, then rewind
             for key, offset in progressed.items():
-                timeout = self.state.shutdown_timeout_s if deadline is None else max(0.5, deadline - self.clock())
                 try:
-                    stream.transactions.commit(key, offset, timeout)
+                    if offset is None:
+                        stream.transactions.abort(key, resends[key])
+                        raise TransactionAborted(resends[key])
+                    if not self._commit_transaction(stream, key, offset, deadline, only is None):
+                        outcome.complete = False  # still open: the rebalance or the shutdown aborts it
+                        continue
                 except TransactionAborted as exc:
                     outcome.complete = False
                     outcome.aborted.append((stream, key, str(exc)))
+                    continue
+                except TransactionPending:
+                    outcome.complete = False
                     continue
                 except ProducerFenced as exc:
                     self.state.fail(f"exactly-once producer fenced by another worker: {exc}")
@@ -198,6 +222,44 @@ class CommitCycle:
                 self.commit(stream, committed)
         return outcome
 
+    def _commit_transaction(self, stream: SourceStream, key: tuple[str, int], offset: int, deadline: float | None,
+                            hold_consumers: bool) -> bool:
+        """Commit one partition's transaction, tried again while the destination does not answer (as the
+        at-least-once flush waits). False if the deadline (or the shutdown's) came first: still open."""
+        if deadline is None and not hold_consumers:  # a rebalance callback: bounded, its partitions leave
+            deadline = self.clock() + self.state.shutdown_timeout_s
+        hold = hold_consumers and self.hold_consumers is not None
+        started = last_log = self.clock()
+        held = False
+        try:
+            while True:
+                now = self.clock()
+                timeout = 5.0 if deadline is None else max(0.5, min(5.0, deadline - now))
+                try:
+                    stream.transactions.commit(key, offset, timeout)
+                    return True
+                except TransactionPending as exc:
+                    error = str(exc)
+                now = self.clock()
+                if self.state.fatal is not None:
+                    return False
+                if deadline is None and self.state.stop_event.is_set():
+                    deadline = now + self.state.shutdown_timeout_s
+                if deadline is not None and now >= deadline:
+                    return False
+                if hold and not held and now - started >= PAUSE_AFTER_S:
+                    self.hold_consumers()
+                    held = True
+                if now - last_log > 10:
+                    self.metrics.errors.labels(kind="transaction_pending", **self.label).inc()
+                    log.warning("waiting for the destination to commit a transaction", extra={
+                        **self.label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]", "error": error})
+                    last_log = now
+                time.sleep(0.2)
+        finally:
+            if held and self.release_consumers is not None:
+                self.release_consumers()
+
     def keep_positions_alive(self) -> None:
         """Exactly-once: commit again, unchanged, each position the destination's offsets retention could
         expire (see exactly_once.py). Runs right after a commit cycle: the due transactions hold no records."""
@@ -206,7 +268,8 @@ class CommitCycle:
                 continue
             for key, offset in stream.transactions.keepalive_due(stream.assigned, self.positions_keepalive_s).items():
                 try:
-                    stream.transactions.commit(key, offset, self.state.shutdown_timeout_s)
+                    if not self._commit_transaction(stream, key, offset, None, True):
+                        return  # stopping
                 except TransactionAborted as exc:
                     # Most likely the destination is unreachable: try again next cycle, not every partition now.
                     log.warning("position keep-alive failed", extra={**self.label, "source": stream.alias, "error": str(exc)})

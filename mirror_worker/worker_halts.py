@@ -57,6 +57,21 @@ class Halts:
                 reason = f"{reason}; dead-letter topic refused it too: {exc}"
         self.halt(stream, topic, partition, offset, reason)
 
+    def resend(self, stream: SourceStream, topic: str, partition: int, offset: int, reason: str) -> None:
+        """A record at or after `offset` was not delivered (in time): hold the partition there, nothing at or
+        after it is committed, and the next completed commit cycle rewinds it to its commit and mirrors it
+        again (worker_commits.py). Counted and logged once per hold."""
+        key = (topic, partition)
+        held = key in stream.ledger.halted
+        stream.ledger.halt(key, offset, reason, resend=True)
+        if held:
+            return
+        stream.consumer.pause([TopicPartition(topic, partition)])
+        self.metrics.errors.labels(kind="undelivered", **self.label).inc()
+        log.warning("record not delivered, partition rewinds to its last commit", extra={
+            **self.label, "source": stream.alias, "topic": topic, "partition": partition, "offset": offset,
+            "reason": reason})
+
     def halt(self, stream: SourceStream, topic: str, partition: int, offset: int, reason: str) -> None:
         """Stop one partition at `offset`: nothing at or after it is committed by this run."""
         labels = {**self.label, "source": stream.alias, "topic": topic}

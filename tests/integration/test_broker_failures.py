@@ -1,0 +1,85 @@
+"""The worker survives a destination broker that crashes (kill -9) and comes back: it never exits, and every
+source record ends on the destination in order per partition (exactly-once: once, read_committed)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.test_worker_faults import PARTITIONS, LiveProducer, mirror_workers
+from tests.worker_util import loss_and_duplicates, read_topic, wait_for_count
+
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # kill -9 of the destination broker
+
+TOTAL, RATE = 30_000, 1_500  # 20 s of a steady producer
+GROUP_SETTINGS = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}
+
+
+def _outage(stack, worker, down_s: float) -> float:
+    """kill -9 of the destination broker mid-stream, started again after `down_s`; the worker stays up
+    throughout. Returns when the broker answered again (monotonic)."""
+    deadline = time.monotonic() + 30
+    while len(read_topic(worker.dst, worker.topic, timeout=5)) < 2_000:  # mid-stream: some mirrored, some not
+        assert time.monotonic() < deadline, "nothing mirrored before the outage"
+        time.sleep(0.5)
+    destination = stack["destination"].kafka
+    destination.kill()
+    try:
+        waited = time.monotonic() + down_s
+        while time.monotonic() < waited:
+            assert worker.proc.poll() is None, f"worker exited during the outage: {worker.stderr[-3000:]}"
+            time.sleep(0.5)
+    finally:
+        destination.start()
+        destination.wait_ready()
+    return time.monotonic()
+
+
+def _verify_after(start, worker, live, back: float, record_property, exactly_once: bool) -> None:
+    live.finish()
+    source = read_topic(start.src, start.topic, timeout=30)
+    assert len(source) == TOTAL
+    destination = wait_for_count(start.dst, start.topic, TOTAL, timeout=60)
+    record_property("recovery_s", round(time.monotonic() - back, 1))
+    assert worker.proc.poll() is None, f"worker exited after the outage: {worker.stderr[-3000:]}"
+    if exactly_once:
+        time.sleep(2)  # anything beyond the expected count would show up as a duplicate now
+        destination = read_topic(start.dst, start.topic, timeout=30)
+    missing, duplicates, ordered = loss_and_duplicates(source, destination)
+    record_property("duplicates", duplicates)
+    print(f"\n{start.topic}: {TOTAL} source records, {len(destination)} mirrored, {duplicates} duplicates")
+    assert missing == [], f"{len(missing)} records lost, first {missing[:3]}"
+    assert ordered, "per-partition order of first occurrences not kept"
+    if exactly_once:
+        assert duplicates == 0
+    assert worker.terminate() == 0, worker.stderr[-3000:]
+
+
+@pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
+def test_destination_broker_kill_9_and_restart(stack, tmp_path, topic_name, mode, record_property):
+    exactly_once = mode == "exactly-once"
+    args = ["--exactly.once"] if exactly_once else []
+    with mirror_workers(stack, tmp_path, topic_name("crash"), GROUP_SETTINGS, args) as start:
+        live = LiveProducer(start.src, start.topic, total=TOTAL, rate=RATE)
+        live.start()
+        worker = start("worker")
+        worker.wait_started()
+        worker.dst, worker.topic = start.dst, start.topic
+        back = _outage(stack, worker, down_s=15)
+        _verify_after(start, worker, live, back, record_property, exactly_once)
+
+
+def test_destination_down_longer_than_the_delivery_timeout(stack, tmp_path, topic_name, record_property):
+    """message.timeout.ms 5 s, destination down 15 s: records fail delivery; none is skipped, the worker
+    re-sends them from its last commit once the destination is back, by itself."""
+    with mirror_workers(stack, tmp_path, topic_name("timeout"), GROUP_SETTINGS, []) as start:
+        (tmp_path / "destination.properties").write_text(
+            f"bootstrap.servers={start.dst}\nmessage.timeout.ms=5000\n")
+        live = LiveProducer(start.src, start.topic, total=TOTAL, rate=RATE)
+        live.start()
+        worker = start("worker")
+        worker.wait_started()
+        worker.dst, worker.topic = start.dst, start.topic
+        back = _outage(stack, worker, down_s=15)
+        _verify_after(start, worker, live, back, record_property, exactly_once=False)
