@@ -2,21 +2,27 @@
 
 Each test mirrors a live stream of ~1,500 records/s, injects one fault, and then reads every record: every
 source record is on the destination, in source order per partition (exactly-once: once, read_committed),
-and the worker never exited. It prints, and records as properties, what an operator would see: seconds
-from the fault until records reach the destination again, and records sent twice.
+and the worker never exited. It prints, and records as properties, what an operator would see, in seconds from the fault:
+when the destination stopped growing and when it grew again (the longest stall), when the fault ended,
+when every record was there; and the records sent twice.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import json
+import math
 import threading
 import time
 from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from devstack.kafka import answers_metadata
+from mirror_worker.offset_syncs import OffsetSync
 from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic
 from tests.toxiproxy import proxies, reset
@@ -59,31 +65,40 @@ class Watch(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "fault-watch", "log_level": 0})
-        try:
-            while not self.done.is_set():
-                if self.exited_at is None and self.worker.proc.poll() is not None:
-                    self.exited_at = time.monotonic()
-                self.samples.append(Sample(time.monotonic(), self._total(consumer)))
-                self.done.wait(0.25)
-        finally:
-            consumer.close()
+        while not self.done.is_set():
+            if self.exited_at is None and self.worker.proc.poll() is not None:
+                self.exited_at = time.monotonic()
+            self.samples.append(Sample(time.monotonic(), self._total()))
+            self.done.wait(0.25)
 
-    def _total(self, consumer: Consumer) -> int | None:
+    def _total(self) -> int | None:
+        # A new client each time: one kept across a leader change answered FENCED_LEADER_EPOCH for good (its
+        # metadata never refreshed), and -1001 (no offset) while the leader was dead but not yet fenced.
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        requests = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
         try:
-            return sum(consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=1, cached=False)[1]
-                       for p in range(PARTITIONS))
+            offsets = [future.result(5).offset for future in admin.list_offsets(requests, request_timeout=3).values()]
         except Exception:  # a partition without a reachable leader
             return None
+        return sum(offsets) if min(offsets) >= 0 else None
 
     def latest_total(self) -> int:
         return next((s.total for s in reversed(self.samples) if s.total is not None), 0)
 
-    def resumed_after(self, fault_at: float) -> float | None:
-        """Seconds from `fault_at` until the destination grew past its size at the fault (None: never)."""
-        before = [s.total for s in self.samples if s.at <= fault_at and s.total is not None]
-        at_fault = before[-1] if before else 0
-        return next((s.at - fault_at for s in self.samples if s.at > fault_at and (s.total or 0) > at_fault), None)
+    def stall_after(self, fault_at: float) -> tuple[float, float] | None:
+        """The longest time after `fault_at` in which the destination did not grow, as (start, end) in seconds
+        from `fault_at`: the end is when records flowed again. None if it never grew after the fault."""
+        grew_at, highest = [], 0
+        for sample in self.samples:
+            if sample.total is not None and sample.total > highest:
+                highest = sample.total
+                if sample.at > fault_at:
+                    grew_at.append(sample.at)
+        if not grew_at:
+            return None
+        points = [fault_at, *grew_at]
+        start, end = max(zip(points, points[1:]), key=lambda gap: gap[1] - gap[0])
+        return round(start - fault_at, 1), round(end - fault_at, 1)
 
     def stop(self) -> None:
         self.done.set()
@@ -162,6 +177,7 @@ def _mirror_through(fault, clusters, tmp_path, topic: str, delivery: str, record
     live.start()
     worker = _start_worker(clusters, tmp_path, topic, delivery, producer_settings or {})
     watch = Watch(dst.bootstrap_servers, topic, worker)
+    fault_at = None
     try:
         worker.wait_started(90)
         watch.start()
@@ -181,20 +197,53 @@ def _mirror_through(fault, clusters, tmp_path, topic: str, delivery: str, record
     finally:
         watch.stop()
         worker.stop_quietly()
+        sizes = [[round(s.at - (fault_at or 0), 2), s.total] for s in watch.samples]
+        (tmp_path / "destination-sizes.json").write_text(json.dumps(sizes))  # for a look after a failure
     missing, duplicates, ordered = loss_and_duplicates(source, mirrored)
-    resumed_s = watch.resumed_after(fault_at)
-    figures = {"resumed_s": resumed_s and round(resumed_s, 1), "fault_s": round(fault_s, 1),
+    syncs = [OffsetSync.decode(m.key(), m.value())
+             for m in read_topic(dst.bootstrap_servers, f"{topic}.mirror.offset-syncs", timeout=30)]
+    stall = watch.stall_after(fault_at)
+    figures = {"stalled_s": stall and stall[0], "resumed_s": stall and stall[1], "fault_s": round(fault_s, 1),
                "converged_s": round(converged_s, 1), "duplicates": duplicates}
     for name, value in figures.items():
         record_property(name, value)
     print(f"\n{delivery}: {figures}")
     assert (missing, ordered) == ([], True)
+    # Consumer failover translates with these: one that is not true skips records or reads too far back.
+    assert _false_offset_syncs(syncs, topic, source, mirrored) == []
     if delivery == "exactly-once":
         assert duplicates == 0
         src_parts, dst_parts = by_partition(source), by_partition(mirrored)
         for partition in range(PARTITIONS):
             assert [m.value() for m in dst_parts[partition]] == [m.value() for m in src_parts[partition]]
     return figures
+
+
+def _false_offset_syncs(syncs: list[OffsetSync | None], topic: str, source: list, mirrored: list) -> list[OffsetSync]:
+    """The offset syncs of `topic` that are not true. A sync (S -> D) says: every source record below S has a
+    copy below D on the destination, and every record from S on has one at D or after (preserve-partitions).
+    Every source record must be on the destination."""
+    src_parts, dst_parts = by_partition(source), by_partition(mirrored)
+    bounds = {}
+    for partition, records in src_parts.items():
+        first, last = {}, {}
+        for m in dst_parts[partition]:
+            first.setdefault(m.value(), m.offset())
+            last[m.value()] = m.offset()
+        # Over the source records before index i: the latest first copy; from index i on: the earliest last copy.
+        latest_first = list(itertools.accumulate((first[m.value()] for m in records), max, initial=-1))
+        earliest_last = list(itertools.accumulate((last[m.value()] for m in reversed(records)), min,
+                                                  initial=math.inf))[::-1]
+        bounds[partition] = ([m.offset() for m in records], latest_first, earliest_last)
+    false = []
+    for sync in syncs:
+        if sync is None or sync.topic != topic:
+            continue
+        offsets, latest_first, earliest_last = bounds[sync.partition]
+        below = bisect.bisect_left(offsets, sync.source_offset)
+        if not (sync.destination_offset >= 0 and latest_first[below] < sync.destination_offset <= earliest_last[below]):
+            false.append(sync)
+    return false
 
 
 def _kill(node, down_s: float = DOWN_S):
