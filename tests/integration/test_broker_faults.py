@@ -51,15 +51,17 @@ def clusters(fault_stack):
 @dataclass
 class Sample:
     at: float
-    total: int | None  # the destination topic's high watermarks summed; None when a partition did not answer
+    # The topic's high watermarks summed on each side; None when a partition did not answer.
+    source: int | None
+    destination: int | None
 
 
 class Watch(threading.Thread):
-    """Samples the destination topic's size every 0.25 s and notes when the worker exits."""
+    """Samples the topic's size on both clusters every 0.25 s and notes when the worker exits."""
 
-    def __init__(self, bootstrap: str, topic: str, worker: WorkerProcess) -> None:
+    def __init__(self, clusters, topic: str, worker: WorkerProcess) -> None:
         super().__init__(daemon=True)
-        self.bootstrap, self.topic, self.worker = bootstrap, topic, worker
+        self.clusters, self.topic, self.worker = clusters, topic, worker
         self.samples: list[Sample] = []
         self.exited_at: float | None = None
         self.done = threading.Event()
@@ -68,13 +70,15 @@ class Watch(threading.Thread):
         while not self.done.is_set():
             if self.exited_at is None and self.worker.proc.poll() is not None:
                 self.exited_at = time.monotonic()
-            self.samples.append(Sample(time.monotonic(), self._total()))
+            at = time.monotonic()
+            self.samples.append(Sample(at, *(self._total(self.clusters[side].bootstrap_servers)
+                                             for side in ("source", "destination"))))
             self.done.wait(0.25)
 
-    def _total(self) -> int | None:
+    def _total(self, bootstrap: str) -> int | None:
         # A new client each time: one kept across a leader change answered FENCED_LEADER_EPOCH for good (its
         # metadata never refreshed), and -1001 (no offset) while the leader was dead but not yet fenced.
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         requests = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
         try:
             offsets = [future.result(5).offset for future in admin.list_offsets(requests, request_timeout=3).values()]
@@ -83,15 +87,16 @@ class Watch(threading.Thread):
         return sum(offsets) if min(offsets) >= 0 else None
 
     def latest_total(self) -> int:
-        return next((s.total for s in reversed(self.samples) if s.total is not None), 0)
+        return next((s.destination for s in reversed(self.samples) if s.destination is not None), 0)
 
-    def stall_after(self, fault_at: float) -> tuple[float, float] | None:
-        """The longest time after `fault_at` in which the destination did not grow, as (start, end) in seconds
+    def stall_after(self, fault_at: float, side: str = "destination") -> tuple[float, float] | None:
+        """The longest time after `fault_at` in which the topic did not grow on `side`, as (start, end) in seconds
         from `fault_at`: the end is when records flowed again. None if it never grew after the fault."""
         grew_at, highest = [], 0
         for sample in self.samples:
-            if sample.total is not None and sample.total > highest:
-                highest = sample.total
+            total = getattr(sample, side)
+            if total is not None and total > highest:
+                highest = total
                 if sample.at > fault_at:
                     grew_at.append(sample.at)
         if not grew_at:
@@ -169,14 +174,15 @@ def _converged(source: list, dst: str, topic: str, worker: WorkerProcess, watch:
 
 
 def _mirror_through(fault, clusters, tmp_path, topic: str, delivery: str, record_property,
-                    producer_settings: dict[str, str] | None = None) -> dict:
+                    producer_settings: dict[str, str] | None = None, in_order: bool = True) -> dict:
     """Mirror `topic` (its source and destination made by the caller, or by the worker) under a live load, run
-    `fault()` mid-stream (it returns once the fault is over), then read every record. Returns the figures."""
+    `fault()` mid-stream (it returns once the fault is over), then read every record. Returns the figures.
+    `in_order=False`: the order of first copies is recorded, not asserted."""
     src, dst = clusters["source"], clusters["destination"]
     live = LiveProducer(src.bootstrap_servers, topic, total=TOTAL, rate=RATE)
     live.start()
     worker = _start_worker(clusters, tmp_path, topic, delivery, producer_settings or {})
-    watch = Watch(dst.bootstrap_servers, topic, worker)
+    watch = Watch(clusters, topic, worker)
     fault_at = None
     try:
         worker.wait_started(90)
@@ -193,22 +199,25 @@ def _mirror_through(fault, clusters, tmp_path, topic: str, delivery: str, record
         time.sleep(2)  # anything sent twice still in flight shows up now
         mirrored = read_topic(dst.bootstrap_servers, topic, timeout=30)
         _assert_running(worker, watch, fault_at)
+        resends = sum(entry.get("msg") == "re-sending from the committed position" for entry in worker.logs())
         assert worker.terminate() == 0, worker.stderr[-1500:]
     finally:
         watch.stop()
         worker.stop_quietly()
-        sizes = [[round(s.at - (fault_at or 0), 2), s.total] for s in watch.samples]
+        sizes = [[round(s.at - (fault_at or 0), 2), s.source, s.destination] for s in watch.samples]
         (tmp_path / "destination-sizes.json").write_text(json.dumps(sizes))  # for a look after a failure
     missing, duplicates, ordered = loss_and_duplicates(source, mirrored)
     syncs = [OffsetSync.decode(m.key(), m.value())
              for m in read_topic(dst.bootstrap_servers, f"{topic}.mirror.offset-syncs", timeout=30)]
-    stall = watch.stall_after(fault_at)
+    stall, source_stall = watch.stall_after(fault_at), watch.stall_after(fault_at, "source")
     figures = {"stalled_s": stall and stall[0], "resumed_s": stall and stall[1], "fault_s": round(fault_s, 1),
-               "converged_s": round(converged_s, 1), "duplicates": duplicates}
+               "converged_s": round(converged_s, 1), "duplicates": duplicates, "resends": resends, "ordered": ordered,
+               "source_stall": source_stall and f"{source_stall[0]}-{source_stall[1]}"}
     for name, value in figures.items():
         record_property(name, value)
     print(f"\n{delivery}: {figures}")
-    assert (missing, ordered) == ([], True)
+    assert missing == []
+    assert ordered or not in_order, "per-partition order of first copies not kept"
     # Consumer failover translates with these: one that is not true skips records or reads too far back.
     assert _false_offset_syncs(syncs, topic, source, mirrored) == []
     if delivery == "exactly-once":
@@ -298,7 +307,9 @@ def test_source_leader_killed_mid_stream(clusters, tmp_path, topic_name, record_
 
 
 def test_destination_cut_longer_than_delivery_timeout(clusters, tmp_path, topic_name, record_property):
-    """Every destination proxy refuses connections for 20 s, twice the producer's delivery timeout."""
+    """Every destination proxy refuses connections for 20 s, twice the producer's delivery timeout (the worker's
+    default never gives up on a record; an operator may set one). Order is not asserted: a record that timed
+    out just before the destination came back may land after later ones of its partition, before its resend."""
     topic = topic_name("cut-dst")
     create_topic(clusters["source"].bootstrap_servers, topic, PARTITIONS, replication_factor=3)
 
@@ -309,5 +320,6 @@ def test_destination_cut_longer_than_delivery_timeout(clusters, tmp_path, topic_
         for proxy in proxies(clusters["destination"]):
             proxy.restore()
 
-    _mirror_through(cut, clusters, tmp_path, topic, "at-least-once", record_property,
-                    {"delivery.timeout.ms": "10000"})
+    figures = _mirror_through(cut, clusters, tmp_path, topic, "at-least-once", record_property,
+                              {"delivery.timeout.ms": "10000"}, in_order=False)
+    assert figures["resends"] > 0, "no record timed out: the cut did not outlast the delivery timeout"
