@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
+from mirror_worker.clients import client_callback
 from mirror_worker.exceptions import MirrorError
 
 log = logging.getLogger("mirror_worker")
@@ -52,6 +54,13 @@ class TransactionPending(MirrorError):
     """The destination did not answer in time: the partition's transaction (or its abort) is unfinished and
     is tried again with the same position; nothing may be added to it meanwhile."""
 
+
+class _StuckCall(Exception):
+    """A transactional call did not return long after its timeout (see PartitionTransactions._bounded)."""
+
+
+# How long past its own timeout a transactional call may block before its producer is given up.
+STUCK_AFTER_S = 10.0
 
 # Fatal errors that mean another producer holds the transactional.id now; any other fatal error replaces
 # the producer (a new one with the same id fences the broken one and aborts its transaction).
@@ -127,6 +136,11 @@ class PartitionTransactions:
         self.group_metadata = self.group.consumer_group_metadata()
         self.producers: dict[PositionKey, Producer] = {}
         self.aborting: dict[PositionKey, str] = {}  # an abort that did not finish yet: why it was started
+        self.broken: set[PositionKey] = set()  # producers to replace (fatal error, or a call that hung)
+        self.live: dict[int, list[bool]] = {}  # id(producer) -> [still in use], read by its error callback
+        self.committing: dict[PositionKey, int] = {}  # offsets sent, commit_transaction not finished yet
+        self.starting: dict[PositionKey, Producer] = {}  # a replacement whose init did not finish yet
+        self.abandoned: list[Producer] = []  # replaced while a call of theirs still blocks: kept, never destroyed
 
     def _slot(self, key: PositionKey, offset: int = -1001) -> TopicPartition:
         return TopicPartition(self.destination_topic(key[0]), key[1], offset, self.topic_id(key[0]) or "")
@@ -139,14 +153,48 @@ class PartitionTransactions:
         return self.positions(keys)
 
     def _new_producer(self, key: PositionKey) -> Producer:
-        """A producer of the partition's transactional.id with a transaction open; it fences any earlier one."""
-        producer = Producer({
-            **self.producer_settings,
-            "transactional.id": transactional_id(self.mirror, self.alias, *key),
-        })
-        self._call(producer.init_transactions, key, "init")
+        """A producer of the partition's transactional.id with a transaction open; it fences any earlier one.
+
+        One whose init did not finish is kept and its init called again (as librdkafka asks): a dropped one
+        may still finish it later and fence its successor."""
+        producer = self.starting.pop(key, None) or self._producer(key)
+        try:
+            self._call(producer.init_transactions, key, "init")
+        except _StuckCall:
+            self._retire(producer)
+            raise MirrorError(f"exactly-once init of {key[0]}[{key[1]}] did not return") from None
+        except MirrorError:
+            self.starting[key] = producer
+            raise
         producer.begin_transaction()
         return producer
+
+    def _producer(self, key: PositionKey) -> Producer:
+        settings = {**self.producer_settings, "transactional.id": transactional_id(self.mirror, self.alias, *key)}
+        upstream = settings.get("error_cb")
+        live = [True]
+
+        def on_error(err: KafkaError) -> None:
+            if not live[0]:
+                return  # replaced: its successor fenced it, as intended
+            if err.fatal():  # its next commit classifies it: fenced stops the worker, else it is replaced
+                log.warning("exactly-once producer failed", extra={
+                    "source": self.alias, "partition": f"{key[0]}[{key[1]}]", "error": err.str()})
+                return
+            if upstream is not None:
+                upstream(err)
+
+        settings["error_cb"] = client_callback(on_error)
+        producer = Producer(settings)
+        self.live[id(producer)] = live
+        return producer
+
+    def _retire(self, producer: Producer, stuck: bool = True) -> None:
+        """A producer replaced by a new one of its transactional.id: its errors are expected now. One with a
+        call still blocking is kept (never destroyed under that call)."""
+        self.live.pop(id(producer), [True])[0] = False
+        if stuck:
+            self.abandoned.append(producer)
 
     def positions(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
         """Each partition's committed (next offset, source topic id), or None before its first commit."""
@@ -212,11 +260,29 @@ class PartitionTransactions:
             self._abort(key, timeout_s)
             raise TransactionAborted(f"{key[0]}[{key[1]}]: {reason}")
         producer = self.producers[key]
+
+        committing = self.committing.get(key)
+        if committing is not None and committing != next_offset:  # not this transaction's position: start over
+            self.aborting[key] = f"commit of position {committing} unfinished"
+            self._abort(key, timeout_s)
+            raise TransactionAborted(f"{key[0]}[{key[1]}]: {self.aborting.get(key, 'commit unfinished')}")
+
+        def send_and_commit(timeout: float) -> None:
+            if committing is None:  # after a commit that timed out only commit_transaction is called again
+                producer.send_offsets_to_transaction([self._slot(key, next_offset)], self.group_metadata, timeout)
+                self.committing[key] = next_offset
+            producer.commit_transaction(timeout)
+
         try:
             if key not in self.recorded:
                 self._record(producer, key)
-            producer.send_offsets_to_transaction([self._slot(key, next_offset)], self.group_metadata, timeout_s)
-            producer.commit_transaction(timeout_s)
+            self._bounded(send_and_commit, timeout_s)
+        except _StuckCall:
+            self.aborting[key] = f"commit did not return within {timeout_s + STUCK_AFTER_S:.0f}s"
+            self.broken.add(key)
+            self._retire(producer)
+            self._abort(key, timeout_s)
+            raise TransactionAborted(f"{key[0]}[{key[1]}]: {self.aborting.get(key, 'commit hung')}") from None
         except KafkaException as exc:
             error = exc.args[0]
             where = f"{key[0]}[{key[1]}]: {error.str()}"
@@ -227,6 +293,7 @@ class PartitionTransactions:
             self.aborting[key] = error.str()
             self._abort(key, timeout_s)
             raise TransactionAborted(where) from None
+        self.committing.pop(key, None)
         self.held[key] = next_offset
         self.committed_at[key] = self.clock()
         self.recorded.add(key)
@@ -249,26 +316,62 @@ class PartitionTransactions:
             self._abort(key, self.timeout_s)
 
     def _abort(self, key: PositionKey, timeout_s: float) -> None:
-        """Finish the abort of `self.aborting[key]` and open the next transaction."""
-        producer = self.producers[key]
-        try:
-            producer.abort_transaction(timeout_s)
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.fatal() and error.code() in _FENCED:
-                raise ProducerFenced(f"{key[0]}[{key[1]}]: abort failed: {error.str()}") from None
-            if not error.fatal():  # timed out: the abort goes on, and is called again
-                raise TransactionPending(f"{key[0]}[{key[1]}]: abort: {error.str()}") from None
-            log.warning("exactly-once producer failed, replacing it", extra={
-                "source": self.alias, "partition": f"{key[0]}[{key[1]}]", "error": error.str()})
+        """Finish the abort of `self.aborting[key]` and open the next transaction. A broken producer is
+        replaced instead: a new one with the same transactional.id fences it, which aborts its transaction."""
+        if key not in self.broken:
+            producer = self.producers[key]
             try:
-                self.producers[key] = self._new_producer(key)  # fences the failed one: its transaction aborts
-            except MirrorError as failed:
-                raise TransactionPending(str(failed)) from None
-            del self.aborting[key]
-            return
-        producer.begin_transaction()
+                self._bounded(producer.abort_transaction, timeout_s)
+                producer.begin_transaction()
+                del self.aborting[key]
+                self.committing.pop(key, None)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.fatal() and error.code() in _FENCED:
+                    raise ProducerFenced(f"{key[0]}[{key[1]}]: abort failed: {error.str()}") from None
+                if not error.fatal():  # timed out: the abort goes on, and is called again
+                    raise TransactionPending(f"{key[0]}[{key[1]}]: abort: {error.str()}") from None
+            except _StuckCall:
+                self._retire(producer)
+            self.broken.add(key)
+        log.warning("exactly-once producer replaced", extra={
+            "source": self.alias, "partition": f"{key[0]}[{key[1]}]", "error": self.aborting[key]})
+        try:
+            replacement = self._new_producer(key)
+        except MirrorError as failed:
+            raise TransactionPending(str(failed)) from None
+        old = self.producers[key]
+        if not any(old is p for p in self.abandoned):
+            self._retire(old, stuck=False)
+        self.producers[key] = replacement
+        self.committing.pop(key, None)
+        self.broken.discard(key)
         del self.aborting[key]
+
+    @staticmethod
+    def _bounded(call, timeout_s: float) -> None:
+        """`call(timeout_s)` in a thread of its own, given up STUCK_AFTER_S past its timeout (_StuckCall).
+
+        librdkafka 2.16's send_offsets_to_transaction was seen blocking without end after a kill -9 and
+        restart of the destination broker (waiting in rd_kafka_txn_op_req0, long past its timeout, the broker
+        back): the main loop must not hang with it. What the call raises is raised here."""
+        outcome: list[BaseException | None] = []
+
+        def run() -> None:
+            try:
+                call(timeout_s)
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                outcome.append(exc)
+
+        thread = threading.Thread(target=run, name="transaction-call", daemon=True)
+        thread.start()
+        thread.join(timeout_s + STUCK_AFTER_S)
+        if not outcome:
+            raise _StuckCall()
+        if outcome[0] is not None:
+            raise outcome[0]
 
     def close(self, keys) -> None:
         """Drop the producers of partitions this worker no longer owns (their transactions are done)."""
@@ -277,8 +380,10 @@ class PartitionTransactions:
             self.committed_at.pop(key, None)
             self.recorded.discard(key)
             self.aborting.pop(key, None)
+            self.committing.pop(key, None)
+            self.broken.discard(key)
             producer = self.producers.pop(key, None)
-            if producer is not None:
+            if producer is not None and not any(producer is p for p in self.abandoned):
                 try:
                     producer.abort_transaction(min(5.0, self.timeout_s))
                 except KafkaException:
@@ -292,7 +397,7 @@ class PartitionTransactions:
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                method(self.timeout_s)
+                self._bounded(method, self.timeout_s)
                 return
             except KafkaException as exc:
                 error = exc.args[0]

@@ -216,8 +216,11 @@ class MirrorWorker:
         for stream in self.streams:
             stream.transactions.producer_settings["batch.size"] = str(wanted)
             keys = list(stream.transactions.producers)
-            stream.transactions.close(keys)
+            stream.transactions.close(keys)  # aborts a transaction whose commit did not finish: re-sent below
             stream.transactions.open(keys)
+            for key in keys:
+                if stream.ledger.next_offsets.get(key, -1) > stream.ledger.committed.get(key, -1):
+                    self.assignment.rewind(stream, key, "producer replaced before its transaction committed")
 
     # ---------------------------------------------------------------- main loop
     def run(self) -> None:

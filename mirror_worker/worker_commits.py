@@ -102,7 +102,7 @@ class CommitCycle:
     def checkpoint_and_commit(self, only: tuple[SourceStream, set] | None = None,
                               deadline: float | None = None, from_loop: bool = False) -> CommitOutcome:
         if self.exactly_once:
-            return self._commit_transactions(only, deadline)
+            return self._commit_transactions(only, deadline, from_loop)
         if only is None:
             for stream in self.streams:
                 self._step_over_control_records(stream)
@@ -174,7 +174,8 @@ class CommitCycle:
             if newest:
                 self.metrics.replication_latency.labels(**labels).set(max(0.0, (now_ms - newest) / 1000))
 
-    def _commit_transactions(self, only: tuple[SourceStream, set] | None, deadline: float | None) -> CommitOutcome:
+    def _commit_transactions(self, only: tuple[SourceStream, set] | None, deadline: float | None,
+                             from_loop: bool = False) -> CommitOutcome:
         """Commit every partition that progressed, its records and its position in one transaction."""
         outcome = CommitOutcome(True)
         for stream in self.streams:
@@ -199,7 +200,7 @@ class CommitCycle:
                     if offset is None:
                         stream.transactions.abort(key, resends[key])
                         raise TransactionAborted(resends[key])
-                    if not self._commit_transaction(stream, key, offset, deadline, only is None):
+                    if not self._commit_transaction(stream, key, offset, deadline, from_loop):
                         outcome.complete = False  # still open: the rebalance or the shutdown aborts it
                         continue
                 except TransactionAborted as exc:
@@ -225,8 +226,11 @@ class CommitCycle:
     def _commit_transaction(self, stream: SourceStream, key: tuple[str, int], offset: int, deadline: float | None,
                             hold_consumers: bool) -> bool:
         """Commit one partition's transaction, tried again while the destination does not answer (as the
-        at-least-once flush waits). False if the deadline (or the shutdown's) came first: still open."""
-        if deadline is None and not hold_consumers:  # a rebalance callback: bounded, its partitions leave
+        at-least-once flush waits). False if the deadline (or the shutdown's) came first: still open.
+
+        Unbounded only from the main loop (hold_consumers); elsewhere (a rebalance callback, fit_batches)
+        bounded by shutdown_timeout_s."""
+        if deadline is None and not hold_consumers:
             deadline = self.clock() + self.state.shutdown_timeout_s
         hold = hold_consumers and self.hold_consumers is not None
         started = last_log = self.clock()

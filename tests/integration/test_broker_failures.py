@@ -16,27 +16,27 @@ TOTAL, RATE = 30_000, 1_500  # 20 s of a steady producer
 GROUP_SETTINGS = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}
 
 
-def _outage(stack, worker, down_s: float) -> float:
-    """kill -9 of the destination broker mid-stream, started again after `down_s`; the worker stays up
+def _outage(stack, worker, down_s: float, cluster: str = "destination") -> float:
+    """kill -9 of the cluster's broker mid-stream, started again after `down_s`; the worker stays up
     throughout. Returns when the broker answered again (monotonic)."""
     deadline = time.monotonic() + 30
     while len(read_topic(worker.dst, worker.topic, timeout=5)) < 2_000:  # mid-stream: some mirrored, some not
         assert time.monotonic() < deadline, "nothing mirrored before the outage"
         time.sleep(0.5)
-    destination = stack["destination"].kafka
-    destination.kill()
+    broker = stack[cluster].kafka
+    broker.kill()
     try:
         waited = time.monotonic() + down_s
         while time.monotonic() < waited:
             assert worker.proc.poll() is None, f"worker exited during the outage: {worker.stderr[-3000:]}"
             time.sleep(0.5)
     finally:
-        destination.start()
-        destination.wait_ready()
+        broker.start()
+        broker.wait_ready()
     return time.monotonic()
 
 
-def _verify_after(start, worker, live, back: float, record_property, exactly_once: bool) -> None:
+def _verify_after(start, worker, live, back: float, record_property, exactly_once: bool, in_order: bool = True) -> None:
     live.finish()
     source = read_topic(start.src, start.topic, timeout=30)
     assert len(source) == TOTAL
@@ -50,7 +50,9 @@ def _verify_after(start, worker, live, back: float, record_property, exactly_onc
     record_property("duplicates", duplicates)
     print(f"\n{start.topic}: {TOTAL} source records, {len(destination)} mirrored, {duplicates} duplicates")
     assert missing == [], f"{len(missing)} records lost, first {missing[:3]}"
-    assert ordered, "per-partition order of first occurrences not kept"
+    record_property("ordered", ordered)
+    if in_order:
+        assert ordered, "per-partition order of first occurrences not kept"
     if exactly_once:
         assert duplicates == 0
     assert worker.terminate() == 0, worker.stderr[-3000:]
@@ -72,7 +74,10 @@ def test_destination_broker_kill_9_and_restart(stack, tmp_path, topic_name, mode
 
 def test_destination_down_longer_than_the_delivery_timeout(stack, tmp_path, topic_name, record_property):
     """message.timeout.ms 5 s, destination down 15 s: records fail delivery; none is skipped, the worker
-    re-sends them from its last commit once the destination is back, by itself."""
+    re-sends them from its last commit once the destination is back, by itself. Order is not asserted: a
+    record that timed out just before the broker came back may land after later ones of its partition
+    (librdkafka delivers those), before its resend; the worker's default (message.timeout.ms=0) never gives
+    up on a record and keeps the order (the tests above)."""
     with mirror_workers(stack, tmp_path, topic_name("timeout"), GROUP_SETTINGS, []) as start:
         (tmp_path / "destination.properties").write_text(
             f"bootstrap.servers={start.dst}\nmessage.timeout.ms=5000\n")
@@ -82,4 +87,7 @@ def test_destination_down_longer_than_the_delivery_timeout(stack, tmp_path, topi
         worker.wait_started()
         worker.dst, worker.topic = start.dst, start.topic
         back = _outage(stack, worker, down_s=15)
-        _verify_after(start, worker, live, back, record_property, exactly_once=False)
+        _verify_after(start, worker, live, back, record_property, exactly_once=False, in_order=False)
+        resends = [e for e in worker.logs() if e.get("msg") == "re-sending from the committed position"]
+        assert resends, "no record timed out: the outage did not outlast message.timeout.ms"
+

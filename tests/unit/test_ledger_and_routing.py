@@ -88,3 +88,28 @@ def test_ledger_position_seek_rewind_start():
     assert ledger.position(TP) == 3 and ledger.checkpoint() == {}
     ledger.seek(TP, 20)  # records 3..19 skipped (data loss, reset)
     assert ledger.committable(ledger.checkpoint()) == {TP: 20}
+
+
+def test_a_resend_hold_caps_commits_then_rewinds_to_the_commit():
+    ledger = OffsetLedger()
+    ledger.start(TP, 0)
+    for offset in range(8):
+        ledger.handed_over(TP, offset)
+    checkpoint = ledger.checkpoint()
+    ledger.halt(TP, 5, "not delivered: Local: Message timed out", resend=True)
+    assert ledger.resends() == {TP: "not delivered: Local: Message timed out"}
+    offsets = ledger.committable(checkpoint)
+    assert offsets == {TP: 5}  # nothing at or after the undelivered record
+    ledger.mark_committed(offsets)
+    assert ledger.rewind(TP) == 5  # re-sent from the commit
+    assert ledger.resends() == {} and not ledger.is_halted(TP)
+
+
+def test_a_refusal_makes_a_resend_hold_final():
+    ledger = OffsetLedger()
+    ledger.start(TP, 0)
+    ledger.halt(TP, 5, "not delivered", resend=True)
+    ledger.halt(TP, 6, "destination refused the record")  # later offset, but a refusal: stays halted
+    assert ledger.resends() == {}
+    ledger.rewind(TP)
+    assert ledger.is_halted(TP)

@@ -180,3 +180,32 @@ def test_destination_growth_rule(creation, preserve, source, current, expected):
 
     topics = DestinationTopics(None, TopicCreation(**creation), preserve)
     assert topics.grown_count(TopicInfo("t", source, 1), current) == expected
+
+
+def test_an_unanswered_list_offsets_is_an_error_not_an_exception():
+    """The destination down: ListOffsets futures time out; the syncs are reported as not written (counted by
+    the commit cycle), and written at a later commit (issue 28: TimeoutError ended the worker)."""
+    from concurrent.futures import Future
+
+    from mirror_worker.offset_syncs import OffsetSyncWriter
+
+    class SilentAdmin:
+        calls = 0
+
+        def list_offsets(self, requests, request_timeout):
+            self.calls += 1
+            return {tp: Future() for tp in requests}  # never completed
+
+    class Producer:
+        def produce(self, *args):
+            raise AssertionError("no sync without a high watermark")
+
+        def poll(self, timeout):
+            pass
+
+    admin = SilentAdmin()
+    writer = OffsetSyncWriter("syncs", admin, lambda t: t, timeout=0.05)
+    syncs, errors = writer.write(Producer(), "source", {("orders", 0): 10}, {})
+    assert syncs == [] and errors == {"orders[0]": "no answer within 0s"}
+    assert admin.calls == 1  # unreachable: not retried now
+    assert writer.written == {}  # the next commit tries again
