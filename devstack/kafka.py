@@ -1,4 +1,8 @@
-"""One Apache Kafka node in KRaft mode (combined broker + controller), run from the cached jars."""
+"""One Apache Kafka node in KRaft mode (combined broker + controller), run from the cached jars.
+
+Alone it is a one-node cluster; devstack/kafka_cluster.py makes several of them one cluster (a quorum
+of their controllers, inter-broker traffic on a listener of its own).
+"""
 
 from __future__ import annotations
 
@@ -17,14 +21,12 @@ from devstack.jdk import find_java
 from devstack.net import free_port, is_listening, wait_closed
 from devstack.process import ManagedProcess
 
-# Broker settings for a one-node development cluster. Internal topics get replication factor 1;
-# auto-creation is off so that every topic on `destination` is one the mirror (or a test) created.
+# Broker settings for a one-node development cluster (kafka_cluster.py overrides the replication ones for
+# several nodes). Internal topics get replication factor 1; auto-creation is off so that every topic on `destination` is one the mirror (or a test) created.
 _BROKER_SETTINGS = {
     "process.roles": "broker,controller",
-    "node.id": "1",
     "controller.listener.names": "CONTROLLER",
     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-    "inter.broker.listener.name": "PLAINTEXT",
     "auto.create.topics.enable": "false",
     "num.partitions": "1",
     "offsets.topic.replication.factor": "1",
@@ -63,7 +65,7 @@ Configuration:
 
 
 def new_cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding.
+    """A Kafka cluster id (or directory id): 16 random bytes, URL-safe base64 without padding.
 
     Never one starting with "-" (as Kafka's own Uuid.randomUuid): the storage tool's command line
     would read it as an option ("argument --cluster-id/-t: expected one argument").
@@ -74,17 +76,32 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
+@dataclass(frozen=True)
+class Quorum:
+    """The controllers every node of a multi-node cluster is formatted with (`--initial-controllers`)."""
+
+    cluster_id: str
+    voters: tuple[str, ...]  # "node-id@host:port:directory-id", one per controller
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(voter.split("@", 1)[1].rsplit(":", 1)[0] for voter in self.voters)
+
+
 @dataclass
 class KafkaNode:
-    """A single-node KRaft cluster with its data under `home`."""
+    """A KRaft node with its data under `home`: a single-node cluster, or one node of a `Quorum`."""
 
     cluster: str
     home: Path
     heap_mb: int = 384
     # More listeners ({name: security protocol}, e.g. {"SASL_SSL": "SASL_SSL"}) next to PLAINTEXT, and
-    # more broker settings (e.g. their SSL and SASL keys). PLAINTEXT stays the inter-broker listener.
+    # more broker settings (e.g. their SSL and SASL keys). PLAINTEXT is the clients' listener.
     extra_listeners: dict[str, str] = field(default_factory=dict)
     extra_settings: dict[str, str] = field(default_factory=dict)
+    node_id: int = 1
+    inter_broker_listener: str = "PLAINTEXT"  # or one of extra_listeners
+    active_processors: int | None = None  # what the JVM sizes its thread pools by (-XX:ActiveProcessorCount)
 
     def __post_init__(self) -> None:
         self.process = ManagedProcess(f"kafka[{self.cluster}]", self.home)
@@ -129,34 +146,54 @@ class KafkaNode:
                 return line.split("=", 1)[1].strip()
         return None
 
-    def configure(self) -> None:
-        """Pick ports, write the config and format the storage (once: a restart keeps all data)."""
+    def plan(self) -> dict:
+        """This node's ports and metadata directory id: picked once (node.json), kept across restarts."""
+        if self._node_file.is_file():
+            return self._ports()
+        self.home.mkdir(parents=True, exist_ok=True)
+        planned = {"broker_port": free_port(), "controller_port": free_port(), "directory_id": new_cluster_id()}
+        if self.extra_listeners:
+            planned["listeners"] = {name: free_port() for name in self.extra_listeners}
+        self._node_file.write_text(json.dumps(planned))
+        return planned
+
+    def voter(self) -> str:
+        """This node as a controller of a `Quorum`."""
+        planned = self.plan()
+        return f"{self.node_id}@127.0.0.1:{planned['controller_port']}:{planned['directory_id']}"
+
+    def configure(self, quorum: Quorum | None = None, advertised: str | None = None) -> None:
+        """Pick ports, write the config and format the storage (once: a restart keeps all data).
+
+        Without `quorum` the node is a cluster of its own (`--standalone`). `advertised`: the host:port
+        clients are told for PLAINTEXT (a proxy in front of the node), instead of the node's own.
+        """
         if self.is_configured():
             return
-        self.home.mkdir(parents=True, exist_ok=True)
-        broker_port, controller_port = free_port(), free_port()
-        extra_ports = {name: free_port() for name in self.extra_listeners}
-        extra = "".join(f",{name}://127.0.0.1:{port}" for name, port in extra_ports.items())
+        planned = self.plan()
+        broker_port, controller_port = planned["broker_port"], planned["controller_port"]
+        extra = "".join(f",{name}://127.0.0.1:{port}" for name, port in planned.get("listeners", {}).items())
         settings = {
             **_BROKER_SETTINGS,
+            "node.id": str(self.node_id),
+            "inter.broker.listener.name": self.inter_broker_listener,
             "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}{extra}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}{extra}",
+            "advertised.listeners": f"PLAINTEXT://{advertised or f'127.0.0.1:{broker_port}'}{extra}",
             "listener.security.protocol.map": _BROKER_SETTINGS["listener.security.protocol.map"]
             + "".join(f",{name}:{protocol}" for name, protocol in self.extra_listeners.items()),
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+            "controller.quorum.bootstrap.servers": quorum.bootstrap_servers if quorum else f"127.0.0.1:{controller_port}",
             "log.dirs": str(self.data_dir),
             **self.extra_settings,
         }
         (self.home / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         (self.home / "log4j2.yaml").write_text(_LOG4J2)
+        controllers = ("--initial-controllers", ",".join(quorum.voters)) if quorum else ("--standalone",)
         result = self._run_java(
-            "kafka.tools.StorageTool", "format", "--standalone", "--ignore-formatted",
-            "-t", new_cluster_id(), "-c", str(self.home / "server.properties"),
+            "kafka.tools.StorageTool", "format", *controllers, "--ignore-formatted",
+            "-t", quorum.cluster_id if quorum else new_cluster_id(), "-c", str(self.home / "server.properties"),
         )
         if result.returncode != 0:
             raise StackError(f"kafka[{self.cluster}]: storage format failed: {result.stdout.strip()[-500:]}")
-        ports = {"broker_port": broker_port, "controller_port": controller_port}
-        self._node_file.write_text(json.dumps({**ports, "listeners": extra_ports} if extra_ports else ports))
 
     def _java_argv(self, main_class: str, *args: str) -> list[str]:
         if not any(paths.KAFKA_LIBS.glob("kafka_2.13-*.jar")):
@@ -165,6 +202,7 @@ class KafkaNode:
             find_java(17),
             f"-Xmx{self.heap_mb}m",
             "-Xms64m",
+            *([f"-XX:ActiveProcessorCount={self.active_processors}"] if self.active_processors else []),
             "-XX:+UseSerialGC",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.home / 'log4j2.yaml'}",
@@ -198,7 +236,7 @@ class KafkaNode:
                 raise StackError(
                     f"kafka[{self.cluster}] exited during start-up; see {self.process.log_file}"
                 )
-            if is_listening(self.port) and _answers_metadata(self.bootstrap_servers, self.cluster_id()):
+            if is_listening(self.port) and answers_metadata(self.bootstrap_servers, self.cluster_id()):
                 return
             time.sleep(0.3)
         raise StartupTimeoutError(
@@ -222,9 +260,10 @@ class KafkaNode:
         self.wait_ready(timeout)
 
 
-def _answers_metadata(bootstrap: str, cluster_id: str | None = None) -> bool:
-    """The broker at `bootstrap` answers, and is of cluster `cluster_id` when given: another process that
-    holds the port (this node then fails to bind it) must not pass for this node."""
+def answers_metadata(bootstrap: str, cluster_id: str | None = None, brokers: int = 1) -> bool:
+    """The broker at `bootstrap` answers, naming at least `brokers` brokers, and is of cluster `cluster_id`
+    when given: another process that holds the port (this node then fails to bind it) must not pass for
+    this node."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "logger": _silent_logger()})
@@ -232,7 +271,7 @@ def _answers_metadata(bootstrap: str, cluster_id: str | None = None) -> bool:
         metadata = admin.list_topics(timeout=2)
     except Exception:  # KafkaException while the broker is still coming up
         return False
-    return bool(metadata.brokers) and (cluster_id is None or metadata.cluster_id == cluster_id)
+    return len(metadata.brokers) >= brokers and (cluster_id is None or metadata.cluster_id == cluster_id)
 
 
 def _silent_logger() -> logging.Logger:

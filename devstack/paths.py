@@ -8,6 +8,7 @@ CACHE = ROOT / ".cache"
 KAFKA_LIBS = CACHE / "kafka" / "libs"
 APICURIO_HOME = CACHE / "apicurio"
 SPARK_JARS = CACHE / "spark" / "jars"
+TOXIPROXY_SERVER = CACHE / "toxiproxy" / "bin" / "toxiproxy-server"
 
 
 def default_stack_dir() -> Path:

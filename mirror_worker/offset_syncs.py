@@ -175,11 +175,18 @@ class OffsetSyncWriter:
             errors = {}
             for tp, future in self.admin.list_offsets(requests, request_timeout=self.timeout).items():
                 try:
-                    highs[(tp.topic, tp.partition)] = future.result(self.timeout).offset
+                    high = future.result(self.timeout).offset
                 except KafkaException as exc:
                     errors[f"{tp.topic}[{tp.partition}]"] = exc.args[0].str()
                 except TimeoutError:  # the destination (or the partition's leader) did not answer in time
                     errors[f"{tp.topic}[{tp.partition}]"] = f"no answer within {self.timeout:.0f}s"
+                else:
+                    # A leader that died and is not fenced yet answers -1001 (no offset), not an error: never a
+                    # sync to a negative offset (issue 28, three-node destination).
+                    if high >= 0:
+                        highs[(tp.topic, tp.partition)] = high
+                    else:
+                        errors[f"{tp.topic}[{tp.partition}]"] = f"no high watermark (offset {high})"
             if len(errors) == len(requests) and any(e.startswith("no answer") for e in errors.values()):
                 break  # unreachable: no more tries now, the next commit writes the syncs
         return highs, errors

@@ -131,6 +131,22 @@ else
   mark registry "$registry_stamp"
 fi
 
+# --- Toxiproxy (Shopify), the fault tests' proxy in front of each broker, built from the Go module proxy ---
+TOXIPROXY_VERSION=v2.5.0  # the newest v2 the Go module proxy serves (`go list -m -versions github.com/Shopify/toxiproxy/v2`)
+if [ -x "$CACHE/toxiproxy/bin/toxiproxy-server" ] && fresh toxiproxy "$TOXIPROXY_VERSION"; then
+  say "toxiproxy ok"
+else
+  command -v go >/dev/null 2>&1 || die "Go is missing: install Go 1.17 or newer (https://go.dev/dl/) for Toxiproxy"
+  say "building toxiproxy-server $TOXIPROXY_VERSION (go install)"
+  mkdir -p "$CACHE/toxiproxy/bin" "$CACHE/logs"
+  # The command's package is cmd/server, so go install names the binary `server`.
+  GOBIN="$CACHE/toxiproxy/bin" go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
+    > "$CACHE/logs/toxiproxy.log" 2>&1 \
+    || { tail -n 20 "$CACHE/logs/toxiproxy.log" >&2; die "go install of Toxiproxy failed (log: $CACHE/logs/toxiproxy.log)"; }
+  mv "$CACHE/toxiproxy/bin/server" "$CACHE/toxiproxy/bin/toxiproxy-server"
+  mark toxiproxy "$TOXIPROXY_VERSION"
+fi
+
 # --- Debian packages: the browser for the end-to-end UI tests, Redis for the CeleryExecutor test --------
 # apt_install LOG WHY PACKAGE...: install Debian packages (as root, else through sudo), the log under .cache/logs.
 apt_install() {

@@ -10,7 +10,8 @@ needs it starts it; the controller stops it), and three kinds of test stay toget
 at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
 tests with the Celery test (each starts an Airflow of its own) and the tests marked `exclusive`, which
 stop a shared server: an exclusive test runs while no other test runs (`_shared_servers`), after the
-browser tests' Airflow has stopped.
+browser tests' Airflow has stopped. The fault tests (marker `faults`) also stay on one process: they share
+two three-node clusters of their own (`fault_stack`), started by that process once.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from devstack import Stack, paths
+from devstack.kafka_cluster import FaultStack
 from tests.airflow_support import airflow_api_server, airflow_db  # noqa: F401  (first: configures Airflow before it is imported)
 
 # Set by the controller of an xdist run before it starts its workers (they inherit it): their shared folder.
@@ -68,6 +70,8 @@ def _group(item) -> str | None:
         return "spark"
     if "airflow_db" in item.fixturenames or "airflow_api_server" in item.fixturenames:
         return "airflow"
+    if item.get_closest_marker("faults") or "fault_stack" in item.fixturenames:
+        return "faults"
     return None
 
 
@@ -148,6 +152,18 @@ def stack(request, tmp_path_factory) -> Stack:
         yield own
         return
     own = Stack(tmp_path_factory.mktemp("stack"))
+    try:
+        own.up()
+        yield own
+    finally:
+        own.down()
+
+
+@pytest.fixture(scope="session")
+def fault_stack(tmp_path_factory) -> FaultStack:
+    """Three-node `source` and `destination` clusters behind Toxiproxy, for the tests that kill brokers and
+    cut links (never the shared stack). Each test leaves the proxies without toxics and every broker up."""
+    own = FaultStack(tmp_path_factory.mktemp("fault-stack"))
     try:
         own.up()
         yield own

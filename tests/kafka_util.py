@@ -12,9 +12,15 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from devstack.kafka import KafkaNode
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None,
+                 replication_factor: int = 1, replica_assignment: list[list[int]] | None = None) -> None:
+    """`replica_assignment` (the brokers of each partition, preferred leader first) replaces the counts."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+    if replica_assignment:
+        new_topic = NewTopic(name, len(replica_assignment), replica_assignment=replica_assignment, config=config or {})
+    else:
+        new_topic = NewTopic(name, partitions, replication_factor, config=config or {})
+    futures = admin.create_topics([new_topic])
     futures[name].result(30)
     deadline = time.monotonic() + 30
     while name not in admin.list_topics(timeout=10).topics:

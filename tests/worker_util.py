@@ -32,7 +32,8 @@ class WorkerProcess:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "mirror_worker", *args],
                 cwd=ROOT, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                # PYTHONFAULTHANDLER: SIGABRT prints every thread's stack (`stacks`, for a worker that hangs).
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
             )
 
     @property
@@ -88,6 +89,14 @@ class WorkerProcess:
 
     def wait(self, timeout: float = 60.0) -> int:
         return self.proc.wait(timeout)
+
+    def stacks(self) -> str:
+        """Where every thread of a hung worker is: SIGABRT (the worker dies) makes it print them on stderr."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGABRT)
+            self.proc.wait(10)
+        text = self.stderr
+        return text[text.find("Fatal Python error"):] if "Fatal Python error" in text else text[-3000:]
 
     def stop_quietly(self) -> None:
         if self.proc.poll() is None:

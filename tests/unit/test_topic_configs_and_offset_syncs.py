@@ -209,3 +209,31 @@ def test_an_unanswered_list_offsets_is_an_error_not_an_exception():
     assert syncs == [] and errors == {"orders[0]": "no answer within 0s"}
     assert admin.calls == 1  # unreachable: not retried now
     assert writer.written == {}  # the next commit tries again
+
+
+def test_a_list_offsets_without_an_offset_writes_no_sync():
+    """A destination leader killed and not yet fenced: ListOffsets answers -1001 instead of an error. No sync
+    to a negative offset is written (the fault tests found them); the next commit tries again."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from mirror_worker.offset_syncs import OffsetSyncWriter
+
+    class DeadLeaderAdmin:
+        def list_offsets(self, requests, request_timeout):
+            futures = {tp: Future() for tp in requests}
+            for future in futures.values():
+                future.set_result(SimpleNamespace(offset=-1001))
+            return futures
+
+    class Producer:
+        def produce(self, *args):
+            raise AssertionError("no sync without a high watermark")
+
+        def poll(self, timeout):
+            pass
+
+    writer = OffsetSyncWriter("syncs", DeadLeaderAdmin(), lambda t: t, timeout=0.05)
+    syncs, errors = writer.write(Producer(), "source", {("orders", 0): 10}, {})
+    assert syncs == [] and errors == {"orders[0]": "no high watermark (offset -1001)"}
+    assert writer.written == {}
