@@ -233,6 +233,8 @@ class CommitCycle:
         held = False
         try:
             while True:
+                if key not in stream.producers:
+                    return False  # revoked or lost meanwhile (held consumers run rebalances): its owner re-sends
                 now = self.clock()
                 timeout = 5.0 if deadline is None else max(0.5, min(5.0, deadline - now))
                 try:
