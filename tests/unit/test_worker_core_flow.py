@@ -83,3 +83,26 @@ def test_revoking_an_exactly_once_partition_commits_its_transaction_then_closes_
 
     worker.assignment.on_revoke(stream, [TopicPartition(*TP)])
     assert stream.transactions.commits == [(TP, 4)] and stream.transactions.closed == [TP]
+
+
+def test_a_partition_lost_while_a_commit_cycle_waits_is_skipped_not_committed():
+    """The cycle's wait on one partition's commit runs rebalances (held consumers are polled); a partition
+    lost meanwhile has no producer any more (a zombie resumed past max.poll.interval.ms): skip it."""
+    from confluent_kafka import TopicPartition
+
+    other = ("t", 1)
+    worker, stream, _, _ = make_worker({TP: records("t", 0, range(3)), other: records("t", 1, range(3))},
+                                       exactly_once=True)
+    assign(worker, stream, TP, other)
+    worker._consume_round(0)
+    commit = stream.transactions.commit
+
+    def commit_then_lose(key, next_offset, timeout_s):
+        commit(key, next_offset, timeout_s)
+        lost = other if key == TP else TP
+        if lost in stream.assigned:
+            worker.assignment.on_lost(stream, [TopicPartition(*lost)])
+
+    stream.transactions.commit = commit_then_lose
+    assert worker.checkpoint_and_commit() is False  # not complete: one partition left before its commit
+    assert len(stream.transactions.commits) == 1 and stream.transactions.closed
