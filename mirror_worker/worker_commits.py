@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mirror_worker")
 
+# How long a worker whose exactly-once producer was fenced polls for the rebalance that takes the partition
+# from it (a zombie's comes at once; see CommitCycle._taken_over).
+FENCED_WAIT_S = 15.0
+
 
 @dataclass
 class CommitOutcome:
@@ -211,8 +215,12 @@ class CommitCycle:
                     outcome.complete = False
                     continue
                 except ProducerFenced as exc:
-                    self.state.fail(f"exactly-once producer fenced by another worker: {exc}")
                     outcome.complete = False
+                    if self._taken_over(stream, key, only is None):
+                        log.warning("exactly-once producer fenced: the partition has a new owner", extra={
+                            **self.label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]", "error": str(exc)})
+                        continue
+                    self.state.fail(f"exactly-once producer fenced by another worker: {exc}")
                     return outcome
                 committed[key] = offset
             self._count_delivered(stream, pending)
@@ -222,6 +230,28 @@ class CommitCycle:
                 # Also on the source group, for lag monitoring; positions come from the destination.
                 self.commit(stream, committed)
         return outcome
+
+    def _taken_over(self, stream: SourceStream, key: tuple[str, int], from_loop: bool) -> bool:
+        """After the producer of `key` was fenced: True once the group took the partition from this worker.
+        A worker frozen past max.poll.interval.ms (a zombie) learns it at its next polls, which run the
+        rebalance; a partition still ours after FENCED_WAIT_S is another process writing as this mirror.
+        A rebalance callback's partitions are leaving anyway (True)."""
+        if not from_loop:
+            return True
+        if self.hold_consumers is None:
+            return False
+        deadline = self.clock() + FENCED_WAIT_S
+        held = False
+        try:
+            while key in stream.assigned:
+                if self.clock() >= deadline:
+                    return False
+                held = self.hold_consumers() or held
+                time.sleep(0.2)
+            return True
+        finally:
+            if held and self.release_consumers is not None:
+                self.release_consumers()
 
     def _commit_transaction(self, stream: SourceStream, key: tuple[str, int], offset: int, deadline: float | None,
                             hold_consumers: bool) -> bool:
@@ -237,6 +267,8 @@ class CommitCycle:
         held = False
         try:
             while True:
+                if key not in stream.producers:
+                    return False  # revoked or lost meanwhile (held consumers run rebalances): its owner re-sends
                 now = self.clock()
                 timeout = 5.0 if deadline is None else max(0.5, min(5.0, deadline - now))
                 try:

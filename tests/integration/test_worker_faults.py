@@ -29,6 +29,7 @@ class LiveProducer(threading.Thread):
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.total, self.rate, self.tag = bootstrap, topic, total, rate, tag
         self.error: Exception | None = None
+        self.stopped = threading.Event()  # stop(): no more records after the current chunk
 
     def run(self) -> None:
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
@@ -36,6 +37,8 @@ class LiveProducer(threading.Thread):
         try:
             chunk = max(1, self.rate // 10)
             for start in range(0, self.total, chunk):
+                if self.stopped.is_set():
+                    break
                 began = time.monotonic()
                 for i in range(start, min(start + chunk, self.total)):
                     producer.produce(self.topic, f"{self.tag}-{i:08d}".encode() + b"." * 80, f"k{i % 97}".encode())
@@ -45,6 +48,9 @@ class LiveProducer(threading.Thread):
                 raise RuntimeError("live producer could not deliver everything")
         except Exception as exc:  # surfaced by finish()
             self.error = exc
+
+    def stop(self) -> None:
+        self.stopped.set()
 
     def finish(self) -> None:
         self.join(120)

@@ -83,3 +83,67 @@ def test_revoking_an_exactly_once_partition_commits_its_transaction_then_closes_
 
     worker.assignment.on_revoke(stream, [TopicPartition(*TP)])
     assert stream.transactions.commits == [(TP, 4)] and stream.transactions.closed == [TP]
+
+
+def test_a_partition_lost_while_a_commit_cycle_waits_is_skipped_not_committed():
+    """The cycle's wait on one partition's commit runs rebalances (held consumers are polled); a partition
+    lost meanwhile has no producer any more (a zombie resumed past max.poll.interval.ms): skip it."""
+    from confluent_kafka import TopicPartition
+
+    other = ("t", 1)
+    worker, stream, _, _ = make_worker({TP: records("t", 0, range(3)), other: records("t", 1, range(3))},
+                                       exactly_once=True)
+    assign(worker, stream, TP, other)
+    worker._consume_round(0)
+    commit = stream.transactions.commit
+
+    def commit_then_lose(key, next_offset, timeout_s):
+        commit(key, next_offset, timeout_s)
+        lost = other if key == TP else TP
+        if lost in stream.assigned:
+            worker.assignment.on_lost(stream, [TopicPartition(*lost)])
+
+    stream.transactions.commit = commit_then_lose
+    assert worker.checkpoint_and_commit() is False  # not complete: one partition left before its commit
+    assert len(stream.transactions.commits) == 1 and stream.transactions.closed
+
+
+def _fence(stream, fenced_key):
+    from mirror_worker.exactly_once import ProducerFenced
+
+    commit = stream.transactions.commit
+
+    def commit_or_fenced(key, next_offset, timeout_s):
+        if key == fenced_key:
+            raise ProducerFenced(f"{key[0]}[{key[1]}]: fenced by a newer instance")
+        commit(key, next_offset, timeout_s)
+
+    stream.transactions.commit = commit_or_fenced
+
+
+def test_a_zombie_fenced_by_the_new_owner_of_a_partition_gives_it_up_and_goes_on():
+    """Resumed past max.poll.interval.ms, a worker's producer is fenced by the partition's new owner; its
+    next polls run the rebalance that takes the partition: the worker goes on with the others."""
+    from confluent_kafka import TopicPartition
+
+    other = ("t", 1)
+    worker, stream, _, _ = make_worker({TP: records("t", 0, range(3)), other: records("t", 1, range(3))},
+                                       exactly_once=True)
+    assign(worker, stream, TP, other)
+    worker._consume_round(0)
+    _fence(stream, TP)
+    worker.commits.hold_consumers = lambda: worker.assignment.on_lost(stream, [TopicPartition(*TP)]) or True
+    assert worker.checkpoint_and_commit() is False
+    assert worker.state.fatal is None
+    assert stream.transactions.commits == [(other, 3)] and TP not in stream.assigned
+
+
+def test_a_producer_fenced_while_the_partition_stays_assigned_stops_the_worker(monkeypatch):
+    """Fenced, and the group leaves the partition with this worker: another process writes as this mirror."""
+    monkeypatch.setattr("mirror_worker.worker_commits.FENCED_WAIT_S", 0.5)
+    worker, stream, _, _ = make_worker({TP: records("t", 0, range(3))}, exactly_once=True)
+    assign(worker, stream, TP)
+    worker._consume_round(0)
+    _fence(stream, TP)
+    assert worker.checkpoint_and_commit() is False
+    assert "fenced by another worker" in worker.state.fatal
