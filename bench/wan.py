@@ -136,6 +136,27 @@ def markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_results(runs: list[dict], systems: list[str], size: int, sides: list[str], rtts: list[int],
+                  load_start: list[float], args) -> str:
+    """<out>.json (median rows), <out>-runs.json (every run, settings, load), <out>.md (the table); the table."""
+    labels = latency_labels(args.latency_rate) if args.latency_s > 0 else []
+    rows = wan_rows(runs, systems, size, labels)
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "records": args.records,
+        "record_bytes": size, "repeats": max(r["repeat"] for r in runs) + 1, "partitions": args.partitions,
+        "procs": args.procs, "rtts": rtts, "sides": sides, "goal_rtt": args.goal_rtt, "latency_labels": labels,
+        "latency_rate": args.latency_rate, "latency_s": args.latency_s, "worker_args": args.worker_args,
+        "load_start": load_start, "load_end": [round(x, 2) for x in os.getloadavg()],
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
+    out.with_name(out.name + "-runs.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=2) + "\n")
+    table = markdown(rows, meta)
+    out.with_suffix(".md").write_text(table)
+    return table
+
+
 # ------------------------------------------------------------------------------------------- run
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(__doc__)
@@ -181,25 +202,12 @@ def main(argv: list[str] | None = None) -> int:
                             half_rate = row["copy_msgs_per_s"] / 2
                         runs.append({"side": side, "rtt_ms": rtt, **row})
                         print(json.dumps(runs[-1]), flush=True)
+                # After every repeat: a run cut short (a shared machine, a deadline) keeps what it measured.
+                table = write_results(runs, systems, size, sides, rtts, load_start, args)
             reset(stack.toxiproxy)
             delete_topics(direct.source, topic)
         finally:
             stack.down()
-    labels = latency_labels(args.latency_rate) if args.latency_s > 0 else []
-    rows = wan_rows(runs, systems, size, labels)
-    meta = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "records": args.records,
-        "record_bytes": size, "repeats": args.repeats, "partitions": args.partitions, "procs": args.procs,
-        "rtts": rtts, "sides": sides, "goal_rtt": args.goal_rtt, "latency_labels": labels,
-        "latency_rate": args.latency_rate, "latency_s": args.latency_s, "worker_args": args.worker_args,
-        "load_start": load_start, "load_end": [round(x, 2) for x in os.getloadavg()],
-    }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
-    out.with_name(out.name + "-runs.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=2) + "\n")
-    table = markdown(rows, meta)
-    out.with_suffix(".md").write_text(table)
     print("\n" + table)
     return 0
 
