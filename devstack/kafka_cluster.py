@@ -115,7 +115,7 @@ class KafkaCluster:
 
 
 class FaultStack:
-    """A `source` and a `destination` cluster of three nodes each, behind one Toxiproxy (the fault tests')."""
+    """A `source` and a `destination` cluster of `size` nodes each, behind one Toxiproxy (the fault tests': 3; bench.wan: 1)."""
 
     def __init__(self, root: Path, size: int = 3, heap_mb: int = 256) -> None:
         self.root = Path(root).resolve()
