@@ -119,7 +119,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         "loopback: both clusters through their proxies, no latency.",
         "",
         "| side | RTT ms | system | msgs/s | copy msgs/s | kept (msgs/s) | kept (copy) | x MM2 (msgs/s) | "
-        "x MM2 (copy) | " + "".join(f"p50 ms @{_rate_name(label)} | p99 ms @{_rate_name(label)} | " for label in labels) + "CPU s |",
+        "x MM2 (copy) | "
+        + "".join(f"p50 ms @{_rate_name(label)} | p99 ms @{_rate_name(label)} | " for label in labels) + "CPU s |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * len(labels) + "---:|",
     ]
     for r in rows:

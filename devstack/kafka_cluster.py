@@ -115,7 +115,8 @@ class KafkaCluster:
 
 
 class FaultStack:
-    """A `source` and a `destination` cluster of `size` nodes each, behind one Toxiproxy (the fault tests': 3; bench.wan: 1)."""
+    """A `source` and a `destination` cluster of `size` nodes each, behind one Toxiproxy (the fault tests: 3
+    nodes; bench.wan: 1)."""
 
     def __init__(self, root: Path, size: int = 3, heap_mb: int = 256) -> None:
         self.root = Path(root).resolve()
