@@ -5,7 +5,7 @@ PYTEST_ARGS ?=
 # Test processes sharing one stack (tests/conftest.py): most integration tests wait rather than compute.
 TEST_WORKERS ?= 3
 
-.PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker bench clean
+.PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker bench bench-wan clean
 
 setup:
 	@bash scripts/setup.sh
@@ -38,6 +38,12 @@ bench-worker: setup
 bench: setup
 	@bash scripts/setup-bench.sh
 	@$(PY) -m bench.compare $(BENCH_ARGS)
+
+# The same three systems across a WAN: 0/25/50/100 ms round trips through Toxiproxy on the destination side,
+# then on the source side (bench/wan.py; 1M x 1 KiB records per run, 2 repeats; results in bench/results/wan.md).
+bench-wan: setup
+	@bash scripts/setup-bench.sh
+	@$(PY) -m bench.wan $(BENCH_ARGS)
 
 clean: stack-down
 	rm -rf .stack .pytest_cache

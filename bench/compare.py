@@ -255,7 +255,8 @@ def measure_latency(clusters: Clusters, topic: str, dest_topic: str, size: int, 
 
 
 def run_one(system: str, size: int, repeat: int, clusters: Clusters, topic: str, workdir: Path, args,
-            half_rate: float | None) -> dict:
+            half_rate: float | None, mirror: Clusters | None = None) -> dict:
+    """One run of `system`; `mirror`: the addresses the mirror gets, when not `clusters` (bench.wan's proxies)."""
     alias = f"r{uuid.uuid4().hex[:6]}"
     live = f"live-{alias}"
     create_topics(clusters.source, [live], args.partitions)
@@ -264,7 +265,7 @@ def run_one(system: str, size: int, repeat: int, clusters: Clusters, topic: str,
     row = {"system": system, "record_bytes": size, "repeat": repeat, "records": args.records, "load_1m": round(load, 2)}
     brokers_before = sum(tree_cpu_s(pid) for pid in args.broker_pids)
     launched = time.monotonic()
-    proc = launch(system, clusters, [topic, live], alias, workdir, args)
+    proc = launch(system, mirror or clusters, [topic, live], alias, workdir, args)
     try:
         first = done = None
         peak_rss = 0.0
@@ -461,8 +462,9 @@ def markdown(rows: list[dict], ratio_rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
+    """This bench's flags (bench.wan takes them too, with its own defaults)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000, help="preloaded records per size")
     parser.add_argument("--sizes", default="100,1024", help="value sizes in bytes")
     parser.add_argument("--repeats", type=int, default=3)
@@ -485,6 +487,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs", default=None, help="keep each run's configs and logs here (default: a temp dir)")
     parser.add_argument("--run-timeout", type=float, default=300)
     parser.add_argument("--out", default=str(RESULTS / "latest"), help="output path without extension")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     systems = [s for s in args.systems.split(",") if s]
     sizes = [int(s) for s in args.sizes.split(",")]

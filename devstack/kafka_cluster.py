@@ -6,6 +6,9 @@ record or refusing a write. Brokers replicate on a listener of their own (BROKER
 the address of the node's proxy on the PLAINTEXT listener, so every client connection passes a proxy
 that a test can slow down or cut, while replication never does.
 
+A cluster of one node (the WAN bench) keeps the devstack's one-node settings (replication factor 1, the
+JVM's own thread pools): only the proxy in front and the direct listener beside it are the same.
+
 Layout under `home`: cluster.json (cluster id), node-<id>/ (a KafkaNode each).
 """
 
@@ -44,11 +47,14 @@ class KafkaCluster:
         self.name = name
         self.home = Path(home)
         self.proxy = proxy
+        replicated = size > 1
         self.nodes = [
             KafkaNode(
                 f"{name}.{node_id}", self.home / f"node-{node_id}", heap_mb=heap_mb,
-                extra_listeners={INTER_BROKER_LISTENER: "PLAINTEXT"}, extra_settings=_REPLICATED_SETTINGS,
-                node_id=node_id, inter_broker_listener=INTER_BROKER_LISTENER, active_processors=1,
+                extra_listeners={INTER_BROKER_LISTENER: "PLAINTEXT"},
+                extra_settings=_REPLICATED_SETTINGS if replicated else {},
+                node_id=node_id, inter_broker_listener=INTER_BROKER_LISTENER,
+                active_processors=1 if replicated else None,
             )
             for node_id in range(1, size + 1)
         ]
@@ -64,6 +70,12 @@ class KafkaCluster:
         """Every node's proxy: clients only ever reach the brokers through them."""
         proxies = self.proxy.proxies()
         return ",".join(proxies[self.proxy_name(node.node_id)]["listen"] for node in self.nodes)
+
+    @property
+    def direct_bootstrap_servers(self) -> str:
+        """Every node's inter-broker listener, past the proxies: for clients no fault may touch (a bench's
+        own producers and watchers). Its metadata names the same listener, so they never reach a proxy."""
+        return ",".join(node.listener_bootstrap(INTER_BROKER_LISTENER) for node in self.nodes)
 
     def _cluster_id(self) -> str:
         state = self.home / "cluster.json"
@@ -104,7 +116,8 @@ class KafkaCluster:
 
 
 class FaultStack:
-    """A `source` and a `destination` cluster of three nodes each, behind one Toxiproxy (the fault tests')."""
+    """A `source` and a `destination` cluster of `size` nodes each, behind one Toxiproxy (the fault tests: 3
+    nodes; bench.wan: 1)."""
 
     def __init__(self, root: Path, size: int = 3, heap_mb: int = 256) -> None:
         self.root = Path(root).resolve()

@@ -1,0 +1,217 @@
+"""The worker, MirrorMaker 2 and the bare copy loop across a WAN (`make bench-wan`).
+
+    .venv/bin/python -m bench.wan [--records 1000000] [--rtts 0,25,50,100] [--sides destination,source]
+        [--systems worker,mm2,bare] [--repeats 2] [--latency-s 5] [--latency-rate 10000] (and bench.compare's flags)
+
+Two one-node Kafka clusters are started for the run (devstack.kafka_cluster, size 1), each broker
+advertising its Toxiproxy proxy on the clients' listener. Every mirror reaches both clusters only through
+the proxies; the bench itself (preload, the watcher of the destination's high watermarks, the live
+producer and the latency probe) uses the brokers' direct listener, so only the mirror's traffic crosses
+the WAN and the probes measure the mirror, not their own round trips.
+
+A round-trip time of R ms on one side is a latency toxic of R//2 ms upstream (requests) and R - R//2 ms
+downstream (answers) on that cluster's proxy; the other side stays at loopback. RTT 0 (both proxies, no
+toxic) is the baseline of both sides. Toxiproxy delays the bytes, not TCP itself: the mirror's socket
+runs to the proxy over loopback, so this measures what the Kafka protocol does with a round trip (fetches
+and produce requests in flight), not a TCP window too small for the bandwidth-delay product.
+
+Per condition (side, RTT) the systems run in turn on the same preloaded topic, each as bench.compare runs
+it (msgs/s from launch, copy msgs/s from the first record to the last, p50/p99 of live records produced
+at --latency-rate while the mirror keeps running). Medians of --repeats. Writes bench/results/wan.json
+(median rows), wan-runs.json (every run, settings, load) and wan.md (the table and the goal check:
+at --goal-rtt ms the worker keeps >= 80 % of its RTT-0 throughput and >= 2.5x MirrorMaker 2's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from bench.compare import (Clusters, _rate_name, build_parser, delete_topics, latency_labels, medians, preload, run_one,
+                           system_procs, warm_up)
+from devstack.kafka_cluster import FaultStack
+from tests.toxiproxy import Proxy, proxies, reset
+
+LOOPBACK = "loopback"
+KEEPS, BEATS_MM2 = 0.8, 2.5  # the goal (issue 28): share of RTT-0 throughput kept, and times MirrorMaker 2
+
+
+def split_rtt(rtt_ms: int) -> tuple[int, int]:
+    """A round-trip time as (upstream, downstream) latency in whole ms: a request waits one, its answer the other."""
+    if rtt_ms < 0:
+        raise ValueError(f"round-trip time must be >= 0 ms, got {rtt_ms}")
+    return rtt_ms // 2, rtt_ms - rtt_ms // 2
+
+
+def conditions(sides: list[str], rtts: list[int]) -> list[tuple[str, int]]:
+    """(side, RTT) in run order: the loopback baseline once, then each side at each RTT above 0."""
+    return [(LOOPBACK, 0), *((side, rtt) for side in sides for rtt in rtts if rtt > 0)]
+
+
+def set_rtt(cluster_proxies: list[Proxy], rtt_ms: int) -> None:
+    upstream, downstream = split_rtt(rtt_ms)
+    for proxy in cluster_proxies:
+        proxy.latency(upstream, streams=("upstream",))
+        proxy.latency(downstream, streams=("downstream",))
+
+
+# ------------------------------------------------------------------------------------------- report
+def wan_rows(runs: list[dict], systems: list[str], size: int, labels: list[str]) -> list[dict]:
+    """Median rows per (side, RTT, system), each with its share of the system's loopback figure and,
+    for the worker, its multiple of MirrorMaker 2's at the same side and RTT."""
+    rows = []
+    for side, rtt in dict.fromkeys((r["side"], r["rtt_ms"]) for r in runs):
+        same = [r for r in runs if (r["side"], r["rtt_ms"]) == (side, rtt)]
+        rows += [{"side": side, "rtt_ms": rtt, **row} for row in medians(same, systems, [size], labels)]
+    base = {r["system"]: r for r in rows if r["side"] == LOOPBACK}
+    peers = {(r["side"], r["rtt_ms"], r["system"]): r for r in rows}
+    for row in rows:
+        for field in ("msgs_per_s", "copy_msgs_per_s"):
+            row[f"{field}_kept"] = _ratio(row.get(field), base.get(row["system"], {}).get(field))
+            mm2 = peers.get((row["side"], row["rtt_ms"], "mm2"), {})
+            row[f"{field}_x_mm2"] = _ratio(row.get(field), mm2.get(field)) if row["system"] == "worker" else None
+    return rows
+
+
+def _ratio(value, of) -> float | None:
+    return round(value / of, 2) if value and of else None
+
+
+def goal_lines(rows: list[dict], goal_rtt: int) -> list[str]:
+    """Whether the worker meets the goal at `goal_rtt` on each side, for both throughput figures."""
+    lines = []
+    for row in rows:
+        if row["system"] != "worker" or row["rtt_ms"] != goal_rtt:
+            continue
+        for field, name in (("msgs_per_s", "msgs/s from launch"), ("copy_msgs_per_s", "copy msgs/s")):
+            kept, times = row.get(f"{field}_kept"), row.get(f"{field}_x_mm2")
+            met = kept is not None and times is not None and kept >= KEEPS and times >= BEATS_MM2
+            lines.append(f"- {row['side']} side, {goal_rtt} ms, {name}: worker keeps {_pct(kept)} of loopback "
+                         f"(goal >= {KEEPS:.0%}), {_x(times)} MirrorMaker 2 (goal >= {BEATS_MM2}x): "
+                         f"**{'met' if met else 'not met'}**")
+    return lines
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _x(value) -> str:
+    return "-" if value is None else f"{value}x"
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    labels = meta["latency_labels"]
+
+    def fmt(value, digits=0):
+        return "-" if value is None else f"{value:,.{digits}f}"
+
+    lines = [
+        f"Measured {meta['date']} on {meta['cpus']} cores, {meta['records']:,} records of {meta['record_bytes']} B "
+        f"per run, {meta['partitions']} partitions, {meta['repeats']} repeats (medians); load average "
+        f"{meta['load_start']} at start, {meta['load_end']} at end (a shared machine: figures are noisy). "
+        "RTT through Toxiproxy between the mirror and the named side's cluster (half of it each way); "
+        "loopback: both clusters through their proxies, no latency.",
+        "",
+        "| side | RTT ms | system | msgs/s | copy msgs/s | kept (msgs/s) | kept (copy) | x MM2 (msgs/s) | "
+        "x MM2 (copy) | "
+        + "".join(f"p50 ms @{_rate_name(label)} | p99 ms @{_rate_name(label)} | " for label in labels) + "CPU s |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * len(labels) + "---:|",
+    ]
+    for r in rows:
+        latencies = "".join(f"{fmt(r.get(f'p50_ms_{label}'), 1)} | {fmt(r.get(f'p99_ms_{label}'), 1)} | "
+                            for label in labels)
+        lines.append(
+            f"| {r['side']} | {r['rtt_ms']} | {r['system']} | {fmt(r['msgs_per_s'])} | {fmt(r['copy_msgs_per_s'])} | "
+            f"{_pct(r['msgs_per_s_kept'])} | {_pct(r['copy_msgs_per_s_kept'])} | {_x(r['msgs_per_s_x_mm2'])} | "
+            f"{_x(r['copy_msgs_per_s_x_mm2'])} | {latencies}{fmt(r['cpu_s'], 1)} |"
+        )
+    goal = goal_lines(rows, meta["goal_rtt"])
+    if goal:
+        lines += ["", f"Goal at {meta['goal_rtt']} ms (issue 28):", *goal]
+    return "\n".join(lines) + "\n"
+
+
+def write_results(runs: list[dict], systems: list[str], size: int, sides: list[str], rtts: list[int],
+                  load_start: list[float], args) -> str:
+    """<out>.json (median rows), <out>-runs.json (every run, settings, load), <out>.md (the table); the table."""
+    labels = latency_labels(args.latency_rate) if args.latency_s > 0 else []
+    rows = wan_rows(runs, systems, size, labels)
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "records": args.records,
+        "record_bytes": size, "repeats": max(r["repeat"] for r in runs) + 1, "partitions": args.partitions,
+        "procs": args.procs, "rtts": rtts, "sides": sides, "goal_rtt": args.goal_rtt, "latency_labels": labels,
+        "latency_rate": args.latency_rate, "latency_s": args.latency_s, "worker_args": args.worker_args,
+        "load_start": load_start, "load_end": [round(x, 2) for x in os.getloadavg()],
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
+    out.with_name(out.name + "-runs.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=2) + "\n")
+    table = markdown(rows, meta)
+    out.with_suffix(".md").write_text(table)
+    return table
+
+
+# ------------------------------------------------------------------------------------------- run
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser(__doc__)
+    parser.add_argument("--rtts", default="0,25,50,100", help="round-trip times in ms, comma-separated")
+    parser.add_argument("--sides", default="destination,source", help="which cluster the RTT is put in front of")
+    parser.add_argument("--goal-rtt", type=int, default=50, help="the RTT the goal is checked at")
+    parser.set_defaults(sizes="1024", repeats=2, systems="worker,mm2,bare", latency_rate="10000", rss_records=0,
+                        out=str(Path(__file__).resolve().parent / "results" / "wan"))
+    args = parser.parse_args(argv)
+    systems = [s for s in args.systems.split(",") if s]
+    sides = [s for s in args.sides.split(",") if s]
+    rtts = [int(r) for r in args.rtts.split(",") if r]
+    if set(sides) - {"source", "destination"}:
+        parser.error(f"--sides: unknown {sorted(set(sides) - {'source', 'destination'})}")
+    if any(system_procs(s, args.procs)[0] not in ("worker", "mm2", "bare", "worker-eos") for s in systems):
+        parser.error(f"--systems: one of {systems} is unknown")
+    size = int(args.sizes.split(",")[0])
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="bench-wan-") as tmp:
+        stack = FaultStack(Path(tmp) / "stack", size=1, heap_mb=args.kafka_heap_mb)
+        stack.up()
+        try:
+            direct = Clusters(stack["source"].direct_bootstrap_servers, stack["destination"].direct_bootstrap_servers)
+            mirror = Clusters(stack["source"].bootstrap_servers, stack["destination"].bootstrap_servers)
+            args.broker_pids = [node.process.pid() for cluster in ("source", "destination")
+                                for node in stack[cluster].nodes if node.process.pid()]
+            workdir = Path(args.logs or tmp)
+            workdir.mkdir(parents=True, exist_ok=True)
+            print(f"brokers warm: produce->consume p50 {warm_up(direct, args.partitions)} ms", flush=True)
+            topic = f"bench-{size}-{uuid.uuid4().hex[:6]}"
+            took = preload(direct.source, topic, args.records, size, args.partitions)
+            print(f"preloaded {args.records:,} x {size} B into {topic} in {took:.1f}s", flush=True)
+            half_rate = None
+            for repeat in range(args.repeats):
+                for side, rtt in conditions(sides, rtts):
+                    reset(stack.toxiproxy)
+                    if rtt:
+                        set_rtt(proxies(stack[side]), rtt)
+                    for system in systems:
+                        row = run_one(system, size, repeat, direct, topic, workdir, args, half_rate, mirror=mirror)
+                        if system == "worker" and half_rate is None and row.get("copy_msgs_per_s"):
+                            half_rate = row["copy_msgs_per_s"] / 2
+                        runs.append({"side": side, "rtt_ms": rtt, **row})
+                        print(json.dumps(runs[-1]), flush=True)
+                # After every repeat: a run cut short (a shared machine, a deadline) keeps what it measured.
+                table = write_results(runs, systems, size, sides, rtts, load_start, args)
+            reset(stack.toxiproxy)
+            delete_topics(direct.source, topic)
+        finally:
+            stack.down()
+    print("\n" + table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""bench.wan's pure parts: how an RTT becomes two latency toxics, the run order, and the table's ratios."""
+
+import pytest
+
+from bench.wan import conditions, goal_lines, markdown, split_rtt, wan_rows
+
+
+@pytest.mark.parametrize("rtt, expected", [(0, (0, 0)), (25, (12, 13)), (50, (25, 25)), (100, (50, 50))])
+def test_an_rtt_is_split_over_both_directions_and_adds_up(rtt, expected):
+    assert split_rtt(rtt) == expected
+    assert sum(split_rtt(rtt)) == rtt
+
+
+def test_a_negative_rtt_is_refused():
+    with pytest.raises(ValueError, match="round-trip time must be >= 0 ms, got -1"):
+        split_rtt(-1)
+
+
+def test_loopback_is_measured_once_then_each_side_at_each_rtt_above_zero():
+    assert conditions(["destination", "source"], [0, 25, 50]) == [
+        ("loopback", 0), ("destination", 25), ("destination", 50), ("source", 25), ("source", 50)]
+
+
+def _run(side, rtt, system, msgs, copy, repeat=0):
+    return {"side": side, "rtt_ms": rtt, "system": system, "record_bytes": 1024, "repeat": repeat,
+            "msgs_per_s": msgs, "copy_msgs_per_s": copy, "p50_ms_10000": 9.0, "p99_ms_10000": 20.0}
+
+
+RUNS = [
+    _run("loopback", 0, "worker", 100_000, 200_000), _run("loopback", 0, "worker", 120_000, 220_000, 1),
+    _run("loopback", 0, "mm2", 40_000, 90_000), _run("loopback", 0, "mm2", 40_000, 90_000, 1),
+    _run("destination", 50, "worker", 90_000, 150_000), _run("destination", 50, "worker", 100_000, 150_000, 1),
+    _run("destination", 50, "mm2", 30_000, 70_000), _run("destination", 50, "mm2", 34_000, 70_000, 1),
+]
+
+
+def test_rows_are_medians_with_the_share_of_loopback_kept_and_the_multiple_of_mm2():
+    rows = {(r["side"], r["system"]): r for r in wan_rows(RUNS, ["worker", "mm2"], 1024, ["10000"])}
+    worker = rows[("destination", "worker")]
+    assert (worker["msgs_per_s"], worker["msgs_per_s_kept"], worker["msgs_per_s_x_mm2"]) == (95_000, 0.86, 2.97)
+    assert (worker["copy_msgs_per_s_kept"], worker["copy_msgs_per_s_x_mm2"]) == (0.71, 2.14)
+    assert rows[("destination", "mm2")]["msgs_per_s_x_mm2"] is None
+    assert rows[("loopback", "worker")]["msgs_per_s_kept"] == 1.0
+
+
+def test_the_goal_is_judged_per_figure_and_the_table_says_so():
+    rows = wan_rows(RUNS, ["worker", "mm2"], 1024, ["10000"])
+    assert goal_lines(rows, 50) == [
+        "- destination side, 50 ms, msgs/s from launch: worker keeps 86% of loopback (goal >= 80%), "
+        "2.97x MirrorMaker 2 (goal >= 2.5x): **met**",
+        "- destination side, 50 ms, copy msgs/s: worker keeps 71% of loopback (goal >= 80%), "
+        "2.14x MirrorMaker 2 (goal >= 2.5x): **not met**",
+    ]
+    meta = {"date": "d", "cpus": 2, "records": 1000, "record_bytes": 1024, "partitions": 6, "repeats": 2,
+            "load_start": [1], "load_end": [2], "latency_labels": ["10000"], "goal_rtt": 50}
+    table = markdown(rows, meta)
+    assert "| destination | 50 | worker | 95,000 | 150,000 | 86% | 71% | 2.97x | 2.14x | 9.0 | 20.0 | - |" in table
+    assert "p99 ms @10,000/s" in table
