@@ -29,7 +29,7 @@ class Backpressure:
 
     def __init__(self, streams: list[SourceStream], producers: Callable[[], list], queue_size: int,
                  batch_size: int, metrics: MirrorMetrics, label: dict, state: RunState,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], on_wait: Callable[[], None] = lambda: None) -> None:
         self.streams = streams
         self.producers = producers
         self.queue_size = queue_size
@@ -38,6 +38,7 @@ class Backpressure:
         self.label = label
         self.state = state
         self.clock = clock
+        self.on_wait = on_wait  # called while waiting for room (the stall watch)
         self.paused = False
         self._in_flight_peak = 0
 
@@ -75,6 +76,7 @@ class Backpressure:
                 now = self.clock()
                 if now - started < PAUSE_AFTER_S:
                     continue
+                self.on_wait()
                 if self.hold_consumers():
                     self.metrics.backpressure_pauses.labels(**self.label).inc()
                 if now - last_log > 10:

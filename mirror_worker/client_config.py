@@ -163,6 +163,23 @@ def fitted_batch_size(configured: int, topic_limits) -> int:
     return max(1, min(configured, smallest - max(1024, smallest // 64)))
 
 
+LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's default message.max.bytes
+_MESSAGE_MAX_BYTES_LIMIT = 1_000_000_000  # the largest librdkafka takes
+_REQUEST_ROOM = 64 * 1024  # a produce request's framing around its largest record batch
+
+
+def fitted_message_max_bytes(configured: int | None, topic_limits) -> int | None:
+    """The producer message.max.bytes a record as large as the largest destination topic's max.message.bytes
+    passes, or None while librdkafka's default (or the value the settings name, `configured`) stays.
+    librdkafka refuses a larger record in produce(), and the partition would halt."""
+    if configured is not None:
+        return None
+    largest = max(topic_limits, default=0)
+    if largest + _REQUEST_ROOM <= LIBRDKAFKA_MESSAGE_MAX_BYTES:
+        return None
+    return min(_MESSAGE_MAX_BYTES_LIMIT, largest + _REQUEST_ROOM)
+
+
 def setting_value(value) -> str:
     """A YAML/JSON scalar as a client setting string (booleans as Kafka spells them)."""
     if isinstance(value, bool):

@@ -77,12 +77,10 @@ class ClientSettings:
             out["stats_cb"] = client_callback(lambda stats_json: self._on_stats(stats_source, stats_json))
         return out
 
-    def producer(self, settings: dict, batch_size: int | None = None) -> dict:
-        out = {**self.client(settings), "delivery.report.only.error": True,
-               "on_delivery": client_callback(self.on_delivery_error)}
-        if batch_size is not None:
-            out["batch.size"] = str(batch_size)
-        return out
+    def producer(self, settings: dict, fitted: dict[str, str] | None = None) -> dict:
+        """`fitted`: settings fitted to the destination topics (batch.size, message.max.bytes), they win."""
+        return {**self.client(settings), "delivery.report.only.error": True,
+                "on_delivery": client_callback(self.on_delivery_error), **(fitted or {})}
 
     def cluster_id(self, client, what: str, timeout_s: float) -> str:
         """The cluster's id, within timeout_s; refused credentials or certificates fail at once."""

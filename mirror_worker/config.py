@@ -11,7 +11,8 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import (
-    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator,
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, ValidationError, field_validator,
+    model_validator,
 )
 
 from mirror_worker.exceptions import ConfigError
@@ -52,6 +53,10 @@ MIRROR_SOURCE = "mirror-source"
 SchemaCompatibility = Literal[
     "MIRROR", "NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE"
 ]
+
+
+# Switches take YAML booleans only: a quoted "false" is a string, and pydantic would read it as false here
+# while `bool("false")` is true elsewhere (StrictBool fields below).
 
 
 class _Strict(BaseModel):
@@ -110,7 +115,7 @@ class ForwardMirror(_Strict):
     blacklist: str | None = None
     prefix: str | None = None
     topic_map: dict[str, str] = Field(default_factory=dict)
-    provenance_headers: bool
+    provenance_headers: StrictBool
 
     @model_validator(mode="after")
     def _headers(self) -> "ForwardMirror":
@@ -144,14 +149,14 @@ class MirrorConfig(_Strict):
     prefix: str | None = None
     topic_map: dict[str, str] = Field(default_factory=dict)
     group_id: str
-    preserve_partitions: bool = False
-    preserve_order: bool = False
+    preserve_partitions: StrictBool = False
+    preserve_order: StrictBool = False
     num_streams: int = Field(1, ge=1)
     num_producers: int = Field(1, ge=1)
     queue_size: int = Field(10_000, ge=10)
     max_procs: int | None = Field(None, ge=1)
     topic_creation: TopicCreation = Field(default_factory=TopicCreation)
-    provenance_headers: bool = False
+    provenance_headers: StrictBool = False
     dead_letter_topic: str | None = None
     heartbeat_producer: ClientSettings | None = None
     heartbeat_topic: str = "mirror.heartbeats"
@@ -168,6 +173,9 @@ class MirrorConfig(_Strict):
     startup_timeout_s: float = Field(30.0, gt=0)
     shutdown_timeout_s: float = Field(25.0, gt=0)
     metrics_port: int | None = Field(None, ge=0, le=65535)
+    # A partition whose records wait while none is copied this long (at least two commit intervals) is
+    # reported stalled (stalls.py).
+    stall_timeout_s: float = Field(30.0, gt=0)
     delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
     on_data_loss: Literal["halt", "reset"] = "halt"
     # Topic-config sync (topic_configs.py): every N ms, 0 disables it (creation copies nothing either).
@@ -183,10 +191,10 @@ class MirrorConfig(_Strict):
     group_offset_sync_groups: list[str] = Field(default_factory=list)  # regexes over group ids; empty: every group
     group_offset_sync_exclude_groups: list[str] = Field(default_factory=list)
     # Offset syncs for failover (offset_syncs.py); written only with preserve_partitions.
-    offset_syncs: bool = True
+    offset_syncs: StrictBool = True
     # Static group membership (membership.py): opt-in, since a static member that stops cleanly does not leave
     # the group and its partitions idle until session.timeout.ms. The slot comes from --worker.slot.
-    static_membership: bool = False
+    static_membership: StrictBool = False
     worker_slot: int = Field(0, ge=0)
     # A record whose provenance header names this mirror's destination cluster came from there: `halt` its
     # partition (a loop nobody meant), or `skip` it (a failback pair: those records exist there already).

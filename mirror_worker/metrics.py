@@ -30,6 +30,25 @@ class MirrorMetrics:
         self.halted_partitions = Gauge(
             "mirror_partition_halted", "1 when a partition is halted by an error", labels + ["partition"], registry=self.registry
         )
+        self.stalled_partitions = Gauge(
+            "mirror_partition_stalled",
+            "1 while records wait in a partition and none was copied for stall-timeout-s", labels + ["partition"],
+            registry=self.registry,
+        )
+        self.topics_not_mirrored = Gauge(
+            "mirror_topic_not_mirrored",
+            "1 while a selected source topic is not mirrored: its destination topic cannot be created or grown",
+            labels, registry=self.registry,
+        )
+        self.topics_selected = Gauge(
+            "mirror_topics_selected", "Source topics the mirror's whitelist or blacklist selects", ["mirror", "source"],
+            registry=self.registry,
+        )
+        self.selects_nothing = Gauge(
+            "mirror_selects_no_topic",
+            "1 when the topic filter has selected no topic for longer than a discovery interval", ["mirror", "source"],
+            registry=self.registry,
+        )
         self.data_loss = Counter(
             "mirror_data_loss", "Source records lost before they were mirrored (retention, topic recreated), by kind",
             labels + ["kind"], registry=self.registry,
@@ -91,6 +110,15 @@ class MirrorMetrics:
             "mirror_records_in_flight_max", "Most records in flight seen after a batch was handed to the producers",
             ["mirror"], registry=self.registry,
         )
+
+    def forget_partitions(self, source: str, keys) -> None:
+        """Partitions this worker no longer owns: their per-partition series belong to their next owner."""
+        for gauge in (self.partition_lag, self.committed_offset, self.halted_partitions, self.stalled_partitions):
+            for topic, partition in keys:
+                try:
+                    gauge.remove(self.mirror, source, topic, str(partition))
+                except KeyError:
+                    pass
 
     def serve(self, port: int) -> int:
         server, _thread = start_http_server(port, addr="127.0.0.1", registry=self.registry)

@@ -101,7 +101,7 @@ def load_entries(path: Path) -> list[SpecEntry]:
             if name in seen:
                 raise ConfigError(f"{path}: mirror {name or '?'!r}: the name is used twice")
             seen.add(name)
-            enabled = bool(mirror.get("enabled", True)) if isinstance(mirror, dict) else False
+            enabled = mirror.get("enabled", True) if isinstance(mirror, dict) else False
             raw.append((group, mirror, name, group_name, enabled))
     if not raw:
         raise ConfigError(f"{path}: no mirrors defined")
@@ -114,6 +114,9 @@ def load_entries(path: Path) -> list[SpecEntry]:
                 continue
             where = f"{path}: mirror {name or '?'!r}"
             try:
+                if not isinstance(enabled, bool):  # a quoted "false" would count as enabled
+                    enabled = True  # shown and refused as an invalid mirror, not silently skipped
+                    raise ConfigError(f"{where}: enabled: must be true or false (a YAML boolean, unquoted)")
                 if is_reverse:
                     mirror, derived = _reverse_mirror(mirror, built, where)
                 else:

@@ -14,10 +14,17 @@ INTERNAL_TOPIC_PATTERNS = (r"__.*", r".*[-.]internal", r"mirror\.heartbeats", r"
 _INTERNAL = re.compile("|".join(f"(?:{p})" for p in INTERNAL_TOPIC_PATTERNS))
 
 
+# A repetition with a comma ({1,2}, {2,}, {,3}): split at the comma it would select nothing, silently.
+_COMMA_QUANTIFIER = re.compile(r"(?<!\\)\{\d*,\d*\}")
+
+
 def compile_topic_regex(expression: str, flag: str) -> re.Pattern:
     """MirrorMaker's list syntax: a Java regex where a comma means `|`; matched against whole names."""
     if not expression or not expression.strip():
         raise ConfigError(f"{flag}: must not be empty")
+    if quantifier := _COMMA_QUANTIFIER.search(expression):
+        raise ConfigError(f"{flag}: the comma in {quantifier.group()} would split the regex in two (a comma means |, "
+                          "as in MirrorMaker): write the repetition without one, e.g. [0-9][0-9]? for [0-9]{1,2}")
     # Commas separate alternatives, as in MirrorMaker (and Kafka topic names cannot contain one).
     expression = "|".join(part.strip() for part in expression.split(","))
     try:

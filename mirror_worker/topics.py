@@ -68,7 +68,17 @@ class DestinationTopics:
 
     def ensure(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None) -> dict[str, int]:
         """mapping: destination topic -> its source topic's info. Returns destination partition counts."""
+        counts, failures = self.ensure_each(mapping, extra_config)
+        if failures:
+            raise TopicCreationError(next(iter(failures.values())))
+        return counts
+
+    def ensure_each(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None
+                    ) -> tuple[dict[str, int], dict[str, str]]:
+        """As `ensure`, topic by topic: (partition counts of the topics made or found, {topic: why not} of
+        those the destination would not create or grow: a name too long, a collision, a refused config...)."""
         existing = describe_topics(self.admin, self.timeout)
+        failures: dict[str, str] = {}
         new_topics = [
             NewTopic(
                 dest,
@@ -86,17 +96,20 @@ class DestinationTopics:
                     log.info("created destination topic", extra={"topic": topic})
                 except KafkaException as exc:
                     if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                        raise TopicCreationError(f"cannot create destination topic {topic}: {exc.args[0].str()}") from None
+                        failures[topic] = f"cannot create destination topic {topic}: {exc.args[0].str()}"
         to_grow = {
             dest: NewPartitions(dest, count)
             for dest, src in mapping.items()
             if dest in existing and (count := self.grown_count(src, existing[dest].partitions)) is not None
         }
         if to_grow:
-            self._grow(to_grow, {dest: existing[dest].partitions for dest in to_grow})
-        return self._partition_counts(list(mapping), {t: g.new_total_count for t, g in to_grow.items()})
+            failures.update(self._grow(to_grow, {dest: existing[dest].partitions for dest in to_grow}))
+        made = [t for t in mapping if t not in failures]
+        grown = {t: g.new_total_count for t, g in to_grow.items() if t not in failures}
+        return self._partition_counts(made, grown), failures
 
-    def _grow(self, to_grow: dict[str, NewPartitions], before: dict[str, int]) -> None:
+    def _grow(self, to_grow: dict[str, NewPartitions], before: dict[str, int]) -> dict[str, str]:
+        failures = {}
         for topic, future in self.admin.create_partitions(list(to_grow.values()), request_timeout=self.timeout).items():
             wanted = to_grow[topic].new_total_count
             try:
@@ -106,7 +119,8 @@ class DestinationTopics:
                 # Another worker grew it first ("already has N partitions"): success when the count is there.
                 current = describe_topics(self.admin, self.timeout).get(topic)
                 if current is None or current.partitions < wanted:
-                    raise TopicCreationError(f"cannot grow destination topic {topic}: {exc.args[0].str()}") from None
+                    failures[topic] = f"cannot grow destination topic {topic}: {exc.args[0].str()}"
+        return failures
 
     def _partition_counts(self, topics: list[str], grown: dict[str, int] | None = None) -> dict[str, int]:
         """Partition counts once every topic is visible, and every grown one with its new count."""

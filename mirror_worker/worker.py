@@ -15,6 +15,7 @@ parts, each built from explicit collaborators:
     Halts                worker_halts.py       a refused record: dead letter or halt its partition
     Backpressure         backpressure.py       queue.size records in flight, the wait for room, holding the consumers
     ClientSettings       clients.py            client callbacks (errors, statistics), a bounded first contact
+    StallWatch           stalls.py             partitions whose records wait while none is copied: log + gauge
     open_streams         worker_streams.py     one consumer per source cluster: its settings, admin, transactions
 """
 
@@ -31,7 +32,7 @@ from mirror_worker.backpressure import Backpressure
 from mirror_worker.catchup_lease import CatchupCheck
 from mirror_worker.failover_mark import refuse_if_failed_over
 from mirror_worker.client_config import (
-    DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size,
+    DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size, fitted_message_max_bytes,
 )
 from mirror_worker.config import MirrorConfig
 from mirror_worker.delivery import RunDelivery, undelivered
@@ -50,6 +51,7 @@ from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance, proven
 from mirror_worker.routing import Router
 from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
+from mirror_worker.stalls import StallWatch
 from mirror_worker.topics import DestinationTopics, TopicCreationError, TopicInfo
 from mirror_worker.worker_assignment import PartitionAssignment
 from mirror_worker.worker_commits import CommitCycle
@@ -89,11 +91,16 @@ class MirrorWorker:
         self.producers: list[Producer] = []
         self.heartbeat_producer: Producer | None = None
         self.destination_cluster_id = ""
+        # Offsets move at commits: a partition is not stalled between two of them.
+        stall_after_s = max(config.stall_timeout_s, 2 * config.commit_interval_s)
+        self.stalls = StallWatch(self.streams, self.metrics, self._label, stall_after_s, clock,
+                                 in_flight=lambda: sum(len(p) for p in self._all_producers()))
         self.backpressure = Backpressure(self.streams, self._all_producers, config.queue_size, self.batch_size,
-                                         self.metrics, self._label, self.state, clock)
+                                         self.metrics, self._label, self.state, clock, on_wait=self.stalls.check)
         self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
         # The mirrored records' producers' batch.size: at most the configured one, lowered by fit_batches.
         self.batch_bytes = int(config.producer.get("batch.size", DEFAULT_BATCH_SIZE))
+        self.message_max_bytes: int | None = None  # raised by fit_batches above librdkafka's default when needed
         # Built by start(): they need the clients.
         self.commits: CommitCycle
         self.assignment: PartitionAssignment
@@ -158,7 +165,7 @@ class MirrorWorker:
             self.streams, self._all_producers, self.metrics, self._label, self.state, self.clock, cfg.exactly_once,
             offset_sync_writer, self.producers[0] if self.producers else self.heartbeat_producer,
             hold_consumers=self.backpressure.hold_consumers, release_consumers=self.backpressure.release_consumers,
-            positions_keepalive_s=self.positions_keepalive_s,
+            positions_keepalive_s=self.positions_keepalive_s, on_wait=self.stalls.check,
         )
         lease = CatchupCheck(cfg.group_id, cfg.startup_timeout_s)  # a Spark catch-up holding the group
 
@@ -175,7 +182,7 @@ class MirrorWorker:
                                       self.metrics, self._label, before_subscribe=_sync_schemas,
                                       producers=self._all_producers, fit_batches=self.fit_batches,
                                       acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic),
-                                      group_syncs=worker_group_syncs(cfg, self.streams, admin))
+                                      group_syncs=worker_group_syncs(cfg, self.streams, admin), clock=self.clock)
         self.hot_path = BatchMirror(
             self.router, self.halts, self.backpressure, self.metrics, self._label, max_bytes=self.topics.max_bytes,
             destination_cluster_id=lambda: self.destination_cluster_id, on_refused_delivery=self._on_refused_delivery,
@@ -194,22 +201,40 @@ class MirrorWorker:
         return self.clients.cluster_id(client, what, self.config.startup_timeout_s)
 
     def _producer_settings(self, settings: dict) -> dict:
-        # The mirrored records' producers get the fitted batch.size (see fit_batches).
-        return self.clients.producer(settings, self.batch_bytes if settings is self.config.producer else None)
+        # The mirrored records' producers get the fitted batch.size and message.max.bytes (see fit_batches).
+        return self.clients.producer(settings, self._fitted() if settings is self.config.producer else None)
+
+    def _fitted(self) -> dict[str, str]:
+        fitted = {"batch.size": str(self.batch_bytes)}
+        if self.message_max_bytes is not None:
+            fitted["message.max.bytes"] = str(self.message_max_bytes)
+        return fitted
 
     def fit_batches(self, limits) -> None:
-        """Keep the producers' batch.size within the smallest max.message.bytes of the destination topics.
+        """Keep the producers' batch.size within the smallest max.message.bytes of the destination topics, and
+        their message.max.bytes above the largest (librdkafka refuses a larger record itself, 1 MB by default).
 
-        It only goes down. The producers are replaced once everything they hold was delivered (a flush, or
-        exactly-once a commit of every partition's transaction), so no record is lost or reordered.
+        batch.size only goes down, message.max.bytes only up. The producers are replaced once everything they
+        hold was delivered (a flush, or exactly-once a commit of every partition's transaction), so no record
+        is lost or reordered.
         """
         limits = list(limits)
-        wanted = fitted_batch_size(self.batch_bytes, limits)
-        if wanted >= self.batch_bytes:
+        wanted = min(self.batch_bytes, fitted_batch_size(self.batch_bytes, limits))
+        configured = self.config.producer.get("message.max.bytes")
+        largest = fitted_message_max_bytes(int(configured) if configured else None, limits)
+        if largest is not None and largest <= (self.message_max_bytes or 0):
+            largest = None
+        if wanted == self.batch_bytes and largest is None:
             return
-        log.info("producer batch.size lowered to fit the destination topics", extra={
-            **self._label, "batch_size": wanted, "smallest_max_message_bytes": min(limits),
-        })
+        if wanted < self.batch_bytes:
+            log.info("producer batch.size lowered to fit the destination topics", extra={
+                **self._label, "batch_size": wanted, "smallest_max_message_bytes": min(limits),
+            })
+        if largest is not None:
+            log.info("producer message.max.bytes raised to fit the destination topics", extra={
+                **self._label, "message_max_bytes": largest, "largest_max_message_bytes": max(limits),
+            })
+            self.message_max_bytes = largest
         self.batch_bytes = wanted
         if not self.config.exactly_once:
             if self.producers and self.commits.flush(None):
@@ -219,7 +244,7 @@ class MirrorWorker:
         if self.state.fatal is not None:
             return
         for stream in self.streams:
-            stream.transactions.producer_settings["batch.size"] = str(wanted)
+            stream.transactions.producer_settings.update(self._fitted())
             keys = list(stream.transactions.producers)
             stream.transactions.close(keys)  # aborts a transaction whose commit did not finish: re-sent below
             stream.transactions.open(keys)
@@ -261,6 +286,7 @@ class MirrorWorker:
                 self.commits.keep_positions_alive()
                 next_commit = self.clock() + cfg.commit_interval_s
             self._consume_round(timeout)
+            self.stalls.check()
         if self.state.fatal is not None:
             raise FatalMirrorError(self.state.fatal)
 

@@ -63,6 +63,10 @@ class PartitionAssignment:
         stream.assigned |= keys
         if self.paused():
             stream.consumer.pause(partitions)
+        elif partitions:
+            # librdkafka keeps a partition's pause across assignments: one halted before a rebalance gave it
+            # back would fetch nothing, for good (it halts again, here or in the hot path, if it must).
+            stream.consumer.resume(partitions)
         if stream.schemas is not None:
             halts += stream.schemas.conflict_halts(partitions)
         for (topic, partition), offset, reason in halts:
@@ -88,6 +92,7 @@ class PartitionAssignment:
         if stream.transactions is not None:
             stream.transactions.close(keys)
         stream.ledger.forget(keys)
+        self.metrics.forget_partitions(stream.alias, keys)  # a halt or position of theirs is no longer this worker's
         stream.assigned -= keys
         stream.rebalances += 1
         stream.drop_stashed(keys)

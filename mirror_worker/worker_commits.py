@@ -45,7 +45,7 @@ class CommitCycle:
                  label: dict, state: RunState, clock: Callable[[], float], exactly_once: bool,
                  offset_sync_writer: OffsetSyncWriter | None = None, sync_producer=None,
                  hold_consumers: Callable[[], object] | None = None, release_consumers: Callable[[], None] | None = None,
-                 positions_keepalive_s: float = 3600.0) -> None:
+                 positions_keepalive_s: float = 3600.0, on_wait: Callable[[], None] = lambda: None) -> None:
         self.streams = streams
         self.producers = producers
         self.metrics = metrics
@@ -63,6 +63,7 @@ class CommitCycle:
         # At-least-once: a record was not delivered in time; what is queued behind it is purged at the next
         # flush round, so that nothing of its partition lands before its resend (order).
         self.purge_requested = False
+        self.on_wait = on_wait  # called while a flush waits on the destination (the stall watch)
 
     def flush(self, deadline: float | None, hold_consumers: bool = False) -> bool:
         """Wait until every producer delivered everything; False if the deadline came first.
@@ -96,6 +97,7 @@ class CommitCycle:
                 if hold and now - started >= PAUSE_AFTER_S:
                     self.hold_consumers()
                     held = True
+                self.on_wait()
                 if now - last_log > 10:
                     log.warning("waiting for the destination to acknowledge", extra={**self.label, "in_flight": remaining})
                     last_log = now

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
@@ -42,7 +43,8 @@ class TopicManagement:
                  router: Router, assignment: PartitionAssignment, metrics: MirrorMetrics, label: dict,
                  before_subscribe: Callable[[SourceStream, list[str]], None],
                  producers: Callable[[], list] = list, fit_batches: Callable[[Iterable[int]], None] = lambda _: None,
-                 acl_sync: AclSync | None = None, group_syncs: list[GroupOffsetSync] = ()) -> None:
+                 acl_sync: AclSync | None = None, group_syncs: list[GroupOffsetSync] = (),
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.streams = streams
         self.admin = admin
@@ -58,7 +60,11 @@ class TopicManagement:
         self.fit_batches = fit_batches  # called with the destination limits whenever they may have shrunk
         self.acl_sync = acl_sync  # None when ACL sync is off
         self.group_syncs = list(group_syncs)  # one per source; they hold their destination index across syncs
+        self.clock = clock
         self.max_bytes: dict[str, int] = {}
+        self.not_mirrored: dict[tuple[str, str], str] = {}  # (source, topic) -> why its destination topic is missing
+        self.empty_since: dict[str, float] = {}  # source -> since when its topic filter selects nothing
+        self.selecting_nothing: set[str] = set()  # sources reported selecting no topic
         assignment.before_assign = self.follow_growth
 
     def refresh(self) -> None:
@@ -69,10 +75,13 @@ class TopicManagement:
             selected = self.topic_filter.select(visible)
             check_mapping(selected, self.router.policy, self.topic_filter, stream.same_cluster_as_destination)
             current = {t: visible[t] for t in selected}
+            self._note_selection(stream, len(current))
             assignment.check_topic_ids(stream, list(current))
             changed = {t: info for t, info in current.items() if stream.topics.get(t) != info}
             if changed:
-                self._follow_sources(stream, changed)
+                # A topic whose destination topic cannot be made is left out (and tried again next time).
+                for topic in self._follow_sources(stream, changed):
+                    current.pop(topic)
             if set(current) != set(stream.topics):
                 added, removed = set(current) - set(stream.topics), set(stream.topics) - set(current)
                 self.before_subscribe(stream, sorted(added))
@@ -90,10 +99,19 @@ class TopicManagement:
                     stream.consumer.unsubscribe()
             stream.topics = current
 
-    def _follow_sources(self, stream: SourceStream, changed: dict[str, TopicInfo]) -> None:
-        """Create or grow the destination topics of new or changed source topics, and route to them."""
-        mapping = {self.router.policy.remote_topic(t): info for t, info in changed.items()}
-        counts = self.destination.ensure(mapping, self._creation_configs(stream, list(changed)))
+    def _follow_sources(self, stream: SourceStream, changed: dict[str, TopicInfo]) -> set[str]:
+        """Create or grow the destination topics of new or changed source topics, and route to them.
+        Returns the source topics not mirrored: their destination topic could not be created or grown."""
+        remote = self.router.policy.remote_topic
+        mapping = {remote(t): info for t, info in changed.items()}
+        counts, failures = self.destination.ensure_each(mapping, self._creation_configs(stream, list(changed)))
+        refused = {t for t in changed if remote(t) in failures}
+        for topic in changed:
+            self._note_creation(stream, topic, failures.get(remote(topic)))
+        changed = {t: info for t, info in changed.items() if t not in refused}
+        mapping = {remote(t): info for t, info in changed.items()}
+        if not changed:
+            return refused
         self.sync_configs({stream.alias: list(changed)})
         self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
         self.fit_batches(self.max_bytes.values())  # before any record of these topics is produced
@@ -102,6 +120,45 @@ class TopicManagement:
             self.router.set_destination_partitions(topic, count)
         self._refresh_producer_metadata(changed_counts)
         self._check_partition_room(changed, counts)
+        return refused
+
+    def _note_creation(self, stream: SourceStream, topic: str, error: str | None) -> None:
+        """Report a topic that is not mirrored because of its destination topic, once per reason; the others go on."""
+        key = (stream.alias, topic)
+        labels = {**self.label, "source": stream.alias, "topic": topic}
+        if error is None:
+            if self.not_mirrored.pop(key, None) is not None:
+                self.metrics.topics_not_mirrored.remove(self.label["mirror"], stream.alias, topic)
+                log.info("topic mirrored again", extra=labels)
+            return
+        if self.not_mirrored.get(key) == error:
+            return
+        self.not_mirrored[key] = error
+        self.metrics.topics_not_mirrored.labels(**labels).set(1)
+        self.metrics.errors.labels(kind="topic_creation", **self.label).inc()
+        log.error("topic not mirrored", extra={**labels, "reason": error})
+        print(f"mirror_worker: topic {topic} of source {stream.alias!r} not mirrored (tried again at each topic "
+              f"refresh): {error}", file=sys.stderr, flush=True)
+
+    def _note_selection(self, stream: SourceStream, count: int) -> None:
+        """A topic filter that selects nothing is said, once it has selected nothing for a discovery interval."""
+        self.metrics.topics_selected.labels(**self.label, source=stream.alias).set(count)
+        now = self.clock()
+        if count:
+            self.empty_since.pop(stream.alias, None)
+            if stream.alias in self.selecting_nothing:
+                self.selecting_nothing.discard(stream.alias)
+                self.metrics.selects_nothing.labels(**self.label, source=stream.alias).set(0)
+                log.info("topic filter selects topics again", extra={**self.label, "source": stream.alias,
+                                                                     "topics": count})
+            return
+        since = self.empty_since.setdefault(stream.alias, now)
+        if now - since >= self.config.topic_refresh_interval_s and stream.alias not in self.selecting_nothing:
+            self.selecting_nothing.add(stream.alias)
+            self.metrics.selects_nothing.labels(**self.label, source=stream.alias).set(1)
+            log.warning("topic filter selects no topic", extra={
+                **self.label, "source": stream.alias, "whitelist": self.config.whitelist,
+                "blacklist": self.config.blacklist, "seconds": round(now - since, 1)})
 
     def follow_growth(self, stream: SourceStream, keys) -> None:
         """Partitions assigned beyond what this worker knows of their topics: the source grew since the

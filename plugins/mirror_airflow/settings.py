@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from mirror_airflow.exceptions import MirrorSpecError
 from mirror_airflow.spec_models import KebabModel, validation_message
@@ -34,7 +34,7 @@ class MirrorAirflowSettings(KebabModel):
     model_config = ConfigDict(populate_by_name=True)
 
     # The lifecycle DAG is created paused (Airflow's usual default) unless the spec says otherwise.
-    unpaused: bool = False
+    unpaused: StrictBool = False
     # Worker tasks of the lifecycle DAG, each its own process in the mirror's group with its own slot.
     # Strict: YAML gives an int; "2" or true is a typo, not a count. 1024 is Airflow's core.max_map_length.
     workers: int = Field(1, ge=1, le=1024, strict=True)

@@ -100,6 +100,12 @@ groups:
       - name: paused
         whitelist: "y"
         enabled: false
+      - name: quoted
+        whitelist: "z"
+        enabled: "false"
+      - name: quoted-switch
+        whitelist: "z"
+        preserve-partitions: "no"
 """
 
 
@@ -117,6 +123,11 @@ def test_spec_merges_group_settings_and_isolates_broken_mirrors(tmp_path):
     assert entries["broken"].config is None
     assert entries["broken"].error.endswith("mirror 'broken': preserve-partitionz: unknown key")
     assert entries["paused"].enabled is False
+    # A quoted boolean is refused (bool("false") is true): the mirror is shown invalid, never run or skipped.
+    assert entries["quoted"].enabled is True and entries["quoted"].config is None
+    assert entries["quoted"].error.endswith("mirror 'quoted': enabled: must be true or false (a YAML boolean, unquoted)")
+    assert entries["quoted-switch"].config is None and "preserve-partitions: Input should be a valid boolean" in \
+        entries["quoted-switch"].error
 
     assert select_mirror(path, "orders") == orders
     with pytest.raises(ConfigError, match="preserve-partitionz: unknown key"):

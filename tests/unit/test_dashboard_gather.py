@@ -83,6 +83,10 @@ def evaluation(status: Status) -> Evaluation:
     (True, WorkerStatus(halted=(KEY_A,)), None, None, "halted"),
     (False, WorkerStatus(conflicts=(("east", "orders"),)), None, None, "halted"),
     (False, WorkerStatus(error="refused"), None, None, "running"),
+    (False, WorkerStatus(not_mirrored=(("east", "orders"),)), None, None, "halted"),
+    (False, WorkerStatus(stalled=(KEY_A,)), Status.STALL, None, "stalled"),
+    (True, WorkerStatus(selects_nothing=("east",)), None, None, "stalled"),
+    (False, WorkerStatus(halted=(KEY_A,), stalled=(KEY_A,)), None, None, "halted"),
     (False, None, Status.STALL, None, "lagging"),
     (False, None, Status.WARN, None, "running"),  # WARN does not fail the check
     (True, None, Status.STOP, None, "paused"),  # paused explains the stop
@@ -191,6 +195,13 @@ mirror_partition_halted{mirror="orders",source="east",topic="orders",partition="
 mirror_partition_halted{mirror="other",source="east",topic="x",partition="0"} 1.0
 # TYPE mirror_schema_conflict gauge
 mirror_schema_conflict{mirror="orders",source="east",topic="payments"} 1.0
+# TYPE mirror_partition_stalled gauge
+mirror_partition_stalled{mirror="orders",source="east",topic="orders",partition="1"} 1.0
+# TYPE mirror_topic_not_mirrored gauge
+mirror_topic_not_mirrored{mirror="orders",source="east",topic="a-long-name"} 1.0
+# TYPE mirror_selects_no_topic gauge
+mirror_selects_no_topic{mirror="orders",source="west"} 1.0
+mirror_selects_no_topic{mirror="orders",source="east"} 0.0
 # TYPE mirror_records_produced counter
 mirror_records_produced_total{mirror="orders",source="east",topic="orders"} 40.0
 mirror_records_produced_total{mirror="orders",source="east",topic="payments"} 2.0
@@ -202,6 +213,9 @@ def test_parse_metrics_keeps_this_mirrors_halts_and_conflicts():
     assert status.halted == (("east", "orders", 2),)
     assert status.conflicts == (("east", "payments"),)
     assert status.records_produced == 42.0
+    assert status.stalled == (("east", "orders", 1),)
+    assert status.not_mirrored == (("east", "a-long-name"),)
+    assert status.selects_nothing == ("west",)
 
 
 def test_halt_reasons_from_the_newest_run_worker_logs(tmp_path):

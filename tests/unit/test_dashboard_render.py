@@ -71,6 +71,8 @@ def test_mirror_page_shows_every_section_or_says_there_is_nothing():
         history={"east/orders/0": [(0, 0), (10, 7)]}, throughput=[(10, 1.0), (20, 3.0)],
         halted=[{"source": "east", "topic": "orders", "partition": 0, "reason": "MSG_SIZE_TOO_LARGE <b>"}],
         conflicts=[{"source": "east", "topic": "payments"}],
+        stalled=[{"source": "east", "topic": "orders", "partition": 1}],
+        not_mirrored=[{"source": "east", "topic": "a-long-name", "reason": "cannot create destination topic <x>"}],
         verdicts=[Verdict(0, "STOP", "east/orders/0 STOP: no commit", 7, "lag sensor")],
         report=Report("/r/check.json", "/r/check.html", "inconsistent", {"missing": 3}, 0))
     full.worker_produced = 4321
@@ -78,6 +80,8 @@ def test_mirror_page_shows_every_section_or_says_there_is_nothing():
     assert html.count("<svg") == 2 and "4,321 records produced" in html
     assert "worker-produced" not in empty
     assert "MSG_SIZE_TOO_LARGE &lt;b&gt;" in html  # escaped
+    assert 'id="stalled"' in html and 'id="not-mirrored"' in html and "cannot create destination topic &lt;x&gt;" in html
+    assert 'id="stalled"' not in empty and 'id="not-mirrored"' not in empty
     assert "payments" in html and "verdict-failing" in html and "none yet" in html
     assert 'href="/d/mirrors/orders/report"' in html and "missing 3" in html
 

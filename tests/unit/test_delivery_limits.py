@@ -2,7 +2,7 @@
 
 import pytest
 
-from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size
+from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size, fitted_message_max_bytes
 from mirror_worker.delivery import RunDelivery
 from mirror_worker.ledger import OffsetLedger
 
@@ -25,6 +25,18 @@ def test_fitted_batch_size_leaves_room_for_lz4_on_incompressible_data():
         batch = fitted_batch_size(DEFAULT_BATCH_SIZE, [limit])
         lz4_worst = batch + batch // 255 + 16 + 61  # lz4 bound, plus the record batch header
         assert lz4_worst <= limit
+
+
+@pytest.mark.parametrize("configured, limits, expected", [
+    (None, [], None),                            # librdkafka's default (1,000,000) stays
+    (None, [1_048_588], 1_048_588 + 65_536),     # Kafka's default topic limit is above librdkafka's
+    (None, [2000, 3_000_000], 3_000_000 + 65_536),  # the largest topic decides
+    (None, [900_000], None),
+    (None, [2_000_000_000], 1_000_000_000),      # librdkafka's ceiling
+    (500_000, [3_000_000], None),                # a value the settings name is kept
+])
+def test_fitted_message_max_bytes(configured, limits, expected):
+    assert fitted_message_max_bytes(configured, limits) == expected
 
 
 class _Err:

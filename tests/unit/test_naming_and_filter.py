@@ -65,6 +65,8 @@ def test_topic_filter(whitelist, blacklist, topic, expected):
     ("a", "b", "exactly one of --whitelist and --blacklist is required"),
     ("orders(", None, "whitelist: invalid regex 'orders\\('"),
     ("", None, "whitelist: must not be empty"),
+    ("t[0-9]{1,2}", None, "whitelist: the comma in \\{1,2\\} would split the regex in two"),
+    (None, "x{2,}", "blacklist: the comma in \\{2,\\}"),
 ])
 def test_topic_filter_bad_input(whitelist, blacklist, message):
     with pytest.raises(ConfigError, match=message):

@@ -2,7 +2,9 @@
 assembly runs in unit tests with fakes and in the api-server with the real I/O of sources.py.
 
 A mirror's state, worst first:
-    halted    its worker reports halted partitions or schema conflicts (Prometheus metrics)
+    halted    its worker reports halted partitions, schema conflicts or topics it cannot mirror (Prometheus metrics)
+    stalled   its worker reports partitions whose records wait while none is copied, or a topic filter that
+              selects no topic
     paused    its lifecycle DAG `mirror__NAME` is paused in Airflow
     lagging   the lag rules fail: over the dashboard's kept history once it covers the lag window, or
               the lag sensor's newest verdict (younger than the window) is a failing one
@@ -41,6 +43,13 @@ class WorkerStatus:
     conflicts: tuple[tuple[str, str], ...] = ()  # (source, topic)
     records_produced: float | None = None
     error: str | None = None
+    stalled: tuple[tuple[str, str, int], ...] = ()  # (source, topic, partition): records wait, none copied
+    not_mirrored: tuple[tuple[str, str], ...] = ()  # (source, topic): its destination topic cannot be made
+    selects_nothing: tuple[str, ...] = ()  # sources whose topics the filter selects none of
+
+    @property
+    def problems(self) -> bool:
+        return bool(self.halted or self.conflicts or self.not_mirrored)
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,8 @@ class MirrorView:
     throughput: list[tuple[float, float]] = field(default_factory=list)  # (time, records/s committed)
     halted: list[dict] = field(default_factory=list)
     conflicts: list[dict] = field(default_factory=list)
+    stalled: list[dict] = field(default_factory=list)
+    not_mirrored: list[dict] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     evaluation: str | None = None
     report: Report | None = None
@@ -144,14 +155,23 @@ def judge(history: Mapping[PartitionKey, Sequence[Sample]], spec: MirrorSpec,
 
 def mirror_state(*, paused: bool | None, worker: WorkerStatus | None, evaluation: Evaluation | None,
                  latest_verdict: Verdict | None, window_s: float, now: float) -> tuple[str, str]:
-    """(state, why), the worst first: halted, paused, lagging, running; unknown without a parsed DAG."""
-    if worker is not None and (worker.halted or worker.conflicts):
+    """(state, why), the worst first: halted, stalled, paused, lagging, running; unknown without a parsed DAG."""
+    if worker is not None and worker.problems:
         parts = []
         if worker.halted:
             parts.append(f"{len(worker.halted)} halted partition(s)")
         if worker.conflicts:
             parts.append(f"{len(worker.conflicts)} topic(s) with schema conflicts")
+        if worker.not_mirrored:
+            parts.append(f"{len(worker.not_mirrored)} topic(s) not mirrored (destination topic cannot be created)")
         return "halted", "the worker reports " + " and ".join(parts)
+    if worker is not None and (worker.stalled or worker.selects_nothing):
+        parts = []
+        if worker.stalled:
+            parts.append(f"{len(worker.stalled)} stalled partition(s): records wait and none is copied")
+        if worker.selects_nothing:
+            parts.append(f"a topic filter that selects no topic on {', '.join(worker.selects_nothing)}")
+        return "stalled", "the worker reports " + " and ".join(parts)
     if paused is None:
         return "unknown", "Airflow has not parsed this mirror's DAG"
     if paused:
@@ -238,10 +258,13 @@ class Dashboard:
                         for k, w in sorted(history.items())}
         view.throughput = [p for p in throughput_series(history) if p[0] >= start]
         view.verdicts = verdicts
-        reasons = self.edges.halt_reasons(spec) if worker is not None and (worker.halted or worker.conflicts) else {}
+        reasons = self.edges.halt_reasons(spec) if worker is not None and worker.problems else {}
         view.halted = [{"source": s, "topic": t, "partition": p,
                         "reason": reasons.get((t, p), "not in the worker's metrics; see the run_worker task log")}
                        for s, t, p in (worker.halted if worker else ())]
         view.conflicts = [{"source": s, "topic": t} for s, t in (worker.conflicts if worker else ())]
+        view.stalled = [{"source": s, "topic": t, "partition": p} for s, t, p in (worker.stalled if worker else ())]
+        view.not_mirrored = [{"source": s, "topic": t, "reason": reasons.get((t, -1), "see the run_worker task log")}
+                             for s, t in (worker.not_mirrored if worker else ())]
         view.report = self.edges.report(spec)
         return view

@@ -17,7 +17,7 @@ table { border-collapse: collapse; margin: .5em 0 1.2em; } th, td { border: 1px 
 th { background: #f3f3f3; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .state { display: inline-block; padding: .1em .6em; border-radius: .8em; color: #fff; font-weight: 600; }
 .state.running { background: #2e7d32; } .state.paused { background: #757575; }
-.state.lagging { background: #ef6c00; } .state.halted { background: #c62828; } .state.unknown { background: #546e7a; }
+.state.lagging { background: #ef6c00; } .state.stalled { background: #ad1457; } .state.halted { background: #c62828; } .state.unknown { background: #546e7a; }
 .empty, .note { color: #666; font-style: italic; } .legend { list-style: none; padding: 0; columns: 3; font-size: .9em; }
 .swatch { display: inline-block; width: .8em; height: .8em; margin-right: .4em; }
 .verdict-OK, .verdict-WARN { color: #2e7d32; } .verdict-failing { color: #c62828; font-weight: 600; }
@@ -105,6 +105,18 @@ def _halts(view: MirrorView) -> list[str]:
         out.append("</table>")
     else:
         out.append('<p class="empty" id="halted">No halted partition reported.</p>')
+    if view.stalled:
+        out.append("<h3>Stalled partitions</h3><table id=\"stalled\"><tr><th>source</th><th>topic</th>"
+                   "<th>partition</th></tr>")
+        out.extend(f"<tr><td>{escape(h['source'])}</td><td>{escape(h['topic'])}</td><td class=\"n\">{h['partition']}</td>"
+                   "</tr>" for h in view.stalled)
+        out.append("</table>")
+    if view.not_mirrored:
+        out.append("<h3>Topics not mirrored</h3><table id=\"not-mirrored\"><tr><th>source</th><th>topic</th>"
+                   "<th>reason</th></tr>")
+        out.extend(f"<tr><td>{escape(t['source'])}</td><td>{escape(t['topic'])}</td><td>{escape(t['reason'])}</td></tr>"
+                   for t in view.not_mirrored)
+        out.append("</table>")
     out.append("<h3>Schema conflicts</h3>")
     if view.conflicts:
         out.append("<ul id=\"conflicts\">" + "".join(

@@ -11,7 +11,7 @@ import requests
 
 from mirror_airflow.dashboard.gather import Edges, MirrorSpec, Report, WorkerStatus, lifecycle_dag_id
 
-HALT_MESSAGES = ("partition halted", "schema conflict: topic not mirrored")
+HALT_MESSAGES = ("partition halted", "schema conflict: topic not mirrored", "topic not mirrored")
 LOG_TAIL_BYTES = 2 * 1024 * 1024
 
 
@@ -67,7 +67,7 @@ def parse_metrics(text: str, mirror: str) -> WorkerStatus:
     """Halted partitions, schema conflicts and records produced of `mirror` from Prometheus text."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    halted, conflicts, produced = set(), set(), None
+    halted, conflicts, produced, stalled, not_mirrored, nothing = set(), set(), None, set(), set(), set()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = sample.labels
@@ -75,11 +75,18 @@ def parse_metrics(text: str, mirror: str) -> WorkerStatus:
                 continue
             if sample.name == "mirror_partition_halted" and sample.value >= 1:
                 halted.add((labels["source"], labels["topic"], int(labels["partition"])))
+            elif sample.name == "mirror_partition_stalled" and sample.value >= 1:
+                stalled.add((labels["source"], labels["topic"], int(labels["partition"])))
             elif sample.name == "mirror_schema_conflict" and sample.value >= 1:
                 conflicts.add((labels["source"], labels["topic"]))
+            elif sample.name == "mirror_topic_not_mirrored" and sample.value >= 1:
+                not_mirrored.add((labels["source"], labels["topic"]))
+            elif sample.name == "mirror_selects_no_topic" and sample.value >= 1:
+                nothing.add(labels["source"])
             elif sample.name == "mirror_records_produced_total":
                 produced = (produced or 0.0) + sample.value
-    return WorkerStatus(tuple(sorted(halted)), tuple(sorted(conflicts)), produced)
+    return WorkerStatus(tuple(sorted(halted)), tuple(sorted(conflicts)), produced, stalled=tuple(sorted(stalled)),
+                        not_mirrored=tuple(sorted(not_mirrored)), selects_nothing=tuple(sorted(nothing)))
 
 
 def worker_status(spec: MirrorSpec, host: str = "127.0.0.1", timeout: float = 3.0) -> WorkerStatus | None:
@@ -136,12 +143,11 @@ def halt_reasons(spec: MirrorSpec, logs_dir: Path | None = None) -> dict[tuple[s
         with open(file, "rb") as handle:
             handle.seek(max(0, file.stat().st_size - LOG_TAIL_BYTES))
             reasons.update(halt_lines(handle.read().decode("utf-8", "replace")))
-    # A topic-wide schema conflict explains each of its halted partitions.
+    # A topic-wide schema conflict explains each of its halted partitions; a topic not mirrored at all (its
+    # destination topic cannot be created) keeps its reason under partition -1.
     for (topic, partition), reason in list(reasons.items()):
-        if partition == -1:
+        if partition == -1 and any(k[0] == topic and k[1] != -1 for k in reasons):
             reasons.pop((topic, partition))
-            for key in [k for k in reasons if k[0] == topic]:
-                reasons.setdefault(key, reason)
     return reasons
 
 

@@ -1,0 +1,68 @@
+"""The stall watch with in-memory fakes: records wait and the committed offset stands still -> stalled, once."""
+
+from __future__ import annotations
+
+import logging
+
+from mirror_worker.ledger import OffsetLedger
+from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.stalls import StallWatch
+
+
+class _Consumer:
+    def __init__(self, high: int) -> None:
+        self.high = high
+
+    def get_watermark_offsets(self, tp, cached=False):
+        assert cached  # never a request to the broker from the loop
+        return 0, self.high
+
+
+class _Stream:
+    def __init__(self, high: int, topic: str = "orders") -> None:
+        self.alias = "east"
+        self.consumer = _Consumer(high)
+        self.ledger = OffsetLedger()
+        self.assigned = {(topic, 0)}
+        self.ledger.start((topic, 0), 5)
+
+
+def _gauge(metrics: MirrorMetrics) -> float | None:
+    return metrics.registry.get_sample_value("mirror_partition_stalled", {
+        "mirror": "m", "source": "east", "topic": "orders", "partition": "0"})
+
+
+def test_a_partition_is_stalled_after_the_timeout_and_flows_again_when_its_commit_moves(caplog):
+    now = [0.0]
+    stream, metrics = _Stream(high=9), MirrorMetrics("m")
+    watch = StallWatch([stream], metrics, {"mirror": "m"}, 10.0, lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="mirror_worker"):
+        for t in (0.0, 5.0, 9.0):
+            now[0] = t
+            watch.check()
+        assert _gauge(metrics) is None
+        for t in (10.0, 11.0, 12.0):
+            now[0] = t
+            watch.check()
+        assert _gauge(metrics) == 1.0
+        assert [r.msg for r in caplog.records].count("partition stalled") == 1
+        stream.ledger.mark_committed({("orders", 0): 7})
+        now[0] = 13.0
+        watch.check()
+    assert _gauge(metrics) is None
+    assert "partition copying again" in [r.msg for r in caplog.records]
+
+
+def test_nothing_waiting_halted_or_released_is_never_stalled():
+    now = [0.0]
+    caught_up, halted, released = _Stream(5, "caught-up"), _Stream(9, "halted"), _Stream(9)
+    halted.ledger.halt(("halted", 0), 5, "refused")
+    metrics = MirrorMetrics("m")
+    watch = StallWatch([caught_up, halted, released], metrics, {"mirror": "m"}, 1.0, lambda: now[0])
+    for t in range(0, 5):
+        now[0] = float(t)
+        watch.check()
+        if t == 3:
+            assert watch.stalled == {("east", "orders", 0)}  # the released one, still assigned
+            released.assigned.clear()
+    assert watch.stalled == set() and _gauge(metrics) is None
