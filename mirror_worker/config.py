@@ -226,6 +226,9 @@ class MirrorConfig(_Strict):
                 raise ValueError("exactly-once chooses transactional.id per source partition: remove it "
                                  "from the producer settings")
         for source in self.sources:
+            if source.consumer.get("group.id", self.group_id) != self.group_id:
+                raise ValueError(f"source {source.name!r}: group.id differs from the mirror's consumer group "
+                                 f"{self.group_id} (one mirror, one consumer group)")
             if "group.instance.id" in source.consumer:
                 raise ValueError(f"source {source.name!r}: group.instance.id is derived per worker slot and stream: "
                                  "set static-membership (--static.membership) and --worker.slot instead")
