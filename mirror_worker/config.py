@@ -17,7 +17,7 @@ from pydantic import (
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.membership import check_instance_id
 from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, InversePolicy, NamingPolicy, PrefixPolicy
-from mirror_worker.redaction import redact_settings, register_secrets
+from mirror_worker.redaction import redact_settings, redact_url, register_secrets, register_url_secret
 from mirror_worker.topic_filter import ReverseTopicFilter, TopicFilter
 
 def _register_secrets(value: dict[str, str]) -> dict[str, str]:
@@ -39,6 +39,7 @@ def _registry_url(value: str | None) -> str | None:
     # The message never echoes the URL: it may carry credentials (http://user:secret@host).
     if value is not None and not value.startswith(("http://", "https://")):
         raise ValueError("a schema registry URL must start with http:// or https://")
+    register_url_secret(value)
     return value
 
 
@@ -60,7 +61,11 @@ class _Strict(BaseModel):
 
     def __repr_args__(self):
         for name, value in super().__repr_args__():
-            yield name, redact_settings(value) if isinstance(value, dict) else value
+            if isinstance(value, dict):
+                value = redact_settings(value)
+            elif isinstance(value, str):
+                value = redact_url(value)  # a registry URL with credentials
+            yield name, value
 
 
 class TopicCreation(_Strict):
