@@ -30,9 +30,10 @@ def test_group_id_in_a_source_kafka_mapping_is_refused(stack, tmp_path, topic_na
     assert "source 'east' kafka: group.id:" in line and "group-id" in line, line
 
 
-def test_group_id_in_group_settings_is_refused(stack, tmp_path, topic_name):
+def _two_mirrors(stack, tmp_path, topic: str, settings: str = "", mirror_keys: str = ""):
+    """A spec of two mirrors `one` and `two` of `topic` in one group; `settings` and `mirror_keys`: YAML flow
+    entries for the group's settings and for each mirror."""
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    topic = topic_name("gid")
     create_topic(src, topic)
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"""
@@ -40,29 +41,24 @@ groups:
   - name: g
     source: {{name: east, kafka: {{bootstrap.servers: "{src}"}}}}
     destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    settings: {{group-id: shared-{topic}}}
+    settings: {{{settings}}}
     mirrors:
-      - {{name: one, whitelist: "{topic}", prefix: "one."}}
-      - {{name: two, whitelist: "{topic}", prefix: "two."}}
+      - {{name: one, whitelist: "{topic}", prefix: "one.", {mirror_keys}}}
+      - {{name: two, whitelist: "{topic}", prefix: "two.", {mirror_keys}}}
 """)
+    return spec
+
+
+def test_group_id_in_group_settings_is_refused(stack, tmp_path, topic_name):
+    topic = topic_name("gid")
+    spec = _two_mirrors(stack, tmp_path, topic, settings=f"group-id: shared-{topic}")
     line = _refused(WorkerProcess(["--config", str(spec), "--mirror", "one"], tmp_path))
     assert "group settings: group-id:" in line, line
 
 
 def test_two_mirrors_with_one_group_id_are_refused(stack, tmp_path, topic_name):
-    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("gid")
-    create_topic(src, topic)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(f"""
-groups:
-  - name: g
-    source: {{name: east, kafka: {{bootstrap.servers: "{src}"}}}}
-    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    mirrors:
-      - {{name: one, whitelist: "{topic}", prefix: "one.", group-id: shared-{topic}}}
-      - {{name: two, whitelist: "{topic}", prefix: "two.", group-id: shared-{topic}}}
-""")
+    spec = _two_mirrors(stack, tmp_path, topic, mirror_keys=f"group-id: shared-{topic}")
     line = _refused(WorkerProcess(["--config", str(spec), "--mirror", "two"], tmp_path))
     assert f"group-id: shared-{topic} is also mirror 'one'" in line, line
 
