@@ -4,11 +4,12 @@ start, and positions kept under the old (per mirror and alias) group are still f
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from tests.kafka_util import commit_offsets, create_topic, produce
-from tests.worker_util import WorkerProcess, read_topic, wait_for_count, write_properties
+from tests.worker_util import WorkerProcess, committed_offsets, read_topic, wait_for_count, write_properties
 
 pytestmark = pytest.mark.integration
 
@@ -98,6 +99,10 @@ def test_positions_of_the_old_group_are_found_after_an_upgrade(stack, tmp_path, 
         copied = wait_for_count(dst, f"up.{topic}", 50, timeout=90)
         assert sorted(m.value() for m in copied) == sorted(
             r["value"] for i, r in enumerate(_records("old", 100)) if i // PARTITIONS >= (30, 20)[i % PARTITIONS])
+        deadline = time.monotonic() + 30
+        while committed_offsets(dst, "kafka-mirror-eos", f"up.{topic}", PARTITIONS) != {0: 50, 1: 50}:
+            assert time.monotonic() < deadline, "the positions did not move into the new group"
+            time.sleep(0.5)
         assert worker.terminate() == 0, worker.stderr[-2000:]
     finally:
         worker.stop_quietly()
