@@ -133,7 +133,12 @@ def _mirror_config(args: argparse.Namespace) -> MirrorConfig:
     for path in args.consumer_configs:
         where = f"--consumer.config {path}"
         settings = consumer_settings(load_properties(path), where)
-        group_ids.append(settings.get("group.id"))
+        group = settings.get("group.id")
+        first = next((g for g in group_ids if g), None)
+        if group and first and group != first:
+            raise ConfigError(f"{where}: group.id: {group} differs from {first} of the consumer config before "
+                              "(one mirror, one consumer group)")
+        group_ids.append(group)
         sources.append({"name": Path(path).stem, "consumer": settings})
     queue_size = args.queue_size if args.queue_size is not None else 10_000
     producer = producer_settings(load_properties(args.producer_config), f"--producer.config {args.producer_config}", queue_size)

@@ -18,7 +18,7 @@ from pydantic import (
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.membership import check_instance_id
 from mirror_worker.naming import ExplicitMapPolicy, IdentityPolicy, InversePolicy, NamingPolicy, PrefixPolicy
-from mirror_worker.redaction import redact_settings, register_secrets
+from mirror_worker.redaction import redact_settings, redact_url, register_secrets, register_url_secret
 from mirror_worker.topic_filter import ReverseTopicFilter, TopicFilter
 
 def _register_secrets(value: dict[str, str]) -> dict[str, str]:
@@ -40,6 +40,7 @@ def _registry_url(value: str | None) -> str | None:
     # The message never echoes the URL: it may carry credentials (http://user:secret@host).
     if value is not None and not value.startswith(("http://", "https://")):
         raise ValueError("a schema registry URL must start with http:// or https://")
+    register_url_secret(value)
     return value
 
 
@@ -65,7 +66,11 @@ class _Strict(BaseModel):
 
     def __repr_args__(self):
         for name, value in super().__repr_args__():
-            yield name, redact_settings(value) if isinstance(value, dict) else value
+            if isinstance(value, dict):
+                value = redact_settings(value)
+            elif isinstance(value, str):
+                value = redact_url(value)  # a registry URL with credentials
+            yield name, value
 
 
 class TopicCreation(_Strict):
@@ -234,6 +239,9 @@ class MirrorConfig(_Strict):
                 raise ValueError("exactly-once chooses transactional.id per source partition: remove it "
                                  "from the producer settings")
         for source in self.sources:
+            if source.consumer.get("group.id", self.group_id) != self.group_id:
+                raise ValueError(f"source {source.name!r}: group.id differs from the mirror's consumer group "
+                                 f"{self.group_id} (one mirror, one consumer group)")
             if "group.instance.id" in source.consumer:
                 raise ValueError(f"source {source.name!r}: group.instance.id is derived per worker slot and stream: "
                                  "set static-membership (--static.membership) and --worker.slot instead")

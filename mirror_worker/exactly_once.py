@@ -3,22 +3,34 @@
 Source-cluster offsets cannot join a destination transaction, so the position is kept on the
 destination, as a consumer-group offset written with `send_offsets_to_transaction`:
 
-    group  kafka-mirror-eos.<mirror>.<source alias>
-    key    (destination topic, source partition number)   value = next source offset to mirror
+    group  kafka-mirror-eos                (one per destination cluster)
+    key    (destination topic, partition)  value = next source offset to mirror, metadata = its owner
 
 The destination topic has at least as many partitions as its source in this mode, so the key always
 names a real partition (the broker refuses offsets of unknown partitions). Nobody consumes with that
 group; it is only a transactional key-value store that `read_committed` fetches honour per partition.
 
+Identities: a destination partition is written by one source partition at most, so everything is keyed by
+it, which is unique per destination cluster by construction (two mirrors named alike, from sources named
+alike, copying topics named alike, no longer share anything unless they write the same partition). Each
+position carries its owner (source cluster id, source topic, the mirror's consumer group): a worker that
+finds another owner's position on a partition it is about to write refuses to start (`IdentityCollision`)
+before its `init_transactions` could fence that mirror.
+
+Upgrades: positions of the earlier layout (group `kafka-mirror-eos.<mirror>.<source alias>`, transactional
+ids `kafka-mirror.<mirror>.<alias>.<topic>.<partition>`) are read when the new group has none; the old
+transactional id is then fenced first (an old worker still running stops), and the first commit moves the
+position into the new group. The old group's offsets then expire unused.
+
 Offsets of a group without members expire (`offsets.retention.minutes` after their last commit, 7 days by
 default), so the positions are kept alive: one that did not move for a quarter of the destination's
 retention is committed again, unchanged, in its own transaction. And because one may still be gone (a
 mirror stopped for longer than the retention), each partition's first commit of a run also writes a record
-to the compacted topic `<mirror>.mirror.eos-positions` (key: source alias, topic, partition), in the same
+to the compacted topic `<mirror>.mirror.eos-positions` (key: destination topic and partition), in the same
 transaction: a missing position with such a record is a position that expired, and its partition halts
 instead of starting again from the source group or the reset policy (duplicates or loss).
 
-One transactional producer per assigned source partition (transactional.id names the mirror, source and
+One transactional producer per assigned source partition (transactional.id names its destination
 partition), so a new owner's `init_transactions` fences the old owner and aborts its open transaction
 before the position is read. Invariant: the committed position of a partition equals the number of its
 records in committed transactions, so a restart from it neither skips nor repeats a record.
@@ -30,12 +42,13 @@ import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
 from mirror_worker.clients import client_callback
-from mirror_worker.exceptions import MirrorError
+from mirror_worker.exceptions import ConfigError, MirrorError
 
 log = logging.getLogger("mirror_worker")
 
@@ -67,17 +80,60 @@ STUCK_AFTER_S = 10.0
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 
 
-def positions_group(mirror: str, alias: str) -> str:
-    return f"kafka-mirror-eos.{mirror}.{alias}"
+class IdentityCollision(ConfigError):
+    """Another mirror already writes a destination partition this one would write."""
 
 
-def transactional_id(mirror: str, alias: str, topic: str, partition: int) -> str:
+POSITIONS_GROUP = "kafka-mirror-eos"
+
+
+def legacy_positions_group(mirror: str, alias: str) -> str:
+    """Where positions were kept before identities derived from the destination partition (upgrades)."""
+    return f"{POSITIONS_GROUP}.{mirror}.{alias}"
+
+
+def transactional_id(destination_topic: str, partition: int) -> str:
+    return f"{POSITIONS_GROUP}.{destination_topic}.{partition}"
+
+
+def legacy_transactional_id(mirror: str, alias: str, topic: str, partition: int) -> str:
     return f"kafka-mirror.{mirror}.{alias}.{topic}.{partition}"
 
 
-def position_record_key(alias: str, key: PositionKey) -> bytes:
-    """The key of a partition's record in the positions topic: one per (source alias, topic, partition)."""
+def position_record_key(destination_topic: str, partition: int) -> bytes:
+    """The key of a partition's record in the positions topic: one per destination partition."""
+    return json.dumps([destination_topic, partition]).encode()
+
+
+def legacy_position_record_key(alias: str, key: PositionKey) -> bytes:
     return json.dumps([alias, key[0], key[1]]).encode()
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who writes a destination partition: one source partition of one mirror (its consumer group)."""
+
+    cluster: str  # the source cluster id
+    topic: str    # the source topic
+    group: str
+
+    def describe(self) -> str:
+        return f"group {self.group}, source cluster {self.cluster}, topic {self.topic}"
+
+
+def position_metadata(topic_id: str, owner: Owner) -> str:
+    return json.dumps({"topic_id": topic_id, "cluster": owner.cluster, "topic": owner.topic, "group": owner.group})
+
+
+def parse_position_metadata(metadata: str | None) -> tuple[str, Owner | None]:
+    """(the source topic id, the owner) of a committed position; earlier layouts kept only the topic id."""
+    if not metadata or not metadata.startswith("{"):
+        return metadata or "", None
+    try:
+        fields = json.loads(metadata)
+        return fields.get("topic_id") or "", Owner(fields["cluster"], fields["topic"], fields["group"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "", None
 
 
 # Positions are re-committed at least this often, and at least four times per offsets retention period.
@@ -111,10 +167,13 @@ def offsets_retention_ms(admin, timeout_s: float) -> int | None:
 
 
 class PartitionTransactions:
-    """The transactional producers of one source cluster's assigned partitions, and their positions."""
+    """The transactional producers of one source cluster's assigned partitions, and their positions.
+
+    `owner(source topic)` names this mirror as the writer of that topic's destination partitions."""
 
     def __init__(self, mirror: str, alias: str, producer_settings: dict, group_settings: dict,
-                 destination_topic, topic_id, timeout_s: float, positions_topic: str, clock=time.monotonic) -> None:
+                 destination_topic, topic_id, timeout_s: float, positions_topic: str, owner,
+                 clock=time.monotonic) -> None:
         self.mirror = mirror
         self.positions_topic = positions_topic
         self.clock = clock
@@ -126,14 +185,12 @@ class PartitionTransactions:
         self.producer_settings = producer_settings
         self.destination_topic = destination_topic  # source topic -> destination topic
         self.topic_id = topic_id  # source topic -> its id now, kept with each position (recreation check)
+        self.owner = owner
         self.timeout_s = timeout_s
-        self.group = Consumer({
-            **group_settings,
-            "group.id": positions_group(mirror, alias),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        })
+        self.group = self._positions_reader(POSITIONS_GROUP)
         self.group_metadata = self.group.consumer_group_metadata()
+        # The last committed offsets, pending transactions ignored: who owns a partition, before any fencing.
+        self.owners = self._positions_reader(POSITIONS_GROUP, stable=False)
         self.producers: dict[PositionKey, Producer] = {}
         self.aborting: dict[PositionKey, str] = {}  # an abort that did not finish yet: why it was started
         self.broken: set[PositionKey] = set()  # producers to replace (fatal error, or a call that hung)
@@ -141,17 +198,31 @@ class PartitionTransactions:
         self.committing: dict[PositionKey, int] = {}  # offsets sent, commit_transaction not finished yet
         self.starting: dict[PositionKey, Producer] = {}  # a replacement whose init did not finish yet
         self.abandoned: list[Producer] = []
-        self.self_fenced: set[PositionKey] = set()  # partitions with an abandoned producer (see _retire)  # replaced while a call of theirs still blocks: kept, never destroyed
+        self.self_fenced: set[PositionKey] = set()  # partitions with an abandoned producer (see _retire)
+        self.from_legacy: set[PositionKey] = set()  # positions last read from the earlier layout's group
+
+    def _positions_reader(self, group: str, stable: bool = True) -> Consumer:
+        return Consumer({**self.group_settings, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed" if stable else "read_uncommitted"})
 
     def _slot(self, key: PositionKey, offset: int = -1001) -> TopicPartition:
-        return TopicPartition(self.destination_topic(key[0]), key[1], offset, self.topic_id(key[0]) or "")
+        metadata = position_metadata(self.topic_id(key[0]) or "", self.owner(key[0])) if offset >= 0 else ""
+        return TopicPartition(self.destination_topic(key[0]), key[1], offset, metadata)
 
     def open(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
-        """Fence earlier owners, open a transaction per partition, and read where each one stands."""
-        for key in keys:
-            if key not in self.producers:
-                self.producers[key] = self._new_producer(key)
-        return self.positions(keys)
+        """Refuse partitions another mirror writes, fence earlier owners, open a transaction per partition,
+        and read where each one stands."""
+        fresh = [key for key in keys if key not in self.producers]
+        self._refuse_foreign(fresh)
+        for key in fresh:
+            self.producers[key] = self._new_producer(key)
+        found = self.positions(keys)
+        migrating = [key for key in fresh if key in self.from_legacy]
+        if migrating:
+            for key in migrating:  # an old worker still writing it stops before its position is read for good
+                self._fence_legacy(key)
+            found.update(self.positions(migrating, stable_legacy=True))
+        return found
 
     def _new_producer(self, key: PositionKey) -> Producer:
         """A producer of the partition's transactional.id with a transaction open; it fences any earlier one.
@@ -168,7 +239,7 @@ class PartitionTransactions:
         return producer
 
     def _producer(self, key: PositionKey) -> Producer:
-        settings = {**self.producer_settings, "transactional.id": transactional_id(self.mirror, self.alias, *key)}
+        settings = {**self.producer_settings, "transactional.id": transactional_id(self.destination_topic(key[0]), key[1])}
         upstream = settings.get("error_cb")
         live = [True]
 
@@ -201,27 +272,59 @@ class PartitionTransactions:
         """Another worker holds the partition's transactional.id now (else: replace the producer)."""
         return error.fatal() and error.code() in _FENCED and key not in self.self_fenced
 
-    def positions(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
-        """Each partition's committed (next offset, source topic id), or None before its first commit."""
+    def _fence_legacy(self, key: PositionKey) -> None:
+        """init_transactions of the earlier layout's transactional.id: an old worker still writing it stops."""
+        producer = Producer({**self.producer_settings,
+                             "transactional.id": legacy_transactional_id(self.mirror, self.alias, *key)})
+        self._call(producer.init_transactions, key, "init")
+
+    def _refuse_foreign(self, keys: list[PositionKey]) -> None:
+        """Before any fencing: a position of another owner means another mirror writes that partition."""
+        for key, tp in zip(keys, self._committed(self.owners, keys)):
+            _topic_id, owner = parse_position_metadata(tp.metadata)
+            if owner is not None and owner != self.owner(key[0]):
+                raise IdentityCollision(
+                    f"exactly-once: destination partition {tp.topic}[{tp.partition}] is already written by "
+                    f"another mirror ({owner.describe()}); this one ({self.owner(key[0]).describe()}) would "
+                    "fence it: give one of them other destination topics (prefix, topic-map), or, if that "
+                    f"mirror is gone for good, delete its positions (group {POSITIONS_GROUP}, that topic)")
+
+    def positions(self, keys: list[PositionKey], stable_legacy: bool = False) -> dict[PositionKey, tuple[int, str] | None]:
+        """Each partition's committed (next offset, source topic id), or None before its first commit.
+
+        A partition without one in the positions group gets the earlier layout's position, if any (read
+        without waiting for open transactions unless `stable_legacy`: open() fences their writer first)."""
+        found = {key: _position(tp) for key, tp in zip(keys, self._committed(self.group, keys))}
+        absent = [key for key, position in found.items() if position is None]
+        self.from_legacy.difference_update(keys)
+        if absent:
+            legacy = self._positions_reader(legacy_positions_group(self.mirror, self.alias), stable_legacy)
+            try:
+                for key, tp in zip(absent, self._committed(legacy, absent)):
+                    found[key] = _position(tp)
+                    if found[key] is not None:
+                        self.from_legacy.add(key)
+            finally:
+                legacy.close()
+        for key, position in found.items():
+            if position is not None:
+                self.held[key] = position[0]
+                self.committed_at.pop(key, None)  # committed who knows when: due for a keep-alive
+        return found
+
+    def _committed(self, reader: Consumer, keys: list[PositionKey]) -> list[TopicPartition]:
         if not keys:
-            return {}
+            return []
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                committed = self.group.committed([self._slot(k) for k in keys], timeout=self.timeout_s)
-                break
+                return reader.committed([self._slot(k) for k in keys], timeout=self.timeout_s)
             except KafkaException as exc:
                 # A young cluster's coordinator, or an offset still inside a transaction being aborted.
                 if not exc.args[0].retriable() or time.monotonic() > deadline:
                     raise MirrorError(f"cannot read exactly-once positions of source {self.alias!r}: "
                                       f"{exc.args[0].str()}") from None
                 time.sleep(0.2)
-        found = {key: ((tp.offset, tp.metadata) if tp.offset >= 0 else None) for key, tp in zip(keys, committed)}
-        for key, position in found.items():
-            if position is not None:
-                self.held[key] = position[0]
-                self.committed_at.pop(key, None)  # committed who knows when: due for a keep-alive
-        return found
 
     def keepalive_due(self, owned, interval_s: float) -> dict[PositionKey, int]:
         return keepalive_due(self.held, self.committed_at, owned, self.clock(), interval_s)
@@ -230,9 +333,10 @@ class PartitionTransactions:
         """Of partitions without a position, those that had one: their record is in the positions topic."""
         if not keys:
             return set()
-        wanted = {position_record_key(self.alias, key): key for key in keys}
+        wanted = {position_record_key(self.destination_topic(key[0]), key[1]): key for key in keys}
+        wanted.update({legacy_position_record_key(self.alias, key): key for key in keys})
         reader = Consumer({
-            **self.group_settings, "group.id": positions_group(self.mirror, self.alias),
+            **self.group_settings, "group.id": POSITIONS_GROUP,
             "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
         })
         found: set[PositionKey] = set()
@@ -306,13 +410,15 @@ class PartitionTransactions:
 
     def _record(self, producer: Producer, key: PositionKey) -> None:
         """In the open transaction: this partition has a position on the destination from now on."""
+        owner = self.owner(key[0])
         value = json.dumps({"mirror": self.mirror, "source": self.alias, "topic": key[0], "partition": key[1],
-                            "group": positions_group(self.mirror, self.alias)}).encode()
+                            "group": POSITIONS_GROUP, "owner": owner.describe()}).encode()
+        record_key = position_record_key(self.destination_topic(key[0]), key[1])
         try:
-            producer.produce(self.positions_topic, value, position_record_key(self.alias, key), partition=0)
+            producer.produce(self.positions_topic, value, record_key, partition=0)
         except BufferError:
             producer.flush(self.timeout_s)
-            producer.produce(self.positions_topic, value, position_record_key(self.alias, key), partition=0)
+            producer.produce(self.positions_topic, value, record_key, partition=0)
 
     def abort(self, key: PositionKey, reason: str = "aborted") -> None:
         """Abort the partition's open transaction (TransactionPending: not finished, tried again on commit)."""
@@ -398,6 +504,7 @@ class PartitionTransactions:
     def close_all(self) -> None:
         self.close(list(self.producers))
         self.group.close()
+        self.owners.close()
 
     def _call(self, method, key: PositionKey, what: str) -> None:
         deadline = time.monotonic() + self.timeout_s
@@ -412,3 +519,7 @@ class PartitionTransactions:
                 if not error.retriable() or time.monotonic() > deadline:
                     raise MirrorError(f"exactly-once {what} of {key[0]}[{key[1]}] failed: {error.str()}") from None
                 time.sleep(0.2)
+
+
+def _position(tp: TopicPartition) -> tuple[int, str] | None:
+    return (tp.offset, parse_position_metadata(tp.metadata)[0]) if tp.offset >= 0 else None

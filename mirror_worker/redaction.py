@@ -68,6 +68,20 @@ def _redact_nested(value):
     return value
 
 
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][\w+.-]*://[^/@:\s]*:)(?P<password>[^/@\s]+)@")
+
+
+def register_url_secret(url: str | None) -> None:
+    """Remember the password of a URL with credentials (`http://user:secret@host`)."""
+    for match in _URL_PASSWORD.finditer(url or ""):
+        register_secret(match.group("password"))
+
+
+def redact_url(url: str) -> str:
+    """`url` with the password of its credentials replaced."""
+    return _URL_PASSWORD.sub(lambda m: f"{m.group('head')}{REDACTED}@", url)
+
+
 def redact_text(text: str) -> str:
     """`text` with every known secret, and any `password=...`-like pair, cut out."""
     if not text:

@@ -100,9 +100,36 @@ def _tune_gc() -> None:
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
-def _child(config_json: str, index: int) -> None:
+def _child(config_json: str, index: int, parent: int) -> None:
     configure_logging()
-    sys.exit(run_worker(MirrorConfig.model_validate_json(config_json), index))
+    config = MirrorConfig.model_validate_json(config_json)
+    stop_with_parent(parent, config.name)
+    sys.exit(run_worker(config, index))
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def stop_with_parent(parent: int, mirror: str, interval_s: float = 1.0) -> None:
+    """A SIGTERM to this process (a clean stop) when `parent` dies, even by kill -9: a --num.streams child
+    must not go on mirroring where a pause or the failover's stop, which signal the parent, cannot reach it.
+
+    Linux's parent-death signal, and a watch of the parent's pid besides (other systems; and the parent may
+    have died before the signal was asked for). The SIGTERM is held until run_worker unblocks it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        log.warning("parent process gone", extra={"mirror": mirror, "parent": parent})
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _single_threaded() -> bool:
@@ -126,7 +153,8 @@ def run_processes(config: MirrorConfig) -> int:
     context = multiprocessing.get_context(start_method())
     config_json = config.model_dump_json()
     children = [
-        context.Process(target=_child, args=(config_json, i), name=f"{config.name}-stream-{i}", daemon=False)
+        context.Process(target=_child, args=(config_json, i, os.getpid()), name=f"{config.name}-stream-{i}",
+                        daemon=False)
         for i in range(config.process_count)
     ]
     stopping = False

@@ -125,7 +125,23 @@ def load_entries(path: Path) -> list[SpecEntry]:
                 built[name] = SpecEntry(name, group_name, enabled, config, None)
             except ConfigError as exc:
                 built[name] = SpecEntry(name or "?", group_name, enabled, None, str(exc))
-    return [built[name] for _, _, name, _, _ in raw]
+    return _one_group_per_mirror([built[name] for _, _, name, _, _ in raw], path)
+
+
+def _one_group_per_mirror(entries: list[SpecEntry], path: Path) -> list[SpecEntry]:
+    """A mirror whose consumer group an earlier mirror has becomes invalid: they would split its partitions."""
+    owners: dict[str, str] = {}
+    out = []
+    for entry in entries:
+        group = entry.config.group_id if entry.config is not None else None
+        if group in owners:
+            entry = SpecEntry(entry.name, entry.group, entry.enabled, None,
+                              f"{path}: mirror {entry.name!r}: group-id: {group} is also mirror {owners[group]!r}'s "
+                              "consumer group (one consumer group per mirror)")
+        elif group is not None:
+            owners[group] = entry.name
+        out.append(entry)
+    return out
 
 
 def _reverse_mirror(mirror: dict, built: dict[str, SpecEntry], where: str) -> tuple[dict, dict]:
@@ -175,6 +191,9 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
     settings = group.get("settings") or {}
     if not isinstance(settings, dict):
         raise ConfigError(f"{where}: group settings: a mapping is expected")
+    if "group-id" in settings:
+        raise ConfigError(f"{where}: group settings: group-id: every mirror of the group would share one consumer "
+                          "group (partitions split between them): set group-id on each mirror, or group-id-prefix")
     # Derived defaults (failback pairs) give way to the group's settings and the mirror's own keys.
     merged = {**(derived or {}), **settings, **{k: v for k, v in mirror.items() if k not in _MIRROR_ONLY_KEYS}}
     merged.pop(_AIRFLOW_KEY, None)
@@ -195,6 +214,10 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
         _reject_unknown(source, _SOURCE_KEYS, f"{where}: source")
         source_name = str(source.get("name") or ("source" if len(raw_sources) == 1 else f"source{i}"))
         kafka = _client_dict(source.get("kafka"), f"{where}: source {source_name!r} kafka")
+        if "group.id" in kafka:
+            # The catch-up lease, the lag sensor, stop_mirror and failover all look for the mirror's group.
+            raise ConfigError(f"{where}: source {source_name!r} kafka: group.id: the mirror's consumer group is its "
+                              "group-id (default: group-id-prefix + its name): set that instead")
         sources.append({"name": source_name, "consumer": consumer_settings(kafka, f"{where}: source {source_name!r} kafka"),
                         "schema_registry_url": source.get("schema-registry-url")})
 

@@ -37,7 +37,7 @@ from mirror_worker.client_config import (
 from mirror_worker.config import MirrorConfig
 from mirror_worker.delivery import RunDelivery, undelivered
 from mirror_worker.exactly_once import (
-    KEEPALIVE_MAX_S, PartitionTransactions, keepalive_interval_s, offsets_retention_ms, positions_group,
+    KEEPALIVE_MAX_S, POSITIONS_GROUP, Owner, PartitionTransactions, keepalive_interval_s, offsets_retention_ms,
 )
 from mirror_worker.clients import ClientSettings, error_text, fatal_reason
 from mirror_worker.consume import take_available
@@ -140,7 +140,7 @@ class MirrorWorker:
                 return PartitionTransactions(
                     cfg.name, stream.alias, self._producer_settings(cfg.producer), connection_settings(cfg.producer),
                     self.router.policy.remote_topic, stream.topic_ids.get, cfg.startup_timeout_s,
-                    cfg.positions_topic, self.clock,
+                    cfg.positions_topic, lambda topic: Owner(stream.cluster_id, topic, cfg.group_id), self.clock,
                 )
         open_streams(cfg, self.clients, self.stream_index, self.producers, self._cluster_id,
                      self.destination_cluster_id, transactions, streams=self.streams)
@@ -190,8 +190,7 @@ class MirrorWorker:
             rewrite_ids=cfg.schema_id_rewrite != "off", skip_origin=cfg.origin_records == "skip")
 
     def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
-        group = positions_group(self.config.name, stream.alias)
-        return (f"its exactly-once position is gone from the destination (group {group}, "
+        return (f"its exactly-once position is gone from the destination (group {POSITIONS_GROUP}, "
                 f"{self.router.policy.remote_topic(key[0])}[{key[1]}]) although one was committed "
                 f"({self.config.positions_topic} says so): expired after offsets.retention.minutes, most likely "
                 "because the mirror was stopped longer than that; not restarting from the source group or "

@@ -190,13 +190,13 @@ def _run(target: JobTarget, args, held: ExitStack) -> dict:
     if args.from_offsets and args.from_timestamp:
         raise JobInputError("--from-offsets and --from-timestamp cannot be combined")
     explicit = parse_offsets(args.from_offsets) if args.from_offsets else None
-    eos = exactly_once_for(target)
     from_ms = parse_timestamp(args.from_timestamp) if args.from_timestamp else None
 
     source = KafkaMeta(target.source_bootstrap, "source", target.source_settings, timeout=10)
     try:
         destination = KafkaMeta(target.destination_bootstrap, "destination", target.destination_settings, timeout=10)
         clusters = (_cluster_id(source), _cluster_id(destination))
+        eos = exactly_once_for(target, clusters[0])
         destination.close()
         topics = resolve_topics(target, source)
         if explicit:

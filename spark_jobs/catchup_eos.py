@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from mirror_worker.exactly_once import PartitionTransactions, ProducerFenced, TransactionAborted
+from mirror_worker.exactly_once import POSITIONS_GROUP, Owner, PartitionTransactions, ProducerFenced, TransactionAborted
 
 PositionKey = tuple[str, int]
 
@@ -36,20 +36,26 @@ class ExactlyOnce:
     group_settings: dict            # the destination connection: the positions group lives there
     timeout_s: float = 30.0
     commit_every: int = 100_000     # records per transaction: bounds what a failed task leaves uncommitted
+    group_id: str = ""              # with the source cluster id: the owner the worker writes with its positions
+    source_cluster_id: str = ""
+
+    def owner(self, topic: str) -> Owner:
+        return Owner(self.source_cluster_id, topic, self.group_id)
 
 
-def exactly_once_for(target) -> ExactlyOnce | None:
+def exactly_once_for(target, source_cluster_id: str) -> ExactlyOnce | None:
     """The mirror's exactly-once settings, or None when it mirrors at least once (or runs from flags)."""
     mirror = target.mirror
     if mirror is None or not mirror.exactly_once:
         return None
     return ExactlyOnce(mirror.name, target.source_alias, mirror.positions_topic, target.connection("destination"),
-                       float(mirror.startup_timeout_s))
+                       float(mirror.startup_timeout_s), group_id=mirror.group_id,
+                       source_cluster_id=source_cluster_id)
 
 
 def _transactions(eos: ExactlyOnce, producer_settings: dict, destination_topic, topic_id) -> PartitionTransactions:
     return PartitionTransactions(eos.mirror, eos.alias, producer_settings, eos.group_settings, destination_topic,
-                                 topic_id, eos.timeout_s, eos.positions_topic)
+                                 topic_id, eos.timeout_s, eos.positions_topic, eos.owner)
 
 
 def destination_positions(eos: ExactlyOnce, keys: list[PositionKey], destination_topic,
@@ -67,7 +73,7 @@ def destination_positions(eos: ExactlyOnce, keys: list[PositionKey], destination
 
 def expired_line(key: PositionKey, eos: ExactlyOnce) -> str:
     return (f"{key[0]}[{key[1]}]: its exactly-once position on the destination (group "
-            f"kafka-mirror-eos.{eos.mirror}.{eos.alias}) expired; neither the source group's offset nor a reset can "
+            f"{POSITIONS_GROUP}) expired; neither the source group's offset nor a reset can "
             "be trusted for it: the worker halts it too (see the README's exactly-once section)")
 
 

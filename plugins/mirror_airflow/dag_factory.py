@@ -248,7 +248,7 @@ def lag_dag(config, settings: MirrorAirflowSettings, path: Path):
     from mirror_airflow.lag_dag import build_lag_dag
 
     try:
-        return build_lag_dag(config, dict(settings.lag), dict(settings.alerts),
+        return build_lag_dag(config, dict(settings.lag), dict(settings.alerts), spec_path=path,
                              is_paused_upon_creation=not settings.unpaused)
     except ConfigError as exc:  # its message names the mirror and the airflow.lag/alerts key
         raise MirrorSpecError(f"{path}: {exc}") from None

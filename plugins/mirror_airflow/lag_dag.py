@@ -52,8 +52,9 @@ class LagSettings(KebabModel):
                       max_lag_records=self.max_lag_records, max_latency_s=self.max_latency_seconds)
 
 
-def build_lag_dag(mirror: MirrorConfig, lag: dict, alerts: dict, **dag_kwargs) -> DAG:
-    """The lag DAG of `mirror`; `lag` and `alerts` are the raw spec mappings (kebab-case keys)."""
+def build_lag_dag(mirror: MirrorConfig, lag: dict, alerts: dict, *, spec_path, **dag_kwargs) -> DAG:
+    """The lag DAG of `mirror` (from the spec at `spec_path`, which its task reads when it runs); `lag` and
+    `alerts` are the raw spec mappings (kebab-case keys)."""
     settings = LagSettings.parse(lag, f"mirror {mirror.name!r}: airflow.lag")
     try:
         notifiers = notifiers_for(alerts, mirror=mirror.name)
@@ -73,7 +74,8 @@ def build_lag_dag(mirror: MirrorConfig, lag: dict, alerts: dict, **dag_kwargs) -
     with DAG(**options) as dag:
         MirrorLagSensor(
             task_id="check_lag",
-            mirror=mirror,
+            spec_path=str(spec_path),
+            mirror_name=mirror.name,
             limits=settings.limits(),
             window_s=settings.window_minutes * 60,
             sample_interval_s=settings.sample_interval_seconds,

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_airflow.lag_rules import PartitionKey, Sample
 from mirror_worker.config import MirrorConfig
-from mirror_worker.exactly_once import positions_group
+from mirror_worker.exactly_once import POSITIONS_GROUP, legacy_positions_group
 from mirror_worker.log_ends import log_bounds, reads_committed
 from mirror_worker.topics import describe_topics
 from mirror_worker.client_config import connection_settings
@@ -65,14 +65,21 @@ def _committed(mirror: MirrorConfig, alias: str, consumer: Consumer, partitions:
     if not mirror.exactly_once:
         result = consumer.committed(partitions, timeout=timeout)
         return {(tp.topic, tp.partition): tp.offset for tp in result if tp.offset >= 0}
-    positions = Consumer({**connection_settings(mirror.producer), "group.id": positions_group(mirror.name, alias),
-                          "isolation.level": "read_committed", "enable.auto.commit": "false"})
-    try:
-        slots = [TopicPartition(policy.remote_topic(tp.topic), tp.partition) for tp in partitions]
-        result = positions.committed(slots, timeout=timeout)
-        return {(tp.topic, tp.partition): slot.offset for tp, slot in zip(partitions, result) if slot.offset >= 0}
-    finally:
-        positions.close()
+    found: dict[tuple[str, int], int] = {}
+    # A worker not restarted since the upgrade still keeps its positions in the earlier layout's group.
+    for group in (POSITIONS_GROUP, legacy_positions_group(mirror.name, alias)):
+        missing = [tp for tp in partitions if (tp.topic, tp.partition) not in found]
+        if not missing:
+            break
+        positions = Consumer({**connection_settings(mirror.producer), "group.id": group,
+                              "isolation.level": "read_committed", "enable.auto.commit": "false"})
+        try:
+            slots = [TopicPartition(policy.remote_topic(tp.topic), tp.partition) for tp in missing]
+            result = positions.committed(slots, timeout=timeout)
+            found.update({(tp.topic, tp.partition): slot.offset for tp, slot in zip(missing, result) if slot.offset >= 0})
+        finally:
+            positions.close()
+    return found
 
 
 def newest_heartbeats(mirror: MirrorConfig, lookback_s: float, timeout: float = 30.0) -> dict[str, float | None]:

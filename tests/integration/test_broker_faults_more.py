@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.exactly_once import positions_group
+from mirror_worker.exactly_once import POSITIONS_GROUP
 from tests.integration.test_broker_faults import (
     PARTITIONS, RATE, Watch, _assert_running, _converged, _wait_for_total, clusters,  # noqa: F401  (fixture)
 )
@@ -136,7 +136,7 @@ def test_zombie_worker_frozen_past_max_poll_interval(clusters, tmp_path, topic_n
     other = _worker(clusters, tmp_path, topic, delivery, "other", FROZEN_CONSUMER)
     workers = [zombie, other]
     if delivery == "exactly-once":  # the positions are on the destination (see exactly_once.py)
-        positions = Positions(dst.bootstrap_servers, positions_group(topic, "source"), dst.bootstrap_servers, topic)
+        positions = Positions(dst.bootstrap_servers, POSITIONS_GROUP, dst.bootstrap_servers, topic)
     else:
         positions = Positions(src.bootstrap_servers, f"g-{topic}", dst.bootstrap_servers, topic)
     watch = Watch(dst.bootstrap_servers, topic, zombie)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from mirror_worker.exactly_once import positions_group
+from mirror_worker.exactly_once import POSITIONS_GROUP
 from tests.catchup_util import catchup_summary, run_catchup
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import (
@@ -31,7 +31,7 @@ def _records(start: int, count: int) -> list[dict]:
 def _positions(bootstrap: str, mirror: str, topic: str) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": positions_group(mirror, "east"),
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": POSITIONS_GROUP,
                          "isolation.level": "read_committed"})
     try:
         found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)

@@ -9,7 +9,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_worker.exactly_once import positions_group
+from mirror_worker.exactly_once import POSITIONS_GROUP
 from tests.integration.test_consistency_check import run_check, zero_counts
 from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic
@@ -90,7 +90,7 @@ def test_ten_kill9_leave_every_record_exactly_once_in_order(stack, tmp_path, top
         assert [m.value() for m in dst_parts[partition]] == [m.value() for m in src_parts[partition]]
     # The positions on the destination say exactly how far each source partition was mirrored.
     ends = {p: len(src_parts[p]) for p in range(PARTITIONS)}
-    assert _positions(dst, positions_group("eos", "source"), topic) == ends
+    assert _positions(dst, POSITIONS_GROUP, topic) == ends
 
     # The nightly proof agrees: the aborted mirror transactions' records and the markers they left on the
     # destination are neither missing nor duplicates, and every partition is in order.

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_worker.exactly_once import positions_group
+from mirror_worker.exactly_once import POSITIONS_GROUP
 from tests.kafka_util import create_topic, private_kafka, produce
 from tests.worker_util import WorkerProcess, loss_and_duplicates, read_topic, wait_for_count, write_mirror_spec
 
@@ -39,7 +39,7 @@ def _spec(path: Path, stack, dst: str, name: str, topic: str) -> list[str]:
 
 
 def _positions(dst: str, mirror: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": dst, "group.id": positions_group(mirror, "east"),
+    consumer = Consumer({"bootstrap.servers": dst, "group.id": POSITIONS_GROUP,
                          "isolation.level": "read_committed"})
     try:
         committed = consumer.committed([TopicPartition(f"r.{topic}", p) for p in range(PARTITIONS)], timeout=10)

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_airflow.lag_measure import measure_partitions, newest_heartbeats
-from mirror_worker.exactly_once import positions_group
+from mirror_worker.exactly_once import POSITIONS_GROUP
 from mirror_worker.spec import select_mirror
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import write_mirror_spec
@@ -74,7 +74,7 @@ def test_exactly_once_positions_are_read_from_the_destination(stack, topic_name,
     mirror = _mirror(tmp_path, stack, topic, delivery="exactly-once")
     # A source-cluster commit of the same group must be ignored in this mode.
     _commit(src, mirror.group_id, [TopicPartition(topic, 0, 1), TopicPartition(topic, 1, 1)])
-    _commit(dst, positions_group(mirror.name, "east"), [TopicPartition(f"m.{topic}", 0, 7)])
+    _commit(dst, POSITIONS_GROUP, [TopicPartition(f"m.{topic}", 0, 7)])
 
     samples = dict(measure_partitions(mirror))
     assert samples[("east", topic, 0)].committed == 7 and samples[("east", topic, 0)].lag == 3

@@ -98,7 +98,7 @@ from pathlib import Path
 from mirror_airflow.lag_dag import build_lag_dag
 from mirror_worker.spec import select_mirror
 
-dag = build_lag_dag(select_mirror(Path({str(spec)!r}), {name!r}), {lag!r}, {alerts!r})
+dag = build_lag_dag(select_mirror(Path({str(spec)!r}), {name!r}), {lag!r}, {alerts!r}, spec_path={str(spec)!r})
 """)
     return spec, load_dag_file(dag_file)
 
@@ -193,3 +193,66 @@ def test_stalled_mirror_fails_and_notifies_within_two_minutes(stack, topic_name,
     assert mail["Subject"] == f"Kafka mirror {name}: STOP"
     body = "".join(part.get_payload(decode=True).decode() for part in mail.walk() if not part.is_multipart())
     assert f"Kafka mirror {name}: STOP (mirror__{name}__lag.check_lag" in body and "lag 20" in body
+
+
+def test_deferred_trigger_carries_no_resolved_secret(stack, topic_name, tmp_path, airflow_db, monkeypatch):
+    """The trigger row Airflow stores for a deferred lag sensor holds the spec path and the mirror's name, never
+    what the spec resolves to: a `${file:}` password, credentials in a registry URL."""
+    import airflow.sdk.definitions.dag as airflow_dag
+    from airflow.models.trigger import Trigger
+
+    from mirror_worker.spec import select_mirror
+
+    name = f"lag-secret-{uuid.uuid4().hex[:8]}"
+    topic = topic_name("lagsecret")
+    create_topic(stack["source"].kafka.bootstrap_servers, topic)
+    password, registry_password = f"pw-{uuid.uuid4().hex}", f"reg-{uuid.uuid4().hex}"
+    secrets = tmp_path / "secrets.properties"
+    secrets.write_text(f"source.password={password}\n")
+    registries = {side: stack[side].registry.url.replace("://", f"://mirror:{registry_password}@")
+                  for side in ("source", "destination")}
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(f"""
+groups:
+  - name: g
+    source:
+      name: east
+      kafka: {{bootstrap.servers: "{stack['source'].kafka.bootstrap_servers}", sasl.username: mirror,
+              sasl.password: "${{file:{secrets}:source.password}}"}}
+      schema-registry-url: "{registries['source']}"
+    destination:
+      kafka: {{bootstrap.servers: "{stack['destination'].kafka.bootstrap_servers}"}}
+      schema-registry-url: "{registries['destination']}"
+    mirrors:
+      - {{name: {name}, whitelist: "{topic}", prefix: "lag."}}
+""")
+    config = select_mirror(spec, name)
+    assert password not in repr(config) and registry_password not in repr(config)
+    dag_file = dags_folder() / f"lag_{name.replace('-', '_')}.py"
+    dag_file.write_text(f"""
+from pathlib import Path
+
+from mirror_airflow.lag_dag import build_lag_dag
+from mirror_worker.spec import select_mirror
+
+dag = build_lag_dag(select_mirror(Path({str(spec)!r}), {name!r}), {LAG!r}, {{}}, spec_path={str(spec)!r})
+""")
+    dag = load_dag_file(dag_file)
+    stored, events = [], []
+    run_inline = airflow_dag._run_inline_trigger
+
+    def recording(trigger, ti):
+        row = Trigger.from_object(trigger)  # what the triggerer's table would hold
+        stored.append((row.encrypted_kwargs, json.dumps(row.kwargs, default=str)))
+        event = run_inline(trigger, ti)
+        events.append(event.payload if event else None)
+        return event
+
+    monkeypatch.setattr(airflow_dag, "_run_inline_trigger", recording)
+    dag.test()
+    [(encrypted, kwargs)] = stored
+    for secret in (password, registry_password):
+        assert secret not in kwargs and secret not in encrypted
+    assert str(spec) in kwargs and name in kwargs
+    [event] = events
+    assert "samples" in event and {(s[1], s[2]) for s in event["samples"]} == {(topic, 0)}, event

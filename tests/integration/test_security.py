@@ -165,7 +165,7 @@ def test_mirror_into_a_sasl_ssl_scram_destination_from_a_yaml_spec(secure, secre
     _mirror_all(["--config", str(spec), "--mirror", "secured-copy"], tmp_path, node.bootstrap_servers,
                 f"copy.{topic}", 120)
     # Exactly-once keeps each source partition's position on the destination: 40 records each.
-    positions = committed_offsets(node.bootstrap_servers, "kafka-mirror-eos.secured-copy.secured", f"copy.{topic}", 3)
+    positions = committed_offsets(node.bootstrap_servers, "kafka-mirror-eos", f"copy.{topic}", 3)
     assert positions == {0: 40, 1: 40, 2: 40}
 
 

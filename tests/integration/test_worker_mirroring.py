@@ -250,6 +250,33 @@ def test_num_streams_processes_stopped_while_they_start_stop_cleanly(stack, topi
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
+def _gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_num_streams_children_stop_when_the_parent_is_killed(stack, topic_name, mirror_files, tmp_path):
+    """kill -9 of the parent: its children stop too (they would otherwise go on mirroring where neither a
+    pause nor the failover's stop, which signal the parent, reaches them)."""
+    topic = topic_name("streams-orphans")
+    create_topic(stack["source"].kafka.bootstrap_servers, topic, partitions=2)
+    worker = WorkerProcess([*mirror_files(f"g-{topic}"), "--whitelist", topic, "--num.streams", "2",
+                            "--max.procs", "2"], tmp_path)
+    children = []
+    try:
+        children = worker.wait_for_log("worker processes started", 30)["pids"]
+        worker.wait_for_log("partitions assigned", 60)
+        worker.kill()
+        deadline = time.monotonic() + 40  # a child's clean stop: within its shutdown timeout (25 s)
+        while time.monotonic() < deadline and not all(_gone(pid) for pid in children):
+            time.sleep(0.5)
+        assert [pid for pid in children if not _gone(pid)] == []
+        assert {e["pid"] for e in worker.logs() if e.get("msg") == "mirror stopped"} >= set(children)  # cleanly
+    finally:
+        for pid in children:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("protocol", [{}, {"group.protocol": "consumer"}], ids=["classic", "kip848"])
 def test_num_streams_processes_share_out_each_topic(stack, topic_name, tmp_path, protocol):
     """--num.streams 2 over a busy topic and an idle one: each process holds half of the busy topic, on the

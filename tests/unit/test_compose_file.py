@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -31,11 +32,22 @@ def _compose_binary() -> Path:
     return Path(compose.__file__).parent / "docker-compose"
 
 
-def _compose_config(path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DOCKER_"))}
+# What a user must export before `docker compose up` (no defaults: the deployment is closed unless told).
+SECRETS = {"AIRFLOW_ADMIN_PASSWORD": "test-admin-password", "POSTGRES_PASSWORD": "test-postgres-password",
+           "AIRFLOW_SECRET_KEY": "test-secret-key", "AIRFLOW_JWT_SECRET": "test-jwt-secret"}
+
+
+def _env(**overrides) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("COMPOSE_", "DOCKER_")) and k not in SECRETS and k != "BIND_ADDRESS"}
+    return {k: v for k, v in {**env, **SECRETS, **overrides}.items() if v is not None}
+
+
+def _compose_config(path: Path, *args: str, files: tuple[Path, ...] = (), **env) -> subprocess.CompletedProcess:
+    chosen = [arg for f in (path, *files) for arg in ("-f", str(f))]
     return subprocess.run(
-        [str(_compose_binary()), "-f", str(path), "--project-directory", str(path.parent), "config", *args],
-        capture_output=True, text=True, timeout=60, env=env,
+        [str(_compose_binary()), *chosen, "--project-directory", str(path.parent), "config", *args],
+        capture_output=True, text=True, timeout=60, env=_env(**env),
     )
 
 
@@ -189,6 +201,46 @@ def test_published_ports_do_not_collide(model):
     assert len(published) == len(set(published))
 
 
+def test_published_ports_listen_on_localhost_unless_told_otherwise(model):
+    ports = {(name, p["published"]): p.get("host_ip") for name, s in model["services"].items() for p in s.get("ports", [])}
+    assert {"airflow-apiserver", "spark-master", "kafka-source", "kafka-destination", "registry-source",
+            "registry-destination"} <= {name for name, _ in ports}
+    assert set(ports.values()) == {"127.0.0.1"}, ports
+    opened = _compose_config(COMPOSE_FILE, "--format", "json", BIND_ADDRESS="0.0.0.0")
+    assert opened.returncode == 0, opened.stderr
+    assert {p.get("host_ip") for s in json.loads(opened.stdout)["services"].values() for p in s.get("ports", [])} == {
+        "0.0.0.0"}
+
+
+@pytest.mark.parametrize("files", [(), (ROOT / "docker-compose.celery.yaml",)], ids=["base", "celery"])
+@pytest.mark.parametrize("secret", sorted(SECRETS))
+def test_compose_refuses_to_start_without_each_secret(secret, files):
+    result = _compose_config(COMPOSE_FILE, files=files, **{secret: None})
+    assert result.returncode != 0
+    assert f"set {secret}" in result.stderr, result.stderr
+
+
+def test_no_secret_or_password_has_a_default_value():
+    for path in (COMPOSE_FILE, ROOT / "docker-compose.celery.yaml"):
+        text = path.read_text()
+        assert re.findall(r"\$\{\w*(?:SECRET|PASSWORD|KEY|TOKEN)\w*:?-", text) == [], path
+        assert "admin:admin@" not in text and "airflow:airflow@" not in text and "POSTGRES_PASSWORD: airflow" not in text
+
+
+def test_the_secrets_reach_every_airflow_component(model):
+    for name in AIRFLOW_SERVICES | {"airflow-init"}:
+        env = model["services"][name]["environment"]
+        assert env["AIRFLOW__API_AUTH__JWT_SECRET"] == SECRETS["AIRFLOW_JWT_SECRET"]
+        assert env["AIRFLOW__API__SECRET_KEY"] == SECRETS["AIRFLOW_SECRET_KEY"]
+        assert SECRETS["POSTGRES_PASSWORD"] in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    assert model["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"] == SECRETS["POSTGRES_PASSWORD"]
+
+
+def test_the_compose_file_says_how_to_require_authentication():
+    text = COMPOSE_FILE.read_text()
+    assert "SASL_SSL" in text and "registry URLs" in text and "BIND_ADDRESS" in text
+
+
 # ------------------------------------------------------------------ the CeleryExecutor variant
 
 CELERY_FILE = ROOT / "docker-compose.celery.yaml"
@@ -197,10 +249,7 @@ CELERY_WORKERS = {"airflow-worker-1", "airflow-worker-2"}
 
 @pytest.fixture(scope="module")
 def celery_model() -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DOCKER_"))}
-    result = subprocess.run(
-        [str(_compose_binary()), "-f", str(COMPOSE_FILE), "-f", str(CELERY_FILE), "--project-directory", str(ROOT),
-         "config", "--format", "json"], capture_output=True, text=True, timeout=60, env=env)
+    result = _compose_config(COMPOSE_FILE, "--format", "json", files=(CELERY_FILE,))
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 

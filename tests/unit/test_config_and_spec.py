@@ -180,3 +180,29 @@ def test_consumers_heartbeat_often_so_a_rebalance_moves_partitions_within_a_seco
     assert kip848["group.remote.assignor"] == "range"
     assert consumer_settings({"bootstrap.servers": "b:1", "group.protocol": "consumer",
                               "group.remote.assignor": "uniform"}, "test")["group.remote.assignor"] == "uniform"
+
+
+@pytest.mark.parametrize("edit, mirror, error", [
+    (("kafka: {bootstrap.servers: \"127.0.0.1:1\"}", "kafka: {bootstrap.servers: \"127.0.0.1:1\", group.id: g}"),
+     "orders", "source 'src' kafka: group.id: the mirror's consumer group is its group-id"),
+    (("queue-size: 2000", "queue-size: 2000\n      group-id: shared"), "orders", "group settings: group-id: every mirror"),
+    (("group-id: custom-users", "group-id: mirror.orders"), "users",
+     "mirror 'users': group-id: mirror.orders is also mirror 'orders''s consumer group"),
+])
+def test_one_consumer_group_per_mirror_and_one_id_everywhere(tmp_path, edit, mirror, error):
+    path = tmp_path / "mirrors.yaml"
+    path.write_text(SPEC.replace(*edit))
+    with pytest.raises(ConfigError, match=error.replace("'", ".").replace("(", ".")):
+        select_mirror(path, mirror)
+
+
+def test_consumer_configs_must_agree_on_the_group(props):
+    east = props("east.properties", "bootstrap.servers=127.0.0.1:1\ngroup.id=g1\n")
+    west = props("west.properties", "bootstrap.servers=127.0.0.1:1\ngroup.id=g2\n")
+    same = props("same.properties", "bootstrap.servers=127.0.0.1:1\ngroup.id=g1\n")
+    producer = props("dest.properties", "bootstrap.servers=127.0.0.1:2\n")
+    args = ["--producer.config", producer, "--whitelist", "x"]
+    with pytest.raises(ConfigError, match=f"--consumer.config {west}: group.id: g2 differs from g1"):
+        config_from_args(parse_args(["--consumer.config", east, "--consumer.config", west, *args]))
+    config = config_from_args(parse_args(["--consumer.config", east, "--consumer.config", same, *args]))
+    assert config.group_id == "g1"

@@ -287,8 +287,9 @@ def test_lag_sensor_runs_write_their_samples_and_verdicts(tmp_path, monkeypatch)
         "name": "orders", "group_id": "kafka-mirror.orders", "whitelist": "orders\\..*",
         "sources": [{"name": "east", "consumer": {"bootstrap.servers": "127.0.0.1:1"}}],
         "producer": {"bootstrap.servers": "127.0.0.1:2"}})
-    sensor = sensors.MirrorLagSensor(task_id="check_lag", mirror=mirror, limits=Limits(max_lag_records=100),
-                                     window_s=600, sample_interval_s=30)
+    sensor = sensors.MirrorLagSensor(task_id="check_lag", spec_path="/specs/mirrors.yaml", mirror_name="orders",
+                                     limits=Limits(max_lag_records=100), window_s=600, sample_interval_s=30)
+    sensor._config = mirror  # as read from the spec when the task runs
     sensor._judge(sensor._observe())
     store = HistoryStore()
     assert [s.lag for s in store.samples("orders")[("east", "orders.a", 0)]] == [15]

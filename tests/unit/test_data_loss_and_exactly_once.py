@@ -6,7 +6,10 @@ import pytest
 
 from mirror_worker.config import build_mirror_config
 from mirror_worker.data_loss import Verdict, decide_start
-from mirror_worker.exactly_once import positions_group, transactional_id
+from mirror_worker.exactly_once import (
+    POSITIONS_GROUP, Owner, legacy_positions_group, legacy_transactional_id, parse_position_metadata, position_metadata,
+    transactional_id,
+)
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.routing import Router
 from mirror_worker.naming import PrefixPolicy
@@ -70,9 +73,20 @@ def test_delivery_and_data_loss_values_are_checked():
         build_mirror_config(_fields(on_data_loss="skip"))
 
 
-def test_transactional_names_are_stable_per_source_partition():
-    assert transactional_id("orders", "east", "o.v1", 3) == "kafka-mirror.orders.east.o.v1.3"
-    assert positions_group("orders", "east") == "kafka-mirror-eos.orders.east"
+def test_transactional_names_are_stable_per_destination_partition():
+    assert transactional_id("dc1.o.v1", 3) == "kafka-mirror-eos.dc1.o.v1.3"
+    assert POSITIONS_GROUP == "kafka-mirror-eos"
+    # What an upgraded worker still reads (and fences) from deployments made before.
+    assert legacy_transactional_id("orders", "east", "o.v1", 3) == "kafka-mirror.orders.east.o.v1.3"
+    assert legacy_positions_group("orders", "east") == "kafka-mirror-eos.orders.east"
+
+
+def test_position_metadata_names_its_owner_and_reads_the_earlier_layout():
+    owner = Owner("cluster-1", "orders", "kafka-mirror.mirror")
+    assert parse_position_metadata(position_metadata("tid", owner)) == ("tid", owner)
+    assert parse_position_metadata("tid") == ("tid", None)  # the earlier layout: the topic id alone
+    assert parse_position_metadata("") == ("", None)
+    assert parse_position_metadata(None) == ("", None)
 
 
 def test_router_gives_each_source_partition_its_own_producer_in_exactly_once_mode():

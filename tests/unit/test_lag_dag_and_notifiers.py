@@ -16,6 +16,9 @@ from mirror_worker.config import build_mirror_config
 from mirror_worker.exceptions import ConfigError
 
 
+SPEC = "/specs/mirrors.yaml"
+
+
 @pytest.fixture
 def mirror():
     return build_mirror_config({
@@ -26,7 +29,7 @@ def mirror():
 
 
 def test_lag_dag_shape_and_defaults(mirror):
-    dag = build_lag_dag(mirror, {}, {})
+    dag = build_lag_dag(mirror, {}, {}, spec_path=SPEC)
     assert dag.dag_id == "mirror__orders__lag"
     assert dag.catchup is False and dag.max_active_runs == 1
     assert str(dag.schedule) == "* * * * *" or getattr(dag.timetable, "summary", "") == "* * * * *"
@@ -43,7 +46,7 @@ def test_lag_dag_settings_and_notifiers(mirror):
         {"schedule": "*/5 * * * *", "window-minutes": 2, "sample-interval-seconds": 10, "allowed-lag": 50,
          "stop-after-seconds": 60, "max-lag-records": 10_000, "max-latency-seconds": 90, "deferrable": False},
         {"webhook-url": "https://oncall.example/hook?token=s3cret", "slack-webhook-url": "https://hooks.slack.com/x"},
-        is_paused_upon_creation=True,
+        spec_path=SPEC, is_paused_upon_creation=True,
     )
     [task] = dag.tasks
     assert task.window_s == 120 and task.sample_interval_s == 10 and not task.deferrable
@@ -65,7 +68,7 @@ def test_lag_dag_settings_and_notifiers(mirror):
 ])
 def test_bad_settings_name_the_mirror_and_key(mirror, lag, alerts, message):
     with pytest.raises(ConfigError) as error:
-        build_lag_dag(mirror, lag, alerts)
+        build_lag_dag(mirror, lag, alerts, spec_path=SPEC)
     assert str(error.value).startswith(message)
     assert "s3cret" not in str(error.value)
 
@@ -113,10 +116,10 @@ def test_trigger_round_trips_through_its_serialised_kwargs(mirror):
     from mirror_airflow.triggers import MirrorLagTrigger, decode_windows, encode_windows
 
     windows = {("east", "orders.a", 0): [Sample(1.0, None, 5, 0), Sample(2.0, 3, 6, 1)]}
-    trigger = MirrorLagTrigger(mirror.model_dump(mode="json"), encode_windows(windows), 60.0, 5.0)
+    trigger = MirrorLagTrigger(SPEC, mirror.name, encode_windows(windows), 60.0, 5.0)
     classpath, kwargs = trigger.serialize()
     module, name = classpath.rsplit(".", 1)
     again = getattr(importlib.import_module(module), name)(**kwargs)
     assert classpath == "mirror_airflow.triggers.MirrorLagTrigger"
     assert decode_windows(again.samples) == windows and again.serialize() == (classpath, kwargs)
-    assert type(mirror).model_validate(again.mirror) == mirror
+    assert (again.spec_path, again.mirror_name) == (SPEC, "orders")

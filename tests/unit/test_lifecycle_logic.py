@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from mirror_worker.exactly_once import KEEPALIVE_MAX_S, keepalive_due, keepalive_interval_s, position_record_key
+from mirror_worker.exactly_once import KEEPALIVE_MAX_S, keepalive_due, keepalive_interval_s, legacy_position_record_key, position_record_key
 from mirror_worker.runner import close_within
 from mirror_worker.topics import TopicInfo, outgrown_topics
 
@@ -42,10 +42,11 @@ def test_keepalive_is_due_for_owned_positions_not_committed_within_the_interval(
     assert keepalive_due(held, committed_at, owned, now=90.0, interval_s=15.0) == {("t", 2): 30}
 
 
-def test_position_records_are_keyed_per_source_alias_topic_and_partition():
-    keys = {position_record_key(a, (t, p)) for a in ("east", "west") for t in ("a.b", "a") for p in (0, 1)}
-    assert len(keys) == 8
-    assert position_record_key("east", ("a.b", 1)) == position_record_key("east", ("a.b", 1))
+def test_position_records_are_keyed_per_destination_partition():
+    keys = {position_record_key(t, p) for t in ("a.b", "a", "dc1.a") for p in (0, 1)}
+    assert len(keys) == 6
+    assert position_record_key("a.b", 1) == position_record_key("a.b", 1)
+    assert position_record_key("a.b", 1) not in {legacy_position_record_key(a, ("a.b", 1)) for a in ("east", "")}
 
 
 def test_close_within_gives_up_on_a_close_that_does_not_return():

@@ -19,3 +19,20 @@ def test_children_fork_from_a_single_threaded_parent_and_spawn_once_a_client_has
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=paths.ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["fork", "spawn"]
+
+
+WATCH = """
+import os, signal, threading
+from mirror_worker.runner import stop_with_parent
+stopped = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+stop_with_parent(os.getppid() + 1_000_000, "m", interval_s=0.05)  # a parent that is already gone
+print(stopped.wait(10))
+"""
+
+
+def test_a_child_whose_parent_is_gone_already_stops_by_the_pid_watch():
+    # The parent-death signal covers a parent dying later; the watch covers one that died before it was set.
+    out = subprocess.run([sys.executable, "-c", WATCH], cwd=paths.ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import timedelta
+from pathlib import Path
 
 from airflow.sdk import BaseSensorOperator, Variable
 from airflow.sdk.exceptions import AirflowException
@@ -46,7 +47,8 @@ class MirrorLagSensor(BaseSensorOperator):
     def __init__(
         self,
         *,
-        mirror: MirrorConfig | dict,
+        spec_path: str,
+        mirror_name: str,
         limits: Limits,
         window_s: float,
         sample_interval_s: float,
@@ -60,9 +62,11 @@ class MirrorLagSensor(BaseSensorOperator):
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("timeout", window_s * 2 + 300)
         super().__init__(**kwargs)
-        config = mirror if isinstance(mirror, MirrorConfig) else MirrorConfig.model_validate(mirror)
-        self.mirror = config.model_dump(mode="json")
-        self.mirror_name = config.name
+        # The spec is read where the sensor runs: the resolved config (credentials, `${file:}` values) is never
+        # kept on the task or handed to the trigger, whose kwargs Airflow stores in its database.
+        self.spec_path = str(spec_path)
+        self.mirror_name = mirror_name
+        self._config: MirrorConfig | None = None
         self.limits = limits
         self.window_s = float(window_s)
         self.sample_interval_s = float(sample_interval_s)
@@ -73,7 +77,11 @@ class MirrorLagSensor(BaseSensorOperator):
 
     @property
     def config(self) -> MirrorConfig:
-        return MirrorConfig.model_validate(self.mirror)
+        if self._config is None:
+            from mirror_worker.spec import select_mirror
+
+            self._config = select_mirror(Path(self.spec_path), self.mirror_name)
+        return self._config
 
     # Deferrable path -------------------------------------------------------------------------------
     def execute(self, context):
@@ -85,8 +93,8 @@ class MirrorLagSensor(BaseSensorOperator):
         self.log.info("mirror %s: %.0fs of history needed; sampling every %.0fs in the triggerer",
                       self.mirror_name, self.window_s, self.sample_interval_s)
         self.defer(
-            trigger=MirrorLagTrigger(self.mirror, encode_windows(windows), self.window_s, self.sample_interval_s,
-                                     self.measure_timeout_s),
+            trigger=MirrorLagTrigger(self.spec_path, self.mirror_name, encode_windows(windows), self.window_s,
+                                     self.sample_interval_s, self.measure_timeout_s),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.window_s * 2 + 300),
         )
