@@ -5,18 +5,28 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from confluent_kafka import KafkaException, TopicPartition
 
 from mirror_worker.delivery import RunDelivery
+from mirror_worker.ledger import OffsetLedger
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.provenance import PROVENANCE_HEADER, provenance_value
 
-if TYPE_CHECKING:
-    from mirror_worker.source_stream import SourceStream
-
 log = logging.getLogger("mirror_worker")
+
+
+class HaltableStream(Protocol):
+    """What halting a partition needs of a source (source_stream.SourceStream is one): declared here, so
+    that the parts depend on what they use, not on the worker's whole per-source state."""
+
+    alias: str
+    cluster_id: str
+    consumer: object  # pause()
+    ledger: OffsetLedger
+    producers: list | dict  # indexed by the router's producer choice
+    assigned: set[tuple[str, int]]
 
 
 class Halts:
@@ -34,7 +44,7 @@ class Halts:
         self.producer_index = producer_index
         self.on_refused_delivery = on_refused_delivery  # a dead letter the destination refuses halts its partition
 
-    def refuse(self, stream: SourceStream, msg, reason: str, force_halt: bool = False) -> None:
+    def refuse(self, stream: HaltableStream, msg, reason: str, force_halt: bool = False) -> None:
         """A record the destination will not take: dead-letter it (opt-in) or halt its partition."""
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         labels = {**self.label, "source": stream.alias, "topic": topic}
@@ -57,7 +67,7 @@ class Halts:
                 reason = f"{reason}; dead-letter topic refused it too: {exc}"
         self.halt(stream, topic, partition, offset, reason)
 
-    def resend(self, stream: SourceStream, topic: str, partition: int, offset: int, reason: str) -> None:
+    def resend(self, stream: HaltableStream, topic: str, partition: int, offset: int, reason: str) -> None:
         """A record at or after `offset` was not delivered (in time): hold the partition there, nothing at or
         after it is committed, and the next completed commit cycle rewinds it to its commit and mirrors it
         again (worker_commits.py). Counted and logged once per hold."""
@@ -72,7 +82,7 @@ class Halts:
             **self.label, "source": stream.alias, "topic": topic, "partition": partition, "offset": offset,
             "reason": reason})
 
-    def halt(self, stream: SourceStream, topic: str, partition: int, offset: int, reason: str) -> None:
+    def halt(self, stream: HaltableStream, topic: str, partition: int, offset: int, reason: str) -> None:
         """Stop one partition at `offset`: nothing at or after it is committed by this run."""
         labels = {**self.label, "source": stream.alias, "topic": topic}
         stream.ledger.halt((topic, partition), offset, reason)

@@ -13,11 +13,10 @@ from mirror_worker import wire_format
 from mirror_worker.exceptions import SchemaConflict, UnknownSchemaId
 from mirror_worker.framing import needs_recheck, rewritten_fields
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.worker_halts import Halts
+from mirror_worker.worker_halts import HaltableStream, Halts
 
 if TYPE_CHECKING:
     from mirror_worker.schema_sync import SchemaSyncer
-    from mirror_worker.source_stream import SourceStream
 
 log = logging.getLogger("mirror_worker")
 
@@ -47,7 +46,7 @@ class SchemaGate:
         """Whether the topic's keys and values are rewritten, from what is known of its subjects."""
         return rewritten_fields(self.rewrite_mode, self.syncer.framing.get(topic))
 
-    def recheck_framing(self, stream: SourceStream, msg, timestamp_ms: int) -> tuple[bool, bool]:
+    def recheck_framing(self, stream: HaltableStream, msg, timestamp_ms: int) -> tuple[bool, bool]:
         """`msg`'s key or value looks framed where its topic had no subject: look again if it may have one now.
 
         A conflict found here halts `msg`'s partition at `msg`: the records of its run before it are handed
@@ -63,7 +62,7 @@ class SchemaGate:
             self._count_ids()
         return rewritten_fields(self.rewrite_mode, framing)
 
-    def sync_topics(self, stream: SourceStream, topics: list[str]) -> None:
+    def sync_topics(self, stream: HaltableStream, topics: list[str]) -> None:
         """Copy the subjects of newly mirrored topics before any of their records is produced."""
         for topic in topics:
             try:
@@ -72,7 +71,7 @@ class SchemaGate:
                 self.conflict(stream, topic, str(exc))
         self._count_ids()
 
-    def new_schema_ids(self, stream: SourceStream, msg, keys: bool = True, values: bool = True) -> tuple | None:
+    def new_schema_ids(self, stream: HaltableStream, msg, keys: bool = True, values: bool = True) -> tuple | None:
         """A key or value framed with a schema id not mapped yet: sync its subjects, then map it.
 
         Returns the rewritten (key, value), or None when the record was refused (unknown id: dead-lettered or
@@ -101,7 +100,7 @@ class SchemaGate:
         return (wire_format.rewrite(key, syncer.id_headers) if framed_key else key,
                 wire_format.rewrite(value, syncer.id_headers) if framed_value else value)
 
-    def conflict(self, stream: SourceStream, topic: str, reason: str, at=None) -> None:
+    def conflict(self, stream: HaltableStream, topic: str, reason: str, at=None) -> None:
         """The topic's subjects cannot be synced: halt every partition of it this worker holds."""
         if topic not in self.conflicts:
             self.conflicts[topic] = reason

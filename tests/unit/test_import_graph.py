@@ -1,7 +1,8 @@
 """mirror_worker's import graph, read with ast: no cycle, and the library never imports the command layer.
 
-Imports inside functions count (a lazy import still couples two modules); imports under
-`if TYPE_CHECKING:` do not (they never run).
+Imports inside functions count (a lazy import still couples two modules). Imports under `if TYPE_CHECKING:`
+never run, but they couple two modules as much as any other: the cycle check counts them too; the
+command-layer check reads only what runs.
 """
 
 from __future__ import annotations
@@ -23,27 +24,27 @@ def module_names(package_dir: Path) -> dict[str, Path]:
     return names
 
 
-def _runtime_nodes(tree: ast.AST):
-    """Every node, except the bodies of `if TYPE_CHECKING:` blocks."""
+def _nodes(tree: ast.AST, type_only: bool):
+    """Every node; the bodies of `if TYPE_CHECKING:` blocks only if `type_only`."""
     stack = [tree]
     while stack:
         node = stack.pop()
         yield node
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            if not type_only and isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
                 stack.extend(child.orelse)
                 continue
             stack.append(child)
 
 
-def import_graph(package_dir: Path = PACKAGE_DIR) -> dict[str, set[str]]:
-    """{module: the package's modules it imports}."""
+def import_graph(package_dir: Path = PACKAGE_DIR, type_only: bool = True) -> dict[str, set[str]]:
+    """{module: the package's modules it imports}, those under `if TYPE_CHECKING:` too if `type_only`."""
     modules = module_names(package_dir)
     graph = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges = set()
-        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+        for node in _nodes(ast.parse(path.read_text(), str(path)), type_only):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -107,9 +108,18 @@ def test_the_graph_sees_lazy_and_package_imports():
     assert "mirror_worker.commands.sync_schemas" in graph["mirror_worker.commands.main"]  # from package import module
 
 
-def test_no_import_cycle_in_mirror_worker():
+def test_the_graph_sees_type_only_imports_unless_asked_not_to(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import b\n")
+    (tmp_path / "pkg" / "b.py").write_text("from pkg import a\n")
+    assert find_cycle(import_graph(tmp_path / "pkg")) == ["pkg.a", "pkg.b", "pkg.a"]
+    assert find_cycle(import_graph(tmp_path / "pkg", type_only=False)) is None
+
+
+def test_no_import_cycle_in_mirror_worker_type_only_imports_included():
     assert find_cycle(import_graph()) is None
 
 
 def test_library_modules_never_import_the_command_layer():
-    assert library_imports_of_command_layer(import_graph()) == {}
+    assert library_imports_of_command_layer(import_graph(type_only=False)) == {}
