@@ -127,10 +127,15 @@ def _servers_lock(shared: Path, exclusive: bool):
         yield  # closing the files releases what is still held
 
 
+def _uses_own_servers(item) -> bool:
+    """The fault tests run on clusters of their own: an exclusive test need not wait for them, nor they for it."""
+    return item.get_closest_marker("faults") is not None and "stack" not in item.fixturenames
+
+
 @pytest.fixture(autouse=True)
 def _shared_servers(request):
     shared = _worker_shared(request.config)
-    if not shared:
+    if not shared or _uses_own_servers(request.node):
         yield
         return
     with _servers_lock(shared, request.node.get_closest_marker("exclusive") is not None):
