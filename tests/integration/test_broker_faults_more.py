@@ -139,7 +139,7 @@ def test_zombie_worker_frozen_past_max_poll_interval(clusters, tmp_path, topic_n
         positions = Positions(dst.bootstrap_servers, POSITIONS_GROUP, dst.bootstrap_servers, topic)
     else:
         positions = Positions(src.bootstrap_servers, f"g-{topic}", dst.bootstrap_servers, topic)
-    watch = Watch(dst.bootstrap_servers, topic, zombie)
+    watch = Watch(clusters, topic, zombie)
     frozen = False
     try:
         zombie.wait_started(90)
@@ -231,7 +231,7 @@ def test_rolling_restart_of_both_clusters(clusters, tmp_path, topic_name, record
     rate = 500  # the roll takes minutes on a loaded machine: a steady stream for all of it, not a big one
     live = LiveProducer(src.bootstrap_servers, topic, total=10**9, rate=rate)  # until stop()
     worker = _worker(clusters, tmp_path, topic, "at-least-once", "rolling", {})
-    watch = Watch(dst.bootstrap_servers, topic, worker)
+    watch = Watch(clusters, topic, worker)
     restarts: list[dict] = []
     try:
         live.start()
@@ -271,9 +271,9 @@ def _stalls(watch: Watch, since: float) -> float:
     """The longest time, after `since`, that the destination did not grow (the worker's worst recovery)."""
     longest, last_growth, last_total = 0.0, since, None
     for sample in watch.samples:
-        if sample.at < since or sample.total is None:
+        if sample.at < since or sample.destination is None:
             continue
-        if last_total is None or sample.total > last_total:
+        if last_total is None or sample.destination > last_total:
             longest = max(longest, sample.at - last_growth)
-            last_growth, last_total = sample.at, sample.total
+            last_growth, last_total = sample.at, sample.destination
     return round(longest, 1)
