@@ -159,13 +159,19 @@ class PartitionTransactions:
 
         One whose init did not finish is kept and its init called again (as librdkafka asks): a dropped one
         may still finish it later and fence its successor."""
-        producer = self.starting.pop(key, None) or self._producer(key)
+        producer = self.starting.pop(key, None)
+        if producer is None:  # never `or`: a Producer with an empty queue is falsy (len 0)
+            producer = self._producer(key)
         try:
             self._call(producer.init_transactions, key, "init")
         except MirrorError:
             self.starting[key] = producer
             raise
-        producer.begin_transaction()
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:  # failed right after its init: the next attempt starts a new one
+            self._retire(producer)
+            raise MirrorError(f"exactly-once begin of {key[0]}[{key[1]}] failed: {exc.args[0].str()}") from None
         return producer
 
     def _producer(self, key: PositionKey) -> Producer:
@@ -292,7 +298,10 @@ class PartitionTransactions:
         self.held[key] = next_offset
         self.committed_at[key] = self.clock()
         self.recorded.add(key)
-        producer.begin_transaction()
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:  # failed since its commit: the next commit's abort classifies the error
+            self.aborting[key] = exc.args[0].str()
         return next_offset
 
     def pending_commit(self, key: PositionKey) -> int | None:
