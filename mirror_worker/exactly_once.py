@@ -69,10 +69,10 @@ class TransactionPending(MirrorError):
 
 
 class _StuckCall(Exception):
-    """A transactional call did not return long after its timeout (see PartitionTransactions._bounded)."""
+    """send_offsets_to_transaction did not return long after its timeout (see PartitionTransactions._send_offsets)."""
 
 
-# How long past its own timeout a transactional call may block before its producer is given up.
+# How long past its own timeout send_offsets_to_transaction may block before its producer is given up.
 STUCK_AFTER_S = 10.0
 
 # Fatal errors that mean another producer holds the transactional.id now; any other fatal error replaces
@@ -197,8 +197,9 @@ class PartitionTransactions:
         self.live: dict[int, list[bool]] = {}  # id(producer) -> [still in use], read by its error callback
         self.committing: dict[PositionKey, int] = {}  # offsets sent, commit_transaction not finished yet
         self.starting: dict[PositionKey, Producer] = {}  # a replacement whose init did not finish yet
+        # Replaced while their send_offsets_to_transaction still blocks; each is dropped by its own thread once
+        # that call returns (never destroyed under it).
         self.abandoned: list[Producer] = []
-        self.self_fenced: set[PositionKey] = set()  # partitions with an abandoned producer (see _retire)
         self.from_legacy: set[PositionKey] = set()  # positions last read from the earlier layout's group
 
     def _positions_reader(self, group: str, stable: bool = True) -> Consumer:
@@ -229,13 +230,19 @@ class PartitionTransactions:
 
         One whose init did not finish is kept and its init called again (as librdkafka asks): a dropped one
         may still finish it later and fence its successor."""
-        producer = self.starting.pop(key, None) or self._producer(key)
+        producer = self.starting.pop(key, None)
+        if producer is None:  # never `or`: a Producer with an empty queue is falsy (len 0)
+            producer = self._producer(key)
         try:
             self._call(producer.init_transactions, key, "init")
         except MirrorError:
             self.starting[key] = producer
             raise
-        producer.begin_transaction()
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:  # failed right after its init: the next attempt starts a new one
+            self._retire(producer)
+            raise MirrorError(f"exactly-once begin of {key[0]}[{key[1]}] failed: {exc.args[0].str()}") from None
         return producer
 
     def _producer(self, key: PositionKey) -> Producer:
@@ -258,19 +265,14 @@ class PartitionTransactions:
         self.live[id(producer)] = live
         return producer
 
-    def _retire(self, producer: Producer, key: PositionKey | None = None) -> None:
-        """A producer replaced by a new one of its transactional.id: its errors are expected now. One with a
-        call still blocking (`key` given) is kept, never destroyed under that call; it may still act on the
-        broker when that call ends and fence its successor, so a fencing of `key` is not taken for another
-        worker's until the partition is reassigned (`self_fenced`)."""
+    def _retire(self, producer: Producer) -> None:
+        """A producer replaced by a new one of its transactional.id: its errors are expected now."""
         self.live.pop(id(producer), [True])[0] = False
-        if key is not None:
-            self.abandoned.append(producer)
-            self.self_fenced.add(key)
 
-    def _fenced(self, key: PositionKey, error: KafkaError) -> bool:
+    @staticmethod
+    def _fenced(error: KafkaError) -> bool:
         """Another worker holds the partition's transactional.id now (else: replace the producer)."""
-        return error.fatal() and error.code() in _FENCED and key not in self.self_fenced
+        return error.fatal() and error.code() in _FENCED
 
     def _fence_legacy(self, key: PositionKey) -> None:
         """init_transactions of the earlier layout's transactional.id: an old worker still writing it stops."""
@@ -358,8 +360,9 @@ class PartitionTransactions:
         finally:
             reader.close()
 
-    def commit(self, key: PositionKey, next_offset: int, timeout_s: float) -> None:
-        """Add the position to the partition's transaction, commit it, open the next one.
+    def commit(self, key: PositionKey, next_offset: int, timeout_s: float) -> int:
+        """Add the position to the partition's transaction, commit it, open the next one. Returns the position
+        committed: `next_offset`, or the pending_commit's (what was handed over after it is re-sent).
 
         librdkafka's classes of error: retriable (timed out: the same call again, TransactionPending),
         abortable (abort, TransactionAborted: the caller re-sends from the committed position), fatal
@@ -369,33 +372,26 @@ class PartitionTransactions:
             self._abort(key, timeout_s)
             raise TransactionAborted(f"{key[0]}[{key[1]}]: {reason}")
         producer = self.producers[key]
-
         committing = self.committing.get(key)
-        if committing is not None and committing != next_offset:  # not this transaction's position: start over
-            self.aborting[key] = f"commit of position {committing} unfinished"
-            self._abort(key, timeout_s)
-            raise TransactionAborted(f"{key[0]}[{key[1]}]: {self.aborting.get(key, 'commit unfinished')}")
-
-        def send_and_commit(timeout: float) -> None:
-            if committing is None:  # after a commit that timed out only commit_transaction is called again
-                producer.send_offsets_to_transaction([self._slot(key, next_offset)], self.group_metadata, timeout)
-                self.committing[key] = next_offset
-            producer.commit_transaction(timeout)
+        if committing is not None:  # see pending_commit: that transaction is finished, not this position's
+            next_offset = committing
 
         try:
-            if key not in self.recorded:
-                self._record(producer, key)
-            self._bounded(send_and_commit, timeout_s)
+            if committing is None:  # after a commit that timed out only commit_transaction is called again
+                if key not in self.recorded:
+                    self._record(producer, key)
+                self._send_offsets(producer, self._slot(key, next_offset), timeout_s)
+                self.committing[key] = next_offset
+            producer.commit_transaction(timeout_s)
         except _StuckCall:
-            self.aborting[key] = f"commit did not return within {timeout_s + STUCK_AFTER_S:.0f}s"
+            self.aborting[key] = f"send_offsets_to_transaction did not return within {timeout_s + STUCK_AFTER_S:.0f}s"
             self.broken.add(key)
-            self._retire(producer, key)
             self._abort(key, timeout_s)
             raise TransactionAborted(f"{key[0]}[{key[1]}]: {self.aborting.get(key, 'commit hung')}") from None
         except KafkaException as exc:
             error = exc.args[0]
             where = f"{key[0]}[{key[1]}]: {error.str()}"
-            if self._fenced(key, error):
+            if self._fenced(error):
                 raise ProducerFenced(where) from None
             if error.retriable() and not error.txn_requires_abort() and not error.fatal():
                 raise TransactionPending(where) from None
@@ -406,7 +402,16 @@ class PartitionTransactions:
         self.held[key] = next_offset
         self.committed_at[key] = self.clock()
         self.recorded.add(key)
-        producer.begin_transaction()
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:  # failed since its commit: the next commit's abort classifies the error
+            self.aborting[key] = exc.args[0].str()
+        return next_offset
+
+    def pending_commit(self, key: PositionKey) -> int | None:
+        """The position of a commit_transaction that timed out: librdkafka allows nothing but the same call
+        again (an abort fails with "Conflicting commit_transaction API call"), so it is finished first."""
+        return self.committing.get(key)
 
     def _record(self, producer: Producer, key: PositionKey) -> None:
         """In the open transaction: this partition has a position on the destination from now on."""
@@ -432,19 +437,17 @@ class PartitionTransactions:
         if key not in self.broken:
             producer = self.producers[key]
             try:
-                self._bounded(producer.abort_transaction, timeout_s)
+                producer.abort_transaction(timeout_s)
                 producer.begin_transaction()
                 del self.aborting[key]
                 self.committing.pop(key, None)
                 return
             except KafkaException as exc:
                 error = exc.args[0]
-                if self._fenced(key, error):
+                if self._fenced(error):
                     raise ProducerFenced(f"{key[0]}[{key[1]}]: abort failed: {error.str()}") from None
                 if not error.fatal():  # timed out: the abort goes on, and is called again
                     raise TransactionPending(f"{key[0]}[{key[1]}]: abort: {error.str()}") from None
-            except _StuckCall:
-                self._retire(producer, key)
             self.broken.add(key)
         log.warning("exactly-once producer replaced", extra={
             "source": self.alias, "partition": f"{key[0]}[{key[1]}]", "error": self.aborting[key]})
@@ -452,35 +455,45 @@ class PartitionTransactions:
             replacement = self._new_producer(key)
         except MirrorError as failed:
             raise TransactionPending(str(failed)) from None
-        old = self.producers[key]
-        if not any(old is p for p in self.abandoned):
-            self._retire(old)
+        self._retire(self.producers[key])
         self.producers[key] = replacement
         self.committing.pop(key, None)
         self.broken.discard(key)
         del self.aborting[key]
 
-    @staticmethod
-    def _bounded(call, timeout_s: float) -> None:
-        """`call(timeout_s)` in a thread of its own, given up STUCK_AFTER_S past its timeout (_StuckCall).
+    def _send_offsets(self, producer: Producer, slot: TopicPartition, timeout_s: float) -> None:
+        """send_offsets_to_transaction in a thread of its own, given up STUCK_AFTER_S past its timeout
+        (_StuckCall: the caller replaces the producer). What the call raises is raised here.
 
         librdkafka 2.16's send_offsets_to_transaction was seen blocking without end after a kill -9 and
-        restart of the destination broker (waiting in rd_kafka_txn_op_req0, long past its timeout, the broker
-        back): the main loop must not hang with it. What the call raises is raised here."""
+        restart of the destination broker (its coordinator request never times out, librdkafka issue 5456):
+        the main loop must not hang with it. Only this call is given up: the others honour their timeout, and
+        a given-up abort or init could still bump the producer epoch later and fence the replacement. A
+        given-up producer is never called again; its thread drops it once the call returns (a late
+        TxnOffsetCommit of the fenced epoch is refused by the broker)."""
         outcome: list[BaseException | None] = []
+        given_up: list[bool] = []
+        lock = threading.Lock()
 
         def run() -> None:
             try:
-                call(timeout_s)
-                outcome.append(None)
+                producer.send_offsets_to_transaction([slot], self.group_metadata, timeout_s)
+                result = None
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                outcome.append(exc)
+                result = exc
+            with lock:
+                outcome.append(result)
+                if given_up:
+                    self.abandoned.remove(producer)
 
-        thread = threading.Thread(target=run, name="transaction-call", daemon=True)
+        thread = threading.Thread(target=run, name="send-offsets", daemon=True)
         thread.start()
         thread.join(timeout_s + STUCK_AFTER_S)
-        if not outcome:
-            raise _StuckCall()
+        with lock:
+            if not outcome:
+                given_up.append(True)
+                self.abandoned.append(producer)
+                raise _StuckCall()
         if outcome[0] is not None:
             raise outcome[0]
 
@@ -493,7 +506,6 @@ class PartitionTransactions:
             self.aborting.pop(key, None)
             self.committing.pop(key, None)
             self.broken.discard(key)
-            self.self_fenced.discard(key)
             producer = self.producers.pop(key, None)
             if producer is not None and not any(producer is p for p in self.abandoned):
                 try:
@@ -510,7 +522,7 @@ class PartitionTransactions:
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                # Not abandoned when slow (see _bounded): an init left running could finish later and fence
+                # Not given up when slow (see _send_offsets): an init left running could finish later and fence
                 # the producer that replaced it.
                 method(self.timeout_s)
                 return

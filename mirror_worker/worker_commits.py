@@ -198,15 +198,20 @@ class CommitCycle:
             }
             pending, stream.pending = stream.pending, {}
             committed = {}
-            for key in resends:
-                if key in owned and key in stream.producers:
-                    progressed[key] = None  # a record failed in its transaction: abort it, then rewind
+            for key in [*resends, *(k for k in stream.producers if stream.transactions.pending_commit(k) is not None)]:
+                if key in owned and key in stream.producers and key not in progressed:
+                    # A record failed in its transaction: abort it, then rewind (or, a commit that timed out
+                    # first: finish it, then rewind, see pending_commit).
+                    progressed[key] = None
             for key, offset in progressed.items():
+                finishing = stream.transactions.pending_commit(key)
                 try:
-                    if offset is None:
+                    if offset is None and finishing is None:
                         stream.transactions.abort(key, resends[key])
                         raise TransactionAborted(resends[key])
-                    if not self._commit_transaction(stream, key, offset, deadline, from_loop):
+                    done = self._commit_transaction(stream, key, offset if finishing is None else finishing,
+                                                    deadline, from_loop)
+                    if done is None:
                         outcome.complete = False  # still open: the rebalance or the shutdown aborts it
                         continue
                 except TransactionAborted as exc:
@@ -224,7 +229,10 @@ class CommitCycle:
                         continue
                     self.state.fail(f"exactly-once producer fenced by another worker: {exc}")
                     return outcome
-                committed[key] = offset
+                committed[key] = done
+                if done != offset:  # what was handed over after the late commit is in no transaction: re-sent
+                    outcome.complete = False
+                    outcome.aborted.append((stream, key, resends.get(key, f"commit of position {done} finished late")))
             self._count_delivered(stream, pending)
             if committed:
                 ledger.mark_committed(committed)
@@ -256,9 +264,10 @@ class CommitCycle:
                 self.release_consumers()
 
     def _commit_transaction(self, stream: SourceStream, key: tuple[str, int], offset: int, deadline: float | None,
-                            hold_consumers: bool) -> bool:
+                            hold_consumers: bool) -> int | None:
         """Commit one partition's transaction, tried again while the destination does not answer (as the
-        at-least-once flush waits). False if the deadline (or the shutdown's) came first: still open.
+        at-least-once flush waits); returns the position committed (PartitionTransactions.commit). None if the
+        deadline (or the shutdown's) came first: still open.
 
         Unbounded only from the main loop (hold_consumers); elsewhere (a rebalance callback, fit_batches)
         bounded by shutdown_timeout_s."""
@@ -270,21 +279,20 @@ class CommitCycle:
         try:
             while True:
                 if key not in stream.producers:
-                    return False  # revoked or lost meanwhile (held consumers run rebalances): its owner re-sends
+                    return None  # revoked or lost meanwhile (held consumers run rebalances): its owner re-sends
                 now = self.clock()
                 timeout = 5.0 if deadline is None else max(0.5, min(5.0, deadline - now))
                 try:
-                    stream.transactions.commit(key, offset, timeout)
-                    return True
+                    return stream.transactions.commit(key, offset, timeout)
                 except TransactionPending as exc:
                     error = str(exc)
                 now = self.clock()
                 if self.state.fatal is not None:
-                    return False
+                    return None
                 if deadline is None and self.state.stop_event.is_set():
                     deadline = now + self.state.shutdown_timeout_s
                 if deadline is not None and now >= deadline:
-                    return False
+                    return None
                 if hold and not held and now - started >= PAUSE_AFTER_S:
                     self.hold_consumers()
                     held = True
@@ -306,7 +314,7 @@ class CommitCycle:
                 continue
             for key, offset in stream.transactions.keepalive_due(stream.assigned, self.positions_keepalive_s).items():
                 try:
-                    if not self._commit_transaction(stream, key, offset, None, True):
+                    if self._commit_transaction(stream, key, offset, None, True) is None:
                         return  # stopping
                 except TransactionAborted as exc:
                     # Most likely the destination is unreachable: try again next cycle, not every partition now.

@@ -202,7 +202,7 @@ class FakeTransactions:
             self.producers.setdefault(key, self.producer_factory())
         return {key: self.positions.get(key) for key in keys}
 
-    def commit(self, key, next_offset, timeout_s) -> None:
+    def commit(self, key, next_offset, timeout_s) -> int:
         producer = self.producers[key]
         if key in self.abort_next:
             self.abort_next.discard(key)
@@ -213,6 +213,10 @@ class FakeTransactions:
         producer.in_transaction = []
         self.commits.append((key, next_offset))
         self.positions[key] = (next_offset, "")
+        return next_offset
+
+    def pending_commit(self, key):
+        return None
 
     def vanished(self, keys) -> set:
         """Of partitions without a position, those that had one (see PartitionTransactions.vanished)."""
