@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 # Test processes sharing one stack (tests/conftest.py): most integration tests wait rather than compute.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 .PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker bench bench-wan clean
 
