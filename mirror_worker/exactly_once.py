@@ -10,17 +10,10 @@ The destination topic has at least as many partitions as its source in this mode
 names a real partition (the broker refuses offsets of unknown partitions). Nobody consumes with that
 group; it is only a transactional key-value store that `read_committed` fetches honour per partition.
 
-Identities: a destination partition is written by one source partition at most, so everything is keyed by
-it, which is unique per destination cluster by construction (two mirrors named alike, from sources named
-alike, copying topics named alike, no longer share anything unless they write the same partition). Each
-position carries its owner (source cluster id, source topic, the mirror's consumer group): a worker that
-finds another owner's position on a partition it is about to write refuses to start (`IdentityCollision`)
-before its `init_transactions` could fence that mirror.
-
-Upgrades: positions of the earlier layout (group `kafka-mirror-eos.<mirror>.<source alias>`, transactional
-ids `kafka-mirror.<mirror>.<alias>.<topic>.<partition>`) are read when the new group has none; the old
-transactional id is then fenced first (an old worker still running stops), and the first commit moves the
-position into the new group. The old group's offsets then expire unused.
+Identities (keyed by the destination partition, each position carrying its owner) and the upgrade from the
+earlier layout: exactly_once_positions.py. A worker that finds another owner's position on a partition it is
+about to write refuses to start (`IdentityCollision`) before its `init_transactions` could fence that mirror;
+an earlier layout's transactional id is fenced before its position is moved into the new group.
 
 Offsets of a group without members expire (`offsets.retention.minutes` after their last commit, 7 days by
 default), so the positions are kept alive: one that did not move for a quarter of the destination's
@@ -42,17 +35,18 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import ConfigResource
 
 from mirror_worker.clients import client_callback
-from mirror_worker.exceptions import ConfigError, MirrorError
+from mirror_worker.exactly_once_positions import (
+    POSITIONS_GROUP, IdentityCollision, PositionKey, committed_position, keepalive_due, legacy_position_record_key,
+    legacy_positions_group, legacy_transactional_id, parse_position_metadata, position_metadata,
+    position_record_key, transactional_id,
+)
+from mirror_worker.exceptions import MirrorError
 
 log = logging.getLogger("mirror_worker")
-
-PositionKey = tuple[str, int]  # (source topic, source partition)
 
 
 class TransactionAborted(MirrorError):
@@ -78,92 +72,6 @@ STUCK_AFTER_S = 10.0
 # Fatal errors that mean another producer holds the transactional.id now; any other fatal error replaces
 # the producer (a new one with the same id fences the broken one and aborts its transaction).
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
-
-
-class IdentityCollision(ConfigError):
-    """Another mirror already writes a destination partition this one would write."""
-
-
-POSITIONS_GROUP = "kafka-mirror-eos"
-
-
-def legacy_positions_group(mirror: str, alias: str) -> str:
-    """Where positions were kept before identities derived from the destination partition (upgrades)."""
-    return f"{POSITIONS_GROUP}.{mirror}.{alias}"
-
-
-def transactional_id(destination_topic: str, partition: int) -> str:
-    return f"{POSITIONS_GROUP}.{destination_topic}.{partition}"
-
-
-def legacy_transactional_id(mirror: str, alias: str, topic: str, partition: int) -> str:
-    return f"kafka-mirror.{mirror}.{alias}.{topic}.{partition}"
-
-
-def position_record_key(destination_topic: str, partition: int) -> bytes:
-    """The key of a partition's record in the positions topic: one per destination partition."""
-    return json.dumps([destination_topic, partition]).encode()
-
-
-def legacy_position_record_key(alias: str, key: PositionKey) -> bytes:
-    return json.dumps([alias, key[0], key[1]]).encode()
-
-
-@dataclass(frozen=True)
-class Owner:
-    """Who writes a destination partition: one source partition of one mirror (its consumer group)."""
-
-    cluster: str  # the source cluster id
-    topic: str    # the source topic
-    group: str
-
-    def describe(self) -> str:
-        return f"group {self.group}, source cluster {self.cluster}, topic {self.topic}"
-
-
-def position_metadata(topic_id: str, owner: Owner) -> str:
-    return json.dumps({"topic_id": topic_id, "cluster": owner.cluster, "topic": owner.topic, "group": owner.group})
-
-
-def parse_position_metadata(metadata: str | None) -> tuple[str, Owner | None]:
-    """(the source topic id, the owner) of a committed position; earlier layouts kept only the topic id."""
-    if not metadata or not metadata.startswith("{"):
-        return metadata or "", None
-    try:
-        fields = json.loads(metadata)
-        return fields.get("topic_id") or "", Owner(fields["cluster"], fields["topic"], fields["group"])
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return "", None
-
-
-# Positions are re-committed at least this often, and at least four times per offsets retention period.
-KEEPALIVE_MAX_S = 3600.0
-
-
-def keepalive_interval_s(retention_ms: int | None) -> float:
-    """How often an unchanged position is committed again, given the destination's offsets retention."""
-    if not retention_ms or retention_ms <= 0:
-        return KEEPALIVE_MAX_S
-    return max(1.0, min(KEEPALIVE_MAX_S, retention_ms / 1000 / 4))
-
-
-def keepalive_due(held: dict[PositionKey, int], committed_at: dict[PositionKey, float], owned, now: float,
-                  interval_s: float) -> dict[PositionKey, int]:
-    """Positions of owned partitions not committed for `interval_s`: {key: the position to commit again}."""
-    return {key: offset for key, offset in held.items()
-            if key in owned and now - committed_at.get(key, float("-inf")) >= interval_s}
-
-
-def offsets_retention_ms(admin, timeout_s: float) -> int | None:
-    """The destination brokers' offsets.retention.minutes in ms, or None when it cannot be read."""
-    try:
-        broker = min(admin.list_topics(timeout=timeout_s).brokers)
-        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
-        entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(timeout_s)
-        return int(entries["offsets.retention.minutes"].value) * 60_000
-    except (KafkaException, KeyError, ValueError, TypeError) as exc:
-        log.warning("offsets.retention.minutes of the destination not readable", extra={"error": str(exc)})
-        return None
 
 
 class PartitionTransactions:
@@ -296,14 +204,14 @@ class PartitionTransactions:
 
         A partition without one in the positions group gets the earlier layout's position, if any (read
         without waiting for open transactions unless `stable_legacy`: open() fences their writer first)."""
-        found = {key: _position(tp) for key, tp in zip(keys, self._committed(self.group, keys))}
+        found = {key: committed_position(tp) for key, tp in zip(keys, self._committed(self.group, keys))}
         absent = [key for key, position in found.items() if position is None]
         self.from_legacy.difference_update(keys)
         if absent:
             legacy = self._positions_reader(legacy_positions_group(self.mirror, self.alias), stable_legacy)
             try:
                 for key, tp in zip(absent, self._committed(legacy, absent)):
-                    found[key] = _position(tp)
+                    found[key] = committed_position(tp)
                     if found[key] is not None:
                         self.from_legacy.add(key)
             finally:
@@ -531,7 +439,3 @@ class PartitionTransactions:
                 if not error.retriable() or time.monotonic() > deadline:
                     raise MirrorError(f"exactly-once {what} of {key[0]}[{key[1]}] failed: {error.str()}") from None
                 time.sleep(0.2)
-
-
-def _position(tp: TopicPartition) -> tuple[int, str] | None:
-    return (tp.offset, parse_position_metadata(tp.metadata)[0]) if tp.offset >= 0 else None

@@ -36,8 +36,9 @@ from mirror_worker.client_config import (
 )
 from mirror_worker.config import MirrorConfig
 from mirror_worker.delivery import RunDelivery, undelivered
-from mirror_worker.exactly_once import (
-    KEEPALIVE_MAX_S, POSITIONS_GROUP, Owner, PartitionTransactions, keepalive_interval_s, offsets_retention_ms,
+from mirror_worker.exactly_once import PartitionTransactions
+from mirror_worker.exactly_once_positions import (
+    KEEPALIVE_MAX_S, POSITIONS_GROUP, Owner, keepalive_interval_s, offsets_retention_ms,
 )
 from mirror_worker.clients import ClientSettings, error_text, fatal_reason
 from mirror_worker.consume import take_available

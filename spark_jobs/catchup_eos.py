@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from mirror_worker.exactly_once import POSITIONS_GROUP, Owner, PartitionTransactions, ProducerFenced, TransactionAborted
+from mirror_worker.exactly_once import PartitionTransactions, ProducerFenced, TransactionAborted
+from mirror_worker.exactly_once_positions import POSITIONS_GROUP, Owner
 
 PositionKey = tuple[str, int]
 

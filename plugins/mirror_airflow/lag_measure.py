@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_airflow.lag_rules import PartitionKey, Sample
 from mirror_worker.config import MirrorConfig
-from mirror_worker.exactly_once import POSITIONS_GROUP, legacy_positions_group
+from mirror_worker.exactly_once_positions import POSITIONS_GROUP, legacy_positions_group
 from mirror_worker.log_ends import log_bounds, reads_committed
 from mirror_worker.topics import describe_topics
 from mirror_worker.client_config import connection_settings

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from mirror_worker.exactly_once import POSITIONS_GROUP
+from mirror_worker.exactly_once_positions import POSITIONS_GROUP
 from tests.catchup_util import catchup_summary, run_catchup
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import (

@@ -6,9 +6,8 @@ import pytest
 
 from mirror_worker.config import build_mirror_config
 from mirror_worker.data_loss import Verdict, decide_start
-from mirror_worker.exactly_once import (
-    POSITIONS_GROUP, Owner, legacy_positions_group, legacy_transactional_id, parse_position_metadata, position_metadata,
-    transactional_id,
+from mirror_worker.exactly_once_positions import (
+    POSITIONS_GROUP, Owner, legacy_positions_group, legacy_transactional_id, parse_position_metadata, position_metadata, transactional_id,
 )
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.routing import Router

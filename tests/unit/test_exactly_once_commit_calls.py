@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_worker.exactly_once import Owner, PartitionTransactions, TransactionPending
+from mirror_worker.exactly_once import PartitionTransactions, TransactionPending
+from mirror_worker.exactly_once_positions import Owner
 
 KEY = ("t", 0)
 
