@@ -35,7 +35,7 @@ from pathlib import Path
 from bench.compare import (Clusters, _rate_name, build_parser, delete_topics, latency_labels, medians, preload, run_one,
                            system_procs, warm_up)
 from devstack.kafka_cluster import FaultStack
-from tests.toxiproxy import Proxy, proxies, reset
+from devstack.toxics import Proxy, proxies, reset
 
 LOOPBACK = "loopback"
 KEEPS, BEATS_MM2 = 0.8, 2.5  # the goal (issue 28): share of RTT-0 throughput kept, and times MirrorMaker 2

@@ -3,7 +3,7 @@
 One server holds many proxies (one per broker), made through its API while it runs. They live only in
 the server's memory, so they are also kept in `<home>/proxies.json`, which the server reads at start
 (`-config`): a restart brings them back with their listen ports. Toxics (latency, cuts, ...) are set through the HTTP API
-(`tests/toxiproxy.py`) and are never persisted.
+(`devstack/toxics.py`) and are never persisted.
 """
 
 from __future__ import annotations

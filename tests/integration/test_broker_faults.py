@@ -25,7 +25,7 @@ from devstack.kafka import answers_metadata
 from mirror_worker.offset_syncs import OffsetSync
 from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic
-from tests.toxiproxy import proxies, reset
+from devstack.toxics import proxies, reset
 from tests.worker_util import WorkerProcess, by_partition, loss_and_duplicates, read_topic, write_properties
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
