@@ -28,7 +28,7 @@ Every mirror is validated on its own: one broken mirror does not hide the others
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -59,6 +59,9 @@ class SpecEntry:
     enabled: bool
     config: MirrorConfig | None
     error: str | None
+    # The mirror's `airflow:` mapping as written (group settings' overlaid by the mirror's own keys), read
+    # with the rest of the spec; the Airflow side validates it (mirror_airflow/settings.py), the worker never.
+    airflow: object = field(default_factory=dict)
 
 
 def read_spec(path: Path) -> dict:
@@ -122,10 +125,23 @@ def load_entries(path: Path) -> list[SpecEntry]:
                 else:
                     derived = {"origin-records": "skip"} if name in reversed_names else {}
                 config = _mirror_config(group, mirror, prefix, where, derived)
-                built[name] = SpecEntry(name, group_name, enabled, config, None)
+                built[name] = SpecEntry(name, group_name, enabled, config, None, _airflow_section(group, mirror))
             except ConfigError as exc:
-                built[name] = SpecEntry(name or "?", group_name, enabled, None, str(exc))
+                built[name] = SpecEntry(name or "?", group_name, enabled, None, str(exc), _airflow_section(group, mirror))
     return _one_group_per_mirror([built[name] for _, _, name, _, _ in raw], path)
+
+
+def _airflow_section(group: dict, mirror: object) -> object:
+    """The group settings' `airflow:` overlaid by the mirror's own, key by key; a value that is not a
+    mapping is kept as it is, for the Airflow side to refuse with the mirror named."""
+    settings = group.get("settings") if isinstance(group.get("settings"), dict) else {}
+    shared = settings.get(_AIRFLOW_KEY) or {}
+    own = (mirror.get(_AIRFLOW_KEY) if isinstance(mirror, dict) else None) or {}
+    if not isinstance(shared, dict):
+        return shared
+    if not isinstance(own, dict):
+        return own
+    return {**shared, **own}
 
 
 def _one_group_per_mirror(entries: list[SpecEntry], path: Path) -> list[SpecEntry]:
@@ -137,7 +153,7 @@ def _one_group_per_mirror(entries: list[SpecEntry], path: Path) -> list[SpecEntr
         if group in owners:
             entry = SpecEntry(entry.name, entry.group, entry.enabled, None,
                               f"{path}: mirror {entry.name!r}: group-id: {group} is also mirror {owners[group]!r}'s "
-                              "consumer group (one consumer group per mirror)")
+                              "consumer group (one consumer group per mirror)", entry.airflow)
         elif group is not None:
             owners[group] = entry.name
         out.append(entry)

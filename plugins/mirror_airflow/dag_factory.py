@@ -33,7 +33,7 @@ from mirror_airflow.operators import (
     StopMirrorOperator,
     SyncSchemasOperator,
 )
-from mirror_airflow.settings import MirrorAirflowSettings, airflow_sections, parse_settings
+from mirror_airflow.settings import MirrorAirflowSettings, entry_settings
 from mirror_worker.exceptions import ConfigError
 
 SPEC_ENV = "KAFKA_MIRROR_SPEC"
@@ -72,8 +72,6 @@ def _mirror_entry(name: str, path: Path):
 
 def mirror_dags(name: str, path: Path | None = None) -> dict:
     """dag_id -> DAG for one mirror of the spec; {} when it is disabled. Spec errors raise, naming mirror and key."""
-    from mirror_worker.spec import read_spec
-
     path = Path(path or spec_path())
     entry = _mirror_entry(name, path)
     if not entry.enabled:
@@ -81,7 +79,7 @@ def mirror_dags(name: str, path: Path | None = None) -> dict:
     if entry.error:
         raise MirrorSpecError(entry.error)
     where = f"{path}: mirror {name!r}"
-    settings = parse_settings(airflow_sections(read_spec(path)).get(name, {}), where)
+    settings = entry_settings(entry, path)
     config = entry.config
     if (settings.source_conn_id and len(config.sources) > 1):
         raise MirrorSpecError(f"{where}: airflow.source-conn-id: the mirror has several sources; "

@@ -12,8 +12,10 @@
               lag: {...}                        # passed raw to mirror_airflow.lag_dag (airflow-lag)
               alerts: {...}                     # passed raw to mirror_airflow.notifiers.notifiers_for
 
-The worker ignores this mapping (mirror_worker/spec.py); the DAG factory validates it here, unknown
-keys rejected, so a typo fails that mirror's DAG file with the mirror and key named.
+The spec is read once, by mirror_worker/spec.py: each `SpecEntry` carries this mapping as written (group
+and mirror keys overlaid) beside the worker's config; the worker ignores it. The DAG factory, the dashboard
+and the operators validate it here, unknown keys rejected, so a typo fails that mirror's DAG file with the
+mirror and key named.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pydantic import ConfigDict, Field, StrictBool, ValidationError, field_valid
 
 from mirror_airflow.exceptions import MirrorSpecError
 from mirror_airflow.spec_models import KebabModel, validation_message
-from mirror_worker.spec import read_spec
+from mirror_worker.spec import SpecEntry, load_entries
 
 AIRFLOW_KEY = "airflow"
 _CONN_ID = r"^[A-Za-z0-9_.-]+$"
@@ -62,28 +64,10 @@ class MirrorAirflowSettings(KebabModel):
         return value
 
 
-def airflow_sections(spec: dict) -> dict[str, dict]:
-    """Mirror name -> its raw `airflow:` mapping (group settings overlaid by the mirror's own keys)."""
-    out: dict[str, dict] = {}
-    for group in spec.get("groups") or []:
-        if not isinstance(group, dict):
-            continue
-        settings = group.get("settings") if isinstance(group.get("settings"), dict) else {}
-        group_section = settings.get(AIRFLOW_KEY) or {}
-        for mirror in group.get("mirrors") or []:
-            if not isinstance(mirror, dict) or not mirror.get("name"):
-                continue
-            own = mirror.get(AIRFLOW_KEY) or {}
-            if not isinstance(group_section, dict) or not isinstance(own, dict):
-                out[str(mirror["name"])] = {"__not_a_mapping__": True}
-                continue
-            out[str(mirror["name"])] = {**group_section, **own}
-    return out
-
-
-def parse_settings(raw: dict, where: str) -> MirrorAirflowSettings:
-    """Validate one mirror's `airflow:` mapping; the first problem becomes one MirrorSpecError line."""
-    if raw.get("__not_a_mapping__"):
+def parse_settings(raw: object, where: str) -> MirrorAirflowSettings:
+    """Validate one mirror's `airflow:` mapping (`SpecEntry.airflow`); the first problem becomes one
+    MirrorSpecError line."""
+    if not isinstance(raw, dict):
         raise MirrorSpecError(f"{where}: airflow: a mapping is expected")
     try:
         return MirrorAirflowSettings.model_validate(raw)
@@ -91,6 +75,12 @@ def parse_settings(raw: dict, where: str) -> MirrorAirflowSettings:
         raise MirrorSpecError(validation_message(exc, where, key_prefix="airflow.")) from None
 
 
+def entry_settings(entry: SpecEntry, spec_path: Path) -> MirrorAirflowSettings:
+    return parse_settings(entry.airflow, f"{spec_path}: mirror {entry.name!r}")
+
+
 def load_settings(spec_path: Path, mirror: str) -> MirrorAirflowSettings:
-    raw = airflow_sections(read_spec(spec_path)).get(mirror, {})
-    return parse_settings(raw, f"{spec_path}: mirror {mirror!r}")
+    for entry in load_entries(spec_path):
+        if entry.name == mirror:
+            return entry_settings(entry, spec_path)
+    raise MirrorSpecError(f"{spec_path}: no mirror named {mirror!r}")

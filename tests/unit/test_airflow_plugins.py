@@ -22,7 +22,7 @@ from mirror_airflow.operators import (
     next_action,
     pause_check_due,
 )
-from mirror_airflow.settings import airflow_sections, load_settings, parse_settings
+from mirror_airflow.settings import load_settings, parse_settings
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.spec import load_entries
 
@@ -110,10 +110,22 @@ def test_airflow_settings_errors_name_mirror_and_key(raw, message):
     assert "\n" not in str(info.value)
 
 
-def test_airflow_section_must_be_a_mapping():
-    spec = {"groups": [{"mirrors": [{"name": "m", "airflow": "yes"}]}]}
-    with pytest.raises(MirrorSpecError, match="mirror 'm': airflow: a mapping is expected"):
-        parse_settings(airflow_sections(spec)["m"], "mirror 'm'")
+@pytest.mark.parametrize("where", ["mirror", "group"])
+def test_airflow_section_must_be_a_mapping(tmp_path, where):
+    path = tmp_path / "m.yaml"
+    path.write_text(SPEC.replace('airflow: {worker-retries: 1, unpaused: true, alerts: {webhook: {url: "http://x"}}}',
+                                 "airflow: yes") if where == "mirror"
+                    else SPEC.replace("airflow: {worker-retries: 5, pause-check-interval-s: 5}", "airflow: [5]"))
+    with pytest.raises(MirrorSpecError, match="mirror 'orders': airflow: a mapping is expected"):
+        load_settings(path, "orders")
+
+
+def test_the_spec_entry_carries_the_airflow_mapping_read_with_the_worker_config(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(SPEC)
+    entries = {e.name: e for e in load_entries(path)}
+    assert entries["plain"].airflow == {"worker-retries": 5, "pause-check-interval-s": 5}
+    assert entries["orders"].airflow["unpaused"] is True and entries["orders"].airflow["worker-retries"] == 1
 
 
 def test_kafka_hook_settings_from_connection_extras(monkeypatch):

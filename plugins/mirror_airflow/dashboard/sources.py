@@ -20,18 +20,17 @@ def spec_mirrors(path: Path | None = None) -> list[MirrorSpec]:
     from mirror_airflow.dag_factory import spec_path
     from mirror_airflow.lag_dag import LagSettings
     from mirror_airflow.reports import report_dir_default
-    from mirror_airflow.settings import airflow_sections, parse_settings
-    from mirror_worker.spec import load_entries, read_spec
+    from mirror_airflow.settings import parse_settings
+    from mirror_worker.spec import load_entries
 
     path = Path(path or spec_path())
-    sections = airflow_sections(read_spec(path))
     out = []
     for entry in load_entries(path):
         if not entry.enabled:
             continue
         error, lag, report_dir = entry.error, LagSettings(), str(report_dir_default())
         try:
-            settings = parse_settings(sections.get(entry.name, {}), f"mirror {entry.name!r}")
+            settings = parse_settings(entry.airflow, f"mirror {entry.name!r}")
             lag = LagSettings.parse(settings.lag, f"mirror {entry.name!r}: airflow.lag")
             report_dir = settings.verify_report_dir or report_dir
         except Exception as exc:  # shown on the page; the DAG file reports the same error
