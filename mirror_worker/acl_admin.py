@@ -18,9 +18,8 @@ from confluent_kafka.admin import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType,
 )
 
+from mirror_worker import kafka_clients
 from mirror_worker.acl_sync import DENY, PrincipalFilter, SkippedAcl, TopicAcl, plan_acl_sync
-from mirror_worker.client_config import connection_settings
-from mirror_worker.clients import librdkafka_log
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exceptions import MirrorError
 
@@ -159,7 +158,7 @@ def worker_acl_sync(config: MirrorConfig, destination_admin, remote_topic: Calla
 
 def _admin(settings: dict) -> AdminClient:
     # librdkafka's own lines go to the structured log: stderr carries only the command's one-line error.
-    return AdminClient({**connection_settings(settings), "logger": librdkafka_log})
+    return kafka_clients.admin_client(settings)
 
 
 def sync_mirror_acls(config: MirrorConfig, dry_run: bool = False, timeout: float = 30.0) -> list[AclSyncReport]:

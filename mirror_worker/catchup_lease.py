@@ -17,8 +17,9 @@ import logging
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
+from mirror_worker import kafka_clients
 from mirror_worker.clients import client_callback
 from mirror_worker.exceptions import MirrorError
 from mirror_worker.groups import active_members
@@ -72,9 +73,8 @@ class CatchupLease:
     """
 
     def __init__(self, connection: dict, group: str, topic: str, join_timeout_s: float = 60.0) -> None:
-        self.consumer = Consumer({**connection, "group.id": lease_group(group), "client.id": CLIENT_ID,
-                                  "enable.auto.commit": False, "session.timeout.ms": 10_000,
-                                  "heartbeat.interval.ms": 2_000})
+        self.consumer = kafka_clients.side_consumer(connection, lease_group(group), {
+            "client.id": CLIENT_ID, "session.timeout.ms": 10_000, "heartbeat.interval.ms": 2_000})
         self.group, self.topic, self.join_timeout_s = group, topic, join_timeout_s
         self.joined = threading.Event()
         self.stopped = threading.Event()

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from confluent_kafka import KafkaError, KafkaException
 
 from mirror_worker.exceptions import ClusterRefusedError, UnreachableClusterError
+from mirror_worker.kafka_clients import librdkafka_log
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.run_state import RunState
 
 log = logging.getLogger("mirror_worker")
-librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
 
 
 def fatal_reason(what: str, err: KafkaError, instance: str | None) -> str:

@@ -38,6 +38,8 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from mirror_worker import kafka_clients
+
 from mirror_worker.clients import client_callback
 from mirror_worker.exactly_once_positions import (
     POSITIONS_GROUP, IdentityCollision, PositionKey, committed_position, keepalive_due, legacy_position_record_key,
@@ -111,8 +113,9 @@ class PartitionTransactions:
         self.from_legacy: set[PositionKey] = set()  # positions last read from the earlier layout's group
 
     def _positions_reader(self, group: str, stable: bool = True) -> Consumer:
-        return Consumer({**self.group_settings, "group.id": group, "enable.auto.commit": False,
-                         "isolation.level": "read_committed" if stable else "read_uncommitted"})
+        return kafka_clients.consumer(self.group_settings, {
+            "group.id": group, "enable.auto.commit": False,
+            "isolation.level": "read_committed" if stable else "read_uncommitted"})
 
     def _slot(self, key: PositionKey, offset: int = -1001) -> TopicPartition:
         metadata = position_metadata(self.topic_id(key[0]) or "", self.owner(key[0])) if offset >= 0 else ""
@@ -169,7 +172,7 @@ class PartitionTransactions:
                 upstream(err)
 
         settings["error_cb"] = client_callback(on_error)
-        producer = Producer(settings)
+        producer = kafka_clients.producer(settings)
         self.live[id(producer)] = live
         return producer
 
@@ -184,8 +187,8 @@ class PartitionTransactions:
 
     def _fence_legacy(self, key: PositionKey) -> None:
         """init_transactions of the earlier layout's transactional.id: an old worker still writing it stops."""
-        producer = Producer({**self.producer_settings,
-                             "transactional.id": legacy_transactional_id(self.mirror, self.alias, *key)})
+        producer = kafka_clients.producer(self.producer_settings,
+                                          {"transactional.id": legacy_transactional_id(self.mirror, self.alias, *key)})
         self._call(producer.init_transactions, key, "init")
 
     def _refuse_foreign(self, keys: list[PositionKey]) -> None:
@@ -245,8 +248,8 @@ class PartitionTransactions:
             return set()
         wanted = {position_record_key(self.destination_topic(key[0]), key[1]): key for key in keys}
         wanted.update({legacy_position_record_key(self.alias, key): key for key in keys})
-        reader = Consumer({
-            **self.group_settings, "group.id": POSITIONS_GROUP,
+        reader = kafka_clients.consumer(self.group_settings, {
+            "group.id": POSITIONS_GROUP,
             "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
         })
         found: set[PositionKey] = set()

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.client_config import connection_settings
-from mirror_worker.clients import librdkafka_log
+from mirror_worker import kafka_clients
 from mirror_worker.config import MirrorConfig
 from mirror_worker.group_sync import (
     GroupFilter, GroupPlan, GroupSyncReport, Translation, Untranslated, blocking_state, failed, not_writer_reason,
@@ -196,15 +195,13 @@ def group_filter(config: MirrorConfig) -> GroupFilter:
 
 
 def _admin(settings: dict) -> AdminClient:
-    return AdminClient({**connection_settings(settings), "logger": librdkafka_log})
+    return kafka_clients.admin_client(settings)
 
 
 def destination_reader(config: MirrorConfig) -> tuple[PartitionReader, Consumer]:
     """A PartitionReader over the destination, and its consumer (the caller closes it)."""
-    consumer = Consumer({**connection_settings(config.producer), "group.id": f"{config.name}.group-offset-sync",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "isolation.level": "read_committed", "auto.offset.reset": "error",
-                         "logger": librdkafka_log})
+    consumer = kafka_clients.side_consumer(config.producer, f"{config.name}.group-offset-sync", {
+        "enable.partition.eof": True, "isolation.level": "read_committed", "auto.offset.reset": "error"})
     return PartitionReader(consumer, _admin(config.producer), config.startup_timeout_s), consumer
 
 

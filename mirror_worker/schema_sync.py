@@ -342,12 +342,14 @@ def sync_mirror_schemas(config: MirrorConfig, topics: Iterable[str] | None = Non
 
 
 def _source_topics(consumer_settings: dict) -> list[str]:
-    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import KafkaException
+
+    from mirror_worker import kafka_clients
 
     from mirror_worker.exceptions import UnreachableClusterError
     from mirror_worker.topics import describe_topics
 
-    consumer = Consumer({**consumer_settings, "enable.auto.commit": False})
+    consumer = kafka_clients.consumer(consumer_settings, {"enable.auto.commit": False})
     try:
         return sorted(describe_topics(consumer, timeout=30))
     except KafkaException as exc:

@@ -25,8 +25,8 @@ import logging
 import time
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
 
+from mirror_worker import kafka_clients
 from mirror_worker.acl_admin import worker_acl_sync
 from mirror_worker.backpressure import Backpressure
 from mirror_worker.catchup_lease import CatchupCheck
@@ -121,14 +121,14 @@ class MirrorWorker:
     def start(self) -> None:
         """Connect (bounded wait), discover topics, create destination topics, subscribe."""
         cfg = self.config
-        self.admin = AdminClient(self.clients.client(cfg.producer))
+        self.admin = kafka_clients.admin_client(self.clients.client(cfg.producer), whole=True)
         self.destination_cluster_id = self._cluster_id(self.admin, "destination")
         if not cfg.exactly_once:
             for _ in range(cfg.num_producers):
-                self.producers.append(Producer(self._producer_settings(cfg.producer)))
+                self.producers.append(kafka_clients.producer(self._producer_settings(cfg.producer)))
         if cfg.heartbeat_producer or cfg.exactly_once:
             # Exactly-once producers are transactional: heartbeats go through a plain one.
-            self.heartbeat_producer = Producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
+            self.heartbeat_producer = kafka_clients.producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
         # Exactly-once keys positions by source partition on the destination topic: it needs the room.
         destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once)
         if cfg.exactly_once:
@@ -238,7 +238,8 @@ class MirrorWorker:
         self.batch_bytes = wanted
         if not self.config.exactly_once:
             if self.producers and self.commits.flush(None):
-                self.producers[:] = [Producer(self._producer_settings(self.config.producer)) for _ in self.producers]
+                self.producers[:] = [kafka_clients.producer(self._producer_settings(self.config.producer))
+                                     for _ in self.producers]
             return
         self.checkpoint_and_commit()
         if self.state.fatal is not None:

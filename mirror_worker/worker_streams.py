@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient
-
+from mirror_worker import kafka_clients
 from mirror_worker.client_config import assignment_strategy, connection_settings
 from mirror_worker.clients import ClientSettings
 from mirror_worker.config import MirrorConfig, SourceCluster
@@ -58,13 +56,13 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
     streams = [] if streams is None else streams
     for source in cfg.sources:
         settings, reset_policy = consumer_settings(cfg, source, stream_index)
-        consumer = Consumer(clients.client(settings, stats_source=source.name))
+        consumer = kafka_clients.consumer(clients.client(settings, stats_source=source.name))
         source_id = cluster_id(consumer, f"source {source.name!r}")
         stream = SourceStream(source.name, consumer, source_id, source_id == destination_cluster_id,
                               producers=producers, reset_policy=reset_policy,
                               incremental_assignment=incremental(settings),
                               instance_id=settings.get("group.instance.id"),
-                              admin=AdminClient(clients.client(connection_settings(source.consumer))))
+                              admin=kafka_clients.admin_client(clients.client(connection_settings(source.consumer)), whole=True))
         if transactions is not None:
             stream.transactions = transactions(stream)
             stream.producers = stream.transactions.producers

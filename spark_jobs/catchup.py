@@ -147,24 +147,23 @@ def check_group_idle(target: JobTarget, source: KafkaMeta) -> None:
 
 def check_not_failed_over(target: JobTarget) -> None:
     """A failed-over mirror's old source must not be copied into the promoted topics (failover_mark.py)."""
-    from confluent_kafka.admin import AdminClient
-
     from mirror_worker.failover_mark import FailedOver, refuse_if_failed_over
+    from mirror_worker.kafka_clients import admin_client
 
     try:
-        refuse_if_failed_over(AdminClient(target.connection("destination")), target.group_id, "a catch-up", 10)
+        refuse_if_failed_over(admin_client(target.connection("destination"), whole=True), target.group_id,
+                              "a catch-up", 10)
     except FailedOver as exc:
         raise JobInputError(str(exc)) from None
 
 
 def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list[str]) -> dict[str, int]:
     """Creates (or grows) the destination topics as the worker does; returns their max.message.bytes."""
-    from confluent_kafka.admin import AdminClient
-
     from mirror_worker.config import TopicCreation
+    from mirror_worker.kafka_clients import admin_client
     from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics
 
-    admin = AdminClient(target.connection("destination"))
+    admin = admin_client(target.connection("destination"), whole=True)
     infos = describe_topics(source.consumer)
     mirror = target.mirror
     exactly_once = mirror is not None and mirror.exactly_once
@@ -355,11 +354,13 @@ def _cluster_id(meta: KafkaMeta) -> str:
 
 def _commit_uncopied(target: JobTarget, ranges: list[Range], topic_ids: dict[str, str]) -> None:
     """Ranges without a record to copy still get their end committed, so the worker starts there."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
+
+    from mirror_worker.kafka_clients import consumer
 
     if not ranges:
         return
-    committer = Consumer(commit_conf(target))
+    committer = consumer(commit_conf(target))
     try:
         committer.commit(offsets=[TopicPartition(t, p, e, topic_ids.get(t, "")) for t, p, _, e in ranges],
                          asynchronous=False)

@@ -274,18 +274,18 @@ def copy_task(task: CopyTask, settings: CopySettings, stop: Callable[[], bool] |
               emit: Callable[[dict], None] = stderr_event) -> tuple:
     """Copy one range with clients of its own: (copied, end committed, seconds, cpu seconds of this process,
     librdkafka's threads included). Spark's tasks and the driver's copy both run this."""
-    from confluent_kafka import Consumer, Producer
+    from mirror_worker import kafka_clients
 
     errors: list = []
     started, cpu = time.monotonic(), time.process_time()
     copy = functools.partial(copy_until, emit=emit, stop=stop)
-    consumer = Consumer(settings.consumer)
+    consumer = kafka_clients.consumer(settings.consumer)
     try:
         if settings.exactly_once is not None:
             copied, end = copy_exactly_once(task, settings, consumer, errors, copy)
         else:
-            producer = Producer({**settings.producer, "delivery.report.only.error": True,
-                                 "on_delivery": lambda err, _msg: errors.append(err.str())})
+            producer = kafka_clients.producer(settings.producer, {
+                "delivery.report.only.error": True, "on_delivery": lambda err, _msg: errors.append(err.str())})
             copied, end = copy(task, settings, consumer, producer, errors)
     finally:
         consumer.close()

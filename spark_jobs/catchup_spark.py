@@ -96,9 +96,9 @@ class DestinationProgress:
 
     def __init__(self, connection: dict, topics: dict[str, int], total: int, interval_s: float = PROGRESS_INTERVAL_S,
                  clock=time.monotonic) -> None:
-        from confluent_kafka import Consumer
+        from mirror_worker.kafka_clients import consumer
 
-        self.consumer = Consumer({**connection, "group.id": "mirror-catchup-progress", "enable.auto.commit": False})
+        self.consumer = consumer(connection, {"group.id": "mirror-catchup-progress", "enable.auto.commit": False})
         self.topics, self.total, self.interval_s, self.clock = topics, total, interval_s, clock
         self.stopped = threading.Event()
         self.baseline: int | None = None

@@ -62,12 +62,12 @@ def plan_tasks(source_ranges: dict, destination_ranges: dict, window: int, recor
 def read_windows(tasks: Iterable[ReadTask], settings: ReadSettings) -> Iterator[tuple]:
     """mapPartitions body: per task, ("source" | "destination", seed probe, row) per window, then ("task",
     seed probe, (seconds, cpu seconds of the Python worker, librdkafka's threads included))."""
-    from confluent_kafka import Consumer
+    from mirror_worker.kafka_clients import consumer as kafka_consumer
 
     probe = seed_probe()
     for task in tasks:
         started, cpu = time.monotonic(), time.process_time()
-        consumer = Consumer(settings.consumers[task.side])
+        consumer = kafka_consumer(settings.consumers[task.side])
         try:
             batches = read_range(consumer, task.topic, task.partition, task.start, task.end, settings.batch)
             if task.side == "source":

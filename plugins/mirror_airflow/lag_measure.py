@@ -14,14 +14,13 @@ import json
 import time
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from mirror_airflow.lag_rules import PartitionKey, Sample
 from mirror_worker.config import MirrorConfig
 from mirror_worker.exactly_once_positions import POSITIONS_GROUP, legacy_positions_group
+from mirror_worker.kafka_clients import admin_client, side_consumer
 from mirror_worker.log_ends import log_bounds, reads_committed
 from mirror_worker.topics import describe_topics
-from mirror_worker.client_config import connection_settings
 
 
 class MeasurementError(Exception):
@@ -29,8 +28,7 @@ class MeasurementError(Exception):
 
 
 def _reader(settings: dict, group: str) -> Consumer:
-    return Consumer({**connection_settings(settings), "group.id": group, "enable.auto.commit": "false",
-                     "enable.partition.eof": "true", "client.id": "kafka-mirror-lag-sensor"})
+    return side_consumer(settings, group, {"enable.partition.eof": "true", "client.id": "kafka-mirror-lag-sensor"})
 
 
 def measure_partitions(mirror: MirrorConfig, timeout: float = 30.0) -> list[tuple[PartitionKey, Sample]]:
@@ -45,7 +43,7 @@ def measure_partitions(mirror: MirrorConfig, timeout: float = 30.0) -> list[tupl
                 wanted = topic_filter.select(topics)
                 partitions = [TopicPartition(t, p) for t in sorted(wanted) for p in range(topics[t].partitions)]
                 committed = _committed(mirror, source.name, consumer, partitions, policy, timeout)
-                marks = log_bounds(AdminClient(connection_settings(source.consumer)), partitions,
+                marks = log_bounds(admin_client(source.consumer), partitions,
                                    reads_committed(source.consumer), timeout)
                 now = time.time()
                 for tp in partitions:
@@ -71,8 +69,7 @@ def _committed(mirror: MirrorConfig, alias: str, consumer: Consumer, partitions:
         missing = [tp for tp in partitions if (tp.topic, tp.partition) not in found]
         if not missing:
             break
-        positions = Consumer({**connection_settings(mirror.producer), "group.id": group,
-                              "isolation.level": "read_committed", "enable.auto.commit": "false"})
+        positions = side_consumer(mirror.producer, group, {"isolation.level": "read_committed"})
         try:
             slots = [TopicPartition(policy.remote_topic(tp.topic), tp.partition) for tp in missing]
             result = positions.committed(slots, timeout=timeout)

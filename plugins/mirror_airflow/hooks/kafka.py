@@ -72,19 +72,19 @@ class KafkaHook(KafkaBaseHook):
         return self.get_admin_client()
 
     def get_admin_client(self):
-        from confluent_kafka.admin import AdminClient
+        from mirror_worker.kafka_clients import admin_client
 
-        return AdminClient(self.admin_config())
+        return admin_client(self.admin_config())
 
     def get_consumer(self, group_id: str):
-        from confluent_kafka import Consumer
+        from mirror_worker.kafka_clients import consumer
 
-        return Consumer(self.consumer_config(group_id))
+        return consumer(self.consumer_config(group_id))
 
     def get_producer(self):
-        from confluent_kafka import Producer
+        from mirror_worker.kafka_clients import producer
 
-        return Producer(self.producer_config())
+        return producer(self.producer_config())
 
     def test_connection(self) -> tuple[bool, str]:
         try:

@@ -37,11 +37,9 @@ class MirrorOffsetsHook(BaseHook):
         return source_cluster(self.config, self.source_alias)
 
     def _admin(self, settings: dict):
-        from confluent_kafka.admin import AdminClient
+        from mirror_worker.kafka_clients import admin_client
 
-        from mirror_worker.client_config import connection_settings
-
-        return AdminClient(connection_settings(settings))
+        return admin_client(settings)
 
     def source_groups(self) -> list[str]:
         """Every consumer group id known to the source cluster."""

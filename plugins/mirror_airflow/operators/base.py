@@ -12,7 +12,7 @@ from pathlib import Path
 from airflow.sdk import BaseOperator
 
 from mirror_airflow.hooks.kafka import KafkaHook
-from mirror_worker.client_config import connection_settings
+from mirror_worker.kafka_clients import admin_client
 
 
 class MirrorOperator(BaseOperator):
@@ -43,18 +43,14 @@ class MirrorOperator(BaseOperator):
 
     def source_admins(self) -> list[tuple[str, object]]:
         """(source name, admin client) per source cluster of the mirror."""
-        from confluent_kafka.admin import AdminClient
-
         if self.source_conn_id:
             return [(self.mirror.sources[0].name, KafkaHook(self.source_conn_id).get_admin_client())]
-        return [(s.name, AdminClient(connection_settings(s.consumer))) for s in self.mirror.sources]
+        return [(s.name, admin_client(s.consumer)) for s in self.mirror.sources]
 
     def destination_admin(self):
-        from confluent_kafka.admin import AdminClient
-
         if self.destination_conn_id:
             return KafkaHook(self.destination_conn_id).get_admin_client()
-        return AdminClient(connection_settings(self.mirror.producer))
+        return admin_client(self.mirror.producer)
 
     def selected_source_topics(self) -> dict:
         """Source topic -> TopicInfo (largest across the mirror's sources) for what the filter selects."""

@@ -1,0 +1,46 @@
+"""Every Kafka client of the three planes (the worker, the Airflow tasks, the Spark jobs) is built here.
+
+Callers hand over resolved settings (`client_config`: a source's consumer settings, the destination's
+producer settings, an Airflow connection's, a Spark task's); this module decides what each kind of client
+takes from them. An admin client and a side consumer (one that reads positions, syncs or offsets beside the
+mirror) take only how to reach and authenticate to the cluster; the mirror's own consumers and producers
+take their settings whole. librdkafka's own lines go to the `mirror_worker.librdkafka` logger, not stderr,
+unless the caller passes its own `logger`. `overrides` (callbacks, a reader's options) win over both.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from mirror_worker.client_config import connection_settings
+
+librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
+
+
+def _with_log(settings: dict, overrides: dict | None) -> dict:
+    return {"logger": librdkafka_log, **settings, **(overrides or {})}
+
+
+def admin_client(settings: dict, overrides: dict | None = None, *, whole: bool = False) -> AdminClient:
+    """An admin client of the cluster `settings` reach. `whole`: keep every setting (the worker's own
+    admin clients carry its callbacks and its producer's timeouts), not only the connection's."""
+    return AdminClient(_with_log(settings if whole else connection_settings(settings), overrides))
+
+
+def side_consumer(settings: dict, group_id: str, overrides: dict | None = None) -> Consumer:
+    """A consumer beside the mirror: the connection only, its own group, never an automatic commit."""
+    base = {**connection_settings(settings), "group.id": group_id, "enable.auto.commit": False}
+    return Consumer(_with_log(base, overrides))
+
+
+def consumer(settings: dict, overrides: dict | None = None) -> Consumer:
+    """A consumer of exactly these settings (the mirror's source consumers, a Spark task's reader)."""
+    return Consumer(_with_log(settings, overrides))
+
+
+def producer(settings: dict, overrides: dict | None = None) -> Producer:
+    """A producer of exactly these settings (the mirror's, a transactional one, a Spark task's)."""
+    return Producer(_with_log(settings, overrides))
