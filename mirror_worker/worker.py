@@ -53,7 +53,7 @@ from mirror_worker.routing import Router
 from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
 from mirror_worker.stalls import StallWatch
-from mirror_worker.topics import DestinationTopics, TopicCreationError, TopicInfo
+from mirror_worker.topics import DestinationTopics, TopicCreationError
 from mirror_worker.worker_assignment import PartitionAssignment
 from mirror_worker.worker_commits import CommitCycle
 from mirror_worker.worker_halts import Halts
@@ -133,7 +133,7 @@ class MirrorWorker:
         destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once)
         if cfg.exactly_once:
             topic = cfg.positions_topic
-            destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
+            destination.ensure_internal([topic], {"cleanup.policy": "compact"})
             self.positions_keepalive_s = keepalive_interval_s(offsets_retention_ms(self.admin, cfg.startup_timeout_s))
         transactions = None
         if cfg.exactly_once:
@@ -149,7 +149,7 @@ class MirrorWorker:
         offset_sync_writer = None
         if cfg.writes_offset_syncs:
             topic = cfg.offset_syncs_topic
-            destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
+            destination.ensure_internal([topic], {"cleanup.policy": "compact"})
             offset_sync_writer = OffsetSyncWriter(topic, self.admin, self.router.policy.remote_topic)
         self.assemble(self.admin, destination, offset_sync_writer)
         self.topics.ensure_own_topics()
