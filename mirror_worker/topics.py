@@ -148,13 +148,22 @@ class DestinationTopics:
 
     def max_message_bytes(self, topics: list[str]) -> dict[str, int]:
         """Each topic's max.message.bytes, the largest record batch its broker accepts."""
-        if not topics:
-            return {}
-        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
-        result = {}
-        for resource, future in self.admin.describe_configs(resources, request_timeout=self.timeout).items():
-            entries = future.result(self.timeout)
-            result[resource.name] = int(entries["max.message.bytes"].value)
+        result: dict[str, int] = {}
+        deadline = time.monotonic() + self.timeout
+        while topics:
+            resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+            unknown = []
+            for resource, future in self.admin.describe_configs(resources, request_timeout=self.timeout).items():
+                try:
+                    result[resource.name] = int(future.result(self.timeout)["max.message.bytes"].value)
+                except KafkaException as exc:
+                    # A topic just created: the broker asked may not have learnt of it yet (a cluster of several).
+                    if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                        raise
+                    unknown.append(resource.name)
+            topics = unknown
+            if topics:
+                time.sleep(0.2)
         return result
 
 
