@@ -40,6 +40,7 @@ from mirror_worker.exactly_once import PartitionTransactions
 from mirror_worker.exactly_once_positions import (
     KEEPALIVE_MAX_S, POSITIONS_GROUP, Owner, keepalive_interval_s, offsets_retention_ms,
 )
+from mirror_worker.client_health import STATISTICS_INTERVAL_MS
 from mirror_worker.clients import ClientSettings, error_text, fatal_reason
 from mirror_worker.consume import take_available
 from mirror_worker.exceptions import FatalMirrorError
@@ -202,7 +203,10 @@ class MirrorWorker:
 
     def _producer_settings(self, settings: dict) -> dict:
         # The mirrored records' producers get the fitted batch.size and message.max.bytes (see fit_batches).
-        return self.clients.producer(settings, self._fitted() if settings is self.config.producer else None)
+        fitted = self._fitted() if settings is self.config.producer else None
+        if self.config.metrics_port is not None:  # what they see of the destination (client_health.py)
+            settings = {"statistics.interval.ms": STATISTICS_INTERVAL_MS, **settings}
+        return self.clients.producer(settings, fitted)
 
     def _fitted(self) -> dict[str, str]:
         fitted = {"batch.size": str(self.batch_bytes)}

@@ -4,12 +4,17 @@ cluster's), and what an operator sees while a destination broker is unreachable 
 from __future__ import annotations
 
 import time
+import urllib.request
 import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.test_broker_faults import clusters  # noqa: F401  (fixture)
+from devstack.toxics import Proxy
+from mirror_airflow.dashboard.gather import cluster_faults
+from mirror_airflow.dashboard.sources import parse_metrics
+from tests.integration.test_broker_faults import PARTITIONS, _leaders, clusters  # noqa: F401  (fixture)
+from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import WorkerProcess, read_topic, write_properties
 
@@ -58,3 +63,48 @@ def test_the_workers_own_topics_get_the_clusters_replication_factor(clusters, tm
     finally:
         for worker in workers:
             worker.stop_quietly()
+
+
+def _seen(worker: WorkerProcess, mirror: str):
+    """What the dashboard reads from the worker's metrics endpoint."""
+    url = worker.wait_for_log("metrics endpoint")["url"]
+    return parse_metrics(urllib.request.urlopen(url, timeout=5).read().decode(), mirror)
+
+
+def _wait_until(worker: WorkerProcess, mirror: str, predicate, what: str, timeout: float = 90.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        assert worker.proc.poll() is None, worker.stderr[-1500:]
+        status = _seen(worker, mirror)
+        if predicate(status):
+            return status
+        assert time.monotonic() < deadline, f"{what} not reported within {timeout:.0f} s: {status}"
+        time.sleep(1.0)
+
+
+def test_an_unreachable_destination_broker_shows_in_the_metrics_and_on_the_dashboard_while_it_lasts(clusters, tmp_path):
+    """A destination broker cut off from the worker (its Toxiproxy proxy disabled; it stays the leader of its
+    partitions): the worker's metrics and the dashboard's mirror page say so until the proxy is back."""
+    src, dst = clusters["source"].bootstrap_servers, clusters["destination"].bootstrap_servers
+    topic = f"seen-{uuid.uuid4().hex[:8]}"
+    create_topic(src, topic, partitions=PARTITIONS, replication_factor=3)
+    live = LiveProducer(src, topic, total=200 * 120, rate=200)
+    live.start()
+    worker = _worker(clusters, tmp_path, topic, "--metrics.port", "0")
+    try:
+        worker.wait_started(90)
+        assert _wait_until(worker, topic, lambda s: (s.records_produced or 0) > 0, "records produced").brokers_down == ()
+        leader = _leaders(dst, topic)[0]
+        proxy = Proxy(clusters["destination"].proxy, clusters["destination"].proxy_name(leader))
+        proxy.cut()
+        during = _wait_until(worker, topic, lambda s: dict(s.brokers_down).get("destination", 0) >= 1,
+                             "a destination broker down")
+        faults = cluster_faults(during)
+        assert faults and faults[0].startswith("destination: 1 broker(s) the worker needs cannot be reached"), faults
+        proxy.restore()
+        after = _wait_until(worker, topic, lambda s: not s.brokers_down and not s.partitions_without_leader,
+                            "the destination reachable again")
+        print(f"\nduring the cut: {faults}; delivery retries {during.delivery_retries} then {after.delivery_retries}")
+    finally:
+        live.stop()
+        worker.stop_quietly()
