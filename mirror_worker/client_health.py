@@ -88,6 +88,7 @@ class ClientHealth:
     def _expose(self, cluster: str) -> None:
         m, mirror = self.metrics, self.label["mirror"]
         if cluster == DESTINATION:
+            m.delivery_retries.labels(mirror=mirror)  # 0 from the producers' first report on, not absent
             brokers, leaderless = m.destination_brokers_down.labels(mirror=mirror), m.destination_leaderless.labels(mirror=mirror)
         else:
             brokers = m.source_brokers_down.labels(mirror=mirror, source=cluster)

@@ -97,14 +97,18 @@ def test_an_unreachable_destination_broker_shows_in_the_metrics_and_on_the_dashb
         leader = _leaders(dst, topic)[0]
         proxy = Proxy(clusters["destination"].proxy, clusters["destination"].proxy_name(leader))
         proxy.cut()
+        cut_at = time.monotonic()
         during = _wait_until(worker, topic, lambda s: dict(s.brokers_down).get("destination", 0) >= 1,
                              "a destination broker down")
+        seen_s = time.monotonic() - cut_at
         faults = cluster_faults(during)
         assert faults and faults[0].startswith("destination: 1 broker(s) the worker needs cannot be reached"), faults
         proxy.restore()
+        restored_at = time.monotonic()
         after = _wait_until(worker, topic, lambda s: not s.brokers_down and not s.partitions_without_leader,
                             "the destination reachable again")
-        print(f"\nduring the cut: {faults}; delivery retries {during.delivery_retries} then {after.delivery_retries}")
+        print(f"\nshown {seen_s:.1f} s after the cut: {faults}; cleared {time.monotonic() - restored_at:.1f} s after "
+              f"the restore; delivery retries {during.delivery_retries} then {after.delivery_retries}")
     finally:
         live.stop()
         worker.stop_quietly()

@@ -58,6 +58,7 @@ def test_the_cluster_figure_is_the_union_of_its_clients_recent_reports():
     health.report(DESTINATION, _stats("p1", [_broker(1, "DOWN", (0,), txretries=2)], {0: 1}), 5.0)
     health.report(DESTINATION, _stats("p2", [_broker(1, "DOWN", (0,)), _broker(2, "CONNECT", (1,))], {0: 1, 1: 2}), 5.0)
     assert _sample(metrics, "mirror_destination_brokers_down") == 2
+    assert _sample(metrics, "mirror_delivery_retries_total") == 2  # p1's first report: counted from 0
     assert _sample(metrics, "mirror_destination_partitions_without_leader") == 2
     health.report(DESTINATION, _stats("p1", [_broker(1, "UP", (0,), txretries=10)], {0: 1}), 5.0)
     assert _sample(metrics, "mirror_delivery_retries_total") == 10  # deltas of each client's running total
