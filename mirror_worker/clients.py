@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException
 
+from mirror_worker.client_health import DESTINATION, ClientHealth
 from mirror_worker.exceptions import ClusterRefusedError, UnreachableClusterError
 from mirror_worker.kafka_clients import librdkafka_log
 from mirror_worker.metrics import MirrorMetrics
@@ -64,22 +65,26 @@ class ClientSettings:
     """
 
     def __init__(self, metrics: MirrorMetrics, label: dict, state: RunState,
-                 on_delivery_error: Callable[[KafkaError, object], None]) -> None:
+                 on_delivery_error: Callable[[KafkaError, object], None], health: ClientHealth | None = None) -> None:
         self.metrics = metrics
         self.label = label
         self.state = state
         self.on_delivery_error = on_delivery_error
+        self.health = health or ClientHealth(metrics, label)
         self.refused: str | None = None  # the last authentication or TLS failure reported by a client
 
     def client(self, settings: dict, stats_source: str | None = None) -> dict:
+        """`stats_source`: the cluster (a source's name, or DESTINATION) whose health and lag this client's
+        statistics report, when it has statistics.interval.ms."""
         out = {**settings, "logger": librdkafka_log, "error_cb": client_callback(self._on_client_error)}
         if stats_source is not None and "statistics.interval.ms" in settings:
-            out["stats_cb"] = client_callback(lambda stats_json: self._on_stats(stats_source, stats_json))
+            interval_s = int(settings["statistics.interval.ms"]) / 1000
+            out["stats_cb"] = client_callback(lambda stats_json: self._on_stats(stats_source, stats_json, interval_s))
         return out
 
     def producer(self, settings: dict, fitted: dict[str, str] | None = None) -> dict:
         """`fitted`: settings fitted to the destination topics (batch.size, message.max.bytes), they win."""
-        return {**self.client(settings), "delivery.report.only.error": True,
+        return {**self.client(settings, DESTINATION), "delivery.report.only.error": True,
                 "on_delivery": client_callback(self.on_delivery_error), **(fitted or {})}
 
     def cluster_id(self, client, what: str, timeout_s: float) -> str:
@@ -104,11 +109,14 @@ class ClientSettings:
             self.refused = err.str()
         log.warning("client error", extra={**self.label, "error": err.str(), "code": err.name()})
 
-    def _on_stats(self, source: str, stats_json: str) -> None:
-        """Per-partition lag of this worker's assignment, from librdkafka's statistics."""
+    def _on_stats(self, cluster: str, stats_json: str, interval_s: float) -> None:
+        """The cluster's health as this client sees it; a consumer's: the per-partition lag of its assignment."""
         stats = json.loads(stats_json)
+        self.health.report(cluster, stats, interval_s)
+        if stats.get("type") != "consumer":
+            return
         for topic, data in stats.get("topics", {}).items():
             for partition, pdata in data.get("partitions", {}).items():
                 lag = pdata.get("consumer_lag", -1)
                 if partition != "-1" and lag >= 0:
-                    self.metrics.partition_lag.labels(source=source, topic=topic, partition=partition, **self.label).set(lag)
+                    self.metrics.partition_lag.labels(source=cluster, topic=topic, partition=partition, **self.label).set(lag)

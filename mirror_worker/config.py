@@ -82,6 +82,9 @@ class TopicCreation(_Strict):
     replication_factor: int | Literal["mirror-source"] = MIRROR_SOURCE
     min_replication_factor: int = Field(1, ge=1)
     max_replication_factor: int = Field(3, ge=1)
+    # The worker's own topics (offset syncs, exactly-once positions, heartbeats, dead letters): as MirrorMaker 2's
+    # internal topics, 3 by default, -1 for the destination brokers' default.replication.factor.
+    internal_replication_factor: int = 3
 
     @model_validator(mode="after")
     def _bounds(self) -> "TopicCreation":
@@ -93,6 +96,8 @@ class TopicCreation(_Strict):
             value = getattr(self, name)
             if isinstance(value, int) and value < 1:
                 raise ValueError(f"{name} must be at least 1 or {MIRROR_SOURCE!r}")
+        if self.internal_replication_factor < 1 and self.internal_replication_factor != -1:
+            raise ValueError("internal_replication_factor must be at least 1, or -1 for the brokers' default")
         return self
 
     def partitions_for(self, source_partitions: int) -> int:
@@ -104,6 +109,13 @@ class TopicCreation(_Strict):
             source_replication_factor if self.replication_factor == MIRROR_SOURCE else self.replication_factor
         )
         return max(self.min_replication_factor, min(self.max_replication_factor, wanted))
+
+    def internal_replication_factor_for(self, brokers: int) -> int:
+        """The worker's own topics' replication factor on a destination of `brokers` live brokers: never more
+        than there are (a one-node development cluster gets 1), -1 leaves it to the brokers."""
+        if self.internal_replication_factor == -1:
+            return -1
+        return max(1, min(self.internal_replication_factor, brokers))
 
 
 class SourceCluster(_Strict):

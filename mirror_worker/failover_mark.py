@@ -20,7 +20,9 @@ import time
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
+from mirror_worker.config import TopicCreation
 from mirror_worker.exceptions import MirrorError
+from mirror_worker.topics import internal_replication_factor
 
 SUFFIX = ".failed-over"
 
@@ -50,9 +52,11 @@ def refuse_if_failed_over(destination_admin, group: str, what: str, timeout: flo
                          f"{what} refused; delete that topic to mirror from the source again")
 
 
-def mark_failed_over(destination_admin, group: str, timeout: float = 30.0) -> None:
+def mark_failed_over(destination_admin, group: str, creation: TopicCreation, timeout: float = 30.0) -> None:
+    """`creation`: the mirror's topic creation settings (the mark is replicated as the worker's own topics)."""
     topic = mark_topic(group)
-    future = destination_admin.create_topics([NewTopic(topic, 1)], request_timeout=timeout)[topic]
+    replicas = internal_replication_factor(destination_admin, creation, timeout)
+    future = destination_admin.create_topics([NewTopic(topic, 1, replicas)], request_timeout=timeout)[topic]
     try:
         future.result(timeout)
     except KafkaException as exc:

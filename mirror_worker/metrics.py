@@ -111,6 +111,30 @@ class MirrorMetrics:
             ["mirror"], registry=self.registry,
         )
 
+        # What the clients see of their clusters (client_health.py), from librdkafka's statistics.
+        self.destination_brokers_down = Gauge(
+            "mirror_destination_brokers_down", "Destination brokers the worker's producers need and cannot reach",
+            ["mirror"], registry=self.registry,
+        )
+        self.source_brokers_down = Gauge(
+            "mirror_source_brokers_down", "Source brokers the worker's consumer needs and cannot reach",
+            ["mirror", "source"], registry=self.registry,
+        )
+        self.destination_leaderless = Gauge(
+            "mirror_destination_partitions_without_leader",
+            "Destination partitions the producers write whose leader is unknown or unreachable", ["mirror"],
+            registry=self.registry,
+        )
+        self.source_leaderless = Gauge(
+            "mirror_source_partitions_without_leader",
+            "Assigned source partitions whose leader is unknown or unreachable", ["mirror", "source"],
+            registry=self.registry,
+        )
+        self.delivery_retries = Counter(
+            "mirror_delivery_retries", "Produce requests sent to the destination again (librdkafka's txretries)",
+            ["mirror"], registry=self.registry,
+        )
+
     def forget_partitions(self, source: str, keys) -> None:
         """Partitions this worker no longer owns: their per-partition series belong to their next owner."""
         for gauge in (self.partition_lag, self.committed_offset, self.halted_partitions, self.stalled_partitions):

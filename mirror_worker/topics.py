@@ -66,15 +66,17 @@ class DestinationTopics:
         wanted = self.wanted_partitions(source)
         return wanted if current < min(source.partitions, wanted) else None
 
-    def ensure(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None) -> dict[str, int]:
-        """mapping: destination topic -> its source topic's info. Returns destination partition counts."""
-        counts, failures = self.ensure_each(mapping, extra_config)
+    def ensure(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None,
+               replication_factor: int | None = None) -> dict[str, int]:
+        """mapping: destination topic -> its source topic's info. Returns destination partition counts.
+        `replication_factor`: new topics get it instead of the one `topic-creation` derives from the source's."""
+        counts, failures = self.ensure_each(mapping, extra_config, replication_factor)
         if failures:
             raise TopicCreationError(next(iter(failures.values())))
         return counts
 
-    def ensure_each(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None
-                    ) -> tuple[dict[str, int], dict[str, str]]:
+    def ensure_each(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None,
+                    replication_factor: int | None = None) -> tuple[dict[str, int], dict[str, str]]:
         """As `ensure`, topic by topic: (partition counts of the topics made or found, {topic: why not} of
         those the destination would not create or grow: a name too long, a collision, a refused config...)."""
         existing = describe_topics(self.admin, self.timeout)
@@ -83,7 +85,7 @@ class DestinationTopics:
             NewTopic(
                 dest,
                 self.wanted_partitions(src),
-                self.creation.replication_factor_for(src.replication_factor),
+                replication_factor or self.creation.replication_factor_for(src.replication_factor),
                 config=(extra_config or {}).get(dest, {}),
             )
             for dest, src in mapping.items()
@@ -107,6 +109,12 @@ class DestinationTopics:
         made = [t for t in mapping if t not in failures]
         grown = {t: g.new_total_count for t, g in to_grow.items() if t not in failures}
         return self._partition_counts(made, grown), failures
+
+    def ensure_internal(self, topics: list[str], config: dict[str, str] | None = None) -> None:
+        """The worker's own one-partition topics (offset syncs, positions, heartbeats, dead letters), replicated
+        as `topic-creation`'s internal-replication-factor says."""
+        self.ensure({t: TopicInfo(t, 1, 1) for t in topics}, {t: config or {} for t in topics},
+                    internal_replication_factor(self.admin, self.creation, self.timeout))
 
     def _grow(self, to_grow: dict[str, NewPartitions], before: dict[str, int]) -> dict[str, str]:
         failures = {}
@@ -140,14 +148,33 @@ class DestinationTopics:
 
     def max_message_bytes(self, topics: list[str]) -> dict[str, int]:
         """Each topic's max.message.bytes, the largest record batch its broker accepts."""
-        if not topics:
-            return {}
-        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
-        result = {}
-        for resource, future in self.admin.describe_configs(resources, request_timeout=self.timeout).items():
-            entries = future.result(self.timeout)
-            result[resource.name] = int(entries["max.message.bytes"].value)
+        result: dict[str, int] = {}
+        deadline = time.monotonic() + self.timeout
+        while topics:
+            resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+            unknown = []
+            for resource, future in self.admin.describe_configs(resources, request_timeout=self.timeout).items():
+                try:
+                    result[resource.name] = int(future.result(self.timeout)["max.message.bytes"].value)
+                except KafkaException as exc:
+                    # A topic just created: the broker asked may not have learnt of it yet (a cluster of several).
+                    if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                        raise
+                    unknown.append(resource.name)
+            topics = unknown
+            if topics:
+                time.sleep(0.2)
         return result
+
+
+def internal_replication_factor(admin, creation: TopicCreation, timeout: float) -> int:
+    """`creation`'s internal replication factor for the destination `admin` talks to, by its live brokers."""
+    brokers = len(admin.list_topics(timeout=timeout).brokers)
+    factor = creation.internal_replication_factor_for(brokers)
+    if 0 < factor < creation.internal_replication_factor:
+        log.warning("fewer live destination brokers than the internal topics' replication factor",
+                    extra={"brokers": brokers, "wanted": creation.internal_replication_factor, "replication_factor": factor})
+    return factor
 
 
 def topic_ids(admin, topics: list[str], timeout: float) -> dict[str, str]:

@@ -40,6 +40,7 @@ from mirror_worker.exactly_once import PartitionTransactions
 from mirror_worker.exactly_once_positions import (
     KEEPALIVE_MAX_S, POSITIONS_GROUP, Owner, keepalive_interval_s, offsets_retention_ms,
 )
+from mirror_worker.client_health import STATISTICS_INTERVAL_MS
 from mirror_worker.clients import ClientSettings, error_text, fatal_reason
 from mirror_worker.consume import take_available
 from mirror_worker.exceptions import FatalMirrorError
@@ -53,7 +54,7 @@ from mirror_worker.routing import Router
 from mirror_worker.run_state import RunState
 from mirror_worker.source_stream import SourceStream
 from mirror_worker.stalls import StallWatch
-from mirror_worker.topics import DestinationTopics, TopicCreationError, TopicInfo
+from mirror_worker.topics import DestinationTopics, TopicCreationError
 from mirror_worker.worker_assignment import PartitionAssignment
 from mirror_worker.worker_commits import CommitCycle
 from mirror_worker.worker_halts import Halts
@@ -133,7 +134,7 @@ class MirrorWorker:
         destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once)
         if cfg.exactly_once:
             topic = cfg.positions_topic
-            destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
+            destination.ensure_internal([topic], {"cleanup.policy": "compact"})
             self.positions_keepalive_s = keepalive_interval_s(offsets_retention_ms(self.admin, cfg.startup_timeout_s))
         transactions = None
         if cfg.exactly_once:
@@ -149,7 +150,7 @@ class MirrorWorker:
         offset_sync_writer = None
         if cfg.writes_offset_syncs:
             topic = cfg.offset_syncs_topic
-            destination.ensure({topic: TopicInfo(topic, 1, 1)}, {topic: {"cleanup.policy": "compact"}})
+            destination.ensure_internal([topic], {"cleanup.policy": "compact"})
             offset_sync_writer = OffsetSyncWriter(topic, self.admin, self.router.policy.remote_topic)
         self.assemble(self.admin, destination, offset_sync_writer)
         self.topics.ensure_own_topics()
@@ -202,7 +203,10 @@ class MirrorWorker:
 
     def _producer_settings(self, settings: dict) -> dict:
         # The mirrored records' producers get the fitted batch.size and message.max.bytes (see fit_batches).
-        return self.clients.producer(settings, self._fitted() if settings is self.config.producer else None)
+        fitted = self._fitted() if settings is self.config.producer else None
+        if self.config.metrics_port is not None:  # what they see of the destination (client_health.py)
+            settings = {"statistics.interval.ms": STATISTICS_INTERVAL_MS, **settings}
+        return self.clients.producer(settings, fitted)
 
     def _fitted(self) -> dict[str, str]:
         fitted = {"batch.size": str(self.batch_bytes)}

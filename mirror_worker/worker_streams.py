@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from mirror_worker import kafka_clients
 from mirror_worker.client_config import assignment_strategy, connection_settings
+from mirror_worker.client_health import STATISTICS_INTERVAL_MS
 from mirror_worker.clients import ClientSettings
 from mirror_worker.config import MirrorConfig, SourceCluster
 from mirror_worker.exactly_once import PartitionTransactions
@@ -30,7 +31,7 @@ def consumer_settings(cfg: MirrorConfig, source: SourceCluster, stream_index: in
                 **source.consumer,
                 **membership_settings(cfg.static_membership, cfg.group_id, source.name, cfg.worker_slot, stream_index)}
     if cfg.metrics_port is not None:
-        settings.setdefault("statistics.interval.ms", "5000")
+        settings.setdefault("statistics.interval.ms", STATISTICS_INTERVAL_MS)
     if cfg.exactly_once:
         settings["isolation.level"] = "read_committed"
     reset_policy = settings.get("auto.offset.reset", "latest")

@@ -288,12 +288,12 @@ class TopicManagement:
 
     def ensure_own_topics(self) -> None:
         topic = self.config.heartbeat_topic
-        self.destination.ensure({topic: TopicInfo(topic, 1, 1)})
+        self.destination.ensure_internal([topic])
         dead_letter = self.config.dead_letter_topic
         if dead_letter:
             # Made before any record can be refused: a dead-letter topic that does not exist turns the first
             # refused record into a failed delivery and the worker into an exit-and-restart loop.
-            self.destination.ensure({dead_letter: TopicInfo(dead_letter, 1, 1)})
+            self.destination.ensure_internal([dead_letter])
 
     def send_heartbeats(self, producer, destination_cluster_id: str) -> None:
         now_ms = int(time.time() * 1000)

@@ -161,7 +161,7 @@ def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list
     """Creates (or grows) the destination topics as the worker does; returns their max.message.bytes."""
     from mirror_worker.config import TopicCreation
     from mirror_worker.kafka_clients import admin_client
-    from mirror_worker.topics import DestinationTopics, TopicInfo, describe_topics
+    from mirror_worker.topics import DestinationTopics, describe_topics
 
     admin = admin_client(target.connection("destination"), whole=True)
     infos = describe_topics(source.consumer)
@@ -173,8 +173,7 @@ def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list
                                     target.preserve_partitions or exactly_once)
     destination.ensure({target.destination_topic(t): infos[t] for t in topics})
     if exactly_once:
-        destination.ensure({mirror.positions_topic: TopicInfo(mirror.positions_topic, 1, 1)},
-                           {mirror.positions_topic: {"cleanup.policy": "compact"}})
+        destination.ensure_internal([mirror.positions_topic], {"cleanup.policy": "compact"})
     return destination.max_message_bytes([target.destination_topic(t) for t in topics])
 
 

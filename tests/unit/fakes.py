@@ -282,6 +282,9 @@ class FakeDestination:
     def ensure(self, mapping, configs=None):
         return {topic: info.partitions for topic, info in mapping.items()}
 
+    def ensure_internal(self, topics, config=None):
+        pass
+
     def max_message_bytes(self, topics):
         return {t: self.limits[t] for t in topics if t in self.limits}
 

@@ -22,6 +22,24 @@ def test_topic_creation_policy(creation, source_partitions, source_rf, partition
     assert policy.replication_factor_for(source_rf) == rf
 
 
+@pytest.mark.parametrize("setting, brokers, rf", [
+    (None, 3, 3),    # MirrorMaker 2's default for its internal topics
+    (None, 5, 3),
+    (None, 1, 1),    # a one-node development cluster
+    (None, 2, 2),    # a broker of three down when the topic is made
+    (5, 5, 5),
+    (-1, 3, -1),     # the brokers' default.replication.factor
+])
+def test_the_workers_own_topics_are_replicated_as_the_destination_allows(setting, brokers, rf):
+    creation = TopicCreation() if setting is None else TopicCreation(internal_replication_factor=setting)
+    assert creation.internal_replication_factor_for(brokers) == rf
+
+
+def test_internal_replication_factor_is_at_least_one_or_the_brokers_default():
+    with pytest.raises(ValueError, match="internal_replication_factor must be at least 1, or -1"):
+        TopicCreation(internal_replication_factor=0)
+
+
 @pytest.fixture
 def props(tmp_path):
     def write(name, text):

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from mirror_airflow.dashboard.gather import (
-    Dashboard, Edges, MirrorSpec, WorkerStatus, committed_rate, judge, mirror_state, throughput_series,
+    Dashboard, Edges, MirrorSpec, WorkerStatus, cluster_faults, committed_rate, judge, mirror_state, throughput_series,
 )
 from mirror_airflow.dashboard.sources import halt_lines, halt_reasons, latest_report, parse_metrics, spec_mirrors
 from mirror_airflow.dashboard.store import HistoryStore, Verdict
@@ -205,6 +205,17 @@ mirror_selects_no_topic{mirror="orders",source="east"} 0.0
 # TYPE mirror_records_produced counter
 mirror_records_produced_total{mirror="orders",source="east",topic="orders"} 40.0
 mirror_records_produced_total{mirror="orders",source="east",topic="payments"} 2.0
+# TYPE mirror_destination_brokers_down gauge
+mirror_destination_brokers_down{mirror="orders"} 1.0
+mirror_destination_brokers_down{mirror="other"} 2.0
+# TYPE mirror_source_brokers_down gauge
+mirror_source_brokers_down{mirror="orders",source="east"} 0.0
+# TYPE mirror_destination_partitions_without_leader gauge
+mirror_destination_partitions_without_leader{mirror="orders"} 2.0
+# TYPE mirror_source_partitions_without_leader gauge
+mirror_source_partitions_without_leader{mirror="orders",source="west"} 3.0
+# TYPE mirror_delivery_retries counter
+mirror_delivery_retries_total{mirror="orders"} 240.0
 """
 
 
@@ -216,6 +227,13 @@ def test_parse_metrics_keeps_this_mirrors_halts_and_conflicts():
     assert status.stalled == (("east", "orders", 1),)
     assert status.not_mirrored == (("east", "a-long-name"),)
     assert status.selects_nothing == ("west",)
+    assert status.brokers_down == (("destination", 1),)
+    assert status.partitions_without_leader == (("destination", 2), ("west", 3))
+    assert status.delivery_retries == 240.0
+    assert cluster_faults(status) == [
+        "destination: 1 broker(s) the worker needs cannot be reached; 2 partition(s) without a reachable leader",
+        "west: 3 partition(s) without a reachable leader"]
+    assert cluster_faults(parse_metrics(METRICS, "nobody")) == []
 
 
 def test_halt_reasons_from_the_newest_run_worker_logs(tmp_path):

@@ -75,10 +75,12 @@ def test_mirror_page_shows_every_section_or_says_there_is_nothing():
         not_mirrored=[{"source": "east", "topic": "a-long-name", "reason": "cannot create destination topic <x>"}],
         verdicts=[Verdict(0, "STOP", "east/orders/0 STOP: no commit", 7, "lag sensor")],
         report=Report("/r/check.json", "/r/check.html", "inconsistent", {"missing": 3}, 0))
-    full.worker_produced = 4321
+    full.worker_produced, full.worker_retries = 4321, 240
+    full.cluster_faults = ["destination: 1 broker(s) the worker needs cannot be reached"]
     html = mirror_page(full, "/d")
-    assert html.count("<svg") == 2 and "4,321 records produced" in html
+    assert html.count("<svg") == 2 and "4,321 records produced" in html and "(240 delivery retries)" in html
     assert "worker-produced" not in empty
+    assert 'id="cluster-faults"' in html and "destination: 1 broker(s)" in html and "cluster-faults" not in empty
     assert "MSG_SIZE_TOO_LARGE &lt;b&gt;" in html  # escaped
     assert 'id="stalled"' in html and 'id="not-mirrored"' in html and "cannot create destination topic &lt;x&gt;" in html
     assert 'id="stalled"' not in empty and 'id="not-mirrored"' not in empty

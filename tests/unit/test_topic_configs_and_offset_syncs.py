@@ -237,3 +237,35 @@ def test_a_list_offsets_without_an_offset_writes_no_sync():
     syncs, errors = writer.write(Producer(), "source", {("orders", 0): 10}, {})
     assert syncs == [] and errors == {"orders[0]": "no high watermark (offset -1001)"}
     assert writer.written == {}
+
+
+def test_max_message_bytes_waits_for_a_broker_that_has_not_learnt_of_a_new_topic_yet():
+    from types import SimpleNamespace
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from mirror_worker.config import TopicCreation
+    from mirror_worker.topics import DestinationTopics
+
+    class Future:
+        def __init__(self, error: int | None) -> None:
+            self.error = error
+
+        def result(self, timeout=None):
+            if self.error is not None:
+                raise KafkaException(KafkaError(self.error))
+            return {"max.message.bytes": SimpleNamespace(value="2048")}
+
+    class Admin:
+        def __init__(self, error: int) -> None:
+            self.error, self.asked = error, []
+
+        def describe_configs(self, resources, request_timeout=None):
+            self.asked.append(sorted(r.name for r in resources))
+            return {r: Future(self.error if r.name == "new" and len(self.asked) == 1 else None) for r in resources}
+
+    admin = Admin(KafkaError.UNKNOWN_TOPIC_OR_PART)
+    assert DestinationTopics(admin, TopicCreation(), False).max_message_bytes(["old", "new"]) == {"old": 2048, "new": 2048}
+    assert admin.asked == [["new", "old"], ["new"]]
+    with pytest.raises(KafkaException):  # another error is not waited out
+        DestinationTopics(Admin(KafkaError.TOPIC_AUTHORIZATION_FAILED), TopicCreation(), False).max_message_bytes(["new"])

@@ -46,10 +46,30 @@ class WorkerStatus:
     stalled: tuple[tuple[str, str, int], ...] = ()  # (source, topic, partition): records wait, none copied
     not_mirrored: tuple[tuple[str, str], ...] = ()  # (source, topic): its destination topic cannot be made
     selects_nothing: tuple[str, ...] = ()  # sources whose topics the filter selects none of
+    # What the worker's clients see of the clusters now: cluster ("destination" or a source) -> count.
+    brokers_down: tuple[tuple[str, int], ...] = ()
+    partitions_without_leader: tuple[tuple[str, int], ...] = ()
+    delivery_retries: float | None = None  # produce requests sent again since the worker started
 
     @property
     def problems(self) -> bool:
         return bool(self.halted or self.conflicts or self.not_mirrored)
+
+
+def cluster_faults(worker: WorkerStatus) -> list[str]:
+    """One line per cluster the worker sees faults on now (unreachable brokers, partitions without a reachable
+    leader); nothing when all is well."""
+    down, leaderless = dict(worker.brokers_down), dict(worker.partitions_without_leader)
+    lines = []
+    for cluster in sorted(set(down) | set(leaderless)):
+        parts = []
+        if down.get(cluster):
+            parts.append(f"{down[cluster]} broker(s) the worker needs cannot be reached")
+        if leaderless.get(cluster):
+            parts.append(f"{leaderless[cluster]} partition(s) without a reachable leader")
+        if parts:
+            lines.append(f"{cluster}: " + "; ".join(parts))
+    return lines
 
 
 @dataclass(frozen=True)
@@ -83,6 +103,7 @@ class MirrorView:
     total_lag: int | None = None
     records_per_s: float | None = None  # committed by the mirror group, between its last two samples
     worker_produced: float | None = None  # the worker's mirror_records_produced counter (since it started)
+    worker_retries: float | None = None  # its mirror_delivery_retries counter (since it started)
     partitions: list[dict] = field(default_factory=list)  # the newest sample per partition
     history: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # "src/topic/p" -> (time, lag)
     throughput: list[tuple[float, float]] = field(default_factory=list)  # (time, records/s committed)
@@ -90,6 +111,7 @@ class MirrorView:
     conflicts: list[dict] = field(default_factory=list)
     stalled: list[dict] = field(default_factory=list)
     not_mirrored: list[dict] = field(default_factory=list)
+    cluster_faults: list[str] = field(default_factory=list)  # what the worker sees of the clusters (cluster_faults)
     verdicts: list[Verdict] = field(default_factory=list)
     evaluation: str | None = None
     report: Report | None = None
@@ -237,6 +259,8 @@ class Dashboard:
             view.notes.append(f"worker metrics not readable: {worker.error}")
         else:
             view.worker_produced = worker.records_produced
+            view.worker_retries = worker.delivery_retries
+            view.cluster_faults = cluster_faults(worker)
         evaluation, why_not = judge(history, spec, now)
         view.evaluation = evaluation.summary() if evaluation is not None else why_not
         view.state, view.state_reason = mirror_state(

@@ -145,6 +145,9 @@ def mirror_page(view: MirrorView, base: str) -> str:
             f'<p id="summary">{escape(view.state_reason)}. Total lag <b class="total-lag">{_number(view.total_lag)}</b> '
             f"records; {_number(view.records_per_s, 1)} records/s committed; last sample {_when(view.measured_at)}.</p>"]
     body.extend(f'<p class="note">{escape(n)}</p>' for n in view.notes)
+    if view.cluster_faults:  # while a broker or the network fails: what the worker sees of the clusters
+        body.append('<ul class="note" id="cluster-faults">'
+                    + "".join(f"<li>{escape(f)}</li>" for f in view.cluster_faults) + "</ul>")
     body.append(f"<p>Lag rules over the dashboard's history: {escape(view.evaluation or 'no data yet')}</p>")
     body.append("<h2>Lag per partition</h2>")
     body.append(line_chart({k: [(t, float(v)) for t, v in pts] for k, pts in view.history.items()},
@@ -154,8 +157,9 @@ def mirror_page(view: MirrorView, base: str) -> str:
     body.append(line_chart({"committed": view.throughput} if view.throughput else {}, "records/s committed",
                            "records/s", "throughput-chart"))
     if view.worker_produced is not None:
+        retries = f" ({_number(view.worker_retries)} delivery retries)" if view.worker_retries else ""
         body.append(f'<p id="worker-produced">The worker\'s metrics: {_number(view.worker_produced)} records '
-                    "produced to the destination since it started.</p>")
+                    f"produced to the destination since it started{retries}.</p>")
     body.append("<h2>Halted partitions</h2>")
     body.extend(_halts(view))
     body.append("<h2>Lag sensor verdicts</h2>")

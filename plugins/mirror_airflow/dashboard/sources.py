@@ -13,6 +13,13 @@ from mirror_airflow.dashboard.gather import Edges, MirrorSpec, Report, WorkerSta
 
 HALT_MESSAGES = ("partition halted", "schema conflict: topic not mirrored", "topic not mirrored")
 LOG_TAIL_BYTES = 2 * 1024 * 1024
+# The worker's view of its clusters (mirror_worker/client_health.py): gauge -> (what, cluster without a source label).
+CLUSTER_GAUGES = {
+    "mirror_destination_brokers_down": ("down", "destination"),
+    "mirror_source_brokers_down": ("down", "source"),
+    "mirror_destination_partitions_without_leader": ("leaderless", "destination"),
+    "mirror_source_partitions_without_leader": ("leaderless", "source"),
+}
 
 
 def spec_mirrors(path: Path | None = None) -> list[MirrorSpec]:
@@ -67,6 +74,8 @@ def parse_metrics(text: str, mirror: str) -> WorkerStatus:
     from prometheus_client.parser import text_string_to_metric_families
 
     halted, conflicts, produced, stalled, not_mirrored, nothing = set(), set(), None, set(), set(), set()
+    clusters: dict[str, dict[str, int]] = {"down": {}, "leaderless": {}}
+    retries = None
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = sample.labels
@@ -84,8 +93,16 @@ def parse_metrics(text: str, mirror: str) -> WorkerStatus:
                 nothing.add(labels["source"])
             elif sample.name == "mirror_records_produced_total":
                 produced = (produced or 0.0) + sample.value
+            elif sample.name in CLUSTER_GAUGES and sample.value >= 1:
+                kind, side = CLUSTER_GAUGES[sample.name]
+                clusters[kind][labels.get("source", side)] = int(sample.value)
+            elif sample.name == "mirror_delivery_retries_total":
+                retries = (retries or 0.0) + sample.value
     return WorkerStatus(tuple(sorted(halted)), tuple(sorted(conflicts)), produced, stalled=tuple(sorted(stalled)),
-                        not_mirrored=tuple(sorted(not_mirrored)), selects_nothing=tuple(sorted(nothing)))
+                        not_mirrored=tuple(sorted(not_mirrored)), selects_nothing=tuple(sorted(nothing)),
+                        brokers_down=tuple(sorted(clusters["down"].items())),
+                        partitions_without_leader=tuple(sorted(clusters["leaderless"].items())),
+                        delivery_retries=retries)
 
 
 def worker_status(spec: MirrorSpec, host: str = "127.0.0.1", timeout: float = 3.0) -> WorkerStatus | None:

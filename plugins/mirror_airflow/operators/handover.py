@@ -50,7 +50,7 @@ class StopMirrorOperator(MirrorOperator):
                 raise RuntimeError(str(exc)) from None
             return self._stop(deadline)
         marked_here = not failed_over(destination, group)
-        mark_failed_over(destination, group)  # first: a catch-up or worker starting from now on sees it
+        mark_failed_over(destination, group, self.mirror.topic_creation)  # first: a catch-up or worker starting from now on sees it
         try:
             self._wait_for_catchups(deadline)
             return self._stop(deadline)

@@ -1,0 +1,114 @@
+"""On the three-node clusters behind Toxiproxy: the worker's own topics survive a broker (replicated like the
+cluster's), and what an operator sees while a destination broker is unreachable (metrics, dashboard)."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from devstack.toxics import Proxy
+from mirror_airflow.dashboard.gather import cluster_faults
+from mirror_airflow.dashboard.sources import parse_metrics
+from tests.integration.test_broker_faults import PARTITIONS, _leaders, clusters  # noqa: F401  (fixture)
+from tests.integration.test_worker_faults import LiveProducer
+from tests.kafka_util import create_topic, produce
+from tests.worker_util import WorkerProcess, read_topic, write_properties
+
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
+
+
+def _worker(clusters, tmp_path, topic: str, *extra: str) -> WorkerProcess:
+    consumer = write_properties(tmp_path / f"{topic}.source.properties", {
+        "bootstrap.servers": clusters["source"].bootstrap_servers, "group.id": f"g-{topic}",
+        "auto.offset.reset": "earliest",
+    })
+    producer = write_properties(tmp_path / f"{topic}.destination.properties",
+                                {"bootstrap.servers": clusters["destination"].bootstrap_servers})
+    return WorkerProcess(["--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
+                          "--name", topic, "--preserve.partitions", "--offset.commit.interval.ms", "1000", *extra],
+                         tmp_path, topic)
+
+
+def _replicas(bootstrap: str, topics: list[str]) -> dict[str, int]:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    return {t: min(len(p.replicas) for p in metadata.topics[t].partitions.values()) for t in topics}
+
+
+def test_the_workers_own_topics_get_the_clusters_replication_factor(clusters, tmp_path):
+    """Offset syncs, exactly-once positions, heartbeats and the dead-letter topic: replication factor 3 on a
+    three-node destination (MirrorMaker 2's default for its internal topics), so one broker's death loses
+    none of them."""
+    src, dst = clusters["source"].bootstrap_servers, clusters["destination"].bootstrap_servers
+    plain, eos = f"rf-{uuid.uuid4().hex[:8]}", f"rf-eos-{uuid.uuid4().hex[:8]}"
+    workers = []
+    try:
+        for topic in (plain, eos):
+            create_topic(src, topic, partitions=2, replication_factor=3)
+            produce(src, topic, [{"value": f"{topic}-{i}".encode()} for i in range(10)])
+        workers = [_worker(clusters, tmp_path, plain, "--dead.letter.topic", f"{plain}.dlq"),
+                   _worker(clusters, tmp_path, eos, "--exactly.once")]
+        for worker, topic in zip(workers, (plain, eos)):
+            worker.wait_started(90)
+            deadline = time.monotonic() + 60
+            while len(read_topic(dst, topic, idle=1)) < 10:
+                assert worker.proc.poll() is None, worker.stderr[-1500:]
+                assert time.monotonic() < deadline, f"{topic} not mirrored within 60 s"
+        own = [f"{plain}.mirror.offset-syncs", f"{plain}.dlq", "mirror.heartbeats",
+               f"{eos}.mirror.offset-syncs", f"{eos}.mirror.eos-positions"]
+        assert _replicas(dst, own) == dict.fromkeys(own, 3)
+    finally:
+        for worker in workers:
+            worker.stop_quietly()
+
+
+def _seen(worker: WorkerProcess, mirror: str):
+    """What the dashboard reads from the worker's metrics endpoint."""
+    url = worker.wait_for_log("metrics endpoint")["url"]
+    return parse_metrics(urllib.request.urlopen(url, timeout=5).read().decode(), mirror)
+
+
+def _wait_until(worker: WorkerProcess, mirror: str, predicate, what: str, timeout: float = 90.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        assert worker.proc.poll() is None, worker.stderr[-1500:]
+        status = _seen(worker, mirror)
+        if predicate(status):
+            return status
+        assert time.monotonic() < deadline, f"{what} not reported within {timeout:.0f} s: {status}"
+        time.sleep(1.0)
+
+
+def test_an_unreachable_destination_broker_shows_in_the_metrics_and_on_the_dashboard_while_it_lasts(clusters, tmp_path):
+    """A destination broker cut off from the worker (its Toxiproxy proxy disabled; it stays the leader of its
+    partitions): the worker's metrics and the dashboard's mirror page say so until the proxy is back."""
+    src, dst = clusters["source"].bootstrap_servers, clusters["destination"].bootstrap_servers
+    topic = f"seen-{uuid.uuid4().hex[:8]}"
+    create_topic(src, topic, partitions=PARTITIONS, replication_factor=3)
+    live = LiveProducer(src, topic, total=200 * 120, rate=200)
+    live.start()
+    worker = _worker(clusters, tmp_path, topic, "--metrics.port", "0")
+    try:
+        worker.wait_started(90)
+        assert _wait_until(worker, topic, lambda s: (s.records_produced or 0) > 0, "records produced").brokers_down == ()
+        leader = _leaders(dst, topic)[0]
+        proxy = Proxy(clusters["destination"].proxy, clusters["destination"].proxy_name(leader))
+        proxy.cut()
+        cut_at = time.monotonic()
+        during = _wait_until(worker, topic, lambda s: dict(s.brokers_down).get("destination", 0) >= 1,
+                             "a destination broker down")
+        seen_s = time.monotonic() - cut_at
+        faults = cluster_faults(during)
+        assert faults and faults[0].startswith("destination: 1 broker(s) the worker needs cannot be reached"), faults
+        proxy.restore()
+        restored_at = time.monotonic()
+        after = _wait_until(worker, topic, lambda s: not s.brokers_down and not s.partitions_without_leader,
+                            "the destination reachable again")
+        print(f"\nshown {seen_s:.1f} s after the cut: {faults}; cleared {time.monotonic() - restored_at:.1f} s after "
+              f"the restore; delivery retries {during.delivery_retries} then {after.delivery_retries}")
+    finally:
+        live.stop()
+        worker.stop_quietly()
