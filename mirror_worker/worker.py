@@ -16,6 +16,7 @@ parts, each built from explicit collaborators:
     Backpressure         backpressure.py       queue.size records in flight, the wait for room, holding the consumers
     ClientSettings       clients.py            client callbacks (errors, statistics), a bounded first contact
     StallWatch           stalls.py             partitions whose records wait while none is copied: log + gauge
+    SourceContact        source_contact.py     a source cluster that does not answer: log + mirror_errors
     open_streams         worker_streams.py     one consumer per source cluster: its settings, admin, transactions
 """
 
@@ -52,6 +53,7 @@ from mirror_worker.offset_syncs import OffsetSyncWriter
 from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance, provenance_value
 from mirror_worker.routing import Router
 from mirror_worker.run_state import RunState
+from mirror_worker.source_contact import SourceContact
 from mirror_worker.source_stream import SourceStream
 from mirror_worker.stalls import StallWatch
 from mirror_worker.topics import DestinationTopics, TopicCreationError
@@ -109,6 +111,7 @@ class MirrorWorker:
         self.topics: TopicManagement
         self.hot_path: BatchMirror
         self.failback: FailbackStart | None = None
+        self.source_contact: SourceContact | None = None
 
     @property
     def stop_event(self):
@@ -147,6 +150,9 @@ class MirrorWorker:
         open_streams(cfg, self.clients, self.stream_index, self.producers, self._cluster_id,
                      self.destination_cluster_id, transactions, streams=self.streams)
         attach_schema_gates(cfg, self.streams, self.halts, self.metrics, self._label)
+        self.source_contact = SourceContact([(s.alias, s.admin) for s in self.streams], self.metrics, self._label,
+                                            after_s=cfg.stall_timeout_s)
+        self.source_contact.start()
         offset_sync_writer = None
         if cfg.writes_offset_syncs:
             topic = cfg.offset_syncs_topic
@@ -387,6 +393,8 @@ class MirrorWorker:
     def close(self) -> None:
         """Flush, commit, leave the group. Bounded by shutdown_timeout_s."""
         deadline = self.state.close()
+        if self.source_contact is not None:
+            self.source_contact.stop()
         committed = self.checkpoint_and_commit(deadline=deadline)
         for stream in self.streams:
             if stream.transactions is not None:

@@ -222,15 +222,17 @@ def _roll(cluster, workers: list[WorkerProcess], restarts: list[dict]) -> None:
                          "in_sync_s": round(time.monotonic() - began, 1)})
 
 
-def test_rolling_restart_of_both_clusters(clusters, tmp_path, topic_name, record_property):
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_rolling_restart_of_both_clusters(clusters, tmp_path, topic_name, delivery, record_property):
     """Every destination broker restarted in turn (SIGTERM, back, replicas in sync), then every source broker,
-    under a steady load: the worker never exits and every record arrives, in order."""
+    under a steady load: the worker never exits and every record arrives, in order. Exactly-once: the destination
+    roll only, every record read_committed once."""
     topic = topic_name("rolling")
     src, dst = clusters["source"], clusters["destination"]
     create_topic(src.bootstrap_servers, topic, PARTITIONS, replication_factor=3)
     rate = 500  # the roll takes minutes on a loaded machine: a steady stream for all of it, not a big one
     live = LiveProducer(src.bootstrap_servers, topic, total=10**9, rate=rate)  # until stop()
-    worker = _worker(clusters, tmp_path, topic, "at-least-once", "rolling", {})
+    worker = _worker(clusters, tmp_path, topic, delivery, "rolling", {})
     watch = Watch(clusters, topic, worker)
     restarts: list[dict] = []
     try:
@@ -240,7 +242,10 @@ def test_rolling_restart_of_both_clusters(clusters, tmp_path, topic_name, record
         _wait_for_total(watch, 3 * rate)
         fault_at = time.monotonic()
         _roll(dst, [worker], restarts)
-        _roll(src, [worker], restarts)
+        # Exactly-once rolls the destination only: its transactions and positions live there (the source roll
+        # is the at-least-once run's), and rolling both took 199 s on the 2-core machine, too long for the group.
+        if delivery == "at-least-once":
+            _roll(src, [worker], restarts)
         roll_s = time.monotonic() - fault_at
         _assert_running(worker, watch, fault_at)
         live.stop()
@@ -262,9 +267,11 @@ def test_rolling_restart_of_both_clusters(clusters, tmp_path, topic_name, record
                "duplicates": duplicates, "longest_stall_s": stalls, "exit_status": status, "restarts": restarts}
     for name, value in figures.items():
         record_property(name, value)
-    print(f"\nrolling restart: {figures}")
+    print(f"\n{delivery} rolling restart: {figures}")
     assert status == 0, worker.stderr[-1500:]
     assert (missing, ordered) == ([], True)
+    if delivery == "exactly-once":
+        assert duplicates == 0
 
 
 def _stalls(watch: Watch, since: float) -> float:

@@ -89,8 +89,9 @@ def smtp(monkeypatch):
     server.close()
 
 
-def _write_mirror(tmp_path, stack, name: str, topic: str, alerts: dict, lag: dict = LAG):
-    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, name, topic, prefix="lag.")
+def _write_mirror(tmp_path, stack, name: str, topic: str, alerts: dict, lag: dict = LAG, **where):
+    """The mirror's spec and its lag DAG; `where`: write_mirror_spec's `source`/`destination` overrides."""
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, name, topic, prefix="lag.", **where)
     dag_file = dags_folder() / f"lag_{name.replace('-', '_')}.py"
     dag_file.write_text(f"""
 from pathlib import Path
