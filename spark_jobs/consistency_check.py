@@ -1,6 +1,6 @@
 """Consistency check: prove, record by record, that a mirror copied a window of its source.
 
-    python spark_jobs/consistency_check.py --source.bootstrap.servers S --destination.bootstrap.servers D \\
+    python -m spark_jobs.consistency_check --source.bootstrap.servers S --destination.bootstrap.servers D \\
         --topics orders [--prefix dc1.] [--group.id mirror-orders] --report out/check.json \\
         [--from-timestamp T] [--to-timestamp T | --offsets orders:0:100-200,orders:1:0-50]
 
@@ -66,20 +66,14 @@ stderr, details in the JSON logs on stdout).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script (python spark_jobs/..., spark-submit): make the repo importable
-    _ROOT = str(Path(__file__).resolve().parents[1])
-    if _ROOT not in sys.path:
-        sys.path.insert(0, _ROOT)
-
 import argparse
 import json
 import logging
 import os
+import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
