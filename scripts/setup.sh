@@ -79,6 +79,7 @@ else
   if .venv/bin/python -m pip show -q airflow-provider-kafka-mirror >/dev/null 2>&1; then
     .venv/bin/python -m pip uninstall -q -y airflow-provider-kafka-mirror
   fi
+  rm -rf plugins/airflow_provider_kafka_mirror.egg-info  # its build metadata: Airflow would still find it there
   say "installing the project's package kafka-mirror (editable)"
   .venv/bin/python -m pip install -q --no-deps -e .
   mark provider "$provider_stamp"
