@@ -4,8 +4,8 @@
         --topics orders [--prefix dc1.] [--group.id mirror-orders] --report out/check.json \\
         [--from-timestamp T] [--to-timestamp T | --offsets orders:0:100-200,orders:1:0-50]
 
-(or `--config mirrors.yaml --mirror NAME`.) Through spark-submit, give the Kafka connector jars to the
-driver: `spark-submit --jars "$(ls .cache/spark/jars/*.jar | paste -sd,)" spark_jobs/consistency_check.py ...`.
+(or `--config mirrors.yaml --mirror NAME`.) Through spark-submit, give the driver the jars
+`spark_jobs.session.kafka_connector_jars()` lists (`--jars`: the Kafka connector's and the digest reader).
 
 Window: by default every source record from the low watermark to the last stable offset (LSO) of each
 partition, read read_committed as the worker reads (read_uncommitted up to the high watermark when the
