@@ -51,4 +51,4 @@ clean: stack-down
 # One DAG stub per mirror of the spec (dags/README.md); SPEC=... for another spec, CHECK=1 to only check.
 .PHONY: dags
 dags:
-	@PYTHONPATH=.:plugins $(PY) -m mirror_airflow.dag_factory render --spec $(or $(SPEC),config/mirrors.yaml) --out dags/ $(if $(CHECK),--check)
+	@$(PY) -m mirror_airflow.dag_factory render --spec $(or $(SPEC),config/mirrors.yaml) --out dags/ $(if $(CHECK),--check)

@@ -108,7 +108,7 @@ def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: s
     load = os.getloadavg()[0]
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "spark_jobs/catchup.py", "--source.bootstrap.servers", src, "--master", master,
+        [sys.executable, "-m", "spark_jobs.catchup", "--source.bootstrap.servers", src, "--master", master,
          "--destination.bootstrap.servers", dst, "--topics", topic, "--group.id", f"bench-{prefix}{topic}",
          "--prefix", prefix, "--summary", str(summary_file),
          *(["--driver-copy-limit", str(driver_limit)] if driver_limit is not None else []),

@@ -5,7 +5,7 @@
 
 Preloads keyed records with a header into `source` and a clean copy (same partition, key, value,
 headers, timestamp, plus the provenance header) into `destination` (both clusters written at once, lz4
-batches), then times one run of `python spark_jobs/consistency_check.py --master local[2]` over the whole
+batches), then times one run of `python -m spark_jobs.consistency_check --master local[2]` over the whole
 topic. Reports records/s over the whole run (JVM start included) and over the check alone (after the
 Spark session is up), both per core too, the digest pass's task CPU seconds and the 1-minute load average
 before the run (other work on the machine skews the figures). The preloaded topics are named after records, size and partitions
@@ -141,7 +141,7 @@ def measure(stack: Stack, records: int, size: int, partitions: int, master: str,
         load_before = round(os.getloadavg()[0], 2)
         started = time.monotonic()
         proc = subprocess.run(
-            [sys.executable, "spark_jobs/consistency_check.py", "--source.bootstrap.servers", source,
+            [sys.executable, "-m", "spark_jobs.consistency_check", "--source.bootstrap.servers", source,
              "--destination.bootstrap.servers", destination, "--topics", topic, "--prefix", PREFIX,
              "--master", master, "--report", str(report), "--digest-reader", reader],
             cwd=paths.ROOT, capture_output=True, text=True, timeout=3600,

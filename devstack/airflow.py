@@ -7,7 +7,7 @@ Layout under its root (the stack's root unless a test gives its own):
     mirrors.yaml                      KAFKA_MIRROR_SPEC: the mirror spec the DAGs read (written by the caller)
 
 Airflow reads the DAGs from <repo>/dags (tests: a folder of their own), plugins from <repo>/plugins,
-and imports `mirror_worker` and `spark_jobs` from PYTHONPATH=<repo>. Only when it runs on the stack's
+and imports `mirror_worker` and `spark_jobs` as installed in its environment (`make setup`: editable). Only when it runs on the stack's
 own root is it the stack's `airflow` service and writes the `airflow` entry of stack.json.
 """
 
@@ -107,7 +107,6 @@ class Airflow:
         return {
             # standalone runs its components as `airflow ...` from PATH.
             "PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")]),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(paths.ROOT), os.environ.get("PYTHONPATH")])),
             "AIRFLOW_HOME": str(self.home),
             # standalone relays every component's output into server.log: unbuffered, so it is current.
             "PYTHONUNBUFFERED": "1",

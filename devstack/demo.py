@@ -103,9 +103,7 @@ def start_mirror(stack: Stack) -> tuple[str, str]:
         port = free_port()
         spec_path.write_text(demo_spec(stack, port))  # JSON is YAML
         service.start(
-            [sys.executable, "-m", "mirror_worker", "--config", str(spec_path), "--mirror", "demo"],
-            env={"PYTHONPATH": str(paths.ROOT)},
-        )
+            [sys.executable, "-m", "mirror_worker", "--config", str(spec_path), "--mirror", "demo"])
     port = json.loads(spec_path.read_text())["groups"][0]["mirrors"][0]["metrics-port"]
     return f"http://127.0.0.1:{port}/metrics", str(service.log_file)
 

@@ -68,13 +68,19 @@ then
   .venv/bin/python -m pip install -q --force-reinstall --no-deps "pyspark==$pyspark_pin"
 fi
 
-# The repo's Airflow provider (mirror_airflow under plugins/, entry point apache_airflow_provider), editable:
-# `airflow providers list` shows it. --no-deps: its requirements are the pinned ones installed above.
+# The repo's distribution kafka-mirror (mirror_worker, spark_jobs, and mirror_airflow from plugins/, an Airflow
+# provider through its apache_airflow_provider entry point), editable: `airflow providers list` shows it.
+# --no-deps: its requirements are the pinned ones installed above. The distribution's former name held
+# mirror_airflow only and names the same provider: Airflow refuses two, so it goes.
 provider_stamp=$(printf '%s\n' "$ROOT" | cat - pyproject.toml | sha256sum | cut -c1-16)
-if fresh provider "$provider_stamp" && .venv/bin/python -m pip show -q airflow-provider-kafka-mirror >/dev/null 2>&1; then
-  say "airflow provider ok"
+if fresh provider "$provider_stamp" && .venv/bin/python -m pip show -q kafka-mirror >/dev/null 2>&1; then
+  say "kafka-mirror package ok"
 else
-  say "installing the Airflow provider airflow-provider-kafka-mirror (editable, from plugins/)"
+  if .venv/bin/python -m pip show -q airflow-provider-kafka-mirror >/dev/null 2>&1; then
+    .venv/bin/python -m pip uninstall -q -y airflow-provider-kafka-mirror
+  fi
+  rm -rf plugins/airflow_provider_kafka_mirror.egg-info  # its build metadata: Airflow would still find it there
+  say "installing the project's package kafka-mirror (editable)"
   .venv/bin/python -m pip install -q --no-deps -e .
   mark provider "$provider_stamp"
 fi
@@ -107,15 +113,17 @@ else
   mark spark "$spark_stamp"
 fi
 
-# The consistency check's digest reader (java/check/, spark_jobs/check_jvm.py), built beside the connector
-# jars so that everything that ships those to Spark ships it too. After the step above: it may empty the folder.
+# The consistency check's digest reader (java/check/, spark_jobs/check_jvm.py), built into the package
+# (spark_jobs/jars/, git-ignored) so that a wheel built afterwards ships it and the installed package finds it.
 check_stamp=$(stamp_of java/check/src/mirror/check/*.java scripts/build-check-jar.sh requirements.txt)
-if [ -f "$CACHE/spark/jars/mirror-check.jar" ] && fresh check "$check_stamp"; then
+rm -f "$CACHE/spark/jars/mirror-check.jar"  # where it was built before: a stale copy there would win
+if [ -f spark_jobs/jars/mirror-check.jar ] && fresh check "$check_stamp"; then
   say "check jar ok"
 else
   say "compiling the consistency check's JVM digest reader"
   pyspark_jars=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
-  bash scripts/build-check-jar.sh "$pyspark_jars" "$CACHE/spark/jars" "$CACHE/spark/jars/mirror-check.jar"
+  mkdir -p spark_jobs/jars
+  bash scripts/build-check-jar.sh "$pyspark_jars" "$CACHE/spark/jars" spark_jobs/jars/mirror-check.jar
   mark check "$check_stamp"
 fi
 

@@ -1,7 +1,7 @@
 """Catch-up: copy a mirror's backlog in parallel with Spark, then hand over to the worker.
 
-    python spark_jobs/catchup.py --config mirrors.yaml --mirror NAME [--topics a,b] [--from-timestamp T]
-    python spark_jobs/catchup.py --source.bootstrap.servers S --destination.bootstrap.servers D \\
+    python -m spark_jobs.catchup --config mirrors.yaml --mirror NAME [--topics a,b] [--from-timestamp T]
+    python -m spark_jobs.catchup --source.bootstrap.servers S --destination.bootstrap.servers D \\
         --topics a,b --group.id G [--prefix P] [--from-offsets topic:partition:offset,...] [--on-data-loss reset]
 
 1. Per source partition, a range [start, end): start is the mirror group's committed offset, or given
@@ -67,23 +67,20 @@ import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script (spark-submit / python spark_jobs/catchup.py)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from mirror_worker.catchup_lease import CatchupLease  # noqa: E402
-from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size  # noqa: E402
-from mirror_worker.failback import failback_start  # noqa: E402
-from mirror_worker.offset_translation import committed_reader  # noqa: E402
-from spark_jobs.catchup_copy import CopySettings  # noqa: E402
-from spark_jobs.catchup_eos import ExactlyOnce, destination_positions, expired_line, exactly_once_for  # noqa: E402
-from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges  # noqa: E402
-from spark_jobs.catchup_driver import SparkStarter  # noqa: E402
-from spark_jobs.catchup_spark import (  # noqa: E402
+from mirror_worker.catchup_lease import CatchupLease
+from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size
+from mirror_worker.failback import failback_start
+from mirror_worker.offset_translation import committed_reader
+from spark_jobs.catchup_copy import CopySettings
+from spark_jobs.catchup_eos import ExactlyOnce, destination_positions, expired_line, exactly_once_for
+from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges
+from spark_jobs.catchup_driver import SparkStarter
+from spark_jobs.catchup_spark import (
     DestinationProgress, copy_tasks_for, copy_with_spark, on_demand_schemas, schema_fields,
 )
-from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args  # noqa: E402
-from spark_jobs.kafka_meta import KafkaMeta, resolve_topics  # noqa: E402
-from spark_jobs.stable_offsets import open_transactions, reachable  # noqa: E402
+from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args
+from spark_jobs.kafka_meta import KafkaMeta, resolve_topics
+from spark_jobs.stable_offsets import open_transactions, reachable
 
 log = logging.getLogger("spark_jobs.catchup")
 

@@ -22,18 +22,15 @@ Invariants (per source partition: no gap, no overlap, order kept):
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_task, stderr_event, stderr_line, warm_up
 
 log = logging.getLogger("spark_jobs.catchup")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 Key = tuple[str, int]
 
 
@@ -97,11 +94,8 @@ class SparkStarter:
 def _create_session(master: str | None):
     from spark_jobs.session import create_session
 
-    # The executors' Python workers import spark_jobs and mirror_worker: the repo must be on their path
-    # (spark-submit from Airflow sets PYTHONPATH; a direct run may not).
-    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    if str(REPO_ROOT) not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), *paths]))
+    # The executors' Python workers import spark_jobs and mirror_worker: installed beside pyspark, or shipped
+    # with --py-files (the Airflow operators, mirror_airflow/operators/spark.py).
     # The tasks read with librdkafka: no Kafka connector jars, a JVM that only schedules them; no UI to start.
     return create_session("mirror-catchup", master=master, kafka_source=False, light_jvm=True,
                           extra_conf={"spark.ui.enabled": "false"})

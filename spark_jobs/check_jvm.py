@@ -5,9 +5,9 @@ check_rdkafka.SOURCE_WINDOWS and DESTINATION_WINDOWS, compared on the driver (ch
 
 Why: the librdkafka reader (check_rdkafka.py) spends about 2 CPU-microseconds of Python per record and
 side, which kept the check under 200K source records per second per core on this machine; the JVM tasks
-hash a record in a fraction of that. The jar is built by `make setup` (scripts/setup.sh) into the Kafka
-connector jars' directory, so every way the check is submitted (spark-submit --jars, the Airflow operator)
-already ships it.
+hash a record in a fraction of that. The jar is built by `make setup` (scripts/setup.sh) into the package
+(spark_jobs/jars/, shipped in its wheel), and session.kafka_connector_jars lists it after the connector jars,
+so every way the check is submitted (spark-submit --jars, the Airflow operator) ships it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from spark_jobs.check_rdkafka_spark import plan_tasks, scopes_for
 
 log = logging.getLogger("spark_jobs.consistency_check")
 
-JAR_HINT = "mirror-check.jar is missing beside the Kafka connector jars (run `make setup`)"
+JAR_HINT = "mirror-check.jar is missing from spark_jobs/jars/ and the Kafka connector jars (run `make setup`)"
 STALL_TIMEOUT_S = 120
 # The tasks' consumers: assigned, never committing, failing rather than resetting when a range start has
 # gone (retention). Fetch sizes and the job's own client settings (TLS, SASL) come on top.

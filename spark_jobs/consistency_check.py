@@ -1,11 +1,11 @@
 """Consistency check: prove, record by record, that a mirror copied a window of its source.
 
-    python spark_jobs/consistency_check.py --source.bootstrap.servers S --destination.bootstrap.servers D \\
+    python -m spark_jobs.consistency_check --source.bootstrap.servers S --destination.bootstrap.servers D \\
         --topics orders [--prefix dc1.] [--group.id mirror-orders] --report out/check.json \\
         [--from-timestamp T] [--to-timestamp T | --offsets orders:0:100-200,orders:1:0-50]
 
-(or `--config mirrors.yaml --mirror NAME`.) Through spark-submit, give the Kafka connector jars to the
-driver: `spark-submit --jars "$(ls .cache/spark/jars/*.jar | paste -sd,)" spark_jobs/consistency_check.py ...`.
+(or `--config mirrors.yaml --mirror NAME`.) Through spark-submit, give the driver the jars
+`spark_jobs.session.kafka_connector_jars()` lists (`--jars`: the Kafka connector's and the digest reader).
 
 Window: by default every source record from the low watermark to the last stable offset (LSO) of each
 partition, read read_committed as the worker reads (read_uncommitted up to the high watermark when the
@@ -66,20 +66,14 @@ stderr, details in the JSON logs on stdout).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script (python spark_jobs/..., spark-submit): make the repo importable
-    _ROOT = str(Path(__file__).resolve().parents[1])
-    if _ROOT not in sys.path:
-        sys.path.insert(0, _ROOT)
-
 import argparse
 import json
 import logging
 import os
+import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException

@@ -9,6 +9,9 @@ from pathlib import Path
 
 # The connector jars fetched by `make setup` (java/spark/pom.xml); SPARK_KAFKA_JARS overrides.
 _DEFAULT_JARS_DIR = Path(__file__).resolve().parents[1] / ".cache" / "spark" / "jars"
+# The consistency check's JVM digest reader ships in the package (`make setup` compiles it there before a wheel
+# is built, pyproject.toml's package data); MIRROR_CHECK_JAR overrides, an empty value leaves it out.
+CHECK_JAR = Path(__file__).resolve().parent / "jars" / "mirror-check.jar"
 
 # A driver JVM that only schedules Python tasks (the catch-up: its tasks read and write with librdkafka) starts
 # on about half the CPU with the client compiler only and the serial collector. Measured on 2 busy cores: 5.8
@@ -23,10 +26,14 @@ THROUGHPUT_JVM_OPTIONS = "-XX:+UseParallelGC"
 
 
 def kafka_connector_jars(jars_dir: Path | None = None) -> list[str]:
+    """The connector jars of the directory, then the package's digest reader unless the directory has one."""
     directory = Path(jars_dir or os.environ.get("SPARK_KAFKA_JARS", _DEFAULT_JARS_DIR))
     jars = sorted(str(p) for p in directory.glob("*.jar"))
     if not any("spark-sql-kafka" in j for j in jars):
         raise FileNotFoundError(f"spark-sql-kafka connector jar missing in {directory}: run `make setup`")
+    reader = Path(os.environ.get("MIRROR_CHECK_JAR", CHECK_JAR))
+    if str(reader) != "." and reader.is_file() and not any(Path(j).name == reader.name for j in jars):
+        jars.append(str(reader))
     return jars
 
 
@@ -47,7 +54,8 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     elif not _launched_by_spark_submit() and "spark.master" not in (extra_conf or {}):
         builder = builder.master("local[*]")
     conf = {
-        **({"spark.jars": ",".join(kafka_connector_jars())} if kafka_source else {}),
+        # Under spark-submit the driver's JVM is up with its --jars already (the jobs' code may come from --py-files).
+        **({"spark.jars": ",".join(kafka_connector_jars())} if kafka_source and not _launched_by_spark_submit() else {}),
         "spark.sql.shuffle.partitions": "8",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": "1g",

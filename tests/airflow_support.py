@@ -47,12 +47,7 @@ def _configure_environment() -> Path:
         "AIRFLOW__CORE__FERNET_KEY": Fernet.generate_key().decode(),
         "AIRFLOW__API_AUTH__JWT_SECRET": Fernet.generate_key().decode(),
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-        "PYTHONPATH": os.pathsep.join(
-            [str(ROOT), str(PLUGINS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]),
     })
-    for path in (str(ROOT), str(PLUGINS)):
-        if path not in sys.path:
-            sys.path.insert(0, path)
     return home
 
 

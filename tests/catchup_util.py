@@ -10,7 +10,7 @@ from devstack.paths import ROOT
 
 
 def run_catchup(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "spark_jobs/catchup.py", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "spark_jobs.catchup", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=600, stdin=subprocess.DEVNULL)
 
 

@@ -72,6 +72,8 @@ def _group(item) -> str | None:
         return "airflow"
     if item.get_closest_marker("faults") or "fault_stack" in item.fixturenames:
         return "faults"
+    if "packaged" in item.fixturenames:  # the venv with the wheel (tests/integration/test_package.py): built once
+        return "package"
     return None
 
 

@@ -52,3 +52,14 @@ def run_mirror(argv: list[str]) -> int:
     if config.process_count > 1:
         return run_processes(config)
     return run_worker(config)
+
+
+def _subcommand_entry(name: str):
+    """The console script `kafka-mirror-NAME` (pyproject.toml): `python -m mirror_worker NAME ...`."""
+    return lambda: main([name, *sys.argv[1:]])
+
+
+sync_schemas_main = _subcommand_entry("sync-schemas")
+translate_offsets_main = _subcommand_entry("translate-offsets")
+sync_acls_main = _subcommand_entry("sync-acls")
+sync_group_offsets_main = _subcommand_entry("sync-group-offsets")

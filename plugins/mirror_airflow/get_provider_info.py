@@ -7,7 +7,7 @@ KafkaHook builds on its KafkaBaseHook), and the schema registry and the REST API
 
 from __future__ import annotations
 
-PACKAGE_NAME = "airflow-provider-kafka-mirror"
+PACKAGE_NAME = "kafka-mirror"
 INTEGRATION = "Kafka mirror"
 
 

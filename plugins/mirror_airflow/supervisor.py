@@ -38,11 +38,10 @@ def pause_check_due(now: float, last_check: float | None, interval_s: float) -> 
     return last_check is None or now - last_check >= interval_s
 
 
-def repo_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of subprocesses that import mirror_worker / spark_jobs from the repo root."""
-    path = os.environ.get("PYTHONPATH", "")
-    parts = [str(REPO_ROOT)] + [p for p in path.split(os.pathsep) if p and p != str(REPO_ROOT)]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(parts), "PYTHONUNBUFFERED": "1", **(extra or {})}
+def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The worker process's environment: this one's (it imports mirror_worker as installed here), unbuffered, and
+    PYTHONSAFEPATH so that `python -m` leaves the working folder off its sys.path."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", **(extra or {})}
 
 
 def _parent_death_signal():
@@ -65,7 +64,7 @@ class WorkerProcess:
 
     def __init__(self, argv: list[str], log: logging.Logger, tail_lines: int = 20) -> None:
         self.log = log
-        self.proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=repo_env(), stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(argv, env=worker_env(), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                                      bufsize=1, preexec_fn=_parent_death_signal())
         self.stderr_tail: deque = deque(maxlen=tail_lines)

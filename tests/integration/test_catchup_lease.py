@@ -34,7 +34,7 @@ def test_a_worker_started_during_a_catchup_mirrors_nothing_until_it_ends(stack, 
     with stdout.open("w") as out, stderr.open("w") as err:
         # Spark copies every range (--driver-copy-limit 0): the driver alone would copy 60,000 records before
         # the early worker has even joined, and the test would not race them.
-        catchup = subprocess.Popen([sys.executable, "spark_jobs/catchup.py", "--config", str(spec), "--mirror",
+        catchup = subprocess.Popen([sys.executable, "-m", "spark_jobs.catchup", "--config", str(spec), "--mirror",
                                     "leased", "--driver-copy-limit", "0"], cwd=ROOT, stdout=out, stderr=err,
                                    stdin=subprocess.DEVNULL)
     early = late = None

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]  # the check's CLI sta
 PARTITIONS, PER_PARTITION = 3, 200
 BASE_MS = 1_714_521_600_000            # 2024-05-01T00:00:00Z
 KEEP = {"retention.ms": "-1"}           # the records' timestamps are old: time retention would drop them
-SCRIPT = "spark_jobs/consistency_check.py"
+SCRIPT = ["-m", "spark_jobs.consistency_check"]
 
 
 # ------------------------------------------------------------------ helpers
@@ -104,7 +104,7 @@ class Run:
 
 def run_check(stack, tmp_path: Path, *args: str, source: str | None = None, name: str = "report") -> Run:
     report = tmp_path / f"{name}.json"
-    command = [sys.executable, SCRIPT,
+    command = [sys.executable, *SCRIPT,
                "--source.bootstrap.servers", source or stack["source"].kafka.bootstrap_servers,
                "--destination.bootstrap.servers", stack["destination"].kafka.bootstrap_servers,
                "--report", str(report), *args]
@@ -325,7 +325,7 @@ def test_unreachable_cluster_exits_2_within_the_metadata_timeout(stack, existing
 
 
 def test_a_missing_jvm_digest_reader_exits_3_with_one_line_naming_make_setup(stack, existing, tmp_path, monkeypatch):
-    """The connector jars without mirror-check.jar (a setup that did not build it): the check cannot complete,
+    """The connector jars and the package without mirror-check.jar (a setup that did not build it): the check cannot complete,
     says why in one line, and is not mistaken for an inconsistent mirror (exit 1)."""
     jars = tmp_path / "jars"
     jars.mkdir()
@@ -333,11 +333,12 @@ def test_a_missing_jvm_digest_reader_exits_3_with_one_line_naming_make_setup(sta
         if not jar.endswith("mirror-check.jar"):
             (jars / Path(jar).name).symlink_to(jar)
     monkeypatch.setenv("SPARK_KAFKA_JARS", str(jars))
+    monkeypatch.setenv("MIRROR_CHECK_JAR", "")  # nor the package's
     run = run_check(stack, tmp_path, "--topics", existing[0], "--prefix", "dc1.", "--master", "local[1]")
     assert run.rc == 3, run.stderr[-2000:]
     # Spark's JVM writes its own start-up lines to stderr first; the check's verdict is its one line.
     assert [line for line in run.stderr.splitlines() if line.startswith("consistency_check")] == [
         "consistency_check: check failed: the digest pass's JVM reader is not on Spark's classpath: "
-        "mirror-check.jar is missing beside the Kafka connector jars (run `make setup`)"]
+        "mirror-check.jar is missing from spark_jobs/jars/ and the Kafka connector jars (run `make setup`)"]
     assert run.stderr.endswith("(run `make setup`)\n")
     assert run.report is None

@@ -36,7 +36,7 @@ groups:
         prefix: "{prefix}"
 """ + "".join(f"        {option}\n" for option in options))
     report, started = tmp_path / f"{name}.json", time.monotonic()
-    proc = subprocess.run([sys.executable, SCRIPT, "--config", str(spec), "--mirror", name, "--report", str(report)],
+    proc = subprocess.run([sys.executable, *SCRIPT, "--config", str(spec), "--mirror", name, "--report", str(report)],
                           cwd=ROOT, capture_output=True, text=True, timeout=480)
     return Run(proc, report, time.monotonic() - started)
 

@@ -66,7 +66,7 @@ def test_a_failover_and_a_catchup_exclude_each_other(stack, topic_name, tmp_path
     assert resume.execute({"ti": _Ti()}) is False
     with pytest.raises(RuntimeError, match=rf"mirror group {group!r} was failed over"):
         catchup_stop.execute({})
-    catchup = subprocess.run([sys.executable, "spark_jobs/catchup.py", "--config", str(spec), "--mirror", name],
+    catchup = subprocess.run([sys.executable, "-m", "spark_jobs.catchup", "--config", str(spec), "--mirror", name],
                              cwd=ROOT, capture_output=True, text=True, timeout=120)  # refused before Spark starts
     assert catchup.returncode == 2 and f"mirror group {group!r} was failed over" in catchup.stderr, catchup.stderr
     worker = WorkerProcess(["--config", str(spec), "--mirror", name], tmp_path)

@@ -324,7 +324,7 @@ def test_catchup_copies_and_commits_between_sasl_ssl_clusters_with_passwords_in_
     # The consistency check of the same mirror: its JVM digest reader (spark_jobs/check_jvm.py) and its
     # exact path reach both sides through SASL_SSL with the same settings and secrets.
     report = tmp_path / "check.json"
-    check = subprocess.run([sys.executable, "spark_jobs/consistency_check.py", "--config", str(spec), "--mirror",
+    check = subprocess.run([sys.executable, "-m", "spark_jobs.consistency_check", "--config", str(spec), "--mirror",
                             "secured-catchup", "--report", str(report), "--master", "local[2]"],
                            cwd=ROOT, capture_output=True, text=True, timeout=480)
     assert check.returncode == 0, check.stderr[-3000:]

@@ -218,7 +218,7 @@ def test_render_writes_checks_and_removes_stubs(tmp_path):
 
 def test_committed_dag_stubs_match_the_demo_spec():
     changes = render(ROOT / "config" / "mirrors.yaml", ROOT / "dags", check=True)
-    assert changes == [], "run: PYTHONPATH=.:plugins .venv/bin/python -m mirror_airflow.dag_factory render --spec config/mirrors.yaml --out dags/"
+    assert changes == [], "run: make dags, or .venv/bin/python -m mirror_airflow.dag_factory render --spec config/mirrors.yaml --out dags/"
 
 
 class FakeSparkSubmit:
@@ -236,7 +236,7 @@ class FakeSparkSubmit:
             Path(args[args.index("--report") + 1]).write_text(json.dumps(self.report))
         if self.report is not None and "--summary" in args:
             Path(args[args.index("--summary") + 1]).write_text(json.dumps(self.report))
-        Path(args[1]).write_text(json.dumps({"job": Path(args[2]).name, "exit_code": self.exit_code}))
+        Path(args[1]).write_text(json.dumps({"job": args[2], "exit_code": self.exit_code}))
         self.stdout = iter(["spark-submit output\n"])
 
     def wait(self):
@@ -260,23 +260,26 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
     assert op.execute({})["summary"] == f"ok: checked=4 (report {op.report_path})"
     jars = sorted(str(p) for p in (ROOT / ".cache" / "spark" / "jars").glob("*.jar"))
     assert jars, "spark connector jars missing: make setup"
-    assert str(ROOT / ".cache" / "spark" / "jars" / "mirror-check.jar") in jars   # the digest pass's JVM reader
     report = op.report_path
     assert report.parent == tmp_path / "orders" and report.name.startswith("check-") and report.suffix == ".json"
     [(argv, env)] = spark_submit.calls
     outcome = argv[argv.index("--outcome") + 1]
+    shipped = argv[argv.index("--py-files") + 1]
+    submitted_jars = argv[argv.index("--jars") + 1].split(",")
+    assert submitted_jars[:len(jars)] == jars
+    assert any(j.endswith("/mirror-check.jar") for j in submitted_jars)   # the digest pass's JVM reader
     assert argv == [
         "spark-submit", "--master", "local[2]",
         "--conf", "spark.driver.extraJavaOptions=-XX:+UseParallelGC",
         "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-        "--jars", ",".join(jars),
+        "--py-files", shipped, "--jars", ",".join(submitted_jars),
         "--driver-memory", "1g", "--name", "consistency_check-orders",
         str(ROOT / "plugins" / "mirror_airflow" / "spark_launcher.py"), "--outcome", outcome,
-        str(ROOT / "spark_jobs" / "consistency_check.py"),
+        "spark_jobs.consistency_check",
         "--config", "/s/m.yaml", "--mirror", "orders", "--report", str(report),
     ]
-    assert not Path(outcome).exists()  # read, then removed
-    assert env["PYSPARK_PYTHON"] == sys.executable
+    assert not Path(outcome).exists() and not Path(shipped).exists()  # read, then removed
+    assert env["PYSPARK_PYTHON"] == sys.executable and env["PYTHONSAFEPATH"] == "1" and "PYTHONPATH" not in env
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)  # spark-submit of this venv
 
 
@@ -314,7 +317,7 @@ def test_catchup_tells_the_jobs_exit_codes_apart(spark_submit, tmp_path, code, s
     with pytest.raises(RuntimeError, match=message):
         op.execute({"params": {"topics": "a"}})
     [(argv, _)] = spark_submit.calls
-    assert argv[argv.index("--outcome") + 2:] == [str(ROOT / "spark_jobs" / "catchup.py"), "--config", "/s.yaml",
+    assert argv[argv.index("--outcome") + 2:] == ["spark_jobs.catchup", "--config", "/s.yaml",
                                                    "--mirror", "m", "--summary", str(op.summary_path), "--topics", "a"]
 
 
@@ -344,16 +347,33 @@ def test_catchup_line_of_a_backlog_copied_before_spark_was_up():
     ("import sys; sys.exit('bad input')", 1),
 ])
 def test_spark_launcher_records_the_jobs_exit_code(tmp_path, body, code):
+    """The launcher runs the job's module as `python -m` would, as spark-submit starts it (PYTHONSAFEPATH from
+    the operator's environment), the module found on the path spark-submit gives it (--py-files)."""
+    import os
     import subprocess
 
-    job = tmp_path / "job.py"
-    job.write_text("import sys\nassert sys.argv[1:] == ['--x', '1'], sys.argv\n" + body + "\n")
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "a_job.py").write_text(
+        "import sys\nassert __name__ == '__main__' and sys.argv[1:] == ['--x', '1'], sys.argv\n" + body + "\n")
     outcome = tmp_path / "outcome.json"
     launcher = ROOT / "plugins" / "mirror_airflow" / "spark_launcher.py"
-    done = subprocess.run([sys.executable, str(launcher), "--outcome", str(outcome), str(job), "--x", "1"],
-                          capture_output=True, text=True, timeout=60)
+    env = {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": str(tmp_path / "jobs")}
+    done = subprocess.run([sys.executable, str(launcher), "--outcome", str(outcome), "a_job", "--x", "1"],
+                          capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == code, done.stderr
-    assert json.loads(outcome.read_text()) == {"job": "job.py", "exit_code": code}
+    assert json.loads(outcome.read_text()) == {"job": "a_job", "exit_code": code}
+
+
+def test_the_project_zip_holds_the_jobs_and_the_workers_code(tmp_path):
+    import zipfile
+
+    from mirror_airflow.operators.spark import project_zip
+
+    names = zipfile.ZipFile(project_zip(tmp_path / "code.zip")).namelist()
+    assert {"spark_jobs/__init__.py", "spark_jobs/catchup.py", "spark_jobs/consistency_check.py",
+            "mirror_worker/__init__.py", "mirror_worker/__main__.py"} <= set(names)
+    assert any(n.startswith("mirror_worker/") and n.count("/") == 2 for n in names)  # its sub-packages too
+    assert not [n for n in names if n.endswith((".pyc", ".jar")) or "__pycache__" in n]
 
 
 @pytest.mark.parametrize("params, tail", [

@@ -62,10 +62,10 @@ def _metadata_dir(tmp_path):
 
 
 def test_the_entry_point_names_get_provider_info():
-    assert PACKAGE.startswith("airflow-provider-")  # apache-airflow-providers-* is reserved for the ASF's
+    assert not PACKAGE.startswith("apache-airflow-providers-")  # reserved for the ASF's
     assert PYPROJECT["project"]["entry-points"]["apache_airflow_provider"] == {
         "provider_info": "mirror_airflow.get_provider_info:get_provider_info"}
-    assert PYPROJECT["tool"]["setuptools"]["packages"]["find"]["where"] == ["plugins"]
+    assert PYPROJECT["tool"]["setuptools"]["packages"]["find"]["where"] == [".", "plugins"]
 
 
 def test_provider_info_passes_airflows_schema_and_names_importable_modules():

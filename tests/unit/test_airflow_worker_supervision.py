@@ -114,8 +114,6 @@ def test_the_worker_stops_gracefully_when_the_task_process_is_killed(tmp_path):
         'print(json.dumps({"msg": "stopped"', f'open({str(marker)!r}, "w").close()\nprint(json.dumps({{"msg": "stopped"'
     )
     task_script = f"""
-import sys
-sys.path[:0] = {[str(ROOT), str(ROOT / "plugins")]!r}
 import tests.airflow_support
 from tests.unit.test_airflow_worker_supervision import ScriptWorker
 ScriptWorker(script={worker_script!r}, task_id="w").execute({{"params": {{}}}})

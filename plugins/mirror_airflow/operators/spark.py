@@ -1,8 +1,9 @@
 """The Spark jobs of a mirror (spark_jobs/) as SparkSubmitOperators, submitted through the Spark provider's
 public interface (SparkSubmitOperator.execute -> SparkSubmitHook.submit).
 
-The application is mirror_airflow/spark_launcher.py, which runs the job and writes its exit code to an
-outcome file; the operator reads that file to tell the job's outcomes apart:
+The application is mirror_airflow/spark_launcher.py, which runs the job's module (spark_jobs.catchup,
+spark_jobs.consistency_check) and writes its exit code to an outcome file; the operator reads that file to tell
+the job's outcomes apart:
 
 | code | consistency check | catch-up |
 |---|---|---|
@@ -13,33 +14,54 @@ outcome file; the operator reads that file to tell the job's outcomes apart:
 
 With a driver that does not run on the Airflow worker (cluster deploy mode) there is no outcome file: the
 task then fails or succeeds as spark-submit does, without the distinction.
+
+The jobs' code goes with the submission: a zip of the installed mirror_worker and spark_jobs packages, built
+when the task runs, on --py-files (spark-submit puts it on the driver's and the executors' Python path), so a
+cluster that has never seen the package runs them.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from mirror_airflow.reports import new_report_path
-from mirror_airflow.supervisor import REPO_ROOT
 
 LAUNCHER = Path(__file__).resolve().parents[1] / "spark_launcher.py"
+# What the Spark driver and executors import: the jobs and the worker's library they use.
+SHIPPED_PACKAGES = ("mirror_worker", "spark_jobs")
 
 
 def spark_env() -> dict[str, str]:
-    """spark-submit and its Python workers run this interpreter, with the repo importable."""
+    """spark-submit and its Python workers run this interpreter. PYTHONSAFEPATH: the launcher's folder stays off
+    the driver's sys.path (spark_launcher.py)."""
     bin_dir = str(Path(sys.executable).parent)
     return {
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": str(REPO_ROOT),
+        "PYTHONSAFEPATH": "1",
         "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "/usr/bin:/bin")]),
     }
+
+
+def project_zip(path: Path) -> Path:
+    """The SHIPPED_PACKAGES as this interpreter imports them (installed, or editable from a checkout) zipped into
+    `path` for --py-files: their files but compiled ones and jars (those go with --jars)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in SHIPPED_PACKAGES:
+            for root in importlib.util.find_spec(package).submodule_search_locations:
+                for file in sorted(Path(root).rglob("*")):
+                    if file.is_file() and "__pycache__" not in file.parts and file.suffix not in (".pyc", ".jar"):
+                        archive.write(file, str(Path(package) / file.relative_to(root)))
+    return path
 
 
 def report_summary(report_path: Path | None) -> str | None:
@@ -65,9 +87,10 @@ def read_outcome(path: Path | None) -> int | None:
 
 
 class MirrorSparkJob(SparkSubmitOperator):
-    """spark-submit of one of spark_jobs/ for a mirror of the spec, with the Kafka connector jars."""
+    """spark-submit of one of the spark_jobs modules for a mirror of the spec, with the Kafka connector jars and
+    the project's code (project_zip)."""
 
-    script = ""
+    job = ""  # the module, run as `python -m` would
 
     def __init__(self, *, spec_path: str, mirror_name: str, conn_id: str = "spark_default",
                  report_dir: str | None = None, **kwargs) -> None:
@@ -76,33 +99,33 @@ class MirrorSparkJob(SparkSubmitOperator):
         kwargs.setdefault("driver_memory", "1g")
         kwargs.setdefault("conf", {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
         super().__init__(application=str(LAUNCHER), conn_id=conn_id, env_vars=spark_env(),
-                         name=f"{self.script.removesuffix('.py')}-{mirror_name}", **kwargs)
+                         name=f"{self.job.rpartition('.')[2]}-{mirror_name}", **kwargs)
         self.spec_path = str(spec_path)
         self.mirror_name = mirror_name
         self.report_dir = report_dir
         self.outcome_path: Path | None = None
+        self.shipped_dir: Path | None = None
 
     def report_file(self, kind: str) -> Path:
         """A new `<report dir>/<mirror>/<kind>-<UTC time>.json` (its folder created) for the job to write."""
         return new_report_path(self.report_dir, self.mirror_name, kind)
 
-    @property
-    def job_path(self) -> Path:
-        return REPO_ROOT / "spark_jobs" / self.script
-
     def job_args(self, context) -> list[str]:
         return ["--config", self.spec_path, "--mirror", self.mirror_name]
 
     def prepare(self, context) -> None:
-        """Jars, outcome file and arguments, decided when the task runs (the jars are looked up on the worker host)."""
+        """Jars, code, outcome file and arguments, decided when the task runs (looked up on the worker host)."""
         from spark_jobs.session import kafka_connector_jars
 
         self.jars = ",".join(kafka_connector_jars())
-        handle, name = tempfile.mkstemp(prefix=f"{self.job_path.stem}-outcome-", suffix=".json")
+        stem = self.job.rpartition(".")[2]
+        self.shipped_dir = Path(tempfile.mkdtemp(prefix=f"{stem}-code-"))
+        self.py_files = str(project_zip(self.shipped_dir / "kafka-mirror.zip"))
+        handle, name = tempfile.mkstemp(prefix=f"{stem}-outcome-", suffix=".json")
         os.close(handle)
         os.unlink(name)  # the launcher creates it when the job ends: no file means no outcome
         self.outcome_path = Path(name)
-        self.application_args = ["--outcome", name, str(self.job_path), *self.job_args(context)]
+        self.application_args = ["--outcome", name, self.job, *self.job_args(context)]
 
     def submit(self, context) -> tuple[int | None, Exception | None]:
         """Runs the job through SparkSubmitOperator.execute; (the job's exit code or None, the submit error)."""
@@ -115,15 +138,17 @@ class MirrorSparkJob(SparkSubmitOperator):
         code = read_outcome(self.outcome_path)
         if self.outcome_path is not None:
             self.outcome_path.unlink(missing_ok=True)
+        if self.shipped_dir is not None:
+            shutil.rmtree(self.shipped_dir, ignore_errors=True)
         if code is None and error is None:
             code = 0
         return code, error
 
 
 class ConsistencyCheckOperator(MirrorSparkJob):
-    """spark_jobs/consistency_check.py: exit 1 (inconsistent) fails the task with the report summary."""
+    """spark_jobs.consistency_check: exit 1 (inconsistent) fails the task with the report summary."""
 
-    script = "consistency_check.py"
+    job = "spark_jobs.consistency_check"
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -175,10 +200,10 @@ def catchup_line(summary: dict | None) -> str | None:
 
 
 class CatchupOperator(MirrorSparkJob):
-    """spark_jobs/catchup.py with the DAG run's params: topics, from_offsets or from_timestamp. Its JSON
+    """spark_jobs.catchup with the DAG run's params: topics, from_offsets or from_timestamp. Its JSON
     summary (records, rates, per-partition ranges, losses) goes to the task log in one line and to XCom."""
 
-    script = "catchup.py"
+    job = "spark_jobs.catchup"
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
