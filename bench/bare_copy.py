@@ -6,7 +6,7 @@
 No consumer group, no commits, no bookkeeping, no metrics: each process is statically assigned the
 source partitions p with p % procs == its index, from the beginning, and writes every record (key,
 value, headers, timestamp) to the same partition of P + its topic. The client settings are the worker's defaults
-(mirror_worker/client_config.py), so the comparison measures the worker's own overhead.
+(mirror_worker/config/librdkafka.py), so the comparison measures the worker's own overhead.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from mirror_worker.client_config import consumer_settings, producer_settings
+from mirror_worker.config.librdkafka import consumer_settings, producer_settings
 
 BATCH = 10_000
 

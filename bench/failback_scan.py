@@ -5,7 +5,7 @@
 On a Kafka node started for the run (the promoted cluster), one single-partition topic per --after value
 holds --copies records carrying a provenance header that names the old source cluster (the forward
 mirror's copies), then that many records without one (written after the failover). Per topic, the
-reverse mirror's start rule (`mirror_worker.failback.failback_start` through the worker's own
+reverse mirror's start rule (`mirror_worker.dr.failback.failback_start` through the worker's own
 read_committed reader) finds where to start; the table gives the seconds, the records it read and the
 start it found. The scan's cost should follow the records written since the failover, not the topic.
 Writes bench/results/failback_scan.json.
@@ -25,8 +25,8 @@ from confluent_kafka.admin import AdminClient
 
 from bench.common import bench_stack
 from bench.compare import create_topics
-from mirror_worker.failback import failback_start
-from mirror_worker.offset_translation import committed_reader
+from mirror_worker.dr.failback import failback_start
+from mirror_worker.dr.offset_translation import committed_reader
 from mirror_worker.provenance import PROVENANCE_HEADER, provenance_value
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -12,7 +12,7 @@ from pathlib import Path
 from devstack import paths
 from devstack.errors import SetupMissingError
 from devstack.jdk import find_java
-from mirror_worker.client_config import _PRODUCER_DEFAULTS
+from mirror_worker.config.librdkafka import _PRODUCER_DEFAULTS
 
 MM2_LIBS = paths.CACHE / "mm2" / "libs"
 

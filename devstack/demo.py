@@ -187,7 +187,7 @@ def _airflow_mirror_group(stack: Stack) -> str | None:
     if "airflow" not in json.loads(stack.stack_json.read_text()):
         return None
     from devstack.airflow import DEMO_MIRROR, Airflow
-    from mirror_worker.spec import select_mirror
+    from mirror_worker.config.spec import select_mirror
 
     return select_mirror(Airflow(stack).spec, DEMO_MIRROR).group_id
 

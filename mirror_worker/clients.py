@@ -11,10 +11,10 @@ from collections.abc import Callable
 from confluent_kafka import KafkaError, KafkaException
 
 from mirror_worker.client_health import DESTINATION, ClientHealth
+from mirror_worker.engine.run_state import RunState
 from mirror_worker.exceptions import ClusterRefusedError, UnreachableClusterError
 from mirror_worker.kafka_clients import librdkafka_log
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.run_state import RunState
 
 log = logging.getLogger("mirror_worker")
 

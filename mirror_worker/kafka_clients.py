@@ -15,7 +15,7 @@ import logging
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.client_config import connection_settings
+from mirror_worker.config.librdkafka import connection_settings
 
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
 

@@ -67,10 +67,10 @@ import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from mirror_worker.catchup_lease import CatchupLease
-from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size
-from mirror_worker.failback import failback_start
-from mirror_worker.offset_translation import committed_reader
+from mirror_worker.config.librdkafka import DEFAULT_BATCH_SIZE, fitted_batch_size
+from mirror_worker.dr.failback import failback_start
+from mirror_worker.dr.offset_translation import committed_reader
+from mirror_worker.engine.catchup_lease import CatchupLease
 from spark_jobs.catchup_copy import CopySettings
 from spark_jobs.catchup_eos import ExactlyOnce, destination_positions, expired_line, exactly_once_for
 from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges
@@ -144,7 +144,7 @@ def check_group_idle(target: JobTarget, source: KafkaMeta) -> None:
 
 def check_not_failed_over(target: JobTarget) -> None:
     """A failed-over mirror's old source must not be copied into the promoted topics (failover_mark.py)."""
-    from mirror_worker.failover_mark import FailedOver, refuse_if_failed_over
+    from mirror_worker.dr.failover_mark import FailedOver, refuse_if_failed_over
     from mirror_worker.kafka_clients import admin_client
 
     try:
@@ -156,9 +156,9 @@ def check_not_failed_over(target: JobTarget) -> None:
 
 def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list[str]) -> dict[str, int]:
     """Creates (or grows) the destination topics as the worker does; returns their max.message.bytes."""
-    from mirror_worker.config import TopicCreation
+    from mirror_worker.config.model import TopicCreation
     from mirror_worker.kafka_clients import admin_client
-    from mirror_worker.topics import DestinationTopics, describe_topics
+    from mirror_worker.topics.admin import DestinationTopics, describe_topics
 
     admin = admin_client(target.connection("destination"), whole=True)
     infos = describe_topics(source.consumer)
@@ -330,7 +330,7 @@ def copy_settings(target: JobTarget, args, clusters: tuple[str, str], id_headers
 
 @contextmanager
 def failback_start_rule(target: JobTarget, destination_cluster_id: str):
-    """A failback mirror's start for partitions without a position, as the worker's (mirror_worker.failback);
+    """A failback mirror's start for partitions without a position, as the worker's (mirror_worker.dr.failback);
     None for other mirrors (their reset policy)."""
     if target.mirror is None or target.mirror.reverse_of is None:
         yield None

@@ -3,8 +3,8 @@
 The task assigns its partition at the range start (read_committed, as the worker reads), takes batches
 as the worker takes them (`take_available`: what the consumer holds, never waiting for a batch to fill),
 produces every record below the range end through the worker's producer settings and the worker's
-record transform (routing decided by `mirror_worker.routing.Router` on the driver, headers by
-`mirror_worker.provenance.mirrored_headers`, schema ids by `mirror_worker.wire_format.rewrite`), flushes,
+record transform (routing decided by `mirror_worker.topics.routing.Router` on the driver, headers by
+`mirror_worker.provenance.mirrored_headers`, schema ids by `mirror_worker.schemas.wire_format.rewrite`), flushes,
 and only then commits the mirror group's offset at the range end (with the topic id as metadata, as the
 worker commits). A delivery error, a flush that does not finish or a consumer error fails the task before
 its commit: a rerun copies the range again from its start.
@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from mirror_worker import wire_format
+from mirror_worker.engine.consume import take_available
 from mirror_worker.provenance import mirrored_headers, provenance_value
-from mirror_worker.consume import take_available
+from mirror_worker.schemas import wire_format
 from spark_jobs.catchup_eos import copy_exactly_once
 
 
@@ -252,7 +252,7 @@ def commit_range(consumer, offsets, timeout_s: float = 60.0, clock: Callable[[],
     """Commit a range's end for the mirror group, from outside the group (the task is not a member).
 
     The broker refuses such a commit while the group has members: a worker that joined during the catch-up
-    is a member until it sees the catch-up's lease and exits (mirror_worker/catchup_lease.py). Retried
+    is a member until it sees the catch-up's lease and exits (mirror_worker/engine/catchup_lease.py). Retried
     until the group is empty again, or `timeout_s`.
     """
     from confluent_kafka import KafkaError, KafkaException

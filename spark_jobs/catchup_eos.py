@@ -1,6 +1,6 @@
 """Catch-up on an exactly-once mirror: the copy moves the worker's own positions on the destination.
 
-An exactly-once worker resumes from its positions on the destination (mirror_worker/exactly_once.py), not
+An exactly-once worker resumes from its positions on the destination (mirror_worker/exactly_once/transactions.py), not
 from the source group, whose offsets are only for monitoring there. A catch-up that moved only the source
 group left the worker's older position behind, and the worker copied the whole backlog a second time.
 So, for an exactly-once mirror, the catch-up:
@@ -11,7 +11,7 @@ So, for an exactly-once mirror, the catch-up:
   for that partition: its `init_transactions` fences a worker that holds the partition (aborting its open
   transaction); records and the position commit in one transaction, every `commit_every` records and at
   the range end, so a failed task leaves a position that says exactly what was copied. A worker started
-  during the catch-up exits on seeing the catch-up's lease (mirror_worker/catchup_lease.py); one that could
+  during the catch-up exits on seeing the catch-up's lease (mirror_worker/engine/catchup_lease.py); one that could
   not check the lease fences the task instead, whose next commit fails: the two never both write a range;
 - reads the position again after fencing: when a worker moved it past the plan's start between the plan
   and the task, the task starts there.
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from mirror_worker.exactly_once import PartitionTransactions, ProducerFenced, TransactionAborted
-from mirror_worker.exactly_once_positions import POSITIONS_GROUP, Owner
+from mirror_worker.exactly_once.positions import POSITIONS_GROUP, Owner
+from mirror_worker.exactly_once.transactions import PartitionTransactions, ProducerFenced, TransactionAborted
 
 PositionKey = tuple[str, int]
 

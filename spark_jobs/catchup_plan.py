@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mirror_worker.data_loss import StartDecision, Verdict, decide_start
+from mirror_worker.engine.data_loss import StartDecision, Verdict, decide_start
 from spark_jobs.job_config import JobInputError, epoch_ms
 
 Range = tuple[str, int, int, int]  # (topic, partition, start, end)
@@ -69,7 +69,7 @@ def plan_ranges(
 ) -> Plan:
     """Per partition, [decide_start's offset, end); a partition without a position starts as the worker
     would: its auto.offset.reset (`reset_to_earliest`), or for a failback mirror `fresh_start(topic,
-    partition, low, end)` (mirror_worker.failback). `watermarks` are (low, end) as the worker's consumer
+    partition, low, end)` (mirror_worker.dr.failback). `watermarks` are (low, end) as the worker's consumer
     sees them: the end is the last stable offset read_committed."""
     ranges, losses = [], []
     for topic, partitions in sorted(watermarks.items()):

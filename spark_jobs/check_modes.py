@@ -5,7 +5,7 @@
 `compact` (`compact`, `compact,delete`) means the topic is compacted, so the source and the destination drop
 older versions of a key on their own schedules and only the latest value per key can be compared; any other
 policy compares every record. The policy is read as the worker's config sync reads it
-(mirror_worker/topic_configs.py): the configs set on the topic itself. A topic without its own
+(mirror_worker/topics/configs.py): the configs set on the topic itself. A topic without its own
 `cleanup.policy` follows its broker's default (`delete` unless the brokers' `log.cleanup.policy` says
 otherwise) and is checked record by record. `--mode records` and `--mode compacted` force one mode for all.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirror_worker.topic_configs import TopicConfigs, describe_explicit_configs
+from mirror_worker.topics.configs import TopicConfigs, describe_explicit_configs
 
 AUTO, RECORDS, COMPACTED = "auto", "records", "compacted"
 MODES = (AUTO, RECORDS, COMPACTED)

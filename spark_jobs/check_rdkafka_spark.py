@@ -106,7 +106,7 @@ def window_rows(spark, tasks: list[ReadTask], settings: ReadSettings) -> tuple[l
     and DESTINATION_WINDOWS. Only rows per window (and one per task: its times, logged) reach the driver."""
     from pyspark import cloudpickle
 
-    from mirror_worker import consume
+    from mirror_worker.engine import consume
 
     # By value: the Python workers need not find these packages on their path (spark-submit from anywhere).
     for module in (sys.modules[__name__], check_rdkafka, consume):

@@ -9,8 +9,8 @@ from itertools import chain
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from mirror_worker.wire_format import HEADER_SIZE, MAGIC_BYTE
-from mirror_worker.worker import PROVENANCE_HEADER
+from mirror_worker.engine.worker import PROVENANCE_HEADER
+from mirror_worker.schemas.wire_format import HEADER_SIZE, MAGIC_BYTE
 
 MAX_EXAMPLES = 20
 KINDS = ("missing", "duplicated", "altered", "out_of_order")

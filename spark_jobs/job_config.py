@@ -11,12 +11,12 @@ import argparse
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from mirror_worker.client_config import connection_settings, consumer_settings, producer_settings
-from mirror_worker.data_loss import resets_to_earliest
+from mirror_worker.config.librdkafka import connection_settings, consumer_settings, producer_settings
+from mirror_worker.config.security import java_security_settings
+from mirror_worker.engine.data_loss import resets_to_earliest
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.log_ends import reads_committed
-from mirror_worker.naming import IdentityPolicy, NamingPolicy, PrefixPolicy
-from mirror_worker.security import java_security_settings
+from mirror_worker.topics.naming import IdentityPolicy, NamingPolicy, PrefixPolicy
 from spark_jobs.stable_offsets import isolation_option
 
 
@@ -66,7 +66,7 @@ class JobTarget:
         """Kafka client settings as Spark's `kafka.`-prefixed source/sink options."""
         settings = self.source_settings if side == "source" else self.destination_settings
         bootstrap = self.source_bootstrap if side == "source" else self.destination_bootstrap
-        # Spark's Kafka client is the Java one: the spec's settings are librdkafka's (see mirror_worker/security.py).
+        # Spark's Kafka client is the Java one: the spec's settings are librdkafka's (see mirror_worker/config/security.py).
         security = java_security_settings(settings)
         # The destination is read as its consumers read it: an exactly-once mirror writes transactions there.
         committed = side == "destination" or self.reads_committed
@@ -115,7 +115,7 @@ def target_from_args(args: argparse.Namespace) -> JobTarget:
             raise JobInputError("--config cannot be combined with --source/--destination.bootstrap.servers")
         from pathlib import Path
 
-        from mirror_worker.spec import select_mirror
+        from mirror_worker.config.spec import select_mirror
 
         try:
             mirror = select_mirror(Path(args.config), args.mirror)

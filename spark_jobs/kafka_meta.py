@@ -9,10 +9,10 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror_worker import kafka_clients
-from mirror_worker.client_config import connection_settings
+from mirror_worker.config.librdkafka import connection_settings
 from mirror_worker.groups import committed_positions
-from mirror_worker.topics import topic_ids
 from mirror_worker.log_ends import list_offsets, log_bounds, reads_committed
+from mirror_worker.topics.admin import topic_ids
 from spark_jobs.job_config import JobInputError, JobTarget
 from spark_jobs.stable_offsets import LogEnds
 

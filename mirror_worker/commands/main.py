@@ -1,4 +1,4 @@
-"""`python -m mirror_worker`: the worker with MirrorMaker's classic flags (cli.py) or a YAML spec, and the
+"""`python -m mirror_worker`: the worker with MirrorMaker's classic flags (commands/cli.py) or a YAML spec, and the
 subcommands `sync-schemas`, `translate-offsets`, `sync-acls` and `sync-group-offsets` (argparse subparsers, one module each).
 
 argparse (3.11) has no default subcommand, and a parser holding both the classic flags and the
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from mirror_worker.commands import (
-    EXIT_BAD_INPUT, OneLineParser, fail, sync_acls, sync_group_offsets, sync_schemas, translate_offsets,
-)
+from mirror_worker.commands import sync_acls, sync_group_offsets, sync_schemas, translate_offsets
+from mirror_worker.commands.base import EXIT_BAD_INPUT, OneLineParser, fail
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.logs import configure_logging
 
@@ -42,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_mirror(argv: list[str]) -> int:
     """The worker: classic flags or `--config SPEC --mirror NAME`; one process or --num.streams processes."""
-    from mirror_worker.cli import config_from_args, parse_args
-    from mirror_worker.runner import run_processes, run_worker
+    from mirror_worker.commands.cli import config_from_args, parse_args
+    from mirror_worker.commands.runner import run_processes, run_worker
 
     try:
         config = config_from_args(parse_args(argv))

@@ -1,6 +1,6 @@
 """`python -m mirror_worker sync-acls --config SPEC [--mirror NAME] [--dry-run]`: copy topic ACLs once.
 
-The read-side ACLs of the topics the mirror selects now go to their destination topics (acl_sync.py says
+The read-side ACLs of the topics the mirror selects now go to their destination topics (dr/acl_rules.py says
 which). Prints one JSON document. Exit 0: done; 1: a cluster did not answer, has no authorizer, refused
 to show its ACLs or refused a binding; 2: bad input.
 """
@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mirror_worker.commands import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail, subcommand_parser
+from mirror_worker.commands.base import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail, subcommand_parser
 from mirror_worker.exceptions import ConfigError, MirrorError
 
 
@@ -23,8 +23,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirror_worker.acl_admin import sync_mirror_acls
-    from mirror_worker.spec import select_mirror
+    from mirror_worker.config.spec import select_mirror
+    from mirror_worker.dr.acl_admin import sync_mirror_acls
 
     try:
         config = select_mirror(Path(args.config), args.mirror)

@@ -1,7 +1,7 @@
 """`python -m mirror_worker sync-group-offsets --config SPEC [--mirror NAME] [--dry-run]`: sync group offsets once.
 
 The mirror's chosen source groups get their translated offsets on the destination, forward only and only
-where the destination group has no member (group_sync.py says which). Prints one JSON document. Exit 0:
+where the destination group has no member (dr/group_rules.py says which). Prints one JSON document. Exit 0:
 done (skipped partitions are reported, not errors); 1: a cluster did not answer or refused a write; 2: bad
 input (a spec without preserve-partitions included).
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from mirror_worker.commands import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail, subcommand_parser
+from mirror_worker.commands.base import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail, subcommand_parser
 from mirror_worker.exceptions import ConfigError, MirrorError
 
 
@@ -26,9 +26,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirror_worker.group_offset_sync import sync_mirror_group_offsets
-    from mirror_worker.offset_translation import source_cluster
-    from mirror_worker.spec import select_mirror
+    from mirror_worker.config.spec import select_mirror
+    from mirror_worker.dr.group_admin import sync_mirror_group_offsets
+    from mirror_worker.dr.offset_translation import source_cluster
 
     try:
         config = select_mirror(Path(args.config), args.mirror)

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from mirror_worker.commands import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail, subcommand_parser
+from mirror_worker.commands.base import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail, subcommand_parser
 from mirror_worker.exceptions import ConfigError, MirrorError
 
 
@@ -21,8 +21,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirror_worker.schema_sync import sync_mirror_schemas
-    from mirror_worker.spec import select_mirror
+    from mirror_worker.config.spec import select_mirror
+    from mirror_worker.schemas.sync import sync_mirror_schemas
 
     try:
         config = select_mirror(Path(args.config), args.mirror)

@@ -1,6 +1,6 @@
 """`python -m mirror_worker translate-offsets --config SPEC --mirror NAME --group G [--source ALIAS] [--apply]`.
 
-Translates a source consumer group's offsets to the destination (failover), see offset_translation.py.
+Translates a source consumer group's offsets to the destination (failover), see dr/offset_translation.py.
 Exit codes: 0 done, 1 runtime error (group active, cluster unreachable), 2 bad input.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from mirror_worker.commands import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail, subcommand_parser
+from mirror_worker.commands.base import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail, subcommand_parser
 from mirror_worker.exceptions import ConfigError, MirrorError
 
 
@@ -27,8 +27,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirror_worker import offset_translation as translation
-    from mirror_worker.spec import select_mirror
+    from mirror_worker.config.spec import select_mirror
+    from mirror_worker.dr import offset_translation as translation
 
     try:
         if not args.group.strip():

@@ -19,21 +19,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from mirror_airflow.exceptions import MirrorSpecError
-from mirror_airflow.operators import (
-    REPO_ROOT,
-    ApplyTranslatedOffsetsOperator,
-    CatchupOperator,
-    ConsistencyCheckOperator,
-    DiscoverTopicsOperator,
-    EnsureDestinationTopicsOperator,
-    FailoverImpactOperator,
-    FailoverReportOperator,
-    MirrorWorkerOperator,
-    ResumeMirrorOperator,
-    StopMirrorOperator,
-    SyncSchemasOperator,
+from mirror_airflow.operators.failover import (
+    ApplyTranslatedOffsetsOperator, FailoverImpactOperator, FailoverReportOperator,
 )
+from mirror_airflow.operators.handover import ResumeMirrorOperator, StopMirrorOperator
+from mirror_airflow.operators.schemas import SyncSchemasOperator
+from mirror_airflow.operators.spark import CatchupOperator, ConsistencyCheckOperator
+from mirror_airflow.operators.topics import DiscoverTopicsOperator, EnsureDestinationTopicsOperator
+from mirror_airflow.operators.worker import MirrorWorkerOperator
 from mirror_airflow.settings import MirrorAirflowSettings, entry_settings
+from mirror_airflow.supervisor import REPO_ROOT
 from mirror_worker.exceptions import ConfigError
 
 SPEC_ENV = "KAFKA_MIRROR_SPEC"
@@ -52,7 +47,7 @@ def lifecycle_dag_id(name: str) -> str:
 
 
 def _notifiers(name: str, alerts: dict, where: str) -> list:
-    from mirror_airflow.notifications import notifiers_for
+    from mirror_airflow.notifications.alerts import notifiers_for
 
     try:
         return list(notifiers_for(alerts, mirror=name))
@@ -61,7 +56,7 @@ def _notifiers(name: str, alerts: dict, where: str) -> list:
 
 
 def _mirror_entry(name: str, path: Path):
-    from mirror_worker.spec import load_entries
+    from mirror_worker.config.spec import load_entries
 
     matches = [e for e in load_entries(path) if e.name == name]
     if not matches:
@@ -243,7 +238,7 @@ def failover_dag(name: str, path: Path, settings: MirrorAirflowSettings):
 
 
 def lag_dag(config, settings: MirrorAirflowSettings, path: Path):
-    from mirror_airflow.lag_dag import build_lag_dag
+    from mirror_airflow.lag.dag import build_lag_dag
 
     try:
         return build_lag_dag(config, dict(settings.lag), dict(settings.alerts), spec_path=path,
@@ -270,7 +265,7 @@ def stub_name(name: str) -> str:
 
 def wanted_stubs(spec: Path) -> dict[str, str]:
     """File name -> content for every named mirror of the spec (disabled ones give no DAGs)."""
-    from mirror_worker.spec import load_entries
+    from mirror_worker.config.spec import load_entries
 
     return {stub_name(e.name): stub_text(e.name, spec) for e in load_entries(spec) if e.name != "?"}
 
@@ -302,7 +297,7 @@ def render(spec: Path, out: Path, check: bool = False) -> list[str]:
 
 def check_rendered(dags_dir: Path, path: Path | None = None) -> None:
     """Fails (import error of the checking file) when an enabled mirror of the spec has no DAG file."""
-    from mirror_worker.spec import load_entries
+    from mirror_worker.config.spec import load_entries
 
     path = Path(path or spec_path())
     missing = [e.name for e in load_entries(path) if e.enabled and not (Path(dags_dir) / stub_name(e.name)).exists()]

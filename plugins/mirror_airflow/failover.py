@@ -1,6 +1,6 @@
 """The failover runbook's pure parts: which groups, what failing over costs them, and the texts people read.
 
-The numbers come from the mirror's own translation (mirror_worker.offset_translation.report: per partition
+The numbers come from the mirror's own translation (mirror_worker.dr.offset_translation.report: per partition
 the destination `offset`, the `method`, `may_reread` and `last_mirrored_source_offset`) and the source
 partitions' log ends. Per partition:
 

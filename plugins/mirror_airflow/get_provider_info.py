@@ -40,11 +40,11 @@ def get_provider_info() -> dict:
         "hooks": modules("hooks.kafka", "hooks.schema_registry", "hooks.airflow_api", "hooks.offsets"),
         "operators": modules("operators.topics", "operators.schemas", "operators.worker", "operators.handover",
                              "operators.spark", "operators.failover"),
-        "sensors": modules("sensors"),
-        "triggers": modules("triggers"),
+        "sensors": modules("sensors.lag"),
+        "triggers": modules("triggers.lag"),
         "notifications": [
-            "mirror_airflow.notifications.WebhookNotifier",
-            "mirror_airflow.notifications.SlackWebhookNotifier",
-            "mirror_airflow.notifications.EmailNotifier",
+            "mirror_airflow.notifications.alerts.WebhookNotifier",
+            "mirror_airflow.notifications.alerts.SlackWebhookNotifier",
+            "mirror_airflow.notifications.alerts.EmailNotifier",
         ],
     }

@@ -9,10 +9,10 @@
             airflow:                            # this mirror's own keys win, key by key
               unpaused: true
               verify-schedule: "0 2 * * *"
-              lag: {...}                        # passed raw to mirror_airflow.lag_dag (airflow-lag)
-              alerts: {...}                     # passed raw to mirror_airflow.notifiers.notifiers_for
+              lag: {...}                        # passed raw to mirror_airflow.lag.dag (airflow-lag)
+              alerts: {...}                     # passed raw to mirror_airflow.notifications.alerts.notifiers_for
 
-The spec is read once, by mirror_worker/spec.py: each `SpecEntry` carries this mapping as written (group
+The spec is read once, by mirror_worker/config/spec.py: each `SpecEntry` carries this mapping as written (group
 and mirror keys overlaid) beside the worker's config; the worker ignores it. The DAG factory, the dashboard
 and the operators validate it here, unknown keys rejected, so a typo fails that mirror's DAG file with the
 mirror and key named.
@@ -26,7 +26,7 @@ from pydantic import ConfigDict, Field, StrictBool, ValidationError, field_valid
 
 from mirror_airflow.exceptions import MirrorSpecError
 from mirror_airflow.spec_models import KebabModel, validation_message
-from mirror_worker.spec import SpecEntry, load_entries
+from mirror_worker.config.spec import SpecEntry, load_entries
 
 AIRFLOW_KEY = "airflow"
 _CONN_ID = r"^[A-Za-z0-9_.-]+$"

@@ -20,6 +20,6 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 1.0):
 
 
 def group_members(bootstrap: str, group: str) -> int:
-    from mirror_airflow.operators import group_members as members
+    from mirror_airflow.operators.handover import group_members as members
 
     return members(AdminClient({"bootstrap.servers": bootstrap}), group)

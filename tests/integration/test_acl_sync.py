@@ -23,8 +23,8 @@ from confluent_kafka.admin import (
 )
 
 from devstack.paths import ROOT
-from mirror_worker.acl_admin import describe_topic_acls
-from mirror_worker.acl_sync import TopicAcl
+from mirror_worker.dr.acl_admin import describe_topic_acls
+from mirror_worker.dr.acl_rules import TopicAcl
 from tests.kafka_util import create_topic, produce
 from tests.secure_kafka import authorizer_node, sasl_plain_settings
 from tests.worker_util import WorkerProcess

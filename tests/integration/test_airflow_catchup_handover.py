@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_stop_mirror_waits_for_the_group_to_empty(stack, topic_name, tmp_path, monkeypatch):
-    from mirror_airflow.operators import StopMirrorOperator
+    from mirror_airflow.operators.handover import StopMirrorOperator
 
     monkeypatch.delenv("AIRFLOW_CONN_AIRFLOW_API", raising=False)
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers

@@ -57,7 +57,7 @@ class RunningMirror:
 @pytest.fixture(scope="module")
 def mirror(stack, airflow_api_server, tmp_path_factory):
     from mirror_airflow.dag_factory import mirror_dags, render
-    from mirror_airflow.operators import AirflowApi
+    from mirror_airflow.hooks.airflow_api import AirflowApi
 
     base, password = airflow_api_server
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
@@ -182,7 +182,7 @@ def test_a_rejected_failover_changes_nothing(stack, mirror):
     """First in the file, while the mirror runs: after Reject it still runs and the group has no offset."""
     from airflow.utils.state import DagRunState, TaskInstanceState
 
-    from mirror_airflow.operators import AirflowApi
+    from mirror_airflow.hooks.airflow_api import AirflowApi
 
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     group = f"nope-{uuid.uuid4().hex[:8]}"
@@ -203,7 +203,7 @@ def test_a_rejected_failover_changes_nothing(stack, mirror):
 def test_approved_failover_stops_the_mirror_and_applies_the_translated_offsets(stack, mirror):
     from airflow.utils.state import DagRunState, TaskInstanceState
 
-    from mirror_airflow.operators import AirflowApi
+    from mirror_airflow.hooks.airflow_api import AirflowApi
 
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     group = f"app-{uuid.uuid4().hex[:8]}"

@@ -95,7 +95,8 @@ def test_kafka_and_registry_hooks_on_the_stack(stack, topic_name, monkeypatch):
     from confluent_kafka import TopicPartition
     from airflow.providers.apache.kafka.hooks.client import KafkaAdminClientHook
 
-    from mirror_airflow.hooks import KafkaHook, SchemaRegistryHook
+    from mirror_airflow.hooks.kafka import KafkaHook
+    from mirror_airflow.hooks.schema_registry import SchemaRegistryHook
 
     # One `kafka` connection (the official provider's type), extras = client settings, for both hooks.
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_IT", json.dumps(
@@ -168,8 +169,8 @@ def test_discover_and_ensure_through_airflow_connections(stack, topic_name, tmp_
     """`airflow: {source-conn-id, destination-conn-id}`: the tasks' clients come from Kafka connections."""
     from confluent_kafka.admin import AdminClient
 
-    from mirror_airflow.operators import DiscoverTopicsOperator, EnsureDestinationTopicsOperator
-    from mirror_worker.topics import describe_topics
+    from mirror_airflow.operators.topics import DiscoverTopicsOperator, EnsureDestinationTopicsOperator
+    from mirror_worker.topics.admin import describe_topics
 
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     base = topic_name("conn")
@@ -202,10 +203,10 @@ def test_discover_and_ensure_through_airflow_connections(stack, topic_name, tmp_
 
 def test_sync_schemas_copies_the_discovered_topics_subjects(stack, topic_name, tmp_path):
     """With registries on both sides, sync_schemas registers the source subject under the destination
-    topic's name (mirror_worker.schema_sync) and returns its report."""
+    topic's name (mirror_worker.schemas.sync) and returns its report."""
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-    from mirror_airflow.operators import SyncSchemasOperator
+    from mirror_airflow.operators.schemas import SyncSchemasOperator
 
     topic = topic_name("sr")
     record = {"type": "record", "name": f"R{uuid.uuid4().hex[:8]}", "fields": [{"name": "id", "type": "long"}]}
@@ -239,9 +240,9 @@ def test_two_worker_tasks_share_the_group_a_killed_one_loses_nothing_and_a_pause
 
     from confluent_kafka.admin import AdminClient
 
-    from mirror_airflow.operators import worker as operators
     from mirror_airflow.dag_factory import mirror_dags
     from mirror_airflow.exceptions import WorkerFailedError
+    from mirror_airflow.operators import worker as operators
     from mirror_worker.groups import describe_group
     from tests.kafka_util import consume_all
     from tests.worker_util import loss_and_duplicates, read_topic

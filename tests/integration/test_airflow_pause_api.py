@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 def test_pausing_the_dag_stops_the_worker_through_the_rest_api(airflow_api_server, tmp_path, monkeypatch):
     from airflow.sdk import DAG
 
-    from mirror_airflow.operators import AirflowApi
+    from mirror_airflow.hooks.airflow_api import AirflowApi
 
     base, password = airflow_api_server
     dag_id = "pause_api_probe"

@@ -22,7 +22,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from devstack.kafka import answers_metadata
-from mirror_worker.offset_syncs import OffsetSync
+from mirror_worker.dr.offset_syncs import OffsetSync
 from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic
 from devstack.toxics import proxies, reset

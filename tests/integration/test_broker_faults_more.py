@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.exactly_once_positions import POSITIONS_GROUP
+from mirror_worker.exactly_once.positions import POSITIONS_GROUP
 from tests.integration.test_broker_faults import (
     PARTITIONS, RATE, Watch, _assert_running, _converged, _wait_for_total, clusters,  # noqa: F401  (fixture)
 )

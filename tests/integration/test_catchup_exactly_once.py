@@ -1,6 +1,6 @@
 """Catch-up on an exactly-once mirror, then the worker: every source record exactly once on the destination.
 
-An exactly-once worker resumes from its positions on the destination (mirror_worker/exactly_once.py), not
+An exactly-once worker resumes from its positions on the destination (mirror_worker/exactly_once/transactions.py), not
 from the source group: a catch-up that moved only the source group's offsets left the worker's older
 position behind, and the worker copied the whole backlog a second time.
 """
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from mirror_worker.exactly_once_positions import POSITIONS_GROUP
+from mirror_worker.exactly_once.positions import POSITIONS_GROUP
 from tests.catchup_util import catchup_summary, run_catchup
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import (

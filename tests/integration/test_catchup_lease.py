@@ -1,5 +1,5 @@
 """A worker started while a catch-up copies its mirror's backlog (at-least-once) mirrors nothing until the
-catch-up has finished: the catch-up holds `<group>.catchup` (mirror_worker/catchup_lease.py), the worker
+catch-up has finished: the catch-up holds `<group>.catchup` (mirror_worker/engine/catchup_lease.py), the worker
 sees it when its partitions are assigned and exits; started again afterwards, it resumes at the ranges'
 ends. Before the lease, the worker copied from the same committed offsets as the catch-up: every record
 of the backlog it reached was written twice."""

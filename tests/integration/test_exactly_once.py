@@ -9,7 +9,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_worker.exactly_once_positions import POSITIONS_GROUP
+from mirror_worker.exactly_once.positions import POSITIONS_GROUP
 from tests.integration.test_consistency_check import run_check, zero_counts
 from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic

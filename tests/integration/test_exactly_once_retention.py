@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_worker.exactly_once_positions import POSITIONS_GROUP
+from mirror_worker.exactly_once.positions import POSITIONS_GROUP
 from tests.kafka_util import create_topic, private_kafka, produce
 from tests.worker_util import WorkerProcess, loss_and_duplicates, read_topic, wait_for_count, write_mirror_spec
 

@@ -15,8 +15,8 @@ import uuid
 import pytest
 from confluent_kafka.schema_registry import Schema
 
-from mirror_worker import wire_format
-from mirror_worker.framing import RECHECK_INTERVAL_S
+from mirror_worker.schemas import wire_format
+from mirror_worker.schemas.framing import RECHECK_INTERVAL_S
 from tests.integration.test_exactly_once_registry_outage import _wait_uncommitted
 from tests.integration.test_schema_sync import ORDER_V1, _client
 from tests.kafka_util import create_topic, produce

@@ -32,9 +32,9 @@ class _Ti:
 def test_a_failover_and_a_catchup_exclude_each_other(stack, topic_name, tmp_path, monkeypatch):
     from confluent_kafka.admin import AdminClient
 
-    from mirror_airflow.operators import ResumeMirrorOperator, StopMirrorOperator
-    from mirror_worker.catchup_lease import CatchupLease
-    from mirror_worker.failover_mark import failed_over, mark_topic
+    from mirror_airflow.operators.handover import ResumeMirrorOperator, StopMirrorOperator
+    from mirror_worker.dr.failover_mark import failed_over, mark_topic
+    from mirror_worker.engine.catchup_lease import CatchupLease
 
     monkeypatch.delenv("AIRFLOW_CONN_AIRFLOW_API", raising=False)
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers

@@ -10,9 +10,9 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from mirror_airflow.lag_measure import measure_partitions, newest_heartbeats
-from mirror_worker.exactly_once_positions import POSITIONS_GROUP
-from mirror_worker.spec import select_mirror
+from mirror_airflow.lag.measure import measure_partitions, newest_heartbeats
+from mirror_worker.config.spec import select_mirror
+from mirror_worker.exactly_once.positions import POSITIONS_GROUP
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import write_mirror_spec
 

@@ -96,8 +96,8 @@ def _write_mirror(tmp_path, stack, name: str, topic: str, alerts: dict, lag: dic
     dag_file.write_text(f"""
 from pathlib import Path
 
-from mirror_airflow.lag_dag import build_lag_dag
-from mirror_worker.spec import select_mirror
+from mirror_airflow.lag.dag import build_lag_dag
+from mirror_worker.config.spec import select_mirror
 
 dag = build_lag_dag(select_mirror(Path({str(spec)!r}), {name!r}), {lag!r}, {alerts!r}, spec_path={str(spec)!r})
 """)
@@ -202,7 +202,7 @@ def test_deferred_trigger_carries_no_resolved_secret(stack, topic_name, tmp_path
     import airflow.sdk.definitions.dag as airflow_dag
     from airflow.models.trigger import Trigger
 
-    from mirror_worker.spec import select_mirror
+    from mirror_worker.config.spec import select_mirror
 
     name = f"lag-secret-{uuid.uuid4().hex[:8]}"
     topic = topic_name("lagsecret")
@@ -233,8 +233,8 @@ groups:
     dag_file.write_text(f"""
 from pathlib import Path
 
-from mirror_airflow.lag_dag import build_lag_dag
-from mirror_worker.spec import select_mirror
+from mirror_airflow.lag.dag import build_lag_dag
+from mirror_worker.config.spec import select_mirror
 
 dag = build_lag_dag(select_mirror(Path({str(spec)!r}), {name!r}), {LAG!r}, {{}}, spec_path={str(spec)!r})
 """)

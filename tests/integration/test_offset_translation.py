@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from devstack.paths import ROOT
-from mirror_worker.offset_translation import read_offset_syncs, translate_group, translate_group_offsets
-from mirror_worker.spec import select_mirror
+from mirror_worker.config.spec import select_mirror
+from mirror_worker.dr.offset_translation import read_offset_syncs, translate_group, translate_group_offsets
 from tests.kafka_util import commit_offsets, create_topic, produce
 from tests.worker_util import WorkerProcess, wait_for_count, write_mirror_spec
 

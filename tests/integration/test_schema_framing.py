@@ -13,7 +13,7 @@ from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from mirror_worker import wire_format
+from mirror_worker.schemas import wire_format
 from tests.integration.test_schema_sync import ORDER_V1, _client, _pad_destination_ids, _worker_args
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import WorkerProcess, read_topic, wait_for_count, write_mirror_spec

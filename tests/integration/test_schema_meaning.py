@@ -14,9 +14,9 @@ from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from mirror_worker import wire_format
-from mirror_worker.config import build_mirror_config
-from mirror_worker.schema_sync import sync_mirror_schemas
+from mirror_worker.config.model import build_mirror_config
+from mirror_worker.schemas import wire_format
+from mirror_worker.schemas.sync import sync_mirror_schemas
 from tests.integration.test_schema_sync import _client, _pad_destination_ids, _worker_args
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import WorkerProcess, wait_for_count

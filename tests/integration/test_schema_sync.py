@@ -11,9 +11,9 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from mirror_worker import wire_format
-from mirror_worker.config import build_mirror_config
-from mirror_worker.schema_sync import sync_mirror_schemas
+from mirror_worker.config.model import build_mirror_config
+from mirror_worker.schemas import wire_format
+from mirror_worker.schemas.sync import sync_mirror_schemas
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import WorkerProcess, by_partition, read_topic, wait_for_count, write_properties
 

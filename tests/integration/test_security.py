@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.client_config import consumer_settings, settings_from_connection
+from mirror_worker.config.librdkafka import consumer_settings, settings_from_connection
 from devstack.paths import ROOT
 from tests.catchup_util import run_catchup
 from tests.kafka_util import create_topic, produce, topic_exists
@@ -263,7 +263,7 @@ def test_airflow_connection_settings_reach_a_sasl_ssl_plain_cluster(secure, topi
 
 def test_airflow_kafka_hook_connects_with_the_connection_login_and_password(secure, monkeypatch):
     """The Airflow Kafka hook: login/password of the connection authenticate; a wrong password fails the test."""
-    from mirror_airflow.hooks import KafkaHook
+    from mirror_airflow.hooks.kafka import KafkaHook
 
     node, certs = secure
     extra = {"bootstrap.servers": node.listener_bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",

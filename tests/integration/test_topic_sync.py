@@ -8,8 +8,8 @@ import urllib.request
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from mirror_worker.topic_configs import describe_explicit_configs
-from mirror_worker.topics import describe_topics
+from mirror_worker.topics.admin import describe_topics
+from mirror_worker.topics.configs import describe_explicit_configs
 from tests.kafka_util import create_topic, grow_partitions, produce
 from tests.worker_util import WorkerProcess, wait_for_count, write_properties
 

@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror_airflow.lag_measure import measure_partitions
-from mirror_worker.spec import select_mirror
+from mirror_airflow.lag.measure import measure_partitions
+from mirror_worker.config.spec import select_mirror
 from tests.kafka_util import create_topic
 from tests.worker_util import WorkerProcess, wait_for_count, write_mirror_spec
 

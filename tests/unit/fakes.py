@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from mirror_worker.exactly_once import TransactionAborted
+from mirror_worker.exactly_once.transactions import TransactionAborted
 
 
 class FakeError:
@@ -307,10 +307,10 @@ def make_worker(logs: dict, *, committed: dict | None = None, low: dict | None =
 
     Returns (worker, stream, consumer, producer); exactly-once, `producer` is None (see stream.transactions).
     """
-    from mirror_worker.config import build_mirror_config
+    from mirror_worker.config.model import build_mirror_config
+    from mirror_worker.engine.source_stream import SourceStream
+    from mirror_worker.engine.worker import MirrorWorker
     from mirror_worker.metrics import MirrorMetrics
-    from mirror_worker.source_stream import SourceStream
-    from mirror_worker.worker import MirrorWorker
 
     topics = sorted({t for t, _ in logs})
     config = build_mirror_config({
@@ -332,7 +332,7 @@ def make_worker(logs: dict, *, committed: dict | None = None, low: dict | None =
         worker.producers.append(producer)
     worker.streams.append(stream)
     worker.assemble(FakeAdmin(), FakeDestination())
-    from mirror_worker.topics import TopicInfo
+    from mirror_worker.topics.admin import TopicInfo
 
     partitions = {t: 1 + max(p for tp, p in logs if tp == t) for t in topics}
     stream.topics = {t: TopicInfo(t, partitions[t], 1) for t in topics}  # subscribed (refresh is not driven here)

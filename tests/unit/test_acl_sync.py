@@ -8,12 +8,12 @@ import json
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_worker.acl_admin import AclSync, AclSyncError, to_binding, to_topic_acl
-from mirror_worker.acl_sync import PrincipalFilter, SkippedAcl, TopicAcl, plan_acl_sync
 from mirror_worker.commands.main import main
-from mirror_worker.config import build_mirror_config
+from mirror_worker.config.model import build_mirror_config
+from mirror_worker.dr.acl_admin import AclSync, AclSyncError, to_binding, to_topic_acl
+from mirror_worker.dr.acl_rules import PrincipalFilter, SkippedAcl, TopicAcl, plan_acl_sync
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.naming import PrefixPolicy
+from mirror_worker.topics.naming import PrefixPolicy
 from tests.unit.fakes import FakeError, FakeFuture, make_worker, scheduled_calls
 
 REMOTE = PrefixPolicy("src.").remote_topic

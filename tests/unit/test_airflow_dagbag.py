@@ -76,7 +76,7 @@ def test_dag_ids_and_tasks_per_mirror(tmp_path, dags_dir, monkeypatch):
         assert bag.dags[f"mirror__{mirror}__catchup"].schedule is None
         assert _structure(bag.dags[f"mirror__{mirror}__verify"]) == VERIFY
         assert bag.dags[f"mirror__{mirror}__verify"].schedule == "0 2 * * *"
-        assert [t.task_id for t in bag.dags[f"mirror__{mirror}__lag"].tasks]  # built by mirror_airflow.lag_dag
+        assert [t.task_id for t in bag.dags[f"mirror__{mirror}__lag"].tasks]  # built by mirror_airflow.lag.dag
     orders = bag.dags["mirror__orders"]
     assert orders.get_task("run_worker").retries == 2 and orders.is_paused_upon_creation is False
     payments = bag.dags["mirror__payments"]

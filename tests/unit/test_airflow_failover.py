@@ -12,7 +12,7 @@ from mirror_airflow.failover import (
     GroupSelectionError, failover_report, group_impact, impact_markdown, not_applied_message, not_mirrored,
     report_markdown, select_groups,
 )
-from mirror_worker.offset_translation import GroupActiveError
+from mirror_worker.dr.offset_translation import GroupActiveError
 from tests.unit.test_airflow_dagbag import HEAD, _dagbag, _structure, dags_dir  # noqa: F401  (fixture)
 
 FAILOVER = {"impact": ["approve"], "approve": ["stop_mirror"], "stop_mirror": ["apply_offsets"],

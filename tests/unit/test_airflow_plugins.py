@@ -12,19 +12,15 @@ from tests.airflow_support import ROOT
 
 from mirror_airflow.dag_factory import check_rendered, render, stub_name
 from mirror_airflow.exceptions import ConnectionConfigError, MirrorSpecError
-from mirror_airflow.hooks import KafkaHook, SchemaRegistryHook
-from mirror_airflow.operators import (
-    Action,
-    AirflowApi,
-    CatchupOperator,
-    ConsistencyCheckOperator,
-    MirrorWorkerOperator,
-    next_action,
-    pause_check_due,
-)
+from mirror_airflow.hooks.airflow_api import AirflowApi
+from mirror_airflow.hooks.kafka import KafkaHook
+from mirror_airflow.hooks.schema_registry import SchemaRegistryHook
+from mirror_airflow.operators.spark import CatchupOperator, ConsistencyCheckOperator
+from mirror_airflow.operators.worker import MirrorWorkerOperator
 from mirror_airflow.settings import load_settings, parse_settings
+from mirror_airflow.supervisor import Action, next_action, pause_check_due
+from mirror_worker.config.spec import load_entries
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.spec import load_entries
 
 SPEC = """
 groups:
@@ -188,7 +184,7 @@ def test_api_base_url_from_connection(monkeypatch):
 def test_airflow_api_hook_gives_the_client_or_none_without_a_connection(monkeypatch):
     import logging
 
-    from mirror_airflow.hooks import AirflowApiHook, api_from_connection
+    from mirror_airflow.hooks.airflow_api import AirflowApiHook, api_from_connection
 
     monkeypatch.setenv("AIRFLOW_CONN_API_H", json.dumps({"conn_type": "http", "host": "https://af.example",
                                                          "login": "ops", "password": "pw"}))
@@ -418,9 +414,9 @@ groups:
 
 
 def test_sync_schemas_without_registries_logs_and_succeeds(tmp_path, monkeypatch):
-    from mirror_airflow.operators import SyncSchemasOperator
+    from mirror_airflow.operators.schemas import SyncSchemasOperator
 
-    monkeypatch.setitem(sys.modules, "mirror_worker.schema_sync", None)  # not even imported
+    monkeypatch.setitem(sys.modules, "mirror_worker.schemas.sync", None)  # not even imported
     op = SyncSchemasOperator(task_id="sync_schemas", spec_path=_registry_spec(tmp_path, False), mirror_name="m")
     assert op.execute({"ti": _Ti({"a": "a"})}) is None
 
@@ -428,17 +424,17 @@ def test_sync_schemas_without_registries_logs_and_succeeds(tmp_path, monkeypatch
 def test_sync_schemas_calls_the_library_with_the_discovered_topics(tmp_path, monkeypatch):
     import types
 
-    from mirror_airflow.operators import SyncSchemasOperator
+    from mirror_airflow.operators.schemas import SyncSchemasOperator
 
     calls = []
 
-    from mirror_worker.schema_sync import SchemaSyncReport
+    from mirror_worker.schemas.sync import SchemaSyncReport
 
-    module = types.ModuleType("mirror_worker.schema_sync")
+    module = types.ModuleType("mirror_worker.schemas.sync")
     module.sync_mirror_schemas = lambda config, topics: (
         calls.append((config.name, topics)) or SchemaSyncReport(dict(module.conflicts), 1, list(topics)))
     module.conflicts = {}
-    monkeypatch.setitem(sys.modules, "mirror_worker.schema_sync", module)
+    monkeypatch.setitem(sys.modules, "mirror_worker.schemas.sync", module)
     op = SyncSchemasOperator(task_id="sync_schemas", spec_path=_registry_spec(tmp_path, True), mirror_name="m")
     assert op.execute({"ti": _Ti({"b": "x.b", "a": "x.a"})}) == {"ok": True, "conflicts": {}, "registered": 1,
                                                                "topics": ["a", "b"]}

@@ -92,7 +92,7 @@ def test_provider_info_passes_airflows_schema_and_names_importable_modules():
 def test_our_kafka_hook_builds_on_the_official_one():
     from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
-    from mirror_airflow.hooks import KafkaHook
+    from mirror_airflow.hooks.kafka import KafkaHook
 
     assert issubclass(KafkaHook, KafkaBaseHook)
     assert KafkaHook.conn_type == "kafka" and KafkaHook("k").kafka_conn_id == "k"
@@ -114,10 +114,10 @@ def test_both_providers_load_and_kafka_connections_stay_the_official_providers(t
     assert found["kafka_hook"] == ["airflow.providers.apache.kafka.hooks.base.KafkaBaseHook",
                                    "apache-airflow-providers-apache-kafka"]
     assert found["our_connection_types"] == []
-    assert found["notifications"] == ["mirror_airflow.notifications.EmailNotifier",
-                                      "mirror_airflow.notifications.SlackWebhookNotifier",
-                                      "mirror_airflow.notifications.WebhookNotifier"]
-    assert found["triggers"] == ["mirror_airflow.triggers"]
+    assert found["notifications"] == ["mirror_airflow.notifications.alerts.EmailNotifier",
+                                      "mirror_airflow.notifications.alerts.SlackWebhookNotifier",
+                                      "mirror_airflow.notifications.alerts.WebhookNotifier"]
+    assert found["triggers"] == ["mirror_airflow.triggers.lag"]
 
 
 def test_a_kafka_connection_gets_the_official_hook_from_the_task_sdk():

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from mirror_worker.exactly_once import ProducerFenced
+from mirror_worker.exactly_once.transactions import ProducerFenced
 from spark_jobs import catchup_eos
 from spark_jobs.catchup_copy import CopySettings, copy_range
 from spark_jobs.catchup_eos import ExactlyOnce, Fenced, copy_exactly_once

@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from mirror_worker import data_loss
+from mirror_worker.engine import data_loss
 from spark_jobs import catchup, catchup_plan
 from spark_jobs.catchup_plan import plan_ranges
 from spark_jobs.job_config import target_from_args

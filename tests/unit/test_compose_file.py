@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from devstack.paths import ROOT
-from mirror_worker.spec import load_entries
+from mirror_worker.config.spec import load_entries
 
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
 AIRFLOW_SERVICES = {"airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"}

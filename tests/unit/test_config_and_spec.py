@@ -2,10 +2,10 @@ import textwrap
 
 import pytest
 
-from mirror_worker.cli import config_from_args, parse_args
-from mirror_worker.config import TopicCreation
+from mirror_worker.commands.cli import config_from_args, parse_args
+from mirror_worker.config.model import TopicCreation
+from mirror_worker.config.spec import load_entries, select_mirror
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.spec import load_entries, select_mirror
 
 
 @pytest.mark.parametrize("creation, source_partitions, source_rf, partitions, rf", [
@@ -176,7 +176,7 @@ def test_spec_and_flags_do_not_mix(tmp_path):
 
 
 def test_consumers_heartbeat_often_so_a_rebalance_moves_partitions_within_a_second():
-    from mirror_worker.client_config import consumer_settings
+    from mirror_worker.config.librdkafka import consumer_settings
 
     assert consumer_settings({"bootstrap.servers": "b:1"}, "test")["heartbeat.interval.ms"] == "300"
     assert consumer_settings({"bootstrap.servers": "b:1", "heartbeat.interval.ms": "2000"},
@@ -187,7 +187,7 @@ def test_consumers_heartbeat_often_so_a_rebalance_moves_partitions_within_a_seco
     assert "heartbeat.interval.ms" not in kip848 and "partition.assignment.strategy" not in kip848
     # Each topic shared out among the members: roundrobin on the classic protocol (cooperative-sticky for
     # exactly-once: its per-partition producers), the broker's range on KIP-848; a setting of the spec wins.
-    from mirror_worker.client_config import assignment_strategy
+    from mirror_worker.config.librdkafka import assignment_strategy
 
     classic = consumer_settings({"bootstrap.servers": "b:1"}, "test")
     assert assignment_strategy(classic, False) == {"partition.assignment.strategy": "roundrobin"}

@@ -13,7 +13,7 @@ from mirror_airflow.dashboard.gather import (
 )
 from mirror_airflow.dashboard.sources import halt_lines, halt_reasons, latest_report, parse_metrics, spec_mirrors
 from mirror_airflow.dashboard.store import HistoryStore, Verdict
-from mirror_airflow.lag_rules import Evaluation, Finding, Limits, Sample, Status
+from mirror_airflow.lag.rules import Evaluation, Finding, Limits, Sample, Status
 
 KEY_A, KEY_B = ("east", "orders", 0), ("east", "orders", 1)
 
@@ -290,8 +290,9 @@ def test_spec_mirrors_reads_lag_settings_and_metrics_port(tmp_path):
 def test_lag_sensor_runs_write_their_samples_and_verdicts(tmp_path, monkeypatch):
     import time
 
-    from mirror_airflow import lag_measure, sensors
-    from mirror_worker.config import build_mirror_config
+    from mirror_airflow.lag import measure as lag_measure
+    from mirror_airflow.sensors import lag as sensors
+    from mirror_worker.config.model import build_mirror_config
 
     monkeypatch.setenv("MIRROR_DASHBOARD_DB", str(tmp_path / "h.sqlite"))
     kept = {}

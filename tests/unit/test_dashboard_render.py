@@ -14,7 +14,7 @@ from mirror_airflow.dashboard.chart import MAX_SERIES, line_chart, nice_ceiling
 from mirror_airflow.dashboard.gather import Dashboard, Edges, MirrorSpec, MirrorView, Report, WorkerStatus
 from mirror_airflow.dashboard.pages import mirror_page, overview_page
 from mirror_airflow.dashboard.store import HistoryStore, Verdict
-from mirror_airflow.lag_rules import Limits, Sample
+from mirror_airflow.lag.rules import Limits, Sample
 
 
 @pytest.mark.parametrize("value, top", [(0, 1), (1, 1), (3, 5), (7, 10), (11, 20), (240, 250), (1001, 2000)])

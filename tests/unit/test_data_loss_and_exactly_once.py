@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_worker.config import build_mirror_config
-from mirror_worker.data_loss import Verdict, decide_start
-from mirror_worker.exactly_once_positions import (
+from mirror_worker.config.model import build_mirror_config
+from mirror_worker.engine.data_loss import Verdict, decide_start
+from mirror_worker.exactly_once.positions import (
     POSITIONS_GROUP, Owner, legacy_positions_group, legacy_transactional_id, parse_position_metadata, position_metadata, transactional_id,
 )
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.routing import Router
-from mirror_worker.naming import PrefixPolicy
+from mirror_worker.topics.naming import PrefixPolicy
+from mirror_worker.topics.routing import Router
 
 # position, position's topic id, topic id now, low, high, reset to earliest -> verdict, start offset
 CASES = [

@@ -2,9 +2,9 @@
 
 import pytest
 
-from mirror_worker.client_config import DEFAULT_BATCH_SIZE, fitted_batch_size, fitted_message_max_bytes
-from mirror_worker.delivery import RunDelivery
-from mirror_worker.ledger import OffsetLedger
+from mirror_worker.config.librdkafka import DEFAULT_BATCH_SIZE, fitted_batch_size, fitted_message_max_bytes
+from mirror_worker.engine.delivery import RunDelivery
+from mirror_worker.engine.ledger import OffsetLedger
 
 
 @pytest.mark.parametrize("configured, limits, expected", [

@@ -12,7 +12,7 @@ import yaml
 from devstack import Stack
 from devstack.airflow import Airflow, _set_contract_entry, stack_spec
 from devstack.paths import ROOT
-from mirror_worker.spec import load_entries
+from mirror_worker.config.spec import load_entries
 
 PORTS = {"source": (19001, 19002), "destination": (29001, 29002)}
 

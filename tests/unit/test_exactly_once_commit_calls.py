@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_worker.exactly_once import PartitionTransactions, TransactionPending
-from mirror_worker.exactly_once_positions import Owner
+from mirror_worker.exactly_once.positions import Owner
+from mirror_worker.exactly_once.transactions import PartitionTransactions, TransactionPending
 
 KEY = ("t", 0)
 

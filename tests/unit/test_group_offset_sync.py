@@ -10,15 +10,15 @@ import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 
 from mirror_worker.commands.main import main
-from mirror_worker.config import build_mirror_config
-from mirror_worker.exceptions import ConfigError
-from mirror_worker.group_offset_sync import GroupOffsetSync
-from mirror_worker.group_sync import (
+from mirror_worker.config.model import build_mirror_config
+from mirror_worker.dr.group_admin import GroupOffsetSync
+from mirror_worker.dr.group_rules import (
     DESTINATION_AHEAD, GROUP_ACTIVE, UNTRANSLATED, WRITE_FAILED, GroupFilter, Translation, Untranslated,
     blocking_state, plan_group,
 )
+from mirror_worker.dr.resume_index import IncrementalFinder
+from mirror_worker.exceptions import ConfigError
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.resume_index import IncrementalFinder
 from tests.unit.fakes import FakeDestinationPartitions, FakeFuture
 
 SOURCE_TOPIC, TOPIC = "orders", "src.orders"
@@ -226,7 +226,7 @@ def test_a_source_that_cannot_be_listed_is_an_error_of_the_report():
 
 
 def test_the_worker_counts_what_it_wrote_and_skipped():
-    from mirror_worker.worker_topics import TopicManagement
+    from mirror_worker.topics.management import TopicManagement
 
     destination = FakeClusterAdmin({"ahead": {(TOPIC, 0): 90}}, {"busy": ("STABLE", 2)})
     sync, *_ = _clusters({g: {(SOURCE_TOPIC, 0): 50} for g in ("idle", "busy", "ahead")},
@@ -279,7 +279,7 @@ groups:
 def test_the_worker_loop_syncs_group_offsets_at_once_then_every_interval(monkeypatch):
     from tests.unit.fakes import make_worker, scheduled_calls
 
-    monkeypatch.setattr("mirror_worker.worker.worker_group_syncs", lambda config, streams, admin: [])  # no clients
+    monkeypatch.setattr("mirror_worker.engine.worker.worker_group_syncs", lambda config, streams, admin: [])  # no clients
     worker, _, _, _ = make_worker({("orders", 0): []}, group_offset_sync_interval_ms=1000, preserve_partitions=True)
     first, gaps = scheduled_calls(worker, "sync_group_offsets")
     assert first < 0.5  # the first sync does not wait an interval
@@ -307,7 +307,7 @@ def test_a_group_with_nothing_translated_is_reported_and_its_destination_not_rea
 def test_the_workers_close_closes_the_shared_destination_reader_once():
     from types import SimpleNamespace
 
-    from mirror_worker.worker_topics import TopicManagement
+    from mirror_worker.topics.management import TopicManagement
 
     closed = []
     reader = SimpleNamespace(close=lambda: closed.append(1))
@@ -329,7 +329,7 @@ def test_the_workers_close_closes_the_shared_destination_reader_once():
      "the mirror's group is PREPARING_REBALANCE on the source: the writer is known once it is Stable"),
 ])
 def test_one_member_of_the_mirrors_group_writes(state, assignments, me, reason):
-    from mirror_worker.group_sync import not_writer_reason
+    from mirror_worker.dr.group_rules import not_writer_reason
 
     assert not_writer_reason(state, assignments, me) == reason
 

@@ -5,21 +5,21 @@ import time
 
 import pytest
 
-from mirror_worker.backpressure import Backpressure
-from mirror_worker.config import build_mirror_config
-from mirror_worker.delivery import RunDelivery
+from mirror_worker.config.model import build_mirror_config
+from mirror_worker.engine.backpressure import Backpressure
+from mirror_worker.engine.delivery import RunDelivery
+from mirror_worker.engine.halts import Halts
+from mirror_worker.engine.hot_path import BatchMirror
+from mirror_worker.engine.run_state import RunState
+from mirror_worker.engine.source_stream import SourceStream
+from mirror_worker.engine.worker import MirrorWorker
 from mirror_worker.exceptions import SchemaConflict, SchemaRegistryUnavailable
-from mirror_worker.framing import TopicFraming
-from mirror_worker.hot_path import BatchMirror
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.naming import PrefixPolicy
-from mirror_worker.routing import Router
-from mirror_worker.run_state import RunState
-from mirror_worker.source_stream import SourceStream
-from mirror_worker.worker import MirrorWorker
-from mirror_worker.worker_halts import Halts
-from mirror_worker.worker_schemas import SchemaGate
-from mirror_worker import wire_format
+from mirror_worker.schemas import wire_format
+from mirror_worker.schemas.framing import TopicFraming
+from mirror_worker.schemas.gate import SchemaGate
+from mirror_worker.topics.naming import PrefixPolicy
+from mirror_worker.topics.routing import Router
 from tests.unit.fakes import FakeAdmin, FakeConsumer, FakeDestination, FakeMessage
 
 

@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "mirror_worker"
-COMMAND_LAYER = ("mirror_worker.__main__", "mirror_worker.runner", "mirror_worker.cli", "mirror_worker.commands")
+COMMAND_LAYER = ("mirror_worker.__main__", "mirror_worker.commands.runner", "mirror_worker.commands.cli", "mirror_worker.commands")
 
 
 def module_names(package_dir: Path) -> dict[str, Path]:
@@ -98,13 +98,13 @@ def test_find_cycle_sees_a_cycle_and_library_check_sees_a_command_import():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycle(graph) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
-    assert library_imports_of_command_layer({"mirror_worker.x": {"mirror_worker.runner"}}) == {
-        "mirror_worker.x": {"mirror_worker.runner"}}
+    assert library_imports_of_command_layer({"mirror_worker.x": {"mirror_worker.commands.runner"}}) == {
+        "mirror_worker.x": {"mirror_worker.commands.runner"}}
 
 
 def test_the_graph_sees_lazy_and_package_imports():
     graph = import_graph()
-    assert "mirror_worker.runner" in graph["mirror_worker.commands.main"]  # imported inside a function
+    assert "mirror_worker.commands.runner" in graph["mirror_worker.commands.main"]  # imported inside a function
     assert "mirror_worker.commands.sync_schemas" in graph["mirror_worker.commands.main"]  # from package import module
 
 

@@ -6,13 +6,13 @@ import logging
 
 import pytest
 
-from mirror_airflow.lag_dag import build_lag_dag
-from mirror_airflow.notifications import (
+from mirror_airflow.lag.dag import build_lag_dag
+from mirror_airflow.lag.rules import Evaluation, Finding, Status
+from mirror_airflow.notifications.alerts import (
     EmailNotifier, SlackWebhookNotifier, WebhookNotifier, alert_fields, alert_text, notifiers_for,
 )
-from mirror_airflow.sensors import LagCheckFailed, MirrorLagSensor
-from mirror_airflow.lag_rules import Evaluation, Finding, Status
-from mirror_worker.config import build_mirror_config
+from mirror_airflow.sensors.lag import LagCheckFailed, MirrorLagSensor
+from mirror_worker.config.model import build_mirror_config
 from mirror_worker.exceptions import ConfigError
 
 
@@ -82,7 +82,7 @@ def test_notifiers_for():
 
 
 def test_email_is_skipped_with_a_log_line_without_the_smtp_provider(monkeypatch, caplog):
-    monkeypatch.setattr("mirror_airflow.notifications.smtp_available", lambda: False)
+    monkeypatch.setattr("mirror_airflow.notifications.alerts.smtp_available", lambda: False)
     with caplog.at_level(logging.WARNING):
         assert notifiers_for({"email": ["a@b.c"]}) == []
     assert "apache-airflow-providers-smtp is not installed" in caplog.text
@@ -112,14 +112,14 @@ def test_alert_text_names_mirror_task_status_and_worst_partitions():
 def test_trigger_round_trips_through_its_serialised_kwargs(mirror):
     import importlib
 
-    from mirror_airflow.lag_rules import Sample
-    from mirror_airflow.triggers import MirrorLagTrigger, decode_windows, encode_windows
+    from mirror_airflow.lag.rules import Sample
+    from mirror_airflow.triggers.lag import MirrorLagTrigger, decode_windows, encode_windows
 
     windows = {("east", "orders.a", 0): [Sample(1.0, None, 5, 0), Sample(2.0, 3, 6, 1)]}
     trigger = MirrorLagTrigger(SPEC, mirror.name, encode_windows(windows), 60.0, 5.0)
     classpath, kwargs = trigger.serialize()
     module, name = classpath.rsplit(".", 1)
     again = getattr(importlib.import_module(module), name)(**kwargs)
-    assert classpath == "mirror_airflow.triggers.MirrorLagTrigger"
+    assert classpath == "mirror_airflow.triggers.lag.MirrorLagTrigger"
     assert decode_windows(again.samples) == windows and again.serialize() == (classpath, kwargs)
     assert (again.spec_path, again.mirror_name) == (SPEC, "orders")

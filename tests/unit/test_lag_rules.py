@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_airflow.lag_rules import (
+from mirror_airflow.lag.rules import (
     PARTITION_RULES, Limits, Sample, Status, covers, evaluate, evaluate_partition, latency_reason, merge_windows,
 )
 

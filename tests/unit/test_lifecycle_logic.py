@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
-from mirror_worker.exactly_once_positions import (
+from mirror_worker.commands.runner import close_within
+from mirror_worker.exactly_once.positions import (
     KEEPALIVE_MAX_S, keepalive_due, keepalive_interval_s, legacy_position_record_key, position_record_key,
 )
-from mirror_worker.runner import close_within
-from mirror_worker.topics import TopicInfo, outgrown_topics
+from mirror_worker.topics.admin import TopicInfo, outgrown_topics
 
 
 @pytest.mark.parametrize("assigned, expected", [

@@ -1,7 +1,7 @@
 import pytest
 
+from mirror_worker.config.properties import load_properties, parse_properties
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.properties import load_properties, parse_properties
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from mirror_worker.provenance import parse_provenance, provenance_value
-from mirror_worker.resume_search import (
+from mirror_worker.dr.resume_search import (
     OFFSET_SYNC, PROVENANCE, PROVENANCE_END, ResumeFinder, ResumePoint, SourcePartition, resume_point,
 )
+from mirror_worker.provenance import parse_provenance, provenance_value
 from tests.unit.fakes import FakeDestinationPartitions
 
 SOURCE = SourcePartition("east", "t", 0, "cid", frozenset({("west", "cid-west")}))  # west: the mirror's other source
@@ -223,7 +223,7 @@ def _log(offsets_and_sources, partition: int = 0) -> list:
 
 def test_partition_reader_yields_headers_over_gaps_up_to_the_end_and_releases_the_partition():
     from confluent_kafka import IsolationLevel
-    from mirror_worker.offset_translation import PartitionReader
+    from mirror_worker.dr.offset_translation import PartitionReader
     from tests.unit.fakes import FakeLogConsumer, FakeOffsetsAdmin
 
     # Offsets 3 and 6 hold transaction markers; 9 is past the last stable offset (an open transaction).
@@ -245,7 +245,7 @@ def test_partition_reader_yields_headers_over_gaps_up_to_the_end_and_releases_th
 
 
 def test_partition_reader_errors_are_one_line_translation_errors():
-    from mirror_worker.offset_translation import PartitionReader, TranslationError
+    from mirror_worker.dr.offset_translation import PartitionReader, TranslationError
     from tests.unit.fakes import FakeError, FakeMessage
 
     class Failing:
@@ -262,8 +262,8 @@ def test_partition_reader_errors_are_one_line_translation_errors():
 def test_report_says_per_partition_how_the_offset_was_found_and_what_may_be_reread():
     from types import SimpleNamespace
 
-    from mirror_worker.offset_syncs import OffsetSync, PartitionTranslation, Translated
-    from mirror_worker.offset_translation import MissingPartitionError, place, report, translated_offsets
+    from mirror_worker.dr.offset_syncs import OffsetSync, PartitionTranslation, Translated
+    from mirror_worker.dr.offset_translation import MissingPartitionError, place, report, translated_offsets
 
     class Partitions(FakeDestinationPartitions):
         def bounds(self, topic, partition):
@@ -299,7 +299,7 @@ def test_report_says_per_partition_how_the_offset_was_found_and_what_may_be_rere
 
 def test_partition_reader_names_a_missing_destination_partition():
     from confluent_kafka import KafkaError, KafkaException
-    from mirror_worker.offset_translation import MissingPartitionError, PartitionReader
+    from mirror_worker.dr.offset_translation import MissingPartitionError, PartitionReader
 
     class Missing:
         def result(self, timeout=None):

@@ -7,7 +7,7 @@ from devstack import paths
 
 SCRIPT = """
 from confluent_kafka import Producer
-from mirror_worker.runner import start_method
+from mirror_worker.commands.runner import start_method
 before = start_method()
 producer = Producer({"bootstrap.servers": "127.0.0.1:9", "socket.timeout.ms": 1000})  # librdkafka's threads
 print(before, start_method())
@@ -23,7 +23,7 @@ def test_children_fork_from_a_single_threaded_parent_and_spawn_once_a_client_has
 
 WATCH = """
 import os, signal, threading
-from mirror_worker.runner import stop_with_parent
+from mirror_worker.commands.runner import stop_with_parent
 stopped = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: stopped.set())
 stop_with_parent(os.getppid() + 1_000_000, "m", interval_s=0.05)  # a parent that is already gone

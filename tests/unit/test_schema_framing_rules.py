@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_worker.config import build_mirror_config
+from mirror_worker.config.model import build_mirror_config
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.framing import CLOCK_SKEW_MS, RECHECK_INTERVAL_S, TopicFraming, needs_recheck, rewritten_fields
+from mirror_worker.schemas.framing import CLOCK_SKEW_MS, RECHECK_INTERVAL_S, TopicFraming, needs_recheck, rewritten_fields
 
 VALUES_ONLY = TopicFraming(keys=False, values=True, checked_at_ms=1_000_000)
 BOTH = TopicFraming(keys=True, values=True, checked_at_ms=1_000_000)
@@ -46,7 +46,7 @@ BASE = {
 
 
 def test_schema_id_rewrite_defaults_to_auto_and_reads_yaml_off(tmp_path):
-    from mirror_worker.spec import select_mirror
+    from mirror_worker.config.spec import select_mirror
 
     assert build_mirror_config(BASE).schema_id_rewrite == "auto"
     spec = tmp_path / "spec.yaml"
@@ -67,7 +67,7 @@ groups:
 
 
 def test_schema_id_rewrite_flag(tmp_path):
-    from mirror_worker.cli import config_from_args, parse_args
+    from mirror_worker.commands.cli import config_from_args, parse_args
 
     consumer = tmp_path / "c.properties"
     consumer.write_text("bootstrap.servers=127.0.0.1:1\ngroup.id=g\n")

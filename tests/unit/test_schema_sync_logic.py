@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from mirror_worker import wire_format
-from mirror_worker.config import build_mirror_config
+from mirror_worker.config.model import build_mirror_config
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.schema_registry import redact
-from mirror_worker.schema_sync import STRICT, LENIENT, canonical_text, plan_subject
+from mirror_worker.schemas import wire_format
+from mirror_worker.schemas.registry import redact
+from mirror_worker.schemas.sync import STRICT, LENIENT, canonical_text, plan_subject
 
 
 def versions(*fingerprints: str) -> list[tuple[int, str]]:
@@ -169,7 +169,7 @@ def test_redact_drops_credentials():
 
 
 def test_flags_set_the_registries(tmp_path):
-    from mirror_worker.cli import config_from_args, parse_args
+    from mirror_worker.commands.cli import config_from_args, parse_args
 
     consumer = tmp_path / "dc1.properties"
     consumer.write_text("bootstrap.servers=127.0.0.1:1\ngroup.id=g\n")
@@ -186,7 +186,7 @@ def test_flags_set_the_registries(tmp_path):
 
 
 def test_spec_registries_per_source_and_destination(tmp_path):
-    from mirror_worker.spec import select_mirror
+    from mirror_worker.config.spec import select_mirror
 
     spec = tmp_path / "spec.yaml"
     spec.write_text(json.dumps({"groups": [{
@@ -207,7 +207,7 @@ def test_spec_registries_per_source_and_destination(tmp_path):
 
 def test_unreachable_registry_error_hides_credentials():
     from mirror_worker.exceptions import SchemaRegistryUnavailable
-    from mirror_worker.schema_registry import Registry
+    from mirror_worker.schemas.registry import Registry
 
     with pytest.raises(SchemaRegistryUnavailable) as info:
         Registry("http://user:s3cret@127.0.0.1:1/apis/ccompat/v7", "source 'dc1'").versions("orders-value")
@@ -246,7 +246,7 @@ class FakeRegistry:
         self.levels: dict[str | None, str] = {None: "BACKWARD"}
 
     def register(self, subject, version, references=()):
-        from mirror_worker.schema_registry import SubjectVersion
+        from mirror_worker.schemas.registry import SubjectVersion
 
         versions = self.subjects.setdefault(subject, [])
         for existing in versions:
@@ -283,9 +283,9 @@ def _avro(name: str, *fields: str) -> str:
 
 
 def test_syncer_translates_references_and_maps_ids():
-    from mirror_worker.naming import PrefixPolicy
-    from mirror_worker.schema_registry import Reference, SubjectVersion
-    from mirror_worker.schema_sync import SchemaSyncer
+    from mirror_worker.schemas.registry import Reference, SubjectVersion
+    from mirror_worker.schemas.sync import SchemaSyncer
+    from mirror_worker.topics.naming import PrefixPolicy
 
     source, destination = FakeRegistry("source"), FakeRegistry("destination", first_id=100)
     common = SubjectVersion(0, 0, "AVRO", _avro("Common", "a"), ())
@@ -313,9 +313,9 @@ def test_syncer_translates_references_and_maps_ids():
 
 def test_syncer_conflicts_and_unknown_ids():
     from mirror_worker.exceptions import SchemaConflict, UnknownSchemaId
-    from mirror_worker.naming import IdentityPolicy
-    from mirror_worker.schema_registry import SubjectVersion
-    from mirror_worker.schema_sync import SchemaSyncer
+    from mirror_worker.schemas.registry import SubjectVersion
+    from mirror_worker.schemas.sync import SchemaSyncer
+    from mirror_worker.topics.naming import IdentityPolicy
 
     source, destination = FakeRegistry("source"), FakeRegistry("destination", first_id=50)
     source.register("t-value", SubjectVersion(0, 0, "AVRO", _avro("A", "a"), ()))
@@ -331,9 +331,9 @@ def test_syncer_conflicts_and_unknown_ids():
 
 
 def test_syncer_records_which_fields_are_framed_and_sees_a_late_subject():
-    from mirror_worker.naming import IdentityPolicy
-    from mirror_worker.schema_registry import SubjectVersion
-    from mirror_worker.schema_sync import SchemaSyncer
+    from mirror_worker.schemas.registry import SubjectVersion
+    from mirror_worker.schemas.sync import SchemaSyncer
+    from mirror_worker.topics.naming import IdentityPolicy
 
     source, destination = FakeRegistry("source"), FakeRegistry("destination", first_id=50)
     source.register("t-value", SubjectVersion(0, 0, "AVRO", _avro("A", "a"), ()))

@@ -10,12 +10,12 @@ import logging
 import pytest
 
 from mirror_worker import redaction
-from mirror_worker.client_config import consumer_settings, producer_settings, settings_from_connection
-from mirror_worker.config import build_mirror_config
+from mirror_worker.config.librdkafka import consumer_settings, producer_settings, settings_from_connection
+from mirror_worker.config.model import build_mirror_config
+from mirror_worker.config.security import java_security_settings, resolve_placeholders, translate_security
+from mirror_worker.config.spec import select_mirror
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.logs import JsonFormatter
-from mirror_worker.security import java_security_settings, resolve_placeholders, translate_security
-from mirror_worker.spec import select_mirror
 from tests.secure_kafka import make_certificates
 
 SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '

@@ -7,8 +7,8 @@ import logging
 
 from confluent_kafka import KafkaError, KafkaException
 
+from mirror_worker.engine.source_contact import SourceContact
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.source_contact import SourceContact
 
 
 def _errors(metrics: MirrorMetrics) -> float | None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from mirror_worker.ledger import OffsetLedger
+from mirror_worker.engine.ledger import OffsetLedger
+from mirror_worker.engine.stalls import StallWatch
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.stalls import StallWatch
 
 
 class _Consumer:

@@ -8,9 +8,9 @@ import threading
 import pytest
 from confluent_kafka import KafkaError
 
-from mirror_worker.cli import config_from_args, parse_args
+from mirror_worker.commands.cli import config_from_args, parse_args
+from mirror_worker.config.membership import SLOT_ENV, instance_id, membership_settings, parse_slot
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.membership import SLOT_ENV, instance_id, membership_settings, parse_slot
 from tests.unit.fakes import FakeError, FakeMessage, assign, make_worker
 
 TP = ("t", 0)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_worker.config import build_mirror_config
+from mirror_worker.config.model import build_mirror_config
+from mirror_worker.dr.offset_syncs import OffsetSync, slot_for, translate_offset, translate_positions
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.offset_syncs import OffsetSync, slot_for, translate_offset, translate_positions
-from mirror_worker.topic_configs import (
+from mirror_worker.topics.configs import (
     ConfigChange, copied_configs, exclusion_pattern, explicit_configs, plan_config_changes,
 )
 
@@ -134,8 +134,8 @@ def test_explicit_configs_keeps_only_topic_level_non_secret_entries():
 
 
 def test_config_sync_flags_and_spec_keys(tmp_path):
-    from mirror_worker.cli import config_from_args, parse_args
-    from mirror_worker.spec import select_mirror
+    from mirror_worker.commands.cli import config_from_args, parse_args
+    from mirror_worker.config.spec import select_mirror
 
     (tmp_path / "s.properties").write_text("bootstrap.servers=a:1\n")
     (tmp_path / "d.properties").write_text("bootstrap.servers=b:1\n")
@@ -159,7 +159,7 @@ groups:
     config = select_mirror(spec, "m")
     assert config.config_sync_interval_ms == 5000 and config.config_sync_exclude == ["retention\\.ms"]
     assert config.writes_offset_syncs
-    from mirror_worker.topic_filter import is_internal_topic
+    from mirror_worker.topics.filter import is_internal_topic
     assert is_internal_topic(config.offset_syncs_topic)
 
 
@@ -175,8 +175,8 @@ groups:
     ({"min_partitions": 3}, False, 1, 3, None),             # heartbeat-like single-partition topics stay
 ])
 def test_destination_growth_rule(creation, preserve, source, current, expected):
-    from mirror_worker.config import TopicCreation
-    from mirror_worker.topics import DestinationTopics, TopicInfo
+    from mirror_worker.config.model import TopicCreation
+    from mirror_worker.topics.admin import DestinationTopics, TopicInfo
 
     topics = DestinationTopics(None, TopicCreation(**creation), preserve)
     assert topics.grown_count(TopicInfo("t", source, 1), current) == expected
@@ -187,7 +187,7 @@ def test_an_unanswered_list_offsets_is_an_error_not_an_exception():
     the commit cycle), and written at a later commit (issue 28: TimeoutError ended the worker)."""
     from concurrent.futures import Future
 
-    from mirror_worker.offset_syncs import OffsetSyncWriter
+    from mirror_worker.dr.offset_syncs import OffsetSyncWriter
 
     class SilentAdmin:
         calls = 0
@@ -217,7 +217,7 @@ def test_a_list_offsets_without_an_offset_writes_no_sync():
     from concurrent.futures import Future
     from types import SimpleNamespace
 
-    from mirror_worker.offset_syncs import OffsetSyncWriter
+    from mirror_worker.dr.offset_syncs import OffsetSyncWriter
 
     class DeadLeaderAdmin:
         def list_offsets(self, requests, request_timeout):
@@ -244,8 +244,8 @@ def test_max_message_bytes_waits_for_a_broker_that_has_not_learnt_of_a_new_topic
 
     from confluent_kafka import KafkaError, KafkaException
 
-    from mirror_worker.config import TopicCreation
-    from mirror_worker.topics import DestinationTopics
+    from mirror_worker.config.model import TopicCreation
+    from mirror_worker.topics.admin import DestinationTopics
 
     class Future:
         def __init__(self, error: int | None) -> None:

@@ -109,7 +109,7 @@ def test_a_partition_lost_while_a_commit_cycle_waits_is_skipped_not_committed():
 
 
 def _fence(stream, fenced_key):
-    from mirror_worker.exactly_once import ProducerFenced
+    from mirror_worker.exactly_once.transactions import ProducerFenced
 
     commit = stream.transactions.commit
 
@@ -140,7 +140,7 @@ def test_a_zombie_fenced_by_the_new_owner_of_a_partition_gives_it_up_and_goes_on
 
 def test_a_producer_fenced_while_the_partition_stays_assigned_stops_the_worker(monkeypatch):
     """Fenced, and the group leaves the partition with this worker: another process writes as this mirror."""
-    monkeypatch.setattr("mirror_worker.worker_commits.FENCED_WAIT_S", 0.5)
+    monkeypatch.setattr("mirror_worker.engine.commits.FENCED_WAIT_S", 0.5)
     worker, stream, _, _ = make_worker({TP: records("t", 0, range(3))}, exactly_once=True)
     assign(worker, stream, TP)
     worker._consume_round(0)

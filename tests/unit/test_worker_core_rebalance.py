@@ -85,10 +85,10 @@ def test_a_recreated_topic_halts_its_partition_on_assign():
 def test_a_worker_assigned_partitions_while_a_catchup_holds_the_group_mirrors_nothing():
     import pytest
 
-    from mirror_worker.catchup_lease import CatchupRunning
+    from mirror_worker.engine.catchup_lease import CatchupRunning
 
     worker, stream, consumer, producer = _two_partitions()
-    stream.admin.group_members["g.catchup"] = 1  # the catch-up's lease member (mirror_worker/catchup_lease.py)
+    stream.admin.group_members["g.catchup"] = 1  # the catch-up's lease member (mirror_worker/engine/catchup_lease.py)
     with pytest.raises(CatchupRunning, match="a catch-up is copying the backlog of consumer group 'g'"):
         assign(worker, stream, P0, P1)
     assert consumer.assignment == set() and stream.assigned == set()

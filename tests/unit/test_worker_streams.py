@@ -1,7 +1,7 @@
 """The worker's choices about a source consumer's settings (worker_streams.consumer_settings)."""
 
-from mirror_worker.config import build_mirror_config
-from mirror_worker.worker_streams import consumer_settings, incremental
+from mirror_worker.config.model import build_mirror_config
+from mirror_worker.engine.streams import consumer_settings, incremental
 
 
 def _config(consumer: dict | None = None, **settings):

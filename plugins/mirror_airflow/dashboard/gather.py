@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mirror_airflow.dashboard.store import HistoryStore, Verdict
-from mirror_airflow.lag_rules import Evaluation, Limits, PartitionKey, Sample, Status, covers, evaluate, merge_windows
+from mirror_airflow.lag.rules import Evaluation, Limits, PartitionKey, Sample, Status, covers, evaluate, merge_windows
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class MirrorSpec:
     """One mirror of the spec as the dashboard needs it."""
 
     name: str
-    config: object | None  # mirror_worker.config.MirrorConfig; None when the entry is invalid
+    config: object | None  # mirror_worker.config.model.MirrorConfig; None when the entry is invalid
     error: str | None
     limits: Limits
     window_s: float

@@ -25,10 +25,10 @@ CLUSTER_GAUGES = {
 def spec_mirrors(path: Path | None = None) -> list[MirrorSpec]:
     """Every enabled mirror of the spec Airflow reads ($KAFKA_MIRROR_SPEC), with its lag settings."""
     from mirror_airflow.dag_factory import spec_path
-    from mirror_airflow.lag_dag import LagSettings
+    from mirror_airflow.lag.dag import LagSettings
     from mirror_airflow.reports import report_dir_default
     from mirror_airflow.settings import parse_settings
-    from mirror_worker.spec import load_entries
+    from mirror_worker.config.spec import load_entries
 
     path = Path(path or spec_path())
     out = []
@@ -64,7 +64,7 @@ def paused_dags(dag_ids: list[str]) -> dict[str, bool]:
 
 def measure(spec: MirrorSpec, timeout: float = 10.0):
     """The lag sensor's measurement (lag_measure.measure_partitions), one sample per partition."""
-    from mirror_airflow.lag_measure import measure_partitions
+    from mirror_airflow.lag.measure import measure_partitions
 
     return measure_partitions(spec.config, timeout)
 

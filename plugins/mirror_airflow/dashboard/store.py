@@ -16,7 +16,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from mirror_airflow.lag_rules import PartitionKey, Sample
+from mirror_airflow.lag.rules import PartitionKey, Sample
 
 DB_ENV = "MIRROR_DASHBOARD_DB"
 

@@ -4,7 +4,7 @@ The hook builds on `airflow.providers.apache.kafka.hooks.base.KafkaBaseHook` (wh
 connection type; this package declares no second one). The connection's extras are a JSON object of
 librdkafka (or Java client) settings, e.g. `{"bootstrap.servers": "127.0.0.1:9092", "security.protocol":
 "SASL_SSL", ...}`, as for the official hooks; here they go through the worker's own checks
-(mirror_worker/client_config.py), so a bad key fails the same way it would in the spec, and the
+(mirror_worker/config/librdkafka.py), so a bad key fails the same way it would in the spec, and the
 connection's login/password, when given, are the SASL credentials.
 """
 
@@ -16,7 +16,7 @@ from functools import cached_property
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from mirror_airflow.exceptions import ConnectionConfigError
-from mirror_worker.client_config import (
+from mirror_worker.config.librdkafka import (
     connection_settings, consumer_settings, producer_settings, settings_from_connection,
 )
 from mirror_worker.exceptions import ConfigError
@@ -53,7 +53,7 @@ class KafkaHook(KafkaBaseHook):
                     f"{self.where}: bootstrap.servers is required in the extras (a JSON object of librdkafka "
                     'settings, e.g. {"bootstrap.servers": "host:9092"})'
                 )
-            # The connection's login and password are the SASL credentials (mirror_worker/security.py).
+            # The connection's login and password are the SASL credentials (mirror_worker/config/security.py).
             self._settings = settings_from_connection(conn.login, conn.password, extras, self.where)
         return dict(self._settings)
 

@@ -1,5 +1,5 @@
 """MirrorOffsetsHook: the failover's I/O on a mirror's two clusters, through the worker's library
-(mirror_worker.offset_translation, groups, log_ends): consumer groups on the source, a group's
+(mirror_worker.dr.offset_translation, groups, log_ends): consumer groups on the source, a group's
 translation, the source log ends, active members on the destination, and the translated offsets written.
 
 Clients come from the mirror spec (the translation reads both clusters as the worker sees them).
@@ -25,14 +25,14 @@ class MirrorOffsetsHook(BaseHook):
 
     @cached_property
     def config(self):
-        from mirror_worker.spec import select_mirror
+        from mirror_worker.config.spec import select_mirror
 
         return select_mirror(Path(self.spec_path), self.mirror_name)
 
     @cached_property
     def source(self):
         """The source cluster whose groups fail over (ConfigError without preserve-partitions)."""
-        from mirror_worker.offset_translation import source_cluster
+        from mirror_worker.dr.offset_translation import source_cluster
 
         return source_cluster(self.config, self.source_alias)
 
@@ -50,7 +50,7 @@ class MirrorOffsetsHook(BaseHook):
     def translation(self, group: str, apply: bool = False) -> dict:
         """offset_translation.report of `group`; with `apply` the offsets are written first (GroupActiveError
         while the destination group has members: nothing is written then)."""
-        from mirror_worker import offset_translation as translation
+        from mirror_worker.dr import offset_translation as translation
 
         failovers = translation.translate_group(self.config, group, self.source.name)
         if apply:

@@ -1,7 +1,7 @@
 """Stopping and resuming a mirror from another DAG: pause the lifecycle DAG and wait for the mirror's group
 to empty (before the catch-up's Spark copy, or a failover's offset writes), and unpause it afterwards
 (only when this run paused it, and never a failed-over mirror). A failover's stop marks the mirror failed
-over first and refuses while a catch-up holds the mirror's lease group (mirror_worker/failover_mark.py)."""
+over first and refuses while a catch-up holds the mirror's lease group (mirror_worker/dr/failover_mark.py)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ class StopMirrorOperator(MirrorOperator):
         self.failover = failover
 
     def execute(self, context) -> dict:
+        from mirror_worker.dr.failover_mark import failed_over, mark_failed_over, refuse_if_failed_over, unmark
         from mirror_worker.exceptions import MirrorError
-        from mirror_worker.failover_mark import failed_over, mark_failed_over, refuse_if_failed_over, unmark
 
         destination, group = self.destination_admin(), self.mirror.group_id
         deadline = time.monotonic() + self.wait_timeout_s
@@ -60,7 +60,7 @@ class StopMirrorOperator(MirrorOperator):
             raise
 
     def _wait_for_catchups(self, deadline: float) -> None:
-        from mirror_worker.catchup_lease import lease_group
+        from mirror_worker.engine.catchup_lease import lease_group
 
         group = self.mirror.group_id
         for source, admin in self.source_admins():
@@ -104,7 +104,7 @@ class ResumeMirrorOperator(MirrorOperator):
         self.api_conn_id = api_conn_id
 
     def execute(self, context) -> bool:
-        from mirror_worker.failover_mark import failed_over, mark_topic
+        from mirror_worker.dr.failover_mark import failed_over, mark_topic
 
         state = context["ti"].xcom_pull(task_ids=self.stop_task_id) or {}
         if not state.get("paused_here"):

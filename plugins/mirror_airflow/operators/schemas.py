@@ -1,4 +1,4 @@
-"""Schema sync of the mirrored topics (mirror_worker.schema_sync, imported only when registries are set)."""
+"""Schema sync of the mirrored topics (mirror_worker.schemas.sync, imported only when registries are set)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from mirror_airflow.operators.base import MirrorOperator
 
 
 class SyncSchemasOperator(MirrorOperator):
-    """Copies the schemas of the mirrored topics to the destination registry (mirror_worker.schema_sync)."""
+    """Copies the schemas of the mirrored topics to the destination registry (mirror_worker.schemas.sync)."""
 
     def __init__(self, *, discover_task_id: str = "discover", **kwargs) -> None:
         super().__init__(**kwargs)
@@ -16,7 +16,7 @@ class SyncSchemasOperator(MirrorOperator):
         if not self.mirror.syncs_schemas:
             self.log.info("mirror %s has no schema registries configured: nothing to sync", self.mirror_name)
             return None
-        from mirror_worker.schema_sync import sync_mirror_schemas
+        from mirror_worker.schemas.sync import sync_mirror_schemas
 
         topics = sorted(context["ti"].xcom_pull(task_ids=self.discover_task_id) or {})
         report = sync_mirror_schemas(self.mirror, topics)

@@ -16,7 +16,7 @@ import net.jpountz.xxhash.XXHashFactory;
  * in lengths, so parts cannot run into each other. Only hashes of this class are ever compared together.
  */
 final class RecordDigest {
-    static final int FRAMING_SIZE = 5;          // magic byte + 4-byte schema id (mirror_worker/wire_format.py)
+    static final int FRAMING_SIZE = 5;          // magic byte + 4-byte schema id (mirror_worker/schemas/wire_format.py)
     private static final long NULL_TAG = 0x9E3779B97F4A7C15L;
     private static final long PLAIN_TAG = 0xC2B2AE3D27D4EB4FL;
     private static final long FRAMED_TAG = 0x165667B19E3779F9L;

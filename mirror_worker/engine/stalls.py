@@ -1,0 +1,95 @@
+"""Partitions that copy nothing while records wait: never silent (a log line and the `mirror_partition_stalled` gauge).
+
+A partition is stalled when records wait in it (the source's end, or what was handed to a producer, is past
+its committed offset) and its committed offset has not moved for `stall_after_s`. Whatever the cause (a
+destination that never acknowledges, a consumer that fetches nothing, a producer that retries forever), the
+committed offset is where it shows. Halted partitions are reported by their halt, not here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from mirror_worker.metrics import MirrorMetrics
+
+if TYPE_CHECKING:
+    from mirror_worker.engine.source_stream import SourceStream
+
+log = logging.getLogger("mirror_worker")
+CHECK_EVERY_S = 1.0
+
+
+class StallWatch:
+    """`check()` from the main loop and from every wait on the destination (it runs at most once a second)."""
+
+    def __init__(self, streams: list[SourceStream], metrics: MirrorMetrics, label: dict, stall_after_s: float,
+                 clock: Callable[[], float], in_flight: Callable[[], int] = lambda: 0) -> None:
+        self.streams = streams
+        self.metrics = metrics
+        self.label = label
+        self.stall_after_s = stall_after_s
+        self.clock = clock
+        self.in_flight = in_flight
+        self._since: dict[tuple[str, str, int], tuple[int, float]] = {}  # -> (committed offset, since when)
+        self.stalled: set[tuple[str, str, int]] = set()
+        self._next_check = 0.0
+
+    def check(self) -> None:
+        now = self.clock()
+        if now < self._next_check:
+            return
+        self._next_check = now + CHECK_EVERY_S
+        owned = set()
+        for stream in self.streams:
+            for key in sorted(stream.assigned):
+                committed = stream.ledger.committed.get(key)
+                if committed is None or key in stream.ledger.halted:
+                    continue
+                ident = (stream.alias, *key)
+                owned.add(ident)
+                end = _waiting_end(stream, key)
+                since = self._since.get(ident)
+                if since is None or since[0] != committed or end <= committed:
+                    self._since[ident] = (committed, now)
+                    if ident in self.stalled:
+                        self._clear(ident)
+                        log.info("partition copying again", extra={
+                            **self.label, "source": stream.alias, "topic": key[0], "partition": key[1],
+                            "committed": committed})
+                    continue
+                if ident not in self.stalled and now - since[1] >= self.stall_after_s:
+                    self.stalled.add(ident)
+                    self.metrics.stalled_partitions.labels(
+                        **self.label, source=stream.alias, topic=key[0], partition=str(key[1])).set(1)
+                    log.warning("partition stalled", extra={
+                        **self.label, "source": stream.alias, "topic": key[0], "partition": key[1],
+                        "committed": committed, "waiting_up_to": end, "seconds": round(now - since[1], 1),
+                        "in_flight": self.in_flight(),
+                        "why": "records wait and none was copied: the destination does not acknowledge (see the "
+                               "client errors), or the source holds them back (a transaction left open)"})
+        for ident in set(self._since) - owned:  # revoked, lost or halted: no longer this watch's to report
+            self._since.pop(ident)
+            if ident in self.stalled:
+                self._clear(ident)
+
+    def _clear(self, ident: tuple[str, str, int]) -> None:
+        self.stalled.discard(ident)
+        source, topic, partition = ident
+        try:
+            self.metrics.stalled_partitions.remove(self.label["mirror"], source, topic, str(partition))
+        except KeyError:
+            pass
+
+
+def _waiting_end(stream: SourceStream, key: tuple[str, int]) -> int:
+    """The furthest offset known to wait: handed to a producer, or the source's end as last fetched."""
+    end = stream.ledger.next_offsets.get(key, -1)
+    try:
+        _low, high = stream.consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
+    except KafkaException:
+        return end
+    return max(end, high)

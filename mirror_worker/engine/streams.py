@@ -1,0 +1,85 @@
+"""The source streams of a worker process: one consumer per source cluster, with its settings and the
+parts that hang off it (admin client, exactly-once transactions, schema gate). Built once at start-up.
+
+`consumer_settings` is where the worker's choices about a source consumer are made (assignor, static
+membership, isolation level, who resets positions); `open_streams` makes the clients from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mirror_worker import kafka_clients
+from mirror_worker.client_health import STATISTICS_INTERVAL_MS
+from mirror_worker.clients import ClientSettings
+from mirror_worker.config.librdkafka import assignment_strategy, connection_settings
+from mirror_worker.config.membership import membership_settings
+from mirror_worker.config.model import MirrorConfig, SourceCluster
+from mirror_worker.engine.halts import Halts
+from mirror_worker.engine.source_stream import SourceStream
+from mirror_worker.exactly_once.transactions import PartitionTransactions
+from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.schemas.gate import SchemaGate
+
+
+def consumer_settings(cfg: MirrorConfig, source: SourceCluster, stream_index: int) -> tuple[dict, str]:
+    """The source consumer's settings, and the reset policy the worker applies itself (see below).
+
+    The source's own settings win over the worker's defaults (assignor), not over what the worker's
+    guarantees need (static member id aside: isolation, the reset policy)."""
+    settings = {"group.id": cfg.group_id, **assignment_strategy(source.consumer, cfg.exactly_once),
+                **source.consumer,
+                **membership_settings(cfg.static_membership, cfg.group_id, source.name, cfg.worker_slot, stream_index)}
+    if cfg.metrics_port is not None:
+        settings.setdefault("statistics.interval.ms", STATISTICS_INTERVAL_MS)
+    if cfg.exactly_once:
+        settings["isolation.level"] = "read_committed"
+    reset_policy = settings.get("auto.offset.reset", "latest")
+    # The worker picks every start position itself (see PartitionAssignment); a fetch that falls off the log
+    # later must surface as an error, never as librdkafka's silent reset.
+    settings["auto.offset.reset"] = "error"
+    return settings, reset_policy
+
+
+def incremental(settings: dict) -> bool:
+    """Whether the group's rebalances are incremental (cooperative assignor or KIP-848)."""
+    return (settings.get("group.protocol") == "consumer"
+            or "cooperative" in settings.get("partition.assignment.strategy", ""))
+
+
+def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, producers: list,
+                 cluster_id: Callable[[object, str], str], destination_cluster_id: str,
+                 transactions: Callable[[SourceStream], PartitionTransactions] | None = None,
+                 streams: list[SourceStream] | None = None) -> list[SourceStream]:
+    """One stream per source cluster, appended to `streams` as each is made (a source that cannot be reached
+    leaves the ones before it there, for the caller to close). `cluster_id(client, what)` waits (bounded) for
+    the first contact; `transactions(stream)`, for exactly-once mirrors, makes its per-partition producers."""
+    streams = [] if streams is None else streams
+    for source in cfg.sources:
+        settings, reset_policy = consumer_settings(cfg, source, stream_index)
+        consumer = kafka_clients.consumer(clients.client(settings, stats_source=source.name))
+        source_id = cluster_id(consumer, f"source {source.name!r}")
+        stream = SourceStream(source.name, consumer, source_id, source_id == destination_cluster_id,
+                              producers=producers, reset_policy=reset_policy,
+                              incremental_assignment=incremental(settings),
+                              instance_id=settings.get("group.instance.id"),
+                              admin=kafka_clients.admin_client(clients.client(connection_settings(source.consumer)), whole=True))
+        if transactions is not None:
+            stream.transactions = transactions(stream)
+            stream.producers = stream.transactions.producers
+        streams.append(stream)
+    return streams
+
+
+def attach_schema_gates(cfg: MirrorConfig, streams: list[SourceStream], halts: Halts, metrics: MirrorMetrics,
+                        label: dict) -> None:
+    """A schema gate on each stream whose source has a registry, when the mirror syncs schemas."""
+    if not cfg.syncs_schemas:
+        return
+    from mirror_worker.schemas.sync import syncers_for  # the registry client and fastavro: only when used
+
+    syncers = syncers_for(cfg, on_register=metrics.schemas_registered.labels(**label).inc)
+    for stream in streams:
+        syncer = syncers.get(stream.alias)
+        if syncer is not None:
+            stream.schemas = SchemaGate(syncer, halts, metrics, label, stream.alias, cfg.schema_id_rewrite)

@@ -1,0 +1,417 @@
+"""The mirror loop of one worker process: consume, route, produce, flush, commit.
+
+At-least-once rests on one rule, kept by `OffsetLedger`: offsets are committed from a checkpoint taken
+*before* a producer flush that completed with no delivery error. Everything else (backpressure, topic
+discovery, rebalances, shutdown) is arranged around that rule and never commits past it.
+
+`MirrorWorker` wires its parts at start-up and keeps the loop, the client callbacks and shutdown. The
+parts, each built from explicit collaborators:
+
+    BatchMirror          engine/hot_path.py        the hot path: a batch's records to their producers, in order
+    CommitCycle          engine/commits.py         flush or commit transactions, then commit offsets, offset syncs
+    PartitionAssignment  engine/assignment.py      rebalance callbacks, start positions, data loss, rewinds
+    TopicManagement      topics/management.py      discovery, creation, growth, config sync, heartbeats
+    SchemaGate           schemas/gate.py           per source: schema-id map, ids first seen mid-stream, conflicts
+    Halts                engine/halts.py           a refused record: dead letter or halt its partition
+    Backpressure         engine/backpressure.py    queue.size records in flight, the wait for room, holding the consumers
+    ClientSettings       clients.py                client callbacks (errors, statistics), a bounded first contact
+    StallWatch           engine/stalls.py          partitions whose records wait while none is copied: log + gauge
+    SourceContact        engine/source_contact.py  a source cluster that does not answer: log + mirror_errors
+    open_streams         engine/streams.py         one consumer per source cluster: its settings, admin, transactions
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from mirror_worker import kafka_clients
+from mirror_worker.client_health import STATISTICS_INTERVAL_MS
+from mirror_worker.clients import ClientSettings, error_text, fatal_reason
+from mirror_worker.config.librdkafka import (
+    DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size, fitted_message_max_bytes,
+)
+from mirror_worker.config.model import MirrorConfig
+from mirror_worker.dr.acl_admin import worker_acl_sync
+from mirror_worker.dr.failback import FailbackStart, worker_failback_start
+from mirror_worker.dr.failover_mark import refuse_if_failed_over
+from mirror_worker.dr.group_admin import worker_group_syncs
+from mirror_worker.dr.offset_syncs import OffsetSyncWriter
+from mirror_worker.engine.assignment import PartitionAssignment
+from mirror_worker.engine.backpressure import Backpressure
+from mirror_worker.engine.catchup_lease import CatchupCheck
+from mirror_worker.engine.commits import CommitCycle
+from mirror_worker.engine.consume import take_available
+from mirror_worker.engine.delivery import RunDelivery, undelivered
+from mirror_worker.engine.halts import Halts
+from mirror_worker.engine.hot_path import BatchMirror
+from mirror_worker.engine.run_state import RunState
+from mirror_worker.engine.source_contact import SourceContact
+from mirror_worker.engine.source_stream import SourceStream
+from mirror_worker.engine.stalls import StallWatch
+from mirror_worker.engine.streams import attach_schema_gates, open_streams
+from mirror_worker.exactly_once.positions import (
+    KEEPALIVE_MAX_S, POSITIONS_GROUP, Owner, keepalive_interval_s, offsets_retention_ms,
+)
+from mirror_worker.exactly_once.transactions import PartitionTransactions
+from mirror_worker.exceptions import FatalMirrorError
+from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance, provenance_value
+from mirror_worker.topics.admin import DestinationTopics, TopicCreationError
+from mirror_worker.topics.management import TopicManagement
+from mirror_worker.topics.routing import Router
+
+__all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value", "take_available"]
+
+log = logging.getLogger("mirror_worker")
+
+# What a cluster that does not answer (or answers with an error) raises out of a periodic task.
+_SIDE_TASK_ERRORS = (KafkaException, TimeoutError, TopicCreationError)
+
+
+class MirrorWorker:
+    """One worker process: start-up wiring, the main loop, the client callbacks, shutdown."""
+
+    def __init__(self, config: MirrorConfig, metrics: MirrorMetrics | None = None, clock=time.monotonic,
+                 stream_index: int = 0) -> None:
+        self.config = config
+        self.stream_index = stream_index  # this process among --num.streams: part of a static member's id
+        self.metrics = metrics or MirrorMetrics(config.name)
+        self.clock = clock
+        self.state = RunState(config.shutdown_timeout_s, clock)
+        self.batch_size = max(1, min(5000, config.queue_size // 4))
+        self.router = Router(
+            config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers,
+            producer_per_partition=config.exactly_once,
+        )
+        self._label = {"mirror": config.name}
+        self.clients = ClientSettings(self.metrics, self._label, self.state, self._on_delivery_error)
+        self.halts = Halts(self.metrics, self._label, config.dead_letter_topic,
+                           lambda topic, partition: self.router.route(topic, partition).producer_index,
+                           self._on_refused_delivery)
+        self.streams: list[SourceStream] = []
+        self.producers: list[Producer] = []
+        self.heartbeat_producer: Producer | None = None
+        self.destination_cluster_id = ""
+        # Offsets move at commits: a partition is not stalled between two of them.
+        stall_after_s = max(config.stall_timeout_s, 2 * config.commit_interval_s)
+        self.stalls = StallWatch(self.streams, self.metrics, self._label, stall_after_s, clock,
+                                 in_flight=lambda: sum(len(p) for p in self._all_producers()))
+        self.backpressure = Backpressure(self.streams, self._all_producers, config.queue_size, self.batch_size,
+                                         self.metrics, self._label, self.state, clock, on_wait=self.stalls.check)
+        self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
+        # The mirrored records' producers' batch.size: at most the configured one, lowered by fit_batches.
+        self.batch_bytes = int(config.producer.get("batch.size", DEFAULT_BATCH_SIZE))
+        self.message_max_bytes: int | None = None  # raised by fit_batches above librdkafka's default when needed
+        # Built by start(): they need the clients.
+        self.commits: CommitCycle
+        self.assignment: PartitionAssignment
+        self.topics: TopicManagement
+        self.hot_path: BatchMirror
+        self.failback: FailbackStart | None = None
+        self.source_contact: SourceContact | None = None
+
+    @property
+    def stop_event(self):
+        return self.state.stop_event
+
+    @property
+    def fatal(self) -> str | None:
+        return self.state.fatal
+
+    # ---------------------------------------------------------------- start-up
+    def start(self) -> None:
+        """Connect (bounded wait), discover topics, create destination topics, subscribe."""
+        cfg = self.config
+        self.admin = kafka_clients.admin_client(self.clients.client(cfg.producer), whole=True)
+        self.destination_cluster_id = self._cluster_id(self.admin, "destination")
+        if not cfg.exactly_once:
+            for _ in range(cfg.num_producers):
+                self.producers.append(kafka_clients.producer(self._producer_settings(cfg.producer)))
+        if cfg.heartbeat_producer or cfg.exactly_once:
+            # Exactly-once producers are transactional: heartbeats go through a plain one.
+            self.heartbeat_producer = kafka_clients.producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
+        # Exactly-once keys positions by source partition on the destination topic: it needs the room.
+        destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once)
+        if cfg.exactly_once:
+            topic = cfg.positions_topic
+            destination.ensure_internal([topic], {"cleanup.policy": "compact"})
+            self.positions_keepalive_s = keepalive_interval_s(offsets_retention_ms(self.admin, cfg.startup_timeout_s))
+        transactions = None
+        if cfg.exactly_once:
+            def transactions(stream: SourceStream) -> PartitionTransactions:
+                return PartitionTransactions(
+                    cfg.name, stream.alias, self._producer_settings(cfg.producer), connection_settings(cfg.producer),
+                    self.router.policy.remote_topic, stream.topic_ids.get, cfg.startup_timeout_s,
+                    cfg.positions_topic, lambda topic: Owner(stream.cluster_id, topic, cfg.group_id), self.clock,
+                )
+        open_streams(cfg, self.clients, self.stream_index, self.producers, self._cluster_id,
+                     self.destination_cluster_id, transactions, streams=self.streams)
+        attach_schema_gates(cfg, self.streams, self.halts, self.metrics, self._label)
+        self.source_contact = SourceContact([(s.alias, s.admin) for s in self.streams], self.metrics, self._label,
+                                            after_s=cfg.stall_timeout_s)
+        self.source_contact.start()
+        offset_sync_writer = None
+        if cfg.writes_offset_syncs:
+            topic = cfg.offset_syncs_topic
+            destination.ensure_internal([topic], {"cleanup.policy": "compact"})
+            offset_sync_writer = OffsetSyncWriter(topic, self.admin, self.router.policy.remote_topic)
+        self.assemble(self.admin, destination, offset_sync_writer)
+        self.topics.ensure_own_topics()
+        self.topics.refresh()
+        log.info("mirror started", extra={
+            **self._label, "sources": [s.alias for s in self.streams], "group": cfg.group_id,
+            "topics": sorted({t for s in self.streams for t in s.topics}),
+        })
+
+    def assemble(self, admin, destination: DestinationTopics, offset_sync_writer: OffsetSyncWriter | None = None) -> None:
+        """Build the parts around the clients and streams start() made (unit tests pass in-memory fakes)."""
+        cfg = self.config
+        self.commits = CommitCycle(
+            self.streams, self._all_producers, self.metrics, self._label, self.state, self.clock, cfg.exactly_once,
+            offset_sync_writer, self.producers[0] if self.producers else self.heartbeat_producer,
+            hold_consumers=self.backpressure.hold_consumers, release_consumers=self.backpressure.release_consumers,
+            positions_keepalive_s=self.positions_keepalive_s, on_wait=self.stalls.check,
+        )
+        lease = CatchupCheck(cfg.group_id, cfg.startup_timeout_s)  # a Spark catch-up holding the group
+
+        def start_check(stream: SourceStream) -> None:
+            lease(stream.admin)
+            refuse_if_failed_over(admin, cfg.group_id, "mirroring", cfg.startup_timeout_s)
+        self.failback = worker_failback_start(cfg, self.destination_cluster_id, self._label)
+        self.assignment = PartitionAssignment(
+            self.commits, self.halts, self.metrics, self._label, self.state, cfg.startup_timeout_s,
+            cfg.on_data_loss == "halt", lambda: self.backpressure.paused, vanished_reason=self._vanished_reason,
+            catchup_check=start_check, fresh_start=self.failback,
+        )
+        self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
+                                      self.metrics, self._label, before_subscribe=_sync_schemas,
+                                      producers=self._all_producers, fit_batches=self.fit_batches,
+                                      acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic),
+                                      group_syncs=worker_group_syncs(cfg, self.streams, admin), clock=self.clock)
+        self.hot_path = BatchMirror(
+            self.router, self.halts, self.backpressure, self.metrics, self._label, max_bytes=self.topics.max_bytes,
+            destination_cluster_id=lambda: self.destination_cluster_id, on_refused_delivery=self._on_refused_delivery,
+            on_consume_error=self._on_consume_error, provenance_headers=cfg.provenance_headers,
+            rewrite_ids=cfg.schema_id_rewrite != "off", skip_origin=cfg.origin_records == "skip")
+
+    def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
+        return (f"its exactly-once position is gone from the destination (group {POSITIONS_GROUP}, "
+                f"{self.router.policy.remote_topic(key[0])}[{key[1]}]) although one was committed "
+                f"({self.config.positions_topic} says so): expired after offsets.retention.minutes, most likely "
+                "because the mirror was stopped longer than that; not restarting from the source group or "
+                "the reset policy (duplicates or loss): commit the right position in that group to resume")
+
+    def _cluster_id(self, client, what: str) -> str:
+        return self.clients.cluster_id(client, what, self.config.startup_timeout_s)
+
+    def _producer_settings(self, settings: dict) -> dict:
+        # The mirrored records' producers get the fitted batch.size and message.max.bytes (see fit_batches).
+        fitted = self._fitted() if settings is self.config.producer else None
+        if self.config.metrics_port is not None:  # what they see of the destination (client_health.py)
+            settings = {"statistics.interval.ms": STATISTICS_INTERVAL_MS, **settings}
+        return self.clients.producer(settings, fitted)
+
+    def _fitted(self) -> dict[str, str]:
+        fitted = {"batch.size": str(self.batch_bytes)}
+        if self.message_max_bytes is not None:
+            fitted["message.max.bytes"] = str(self.message_max_bytes)
+        return fitted
+
+    def fit_batches(self, limits) -> None:
+        """Keep the producers' batch.size within the smallest max.message.bytes of the destination topics, and
+        their message.max.bytes above the largest (librdkafka refuses a larger record itself, 1 MB by default).
+
+        batch.size only goes down, message.max.bytes only up. The producers are replaced once everything they
+        hold was delivered (a flush, or exactly-once a commit of every partition's transaction), so no record
+        is lost or reordered.
+        """
+        limits = list(limits)
+        wanted = min(self.batch_bytes, fitted_batch_size(self.batch_bytes, limits))
+        configured = self.config.producer.get("message.max.bytes")
+        largest = fitted_message_max_bytes(int(configured) if configured else None, limits)
+        if largest is not None and largest <= (self.message_max_bytes or 0):
+            largest = None
+        if wanted == self.batch_bytes and largest is None:
+            return
+        if wanted < self.batch_bytes:
+            log.info("producer batch.size lowered to fit the destination topics", extra={
+                **self._label, "batch_size": wanted, "smallest_max_message_bytes": min(limits),
+            })
+        if largest is not None:
+            log.info("producer message.max.bytes raised to fit the destination topics", extra={
+                **self._label, "message_max_bytes": largest, "largest_max_message_bytes": max(limits),
+            })
+            self.message_max_bytes = largest
+        self.batch_bytes = wanted
+        if not self.config.exactly_once:
+            if self.producers and self.commits.flush(None):
+                self.producers[:] = [kafka_clients.producer(self._producer_settings(self.config.producer))
+                                     for _ in self.producers]
+            return
+        self.checkpoint_and_commit()
+        if self.state.fatal is not None:
+            return
+        for stream in self.streams:
+            stream.transactions.producer_settings.update(self._fitted())
+            keys = list(stream.transactions.producers)
+            stream.transactions.close(keys)  # aborts a transaction whose commit did not finish: re-sent below
+            stream.transactions.open(keys)
+            for key in keys:
+                if stream.ledger.next_offsets.get(key, -1) > stream.ledger.committed.get(key, -1):
+                    self.assignment.rewind(stream, key, "producer replaced before its transaction committed")
+
+    # ---------------------------------------------------------------- main loop
+    def run(self) -> None:
+        cfg = self.config
+        now = self.clock()
+        next_commit = now + cfg.commit_interval_s
+        next_refresh = now + cfg.topic_refresh_interval_s
+        next_config_sync = now + cfg.config_sync_interval_ms / 1000
+        next_acl_sync = next_group_sync = now  # the first right away: they should not wait behind a started mirror
+        next_heartbeat = now
+        timeout = 0.5 if len(self.streams) == 1 else 0.1
+        while self.state.running:
+            now = self.clock()
+            if now >= next_refresh:
+                self._side_task("topic_refresh", self.topics.refresh)
+                next_refresh = now + cfg.topic_refresh_interval_s
+            if cfg.config_sync_interval_ms and now >= next_config_sync:
+                self._side_task("config_sync", self.topics.sync_configs)
+                next_config_sync = self.clock() + cfg.config_sync_interval_ms / 1000
+            if cfg.acl_sync_interval_ms and now >= next_acl_sync:
+                self._side_task("acl_sync", self.topics.sync_acls)
+                next_acl_sync = self.clock() + cfg.acl_sync_interval_ms / 1000
+            if cfg.group_offset_sync_interval_ms and now >= next_group_sync:
+                self._side_task("group_offset_sync", self.topics.sync_group_offsets)
+                next_group_sync = self.clock() + cfg.group_offset_sync_interval_ms / 1000
+            if now >= next_heartbeat:
+                self._side_task("heartbeat", lambda: self.topics.send_heartbeats(
+                    self.heartbeat_producer or self.producers[0], self.destination_cluster_id))
+                next_heartbeat = now + cfg.heartbeat_interval_s
+            if now >= next_commit:
+                self.metrics.in_flight.labels(**self._label).set(self.backpressure.in_flight())
+                self.checkpoint_and_commit(from_loop=True)
+                self.commits.keep_positions_alive()
+                next_commit = self.clock() + cfg.commit_interval_s
+            self._consume_round(timeout)
+            self.stalls.check()
+        if self.state.fatal is not None:
+            raise FatalMirrorError(self.state.fatal)
+
+    def _side_task(self, kind: str, task) -> None:
+        """A periodic task beside the mirroring (discovery, syncs, heartbeats): a cluster that does not answer
+        fails this round of it only, counted (mirror_errors{kind}) and logged; it runs again at its next
+        interval. Errors of the mirror's own making (a mapping conflict, too few partitions) still stop it."""
+        try:
+            task()
+        except _SIDE_TASK_ERRORS as exc:
+            self.metrics.errors.labels(kind=kind, **self._label).inc()
+            log.warning("periodic task failed, retried at its next interval", extra={
+                **self._label, "task": kind, "error": error_text(exc)})
+
+    def _consume_round(self, timeout: float) -> None:
+        """Wait for room if needed, then per stream: the stash first, else one batch from the consumer."""
+        self.backpressure.wait_for_room()
+        for stream in self.streams:
+            if stream.stash:
+                batch, stream.stash = stream.stash, []
+                self.hot_path.mirror(stream, batch)
+                if stream.stash:  # the producers are full again: nothing newer before these
+                    continue
+            if not stream.topics:
+                time.sleep(timeout)
+                continue
+            rebalances = stream.rebalances
+            batch = take_available(stream.consumer, self.batch_size, timeout)
+            if batch and stream.rebalances != rebalances:
+                batch = [m for m in batch if m.error() or (m.topic(), m.partition()) in stream.assigned]
+            if batch:
+                self.hot_path.mirror(stream, batch)
+        for producer in self._all_producers():
+            producer.poll(0)
+
+    def checkpoint_and_commit(self, deadline: float | None = None, from_loop: bool = False) -> bool:
+        """One commit cycle; partitions whose transaction was aborted are rewound. True if it completed."""
+        outcome = self.commits.checkpoint_and_commit(deadline=deadline, from_loop=from_loop)
+        for stream, key, reason in outcome.aborted:
+            self.assignment.rewind(stream, key, reason)
+        return outcome.complete
+
+    # ---------------------------------------------------------------- consume errors
+    def _on_consume_error(self, stream: SourceStream, msg, err: KafkaError) -> None:
+        if err.code() == KafkaError._AUTO_OFFSET_RESET and msg.topic() and msg.partition() is not None:
+            self.assignment.on_position_reset(stream, msg.topic(), msg.partition(), err.str())
+            return
+        self.metrics.errors.labels(kind="consume", **self._label).inc()
+        if err.fatal() or err.code() == KafkaError._FATAL:  # the latter: a fenced static member, see fatal_reason
+            self.state.fail(fatal_reason(f"source {stream.alias!r} consumer failed", err, stream.instance_id))
+        log.warning("consume error", extra={**self._label, "source": stream.alias, "error": err.str(), "topic": msg.topic()})
+
+    def _all_producers(self) -> list[Producer]:
+        if not self.config.exactly_once:
+            return self.producers
+        return [p for stream in self.streams for p in stream.producers.values()]
+
+    # ---------------------------------------------------------------- callbacks from librdkafka threads / poll
+    def _on_delivery_error(self, err: KafkaError, msg) -> None:
+        """Records produced without a RunDelivery (heartbeats, offset syncs); only errors are reported."""
+        self.metrics.errors.labels(kind="delivery", **self._label).inc()
+        if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic, self.config.positions_topic):
+            log.warning("heartbeat or offset sync delivery failed", extra={**self._label, "error": err.str()})
+            return
+        # Not a mirrored record (those carry their RunDelivery): nothing to tie it to, stop.
+        self.state.fail(f"delivery to {msg.topic()}[{msg.partition()}] failed: {err.str()}")
+
+    def _on_refused_delivery(self, run: RunDelivery, err: KafkaError, msg) -> None:
+        """The destination refused a record of `run`: halt the run's source partition at the run's first offset.
+
+        Never dead-lettered, even with --dead.letter.topic: the broker refuses a whole batch, so the records
+        reported here include valid ones that only shared a batch with the bad one (measured: a null key on
+        a compacted topic took the next record with it). A restart mirrors them again from the halt.
+        """
+        self.metrics.errors.labels(kind="delivery", **self._label).inc()
+        if undelivered(err) and (run.topic, run.partition) in run.stream.assigned:
+            # Not refused, only not delivered in time: resent from the last commit, never skipped.
+            self.halts.resend(run.stream, run.topic, run.partition, run.first_offset, f"not delivered: {err.str()}")
+            self.commits.purge_requested = not self.config.exactly_once
+            return
+        reason = f"destination refused the record: {err.str()}"
+        if msg.topic() == self.config.dead_letter_topic:
+            reason = f"dead-letter topic refused a record: {err.str()}"
+        if (run.topic, run.partition) not in run.stream.assigned:
+            # Lost meanwhile (a revoke commits only after the flush that reports this): nothing of it is committed.
+            log.error("record refused after its partition was lost", extra={
+                **self._label, "source": run.stream.alias, "topic": run.topic, "partition": run.partition,
+                "error": err.str()})
+            return
+        self.halts.halt(run.stream, run.topic, run.partition, run.first_offset, reason)
+
+    # ---------------------------------------------------------------- shutdown
+    def close(self) -> None:
+        """Flush, commit, leave the group. Bounded by shutdown_timeout_s."""
+        deadline = self.state.close()
+        if self.source_contact is not None:
+            self.source_contact.stop()
+        committed = self.checkpoint_and_commit(deadline=deadline)
+        for stream in self.streams:
+            if stream.transactions is not None:
+                stream.transactions.close_all()
+            try:
+                stream.consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("consumer close failed", extra={**self._label, "source": stream.alias, "error": str(exc)})
+        self.topics.close()
+        if self.failback is not None:
+            self.failback.close()
+        if self.heartbeat_producer is not None:
+            self.heartbeat_producer.flush(2)
+        log.info("mirror stopped", extra={**self._label, "final_commit": committed})
+
+
+def _sync_schemas(stream: SourceStream, topics: list[str]) -> None:
+    """Before a stream subscribes to new topics: their subjects, when the source syncs schemas."""
+    if stream.schemas is not None:
+        stream.schemas.sync_topics(stream, topics)

@@ -1,0 +1,115 @@
+"""Exactly-once positions: their names, keys and metadata, and how long they live (pure, no clients but
+the retention read). The transactions that write them are in exactly_once/transactions.py, whose docstring draws the
+layout; this module is what other planes (the lag measure, the Spark catch-up) and the tests name.
+
+Identities: a destination partition is written by one source partition at most, so everything is keyed by
+it, which is unique per destination cluster by construction. Each position carries its owner (source
+cluster id, source topic, the mirror's consumer group). Upgrades: the earlier layout's names
+(`legacy_*`) are still read when the new group has no position.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import ConfigResource
+
+from mirror_worker.exceptions import ConfigError
+
+log = logging.getLogger("mirror_worker")
+
+PositionKey = tuple[str, int]  # (source topic, source partition)
+
+
+class IdentityCollision(ConfigError):
+    """Another mirror already writes a destination partition this one would write."""
+
+
+POSITIONS_GROUP = "kafka-mirror-eos"
+
+
+def legacy_positions_group(mirror: str, alias: str) -> str:
+    """Where positions were kept before identities derived from the destination partition (upgrades)."""
+    return f"{POSITIONS_GROUP}.{mirror}.{alias}"
+
+
+def transactional_id(destination_topic: str, partition: int) -> str:
+    return f"{POSITIONS_GROUP}.{destination_topic}.{partition}"
+
+
+def legacy_transactional_id(mirror: str, alias: str, topic: str, partition: int) -> str:
+    return f"kafka-mirror.{mirror}.{alias}.{topic}.{partition}"
+
+
+def position_record_key(destination_topic: str, partition: int) -> bytes:
+    """The key of a partition's record in the positions topic: one per destination partition."""
+    return json.dumps([destination_topic, partition]).encode()
+
+
+def legacy_position_record_key(alias: str, key: PositionKey) -> bytes:
+    return json.dumps([alias, key[0], key[1]]).encode()
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who writes a destination partition: one source partition of one mirror (its consumer group)."""
+
+    cluster: str  # the source cluster id
+    topic: str    # the source topic
+    group: str
+
+    def describe(self) -> str:
+        return f"group {self.group}, source cluster {self.cluster}, topic {self.topic}"
+
+
+def position_metadata(topic_id: str, owner: Owner) -> str:
+    return json.dumps({"topic_id": topic_id, "cluster": owner.cluster, "topic": owner.topic, "group": owner.group})
+
+
+def parse_position_metadata(metadata: str | None) -> tuple[str, Owner | None]:
+    """(the source topic id, the owner) of a committed position; earlier layouts kept only the topic id."""
+    if not metadata or not metadata.startswith("{"):
+        return metadata or "", None
+    try:
+        fields = json.loads(metadata)
+        return fields.get("topic_id") or "", Owner(fields["cluster"], fields["topic"], fields["group"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "", None
+
+
+# Positions are re-committed at least this often, and at least four times per offsets retention period.
+KEEPALIVE_MAX_S = 3600.0
+
+
+def keepalive_interval_s(retention_ms: int | None) -> float:
+    """How often an unchanged position is committed again, given the destination's offsets retention."""
+    if not retention_ms or retention_ms <= 0:
+        return KEEPALIVE_MAX_S
+    return max(1.0, min(KEEPALIVE_MAX_S, retention_ms / 1000 / 4))
+
+
+def keepalive_due(held: dict[PositionKey, int], committed_at: dict[PositionKey, float], owned, now: float,
+                  interval_s: float) -> dict[PositionKey, int]:
+    """Positions of owned partitions not committed for `interval_s`: {key: the position to commit again}."""
+    return {key: offset for key, offset in held.items()
+            if key in owned and now - committed_at.get(key, float("-inf")) >= interval_s}
+
+
+def offsets_retention_ms(admin, timeout_s: float) -> int | None:
+    """The destination brokers' offsets.retention.minutes in ms, or None when it cannot be read."""
+    try:
+        broker = min(admin.list_topics(timeout=timeout_s).brokers)
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+        entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(timeout_s)
+        return int(entries["offsets.retention.minutes"].value) * 60_000
+    except (KafkaException, KeyError, ValueError, TypeError) as exc:
+        log.warning("offsets.retention.minutes of the destination not readable", extra={"error": str(exc)})
+        return None
+
+
+def committed_position(tp: TopicPartition) -> tuple[int, str] | None:
+    """A committed position as (next offset, source topic id), None when there is none."""
+    return (tp.offset, parse_position_metadata(tp.metadata)[0]) if tp.offset >= 0 else None

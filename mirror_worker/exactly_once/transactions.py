@@ -1,0 +1,444 @@
+"""Exactly-once mode: each source partition's records and its source position commit in one transaction.
+
+Source-cluster offsets cannot join a destination transaction, so the position is kept on the
+destination, as a consumer-group offset written with `send_offsets_to_transaction`:
+
+    group  kafka-mirror-eos                (one per destination cluster)
+    key    (destination topic, partition)  value = next source offset to mirror, metadata = its owner
+
+The destination topic has at least as many partitions as its source in this mode, so the key always
+names a real partition (the broker refuses offsets of unknown partitions). Nobody consumes with that
+group; it is only a transactional key-value store that `read_committed` fetches honour per partition.
+
+Identities (keyed by the destination partition, each position carrying its owner) and the upgrade from the
+earlier layout: exactly_once/positions.py. A worker that finds another owner's position on a partition it is
+about to write refuses to start (`IdentityCollision`) before its `init_transactions` could fence that mirror;
+an earlier layout's transactional id is fenced before its position is moved into the new group.
+
+Offsets of a group without members expire (`offsets.retention.minutes` after their last commit, 7 days by
+default), so the positions are kept alive: one that did not move for a quarter of the destination's
+retention is committed again, unchanged, in its own transaction. And because one may still be gone (a
+mirror stopped for longer than the retention), each partition's first commit of a run also writes a record
+to the compacted topic `<mirror>.mirror.eos-positions` (key: destination topic and partition), in the same
+transaction: a missing position with such a record is a position that expired, and its partition halts
+instead of starting again from the source group or the reset policy (duplicates or loss).
+
+One transactional producer per assigned source partition (transactional.id names its destination
+partition), so a new owner's `init_transactions` fences the old owner and aborts its open transaction
+before the position is read. Invariant: the committed position of a partition equals the number of its
+records in committed transactions, so a restart from it neither skips nor repeats a record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from mirror_worker import kafka_clients
+
+from mirror_worker.clients import client_callback
+from mirror_worker.exactly_once.positions import (
+    POSITIONS_GROUP, IdentityCollision, PositionKey, committed_position, keepalive_due, legacy_position_record_key,
+    legacy_positions_group, legacy_transactional_id, parse_position_metadata, position_metadata,
+    position_record_key, transactional_id,
+)
+from mirror_worker.exceptions import MirrorError
+
+log = logging.getLogger("mirror_worker")
+
+
+class TransactionAborted(MirrorError):
+    """The partition's open transaction was aborted: its records since the last commit must be re-sent."""
+
+
+class ProducerFenced(MirrorError):
+    """Another worker took over the partition's transactional.id: this worker must stop writing it."""
+
+
+class TransactionPending(MirrorError):
+    """The destination did not answer in time: the partition's transaction (or its abort) is unfinished and
+    is tried again with the same position; nothing may be added to it meanwhile."""
+
+
+class _StuckCall(Exception):
+    """send_offsets_to_transaction did not return long after its timeout (see PartitionTransactions._send_offsets)."""
+
+
+# How long past its own timeout send_offsets_to_transaction may block before its producer is given up.
+STUCK_AFTER_S = 10.0
+
+# Fatal errors that mean another producer holds the transactional.id now; any other fatal error replaces
+# the producer (a new one with the same id fences the broken one and aborts its transaction).
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+
+
+class PartitionTransactions:
+    """The transactional producers of one source cluster's assigned partitions, and their positions.
+
+    `owner(source topic)` names this mirror as the writer of that topic's destination partitions."""
+
+    def __init__(self, mirror: str, alias: str, producer_settings: dict, group_settings: dict,
+                 destination_topic, topic_id, timeout_s: float, positions_topic: str, owner,
+                 clock=time.monotonic) -> None:
+        self.mirror = mirror
+        self.positions_topic = positions_topic
+        self.clock = clock
+        self.group_settings = group_settings
+        self.held: dict[PositionKey, int] = {}  # the position each owned partition has on the destination
+        self.committed_at: dict[PositionKey, float] = {}  # when this worker last committed it
+        self.recorded: set[PositionKey] = set()  # partitions whose positions-topic record this run wrote
+        self.alias = alias
+        self.producer_settings = producer_settings
+        self.destination_topic = destination_topic  # source topic -> destination topic
+        self.topic_id = topic_id  # source topic -> its id now, kept with each position (recreation check)
+        self.owner = owner
+        self.timeout_s = timeout_s
+        self.group = self._positions_reader(POSITIONS_GROUP)
+        self.group_metadata = self.group.consumer_group_metadata()
+        # The last committed offsets, pending transactions ignored: who owns a partition, before any fencing.
+        self.owners = self._positions_reader(POSITIONS_GROUP, stable=False)
+        self.producers: dict[PositionKey, Producer] = {}
+        self.aborting: dict[PositionKey, str] = {}  # an abort that did not finish yet: why it was started
+        self.broken: set[PositionKey] = set()  # producers to replace (fatal error, or a call that hung)
+        self.live: dict[int, list[bool]] = {}  # id(producer) -> [still in use], read by its error callback
+        self.committing: dict[PositionKey, int] = {}  # offsets sent, commit_transaction not finished yet
+        self.starting: dict[PositionKey, Producer] = {}  # a replacement whose init did not finish yet
+        # Replaced while their send_offsets_to_transaction still blocks; each is dropped by its own thread once
+        # that call returns (never destroyed under it).
+        self.abandoned: list[Producer] = []
+        self.from_legacy: set[PositionKey] = set()  # positions last read from the earlier layout's group
+
+    def _positions_reader(self, group: str, stable: bool = True) -> Consumer:
+        return kafka_clients.consumer(self.group_settings, {
+            "group.id": group, "enable.auto.commit": False,
+            "isolation.level": "read_committed" if stable else "read_uncommitted"})
+
+    def _slot(self, key: PositionKey, offset: int = -1001) -> TopicPartition:
+        metadata = position_metadata(self.topic_id(key[0]) or "", self.owner(key[0])) if offset >= 0 else ""
+        return TopicPartition(self.destination_topic(key[0]), key[1], offset, metadata)
+
+    def open(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
+        """Refuse partitions another mirror writes, fence earlier owners, open a transaction per partition,
+        and read where each one stands."""
+        fresh = [key for key in keys if key not in self.producers]
+        self._refuse_foreign(fresh)
+        for key in fresh:
+            self.producers[key] = self._new_producer(key)
+        found = self.positions(keys)
+        migrating = [key for key in fresh if key in self.from_legacy]
+        if migrating:
+            for key in migrating:  # an old worker still writing it stops before its position is read for good
+                self._fence_legacy(key)
+            found.update(self.positions(migrating, stable_legacy=True))
+        return found
+
+    def _new_producer(self, key: PositionKey) -> Producer:
+        """A producer of the partition's transactional.id with a transaction open; it fences any earlier one.
+
+        One whose init did not finish is kept and its init called again (as librdkafka asks): a dropped one
+        may still finish it later and fence its successor."""
+        producer = self.starting.pop(key, None)
+        if producer is None:  # never `or`: a Producer with an empty queue is falsy (len 0)
+            producer = self._producer(key)
+        try:
+            self._call(producer.init_transactions, key, "init")
+        except MirrorError:
+            self.starting[key] = producer
+            raise
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:  # failed right after its init: the next attempt starts a new one
+            self._retire(producer)
+            raise MirrorError(f"exactly-once begin of {key[0]}[{key[1]}] failed: {exc.args[0].str()}") from None
+        return producer
+
+    def _producer(self, key: PositionKey) -> Producer:
+        settings = {**self.producer_settings, "transactional.id": transactional_id(self.destination_topic(key[0]), key[1])}
+        upstream = settings.get("error_cb")
+        live = [True]
+
+        def on_error(err: KafkaError) -> None:
+            if not live[0]:
+                return  # replaced: its successor fenced it, as intended
+            if err.fatal():  # its next commit classifies it: fenced stops the worker, else it is replaced
+                log.warning("exactly-once producer failed", extra={
+                    "source": self.alias, "partition": f"{key[0]}[{key[1]}]", "error": err.str()})
+                return
+            if upstream is not None:
+                upstream(err)
+
+        settings["error_cb"] = client_callback(on_error)
+        producer = kafka_clients.producer(settings)
+        self.live[id(producer)] = live
+        return producer
+
+    def _retire(self, producer: Producer) -> None:
+        """A producer replaced by a new one of its transactional.id: its errors are expected now."""
+        self.live.pop(id(producer), [True])[0] = False
+
+    @staticmethod
+    def _fenced(error: KafkaError) -> bool:
+        """Another worker holds the partition's transactional.id now (else: replace the producer)."""
+        return error.fatal() and error.code() in _FENCED
+
+    def _fence_legacy(self, key: PositionKey) -> None:
+        """init_transactions of the earlier layout's transactional.id: an old worker still writing it stops."""
+        producer = kafka_clients.producer(self.producer_settings,
+                                          {"transactional.id": legacy_transactional_id(self.mirror, self.alias, *key)})
+        self._call(producer.init_transactions, key, "init")
+
+    def _refuse_foreign(self, keys: list[PositionKey]) -> None:
+        """Before any fencing: a position of another owner means another mirror writes that partition."""
+        for key, tp in zip(keys, self._committed(self.owners, keys)):
+            _topic_id, owner = parse_position_metadata(tp.metadata)
+            if owner is not None and owner != self.owner(key[0]):
+                raise IdentityCollision(
+                    f"exactly-once: destination partition {tp.topic}[{tp.partition}] is already written by "
+                    f"another mirror ({owner.describe()}); this one ({self.owner(key[0]).describe()}) would "
+                    "fence it: give one of them other destination topics (prefix, topic-map), or, if that "
+                    f"mirror is gone for good, delete its positions (group {POSITIONS_GROUP}, that topic)")
+
+    def positions(self, keys: list[PositionKey], stable_legacy: bool = False) -> dict[PositionKey, tuple[int, str] | None]:
+        """Each partition's committed (next offset, source topic id), or None before its first commit.
+
+        A partition without one in the positions group gets the earlier layout's position, if any (read
+        without waiting for open transactions unless `stable_legacy`: open() fences their writer first)."""
+        found = {key: committed_position(tp) for key, tp in zip(keys, self._committed(self.group, keys))}
+        absent = [key for key, position in found.items() if position is None]
+        self.from_legacy.difference_update(keys)
+        if absent:
+            legacy = self._positions_reader(legacy_positions_group(self.mirror, self.alias), stable_legacy)
+            try:
+                for key, tp in zip(absent, self._committed(legacy, absent)):
+                    found[key] = committed_position(tp)
+                    if found[key] is not None:
+                        self.from_legacy.add(key)
+            finally:
+                legacy.close()
+        for key, position in found.items():
+            if position is not None:
+                self.held[key] = position[0]
+                self.committed_at.pop(key, None)  # committed who knows when: due for a keep-alive
+        return found
+
+    def _committed(self, reader: Consumer, keys: list[PositionKey]) -> list[TopicPartition]:
+        if not keys:
+            return []
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return reader.committed([self._slot(k) for k in keys], timeout=self.timeout_s)
+            except KafkaException as exc:
+                # A young cluster's coordinator, or an offset still inside a transaction being aborted.
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise MirrorError(f"cannot read exactly-once positions of source {self.alias!r}: "
+                                      f"{exc.args[0].str()}") from None
+                time.sleep(0.2)
+
+    def keepalive_due(self, owned, interval_s: float) -> dict[PositionKey, int]:
+        return keepalive_due(self.held, self.committed_at, owned, self.clock(), interval_s)
+
+    def vanished(self, keys: list[PositionKey]) -> set[PositionKey]:
+        """Of partitions without a position, those that had one: their record is in the positions topic."""
+        if not keys:
+            return set()
+        wanted = {position_record_key(self.destination_topic(key[0]), key[1]): key for key in keys}
+        wanted.update({legacy_position_record_key(self.alias, key): key for key in keys})
+        reader = kafka_clients.consumer(self.group_settings, {
+            "group.id": POSITIONS_GROUP,
+            "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
+        })
+        found: set[PositionKey] = set()
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            reader.assign([TopicPartition(self.positions_topic, 0, OFFSET_BEGINNING)])
+            while True:
+                if time.monotonic() > deadline:
+                    raise MirrorError(f"cannot read {self.positions_topic} within {self.timeout_s:.0f}s")
+                msg = reader.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        return found
+                    raise MirrorError(f"cannot read {self.positions_topic}: {msg.error().str()}")
+                if msg.value() is not None and msg.key() in wanted:
+                    found.add(wanted[msg.key()])
+        finally:
+            reader.close()
+
+    def commit(self, key: PositionKey, next_offset: int, timeout_s: float) -> int:
+        """Add the position to the partition's transaction, commit it, open the next one. Returns the position
+        committed: `next_offset`, or the pending_commit's (what was handed over after it is re-sent).
+
+        librdkafka's classes of error: retriable (timed out: the same call again, TransactionPending),
+        abortable (abort, TransactionAborted: the caller re-sends from the committed position), fatal
+        (fenced: ProducerFenced; else the producer is replaced, which aborts its transaction)."""
+        if key in self.aborting:
+            reason = self.aborting[key]
+            self._abort(key, timeout_s)
+            raise TransactionAborted(f"{key[0]}[{key[1]}]: {reason}")
+        producer = self.producers[key]
+        committing = self.committing.get(key)
+        if committing is not None:  # see pending_commit: that transaction is finished, not this position's
+            next_offset = committing
+
+        try:
+            if committing is None:  # after a commit that timed out only commit_transaction is called again
+                if key not in self.recorded:
+                    self._record(producer, key)
+                self._send_offsets(producer, self._slot(key, next_offset), timeout_s)
+                self.committing[key] = next_offset
+            producer.commit_transaction(timeout_s)
+        except _StuckCall:
+            self.aborting[key] = f"send_offsets_to_transaction did not return within {timeout_s + STUCK_AFTER_S:.0f}s"
+            self.broken.add(key)
+            self._abort(key, timeout_s)
+            raise TransactionAborted(f"{key[0]}[{key[1]}]: {self.aborting.get(key, 'commit hung')}") from None
+        except KafkaException as exc:
+            error = exc.args[0]
+            where = f"{key[0]}[{key[1]}]: {error.str()}"
+            if self._fenced(error):
+                raise ProducerFenced(where) from None
+            if error.retriable() and not error.txn_requires_abort() and not error.fatal():
+                raise TransactionPending(where) from None
+            self.aborting[key] = error.str()
+            self._abort(key, timeout_s)
+            raise TransactionAborted(where) from None
+        self.committing.pop(key, None)
+        self.held[key] = next_offset
+        self.committed_at[key] = self.clock()
+        self.recorded.add(key)
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:  # failed since its commit: the next commit's abort classifies the error
+            self.aborting[key] = exc.args[0].str()
+        return next_offset
+
+    def pending_commit(self, key: PositionKey) -> int | None:
+        """The position of a commit_transaction that timed out: librdkafka allows nothing but the same call
+        again (an abort fails with "Conflicting commit_transaction API call"), so it is finished first."""
+        return self.committing.get(key)
+
+    def _record(self, producer: Producer, key: PositionKey) -> None:
+        """In the open transaction: this partition has a position on the destination from now on."""
+        owner = self.owner(key[0])
+        value = json.dumps({"mirror": self.mirror, "source": self.alias, "topic": key[0], "partition": key[1],
+                            "group": POSITIONS_GROUP, "owner": owner.describe()}).encode()
+        record_key = position_record_key(self.destination_topic(key[0]), key[1])
+        try:
+            producer.produce(self.positions_topic, value, record_key, partition=0)
+        except BufferError:
+            producer.flush(self.timeout_s)
+            producer.produce(self.positions_topic, value, record_key, partition=0)
+
+    def abort(self, key: PositionKey, reason: str = "aborted") -> None:
+        """Abort the partition's open transaction (TransactionPending: not finished, tried again on commit)."""
+        if key in self.producers:
+            self.aborting.setdefault(key, reason)
+            self._abort(key, self.timeout_s)
+
+    def _abort(self, key: PositionKey, timeout_s: float) -> None:
+        """Finish the abort of `self.aborting[key]` and open the next transaction. A broken producer is
+        replaced instead: a new one with the same transactional.id fences it, which aborts its transaction."""
+        if key not in self.broken:
+            producer = self.producers[key]
+            try:
+                producer.abort_transaction(timeout_s)
+                producer.begin_transaction()
+                del self.aborting[key]
+                self.committing.pop(key, None)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if self._fenced(error):
+                    raise ProducerFenced(f"{key[0]}[{key[1]}]: abort failed: {error.str()}") from None
+                if not error.fatal():  # timed out: the abort goes on, and is called again
+                    raise TransactionPending(f"{key[0]}[{key[1]}]: abort: {error.str()}") from None
+            self.broken.add(key)
+        log.warning("exactly-once producer replaced", extra={
+            "source": self.alias, "partition": f"{key[0]}[{key[1]}]", "error": self.aborting[key]})
+        try:
+            replacement = self._new_producer(key)
+        except MirrorError as failed:
+            raise TransactionPending(str(failed)) from None
+        self._retire(self.producers[key])
+        self.producers[key] = replacement
+        self.committing.pop(key, None)
+        self.broken.discard(key)
+        del self.aborting[key]
+
+    def _send_offsets(self, producer: Producer, slot: TopicPartition, timeout_s: float) -> None:
+        """send_offsets_to_transaction in a thread of its own, given up STUCK_AFTER_S past its timeout
+        (_StuckCall: the caller replaces the producer). What the call raises is raised here.
+
+        librdkafka 2.16's send_offsets_to_transaction was seen blocking without end after a kill -9 and
+        restart of the destination broker (its coordinator request never times out, librdkafka issue 5456):
+        the main loop must not hang with it. Only this call is given up: the others honour their timeout, and
+        a given-up abort or init could still bump the producer epoch later and fence the replacement. A
+        given-up producer is never called again; its thread drops it once the call returns (a late
+        TxnOffsetCommit of the fenced epoch is refused by the broker)."""
+        outcome: list[BaseException | None] = []
+        given_up: list[bool] = []
+        lock = threading.Lock()
+
+        def run() -> None:
+            try:
+                producer.send_offsets_to_transaction([slot], self.group_metadata, timeout_s)
+                result = None
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                result = exc
+            with lock:
+                outcome.append(result)
+                if given_up:
+                    self.abandoned.remove(producer)
+
+        thread = threading.Thread(target=run, name="send-offsets", daemon=True)
+        thread.start()
+        thread.join(timeout_s + STUCK_AFTER_S)
+        with lock:
+            if not outcome:
+                given_up.append(True)
+                self.abandoned.append(producer)
+                raise _StuckCall()
+        if outcome[0] is not None:
+            raise outcome[0]
+
+    def close(self, keys) -> None:
+        """Drop the producers of partitions this worker no longer owns (their transactions are done)."""
+        for key in list(keys):
+            self.held.pop(key, None)
+            self.committed_at.pop(key, None)
+            self.recorded.discard(key)
+            self.aborting.pop(key, None)
+            self.committing.pop(key, None)
+            self.broken.discard(key)
+            producer = self.producers.pop(key, None)
+            if producer is not None and not any(producer is p for p in self.abandoned):
+                try:
+                    producer.abort_transaction(min(5.0, self.timeout_s))
+                except KafkaException:
+                    pass  # fenced or already ended: nothing of ours is left open
+
+    def close_all(self) -> None:
+        self.close(list(self.producers))
+        self.group.close()
+        self.owners.close()
+
+    def _call(self, method, key: PositionKey, what: str) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                # Not given up when slow (see _send_offsets): an init left running could finish later and fence
+                # the producer that replaced it.
+                method(self.timeout_s)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not error.retriable() or time.monotonic() > deadline:
+                    raise MirrorError(f"exactly-once {what} of {key[0]}[{key[1]}] failed: {error.str()}") from None
+                time.sleep(0.2)

@@ -1,0 +1,190 @@
+"""Topic discovery on the sources and idempotent creation of destination topics (admin I/O edge)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+from mirror_worker.config.model import TopicCreation
+from mirror_worker.exceptions import MirrorError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+    replication_factor: int
+
+
+def describe_topics(client, timeout: float = 10.0) -> dict[str, TopicInfo]:
+    """Topics visible through any client's metadata (consumer, producer or admin)."""
+    metadata = client.list_topics(timeout=timeout)
+    topics = {}
+    for name, topic in metadata.topics.items():
+        if topic.error is not None or not topic.partitions:
+            continue
+        replicas = max(len(p.replicas) for p in topic.partitions.values())
+        topics[name] = TopicInfo(name, len(topic.partitions), replicas)
+    return topics
+
+
+def outgrown_topics(partitions, known: dict[str, TopicInfo]) -> set[str]:
+    """Topics of `partitions` ((topic, partition) pairs) with a partition beyond their known count."""
+    return {t for t, p in partitions if t in known and p >= known[t].partitions}
+
+
+class TopicCreationError(MirrorError):
+    """A destination topic could not be created or grown."""
+
+
+class DestinationTopics:
+    """Creates what is missing, grows what is too small, treats 'already exists' as success."""
+
+    def __init__(self, admin: AdminClient, creation: TopicCreation, preserve_partitions: bool, timeout: float = 30.0):
+        self.admin = admin
+        self.creation = creation
+        self.preserve_partitions = preserve_partitions
+        self.timeout = timeout
+
+    def wanted_partitions(self, source: TopicInfo) -> int:
+        count = self.creation.partitions_for(source.partitions)
+        # Destination partition = source partition needs every source partition to exist there.
+        return max(count, source.partitions) if self.preserve_partitions else count
+
+    def grown_count(self, source: TopicInfo, current: int) -> int | None:
+        """What a destination topic of `current` partitions grows to, or None to leave it.
+
+        Grown whatever the routing when the source has more partitions than the destination (a source that
+        gained partitions carries more load), to the count a new topic would get. Never shrunk.
+        """
+        wanted = self.wanted_partitions(source)
+        return wanted if current < min(source.partitions, wanted) else None
+
+    def ensure(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None,
+               replication_factor: int | None = None) -> dict[str, int]:
+        """mapping: destination topic -> its source topic's info. Returns destination partition counts.
+        `replication_factor`: new topics get it instead of the one `topic-creation` derives from the source's."""
+        counts, failures = self.ensure_each(mapping, extra_config, replication_factor)
+        if failures:
+            raise TopicCreationError(next(iter(failures.values())))
+        return counts
+
+    def ensure_each(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None,
+                    replication_factor: int | None = None) -> tuple[dict[str, int], dict[str, str]]:
+        """As `ensure`, topic by topic: (partition counts of the topics made or found, {topic: why not} of
+        those the destination would not create or grow: a name too long, a collision, a refused config...)."""
+        existing = describe_topics(self.admin, self.timeout)
+        failures: dict[str, str] = {}
+        new_topics = [
+            NewTopic(
+                dest,
+                self.wanted_partitions(src),
+                replication_factor or self.creation.replication_factor_for(src.replication_factor),
+                config=(extra_config or {}).get(dest, {}),
+            )
+            for dest, src in mapping.items()
+            if dest not in existing
+        ]
+        if new_topics:
+            for topic, future in self.admin.create_topics(new_topics, request_timeout=self.timeout).items():
+                try:
+                    future.result(self.timeout)
+                    log.info("created destination topic", extra={"topic": topic})
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                        failures[topic] = f"cannot create destination topic {topic}: {exc.args[0].str()}"
+        to_grow = {
+            dest: NewPartitions(dest, count)
+            for dest, src in mapping.items()
+            if dest in existing and (count := self.grown_count(src, existing[dest].partitions)) is not None
+        }
+        if to_grow:
+            failures.update(self._grow(to_grow, {dest: existing[dest].partitions for dest in to_grow}))
+        made = [t for t in mapping if t not in failures]
+        grown = {t: g.new_total_count for t, g in to_grow.items() if t not in failures}
+        return self._partition_counts(made, grown), failures
+
+    def ensure_internal(self, topics: list[str], config: dict[str, str] | None = None) -> None:
+        """The worker's own one-partition topics (offset syncs, positions, heartbeats, dead letters), replicated
+        as `topic-creation`'s internal-replication-factor says."""
+        self.ensure({t: TopicInfo(t, 1, 1) for t in topics}, {t: config or {} for t in topics},
+                    internal_replication_factor(self.admin, self.creation, self.timeout))
+
+    def _grow(self, to_grow: dict[str, NewPartitions], before: dict[str, int]) -> dict[str, str]:
+        failures = {}
+        for topic, future in self.admin.create_partitions(list(to_grow.values()), request_timeout=self.timeout).items():
+            wanted = to_grow[topic].new_total_count
+            try:
+                future.result(self.timeout)
+                log.info("grew destination topic", extra={"topic": topic, "partitions": wanted, "before": before[topic]})
+            except KafkaException as exc:
+                # Another worker grew it first ("already has N partitions"): success when the count is there.
+                current = describe_topics(self.admin, self.timeout).get(topic)
+                if current is None or current.partitions < wanted:
+                    failures[topic] = f"cannot grow destination topic {topic}: {exc.args[0].str()}"
+        return failures
+
+    def _partition_counts(self, topics: list[str], grown: dict[str, int] | None = None) -> dict[str, int]:
+        """Partition counts once every topic is visible, and every grown one with its new count."""
+        grown = grown or {}
+        counts: dict[str, int] = {}
+        for _ in range(50):
+            current = describe_topics(self.admin, self.timeout)
+            counts = {t: current[t].partitions for t in topics if t in current}
+            if len(counts) == len(topics) and all(counts[t] >= n for t, n in grown.items()):
+                return counts
+            time.sleep(0.2)
+        missing = sorted(set(topics) - set(counts))
+        if missing:
+            raise TopicCreationError(f"destination topics not visible after creation: {', '.join(missing)}")
+        short = sorted(t for t, n in grown.items() if counts[t] < n)
+        raise TopicCreationError(f"destination topics not grown after create_partitions: {', '.join(short)}")
+
+    def max_message_bytes(self, topics: list[str]) -> dict[str, int]:
+        """Each topic's max.message.bytes, the largest record batch its broker accepts."""
+        result: dict[str, int] = {}
+        deadline = time.monotonic() + self.timeout
+        while topics:
+            resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+            unknown = []
+            for resource, future in self.admin.describe_configs(resources, request_timeout=self.timeout).items():
+                try:
+                    result[resource.name] = int(future.result(self.timeout)["max.message.bytes"].value)
+                except KafkaException as exc:
+                    # A topic just created: the broker asked may not have learnt of it yet (a cluster of several).
+                    if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                        raise
+                    unknown.append(resource.name)
+            topics = unknown
+            if topics:
+                time.sleep(0.2)
+        return result
+
+
+def internal_replication_factor(admin, creation: TopicCreation, timeout: float) -> int:
+    """`creation`'s internal replication factor for the destination `admin` talks to, by its live brokers."""
+    brokers = len(admin.list_topics(timeout=timeout).brokers)
+    factor = creation.internal_replication_factor_for(brokers)
+    if 0 < factor < creation.internal_replication_factor:
+        log.warning("fewer live destination brokers than the internal topics' replication factor",
+                    extra={"brokers": brokers, "wanted": creation.internal_replication_factor, "replication_factor": factor})
+    return factor
+
+
+def topic_ids(admin, topics: list[str], timeout: float) -> dict[str, str]:
+    """The current id of each of `topics`; a topic deleted meanwhile is left out."""
+    if not topics:
+        return {}
+    ids = {}
+    for topic, future in admin.describe_topics(TopicCollection(topics), request_timeout=timeout).items():
+        try:
+            ids[topic] = str(future.result(timeout).topic_id)
+        except KafkaException:
+            continue
+    return ids
