@@ -50,13 +50,12 @@ class MirrorOffsetsHook(BaseHook):
     def translation(self, group: str, apply: bool = False) -> dict:
         """offset_translation.report of `group`; with `apply` the offsets are written first (GroupActiveError
         while the destination group has members: nothing is written then)."""
-        from mirror_worker.dr import offset_translation as translation
+        from mirror_worker.dr.offset_translation import apply_group_offsets, report, translate_group, translated_offsets
 
-        failovers = translation.translate_group(self.config, group, self.source.name)
+        failovers = translate_group(self.config, group, self.source.name)
         if apply:
-            offsets = translation.translated_offsets(failovers)
-            translation.apply_group_offsets(self.config, group, offsets, self.timeout_s)
-        return translation.report(self.config, group, failovers, apply)
+            apply_group_offsets(self.config, group, translated_offsets(failovers), self.timeout_s)
+        return report(self.config, group, failovers, apply)
 
     def source_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """{(source topic, partition): log end as the mirror's consumer reads it (the LSO when read_committed)}."""
