@@ -29,7 +29,7 @@ from mirror_airflow.operators.topics import DiscoverTopicsOperator, EnsureDestin
 from mirror_airflow.operators.worker import MirrorWorkerOperator
 from mirror_airflow.settings import MirrorAirflowSettings, entry_settings
 from mirror_airflow.supervisor import REPO_ROOT
-from mirror_worker.exceptions import ConfigError
+from mirror_worker.api import ConfigError
 
 SPEC_ENV = "KAFKA_MIRROR_SPEC"
 DEFAULT_SPEC = REPO_ROOT / "config" / "mirrors.yaml"
@@ -56,7 +56,7 @@ def _notifiers(name: str, alerts: dict, where: str) -> list:
 
 
 def _mirror_entry(name: str, path: Path):
-    from mirror_worker.config.spec import load_entries
+    from mirror_worker.api import load_entries
 
     matches = [e for e in load_entries(path) if e.name == name]
     if not matches:
@@ -265,7 +265,7 @@ def stub_name(name: str) -> str:
 
 def wanted_stubs(spec: Path) -> dict[str, str]:
     """File name -> content for every named mirror of the spec (disabled ones give no DAGs)."""
-    from mirror_worker.config.spec import load_entries
+    from mirror_worker.api import load_entries
 
     return {stub_name(e.name): stub_text(e.name, spec) for e in load_entries(spec) if e.name != "?"}
 
@@ -297,7 +297,7 @@ def render(spec: Path, out: Path, check: bool = False) -> list[str]:
 
 def check_rendered(dags_dir: Path, path: Path | None = None) -> None:
     """Fails (import error of the checking file) when an enabled mirror of the spec has no DAG file."""
-    from mirror_worker.config.spec import load_entries
+    from mirror_worker.api import load_entries
 
     path = Path(path or spec_path())
     missing = [e.name for e in load_entries(path) if e.enabled and not (Path(dags_dir) / stub_name(e.name)).exists()]

@@ -1,6 +1,6 @@
 """Errors of the Airflow control plane. Bad configuration derives from mirror_worker's ConfigError."""
 
-from mirror_worker.exceptions import ConfigError, MirrorError
+from mirror_worker.api import ConfigError, MirrorError
 
 
 class MirrorSpecError(ConfigError):

@@ -26,7 +26,7 @@ from pydantic import ConfigDict, Field, StrictBool, ValidationError, field_valid
 
 from mirror_airflow.exceptions import MirrorSpecError
 from mirror_airflow.spec_models import KebabModel, validation_message
-from mirror_worker.config.spec import SpecEntry, load_entries
+from mirror_worker.api import SpecEntry, load_entries
 
 AIRFLOW_KEY = "airflow"
 _CONN_ID = r"^[A-Za-z0-9_.-]+$"

@@ -7,7 +7,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mirror_worker.exceptions import ConfigError
+from mirror_worker.api import ConfigError
 
 
 class KebabModel(BaseModel):

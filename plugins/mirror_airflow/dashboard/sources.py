@@ -28,7 +28,7 @@ def spec_mirrors(path: Path | None = None) -> list[MirrorSpec]:
     from mirror_airflow.lag.dag import LagSettings
     from mirror_airflow.reports import report_dir_default
     from mirror_airflow.settings import parse_settings
-    from mirror_worker.config.spec import load_entries
+    from mirror_worker.api import load_entries
 
     path = Path(path or spec_path())
     out = []

@@ -16,10 +16,9 @@ from functools import cached_property
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from mirror_airflow.exceptions import ConnectionConfigError
-from mirror_worker.config.librdkafka import (
-    connection_settings, consumer_settings, producer_settings, settings_from_connection,
+from mirror_worker.api import (
+    ConfigError, connection_settings, consumer_settings, producer_settings, settings_from_connection,
 )
-from mirror_worker.exceptions import ConfigError
 
 
 class KafkaHook(KafkaBaseHook):
@@ -72,17 +71,17 @@ class KafkaHook(KafkaBaseHook):
         return self.get_admin_client()
 
     def get_admin_client(self):
-        from mirror_worker.kafka_clients import admin_client
+        from mirror_worker.api import admin_client
 
         return admin_client(self.admin_config())
 
     def get_consumer(self, group_id: str):
-        from mirror_worker.kafka_clients import consumer
+        from mirror_worker.api import consumer
 
         return consumer(self.consumer_config(group_id))
 
     def get_producer(self):
-        from mirror_worker.kafka_clients import producer
+        from mirror_worker.api import producer
 
         return producer(self.producer_config())
 

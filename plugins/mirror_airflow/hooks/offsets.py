@@ -25,32 +25,34 @@ class MirrorOffsetsHook(BaseHook):
 
     @cached_property
     def config(self):
-        from mirror_worker.config.spec import select_mirror
+        from mirror_worker.api import select_mirror
 
         return select_mirror(Path(self.spec_path), self.mirror_name)
 
     @cached_property
     def source(self):
         """The source cluster whose groups fail over (ConfigError without preserve-partitions)."""
-        from mirror_worker.dr.offset_translation import source_cluster
+        from mirror_worker.api import source_cluster
 
         return source_cluster(self.config, self.source_alias)
 
     def _admin(self, settings: dict):
-        from mirror_worker.kafka_clients import admin_client
+        from mirror_worker.api import admin_client
 
         return admin_client(settings)
 
     def source_groups(self) -> list[str]:
         """Every consumer group id known to the source cluster."""
-        from mirror_worker.groups import group_ids
+        from mirror_worker.api import group_ids
 
         return group_ids(self._admin(self.source.consumer), self.timeout_s)
 
     def translation(self, group: str, apply: bool = False) -> dict:
         """offset_translation.report of `group`; with `apply` the offsets are written first (GroupActiveError
         while the destination group has members: nothing is written then)."""
-        from mirror_worker.dr.offset_translation import apply_group_offsets, report, translate_group, translated_offsets
+        from mirror_worker.api import (
+            apply_group_offsets, translate_group, translated_offsets, translation_report as report,
+        )
 
         failovers = translate_group(self.config, group, self.source.name)
         if apply:
@@ -62,13 +64,13 @@ class MirrorOffsetsHook(BaseHook):
         from confluent_kafka import TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
-        from mirror_worker.log_ends import list_offsets, reads_committed
+        from mirror_worker.api import list_offsets, reads_committed
 
         wanted = [TopicPartition(t, p) for t, p in sorted(set(partitions))]
         return list_offsets(self._admin(self.source.consumer), wanted, OffsetSpec.latest(),
                             reads_committed(self.source.consumer), self.timeout_s)
 
     def destination_members(self, group: str) -> int:
-        from mirror_worker.groups import active_members
+        from mirror_worker.api import active_members
 
         return active_members(self._admin(self.config.producer), group, self.timeout_s)

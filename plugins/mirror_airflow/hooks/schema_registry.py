@@ -9,7 +9,7 @@ from __future__ import annotations
 from airflow.sdk import BaseHook
 
 from mirror_airflow.exceptions import ConnectionConfigError
-from mirror_worker.exceptions import ConfigError
+from mirror_worker.api import ConfigError
 
 
 class SchemaRegistryHook(BaseHook):

@@ -25,8 +25,7 @@ from mirror_airflow.lag.rules import Limits
 from mirror_airflow.notifications.alerts import notifiers_for
 from mirror_airflow.sensors.lag import MirrorLagSensor
 from mirror_airflow.spec_models import KebabModel
-from mirror_worker.config.model import MirrorConfig
-from mirror_worker.exceptions import ConfigError
+from mirror_worker.api import ConfigError, MirrorConfig
 
 
 class LagSettings(KebabModel):

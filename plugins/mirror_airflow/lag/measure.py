@@ -16,11 +16,10 @@ import time
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
 
 from mirror_airflow.lag.rules import PartitionKey, Sample
-from mirror_worker.config.model import MirrorConfig
-from mirror_worker.exactly_once.positions import POSITIONS_GROUP, legacy_positions_group
-from mirror_worker.kafka_clients import admin_client, side_consumer
-from mirror_worker.log_ends import log_bounds, reads_committed
-from mirror_worker.topics.admin import describe_topics
+from mirror_worker.api import (
+    POSITIONS_GROUP, MirrorConfig, admin_client, describe_topics, legacy_positions_group, log_bounds, reads_committed,
+    side_consumer,
+)
 
 
 class MeasurementError(Exception):

@@ -12,7 +12,7 @@ from pathlib import Path
 from airflow.sdk import BaseOperator
 
 from mirror_airflow.hooks.kafka import KafkaHook
-from mirror_worker.kafka_clients import admin_client
+from mirror_worker.api import admin_client
 
 
 class MirrorOperator(BaseOperator):
@@ -36,7 +36,7 @@ class MirrorOperator(BaseOperator):
     def mirror(self):
         """The mirror's validated config, loaded when the task runs (never at parse time)."""
         if self._mirror is None:
-            from mirror_worker.config.spec import select_mirror
+            from mirror_worker.api import select_mirror
 
             self._mirror = select_mirror(Path(self.spec_path), self.mirror_name)
         return self._mirror
@@ -54,7 +54,7 @@ class MirrorOperator(BaseOperator):
 
     def selected_source_topics(self) -> dict:
         """Source topic -> TopicInfo (largest across the mirror's sources) for what the filter selects."""
-        from mirror_worker.topics.admin import describe_topics
+        from mirror_worker.api import describe_topics
 
         wanted = self.mirror.topic_filter()
         selected: dict = {}

@@ -69,7 +69,7 @@ class ApplyTranslatedOffsetsOperator(FailoverOperator):
         self.impact_task_id = impact_task_id
 
     def execute(self, context) -> dict:
-        from mirror_worker.exceptions import MirrorError
+        from mirror_worker.api import MirrorError
 
         impact = context["ti"].xcom_pull(task_ids=self.impact_task_id) or {}
         hook = self.hook(context)

@@ -13,7 +13,7 @@ from mirror_airflow.operators.base import MirrorOperator
 
 def group_members(admin, group_id: str, timeout_s: float = 10.0) -> int:
     """Active members of a consumer group (0 when it is empty or unknown); waits for a coordinator."""
-    from mirror_worker.groups import active_members
+    from mirror_worker.api import active_members
 
     return active_members(admin, group_id, timeout_s)
 
@@ -38,8 +38,7 @@ class StopMirrorOperator(MirrorOperator):
         self.failover = failover
 
     def execute(self, context) -> dict:
-        from mirror_worker.dr.failover_mark import failed_over, mark_failed_over, refuse_if_failed_over, unmark
-        from mirror_worker.exceptions import MirrorError
+        from mirror_worker.api import MirrorError, failed_over, mark_failed_over, refuse_if_failed_over, unmark
 
         destination, group = self.destination_admin(), self.mirror.group_id
         deadline = time.monotonic() + self.wait_timeout_s
@@ -60,7 +59,7 @@ class StopMirrorOperator(MirrorOperator):
             raise
 
     def _wait_for_catchups(self, deadline: float) -> None:
-        from mirror_worker.engine.catchup_lease import lease_group
+        from mirror_worker.api import lease_group
 
         group = self.mirror.group_id
         for source, admin in self.source_admins():
@@ -104,7 +103,7 @@ class ResumeMirrorOperator(MirrorOperator):
         self.api_conn_id = api_conn_id
 
     def execute(self, context) -> bool:
-        from mirror_worker.dr.failover_mark import failed_over, mark_topic
+        from mirror_worker.api import failed_over, mark_topic
 
         state = context["ti"].xcom_pull(task_ids=self.stop_task_id) or {}
         if not state.get("paused_here"):

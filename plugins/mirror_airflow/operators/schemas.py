@@ -16,7 +16,7 @@ class SyncSchemasOperator(MirrorOperator):
         if not self.mirror.syncs_schemas:
             self.log.info("mirror %s has no schema registries configured: nothing to sync", self.mirror_name)
             return None
-        from mirror_worker.schemas.sync import sync_mirror_schemas
+        from mirror_worker.api import sync_mirror_schemas
 
         topics = sorted(context["ti"].xcom_pull(task_ids=self.discover_task_id) or {})
         report = sync_mirror_schemas(self.mirror, topics)

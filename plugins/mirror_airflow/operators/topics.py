@@ -24,7 +24,7 @@ class EnsureDestinationTopicsOperator(MirrorOperator):
         self.discover_task_id = discover_task_id
 
     def execute(self, context) -> dict[str, int]:
-        from mirror_worker.topics.admin import DestinationTopics
+        from mirror_worker.api import DestinationTopics
 
         mapping = context["ti"].xcom_pull(task_ids=self.discover_task_id) or {}
         if not mapping:

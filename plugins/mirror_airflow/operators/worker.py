@@ -11,7 +11,7 @@ from mirror_airflow.exceptions import WorkerFailedError
 from mirror_airflow.hooks.airflow_api import api_from_connection
 from mirror_airflow.operators.base import MirrorOperator
 from mirror_airflow.supervisor import Action, WorkerProcess, next_action, pause_check_due
-from mirror_worker.config.membership import SLOT_FLAG
+from mirror_worker.api import SLOT_FLAG
 
 
 class MirrorWorkerOperator(MirrorOperator):

@@ -24,7 +24,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from mirror_airflow.lag.rules import Evaluation, Limits, PartitionKey, Sample, Status, covers, evaluate, merge_windows
 from mirror_airflow.triggers.lag import MirrorLagTrigger, decode_windows, encode_windows
-from mirror_worker.config.model import MirrorConfig
+from mirror_worker.api import MirrorConfig
 
 
 class LagCheckFailed(AirflowException):
@@ -78,7 +78,7 @@ class MirrorLagSensor(BaseSensorOperator):
     @property
     def config(self) -> MirrorConfig:
         if self._config is None:
-            from mirror_worker.config.spec import select_mirror
+            from mirror_worker.api import select_mirror
 
             self._config = select_mirror(Path(self.spec_path), self.mirror_name)
         return self._config

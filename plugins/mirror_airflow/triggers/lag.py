@@ -52,8 +52,7 @@ class MirrorLagTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from mirror_airflow.lag.measure import MeasurementError, measure_partitions
-        from mirror_worker.config.spec import select_mirror
-        from mirror_worker.exceptions import ConfigError
+        from mirror_worker.api import ConfigError, select_mirror
 
         windows = decode_windows(self.samples)
         try:
