@@ -1,4 +1,6 @@
-"""mirror_worker's import graph, read with ast: no cycle, and the library never imports the command layer.
+"""The import graphs, read with ast: no cycle in mirror_worker nor in mirror_airflow, the worker's library never
+imports the command layer, and the Airflow side (plugins/, dags/) imports the worker only through its public
+surface, `mirror_worker.api`.
 
 Imports inside functions count (a lazy import still couples two modules). Imports under `if TYPE_CHECKING:`
 never run, but they couple two modules as much as any other: the cycle check counts them too; the
@@ -10,8 +12,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "mirror_worker"
-COMMAND_LAYER = ("mirror_worker.__main__", "mirror_worker.commands.runner", "mirror_worker.commands.cli", "mirror_worker.commands")
+COMMAND_LAYER = ("mirror_worker.__main__", "mirror_worker.commands")
 
 
 def module_names(package_dir: Path) -> dict[str, Path]:
@@ -123,3 +127,67 @@ def test_no_import_cycle_in_mirror_worker_type_only_imports_included():
 
 def test_library_modules_never_import_the_command_layer():
     assert library_imports_of_command_layer(import_graph(type_only=False)) == {}
+
+
+def test_no_import_cycle_in_mirror_airflow_type_only_imports_included():
+    assert find_cycle(import_graph(PACKAGE_DIR.parent / "plugins" / "mirror_airflow")) is None
+
+
+# --- the Airflow side imports only the worker's public surface -------------------------------------------------
+SURFACE = "mirror_worker.api"
+AIRFLOW_SIDE = (PACKAGE_DIR.parent / "plugins", PACKAGE_DIR.parent / "dags")
+
+
+def worker_imports(folders) -> dict[str, set[str]]:
+    """{file: the mirror_worker modules it imports}, imports inside functions and type-only ones included."""
+    found = {}
+    for folder in folders:
+        for path in sorted(folder.rglob("*.py")):
+            targets = set()
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    targets |= {alias.name for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module == "mirror_worker":
+                    targets |= {f"mirror_worker.{alias.name}" for alias in node.names}  # from package import module
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    targets.add(node.module)
+            targets = {t for t in targets if t == "mirror_worker" or t.startswith("mirror_worker.")}
+            if targets:
+                found[str(path.relative_to(folder.parent))] = targets
+    return found
+
+
+def outside_the_surface(imports: dict[str, set[str]]) -> dict[str, set[str]]:
+    return {path: targets - {SURFACE} for path, targets in imports.items() if targets - {SURFACE}}
+
+
+def test_the_surface_check_sees_internal_imports(tmp_path):
+    (tmp_path / "side").mkdir()
+    (tmp_path / "side" / "op.py").write_text(
+        "from mirror_worker.api import ConfigError\nfrom mirror_worker import groups\n"
+        "def f():\n    from mirror_worker.config.spec import read_spec\n")
+    (tmp_path / "side" / "ok.py").write_text("from mirror_worker.api import read_spec\n")
+    assert outside_the_surface(worker_imports([tmp_path / "side"])) == {
+        "side/op.py": {"mirror_worker.groups", "mirror_worker.config.spec"}}
+
+
+def test_the_airflow_side_imports_only_the_workers_public_surface():
+    imports = worker_imports(AIRFLOW_SIDE)
+    assert imports, "the Airflow side imports nothing of the worker: the check would see nothing"
+    assert outside_the_surface(imports) == {}
+
+
+def test_the_surface_names_what_it_loads_and_each_name_is_there():
+    import importlib
+
+    from mirror_worker import api
+
+    tree = ast.parse((PACKAGE_DIR / "api.py").read_text())
+    type_only = {(node.module, alias.name): alias.asname or alias.name
+                 for block in tree.body if isinstance(block, ast.If) for node in block.body
+                 for alias in node.names}
+    assert {home: name for name, home in api._HOME.items()} == type_only  # noqa: SLF001 - the table itself
+    for name, (module, attribute) in api._HOME.items():  # noqa: SLF001
+        assert getattr(api, name) is getattr(importlib.import_module(module), attribute)
+    with pytest.raises(AttributeError, match="no attribute 'worker'"):
+        api.worker  # noqa: B018 - an internal name is not part of the surface
