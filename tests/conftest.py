@@ -68,10 +68,12 @@ def _group(item) -> str | None:
         return "e2e"
     if "spark" in item.fixturenames or item.get_closest_marker("spark"):
         return "spark"
-    if "airflow_db" in item.fixturenames or "airflow_api_server" in item.fixturenames:
-        return "airflow"
+    # Before "airflow": a fault test that also runs Airflow (the lag sensor under a cut) must not start a
+    # second pair of three-node clusters in the Airflow group's process.
     if item.get_closest_marker("faults") or "fault_stack" in item.fixturenames:
         return "faults"
+    if "airflow_db" in item.fixturenames or "airflow_api_server" in item.fixturenames:
+        return "airflow"
     if "packaged" in item.fixturenames:  # the venv with the wheel (tests/integration/test_package.py): built once
         return "package"
     return None
