@@ -137,7 +137,13 @@ def _create_topic_led_by(cluster, topic: str, leader: int) -> None:
     create_topic(cluster.bootstrap_servers, topic, replica_assignment=[
         [leader, *(others if p % 2 else others[::-1])] for p in range(PARTITIONS)
     ])
-    assert set(_leaders(cluster.bootstrap_servers, topic).values()) == {leader}
+    deadline = time.monotonic() + 30  # a new topic's leaders reach the metadata a moment after it is created
+    while time.monotonic() < deadline:
+        leaders = _leaders(cluster.bootstrap_servers, topic)
+        if len(leaders) == PARTITIONS and -1 not in leaders.values():
+            break
+        time.sleep(0.5)
+    assert set(leaders.values()) == {leader}
 
 
 def _assert_running(worker: WorkerProcess, watch: Watch, fault_at: float) -> None:
