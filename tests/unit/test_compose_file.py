@@ -293,15 +293,15 @@ def test_the_image_installs_the_celery_provider_pinned_and_consistent_with_the_c
     assert clashes == {}
 
 
-def test_the_image_installs_the_provider_so_airflow_registers_it():
+def test_the_image_installs_the_whole_distribution_so_airflow_registers_the_provider():
     """The provider's entry point only exists once the package is installed; without it the image's Airflow
-    knows neither its hooks nor its connection types (the code itself is mounted)."""
+    knows neither its hooks nor its connection types. The distribution is the three planes: all of them."""
     dockerfile = (ROOT / "docker" / "airflow" / "Dockerfile").read_text()
     copied = [line.split()[-2] for line in dockerfile.splitlines() if line.startswith("COPY --chown=airflow")]
-    assert copied == ["pyproject.toml", "plugins/mirror_airflow"]
+    assert copied == ["pyproject.toml", "mirror_worker", "spark_jobs", "plugins/mirror_airflow"]
     assert "pip install --no-cache-dir --no-deps /tmp/provider" in dockerfile
-    ignored = (ROOT / ".dockerignore").read_text().splitlines()
-    assert not {"plugins", "plugins/", "pyproject.toml"} & set(ignored)
+    ignored = {line.strip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()}
+    assert not {"plugins", "pyproject.toml", "mirror_worker", "spark_jobs"} & ignored
 
 
 def test_the_compose_demo_mirror_maps_two_worker_tasks(monkeypatch):
