@@ -49,7 +49,10 @@ def run_worker(config: MirrorConfig, index: int = 0) -> int:
         worker.run()
     except ConfigError as exc:
         return fail(str(exc), EXIT_BAD_INPUT)
-    except (MirrorError, KafkaException) as exc:
+    except MirrorError as exc:
+        return fail(str(exc), EXIT_FATAL)
+    except KafkaException as exc:  # a client call no part of the worker expected to fail: where, in the log
+        log.error("unexpected client error", exc_info=True, extra={"mirror": config.name})
         return fail(str(exc), EXIT_FATAL)
     finally:
         if started:

@@ -321,6 +321,13 @@ class CommitCycle:
                     log.warning("position keep-alive failed", extra={**self.label, "source": stream.alias, "error": str(exc)})
                     break
                 except ProducerFenced as exc:
+                    # A zombie (frozen past max.poll.interval.ms) learns here that its partition has a new
+                    # owner, as in the commit cycle: that is no reason to stop.
+                    if self._taken_over(stream, key, True):
+                        log.warning("exactly-once producer fenced: the partition has a new owner", extra={
+                            **self.label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]",
+                            "error": str(exc)})
+                        continue
                     self.state.fail(f"exactly-once producer fenced by another worker: {exc}")
                     return
 

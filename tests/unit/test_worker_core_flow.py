@@ -147,3 +147,20 @@ def test_a_producer_fenced_while_the_partition_stays_assigned_stops_the_worker(m
     _fence(stream, TP)
     assert worker.checkpoint_and_commit() is False
     assert "fenced by another worker" in worker.state.fatal
+
+
+def test_a_zombie_fenced_in_a_position_keep_alive_gives_the_partition_up_and_goes_on():
+    """The keep-alive commit of an unchanged position is the first call a resumed zombie makes on a partition
+    the group gave away (full run of stop 34: the worker exited 'fenced by another worker'): as in the
+    commit cycle, the rebalance its polls run takes the partition and the worker goes on."""
+    from confluent_kafka import TopicPartition
+
+    worker, stream, _, _ = make_worker({TP: records("t", 0, range(3))}, exactly_once=True)
+    assign(worker, stream, TP)
+    worker._consume_round(0)
+    assert worker.checkpoint_and_commit() is True
+    stream.transactions.keepalive_due = lambda owned, interval_s: {TP: 3} if TP in owned else {}
+    _fence(stream, TP)
+    worker.commits.hold_consumers = lambda: worker.assignment.on_lost(stream, [TopicPartition(*TP)]) or True
+    worker.commits.keep_positions_alive()
+    assert worker.state.fatal is None and TP not in stream.assigned
