@@ -40,7 +40,11 @@ class CatchupCheck:
     """The worker's check at each assignment: raises CatchupRunning while a catch-up holds `group`.
 
     A worker whose credentials may not describe the lease group (a literal group ACL) cannot check: it
-    says so once and mirrors, as it did before the lease existed.
+    says so once and mirrors, as it did before the lease existed. Nor can it while the source cannot answer
+    within the bound (its group coordinator's broker killed, a cut): it says so each time and mirrors, rather
+    than exit on a broker failure (the fault test of a source leader kill did). Mutual exclusion still holds
+    from the other side: a catch-up checks the mirror's group, which has this worker in it by now, before it
+    copies (CatchupLease).
     """
 
     def __init__(self, group: str, timeout_s: float) -> None:
@@ -52,7 +56,9 @@ class CatchupCheck:
             members = active_members(admin, lease_group(self.group), self.timeout_s)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
-                raise
+                log.warning("cannot check for a running catch-up: the source did not answer; mirroring", extra={
+                    "group": self.group, "lease_group": lease_group(self.group), "error": exc.args[0].str()})
+                return
             if not self.warned:
                 self.warned = True
                 log.warning("cannot check for a running catch-up: not authorized to describe its lease group",
