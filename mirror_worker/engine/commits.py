@@ -223,11 +223,8 @@ class CommitCycle:
                     continue
                 except ProducerFenced as exc:
                     outcome.complete = False
-                    if self._taken_over(stream, key, only is None):
-                        log.warning("exactly-once producer fenced: the partition has a new owner", extra={
-                            **self.label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]", "error": str(exc)})
+                    if self._given_up(stream, key, exc, only is None):
                         continue
-                    self.state.fail(f"exactly-once producer fenced by another worker: {exc}")
                     return outcome
                 committed[key] = done
                 if done != offset:  # what was handed over after the late commit is in no transaction: re-sent
@@ -240,6 +237,16 @@ class CommitCycle:
                 # Also on the source group, for lag monitoring; positions come from the destination.
                 self.commit(stream, committed)
         return outcome
+
+    def _given_up(self, stream: SourceStream, key: tuple[str, int], exc: Exception, from_loop: bool) -> bool:
+        """A fenced producer: True when the group gave the partition to another owner (the worker goes on);
+        else the worker stops, since another process writes as this mirror."""
+        if self._taken_over(stream, key, from_loop):
+            log.warning("exactly-once producer fenced: the partition has a new owner", extra={
+                **self.label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]", "error": str(exc)})
+            return True
+        self.state.fail(f"exactly-once producer fenced by another worker: {exc}")
+        return False
 
     def _taken_over(self, stream: SourceStream, key: tuple[str, int], from_loop: bool) -> bool:
         """After the producer of `key` was fenced: True once the group took the partition from this worker.
@@ -321,14 +328,9 @@ class CommitCycle:
                     log.warning("position keep-alive failed", extra={**self.label, "source": stream.alias, "error": str(exc)})
                     break
                 except ProducerFenced as exc:
-                    # A zombie (frozen past max.poll.interval.ms) learns here that its partition has a new
-                    # owner, as in the commit cycle: that is no reason to stop.
-                    if self._taken_over(stream, key, True):
-                        log.warning("exactly-once producer fenced: the partition has a new owner", extra={
-                            **self.label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]",
-                            "error": str(exc)})
+                    # A zombie (frozen past max.poll.interval.ms) may learn it here first, as in the commit cycle.
+                    if self._given_up(stream, key, exc, True):
                         continue
-                    self.state.fail(f"exactly-once producer fenced by another worker: {exc}")
                     return
 
     def commit(self, stream: SourceStream, offsets: dict) -> None:
