@@ -39,8 +39,8 @@ def _redacted_thread_excepthook(args) -> None:
         _redacted_excepthook(args.exc_type, args.exc_value, args.exc_traceback)
 
 
-def configure_logging(level: str | None = None) -> None:
-    handler = logging.StreamHandler(sys.stdout)
+def configure_logging(level: str | None = None, stream=None) -> None:
+    handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -63,7 +63,8 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
                               producers=producers, reset_policy=reset_policy,
                               incremental_assignment=incremental(settings),
                               instance_id=settings.get("group.instance.id"),
-                              admin=kafka_clients.admin_client(clients.client(connection_settings(source.consumer)), whole=True))
+                              admin=kafka_clients.worker_admin_client(clients.client(connection_settings(source.consumer)),
+                                                                         f"source {source.name!r}"))
         if transactions is not None:
             stream.transactions = transactions(stream)
             stream.producers = stream.transactions.producers

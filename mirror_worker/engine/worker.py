@@ -34,6 +34,7 @@ from mirror_worker.config.librdkafka import (
     DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size, fitted_message_max_bytes,
 )
 from mirror_worker.config.model import MirrorConfig
+from mirror_worker.coordinator_admin import IsolatingAdmin
 from mirror_worker.dr.acl_admin import worker_acl_sync
 from mirror_worker.dr.failback import FailbackStart, worker_failback_start
 from mirror_worker.dr.failover_mark import refuse_if_failed_over
@@ -94,6 +95,7 @@ class MirrorWorker:
         self.streams: list[SourceStream] = []
         self.producers: list[Producer] = []
         self.heartbeat_producer: Producer | None = None
+        self.admin: IsolatingAdmin | None = None  # the destination's; built by start()
         self.destination_cluster_id = ""
         # Offsets move at commits: a partition is not stalled between two of them.
         stall_after_s = max(config.stall_timeout_s, 2 * config.commit_interval_s)
@@ -125,7 +127,7 @@ class MirrorWorker:
     def start(self) -> None:
         """Connect (bounded wait), discover topics, create destination topics, subscribe."""
         cfg = self.config
-        self.admin = kafka_clients.admin_client(self.clients.client(cfg.producer), whole=True)
+        self.admin = kafka_clients.worker_admin_client(self.clients.client(cfg.producer), "the destination")
         self.destination_cluster_id = self._cluster_id(self.admin, "destination")
         if not cfg.exactly_once:
             for _ in range(cfg.num_producers):
@@ -404,6 +406,9 @@ class MirrorWorker:
             except (KafkaException, RuntimeError) as exc:
                 log.warning("consumer close failed", extra={**self._label, "source": stream.alias, "error": str(exc)})
         self.topics.close()
+        for admin in [self.admin, *(stream.admin for stream in self.streams)]:
+            if isinstance(admin, IsolatingAdmin):
+                admin.close_coordinator_process()
         if self.failback is not None:
             self.failback.close()
         if self.heartbeat_producer is not None:
