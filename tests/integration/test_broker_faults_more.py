@@ -226,8 +226,10 @@ def _roll(cluster, workers: list[WorkerProcess], restarts: list[dict]) -> None:
 # hangs past its timeout (librdkafka issue 5456, as in test_broker_failures.py's one-node kill); the worker gives
 # the calls up and replaces the producers, but it failed 2 of 6 runs here: 13,106 of 21,050 records not mirrored
 # 60 s after the roll (threads still in send_offsets), and once a replaced producer's fenced error escaped the loop.
-ROLLING_EXACTLY_ONCE_GAP = pytest.mark.skip(
-    reason="known gap, issue 28: exactly-once through a rolling restart does not always converge (send_offsets hangs)")
+ROLLING_EXACTLY_ONCE_GAP = pytest.mark.skipif(
+    os.environ.get("MIRROR_RUN_KNOWN_GAPS") != "1",
+    reason="known gap, issue 28: exactly-once through a rolling restart does not always converge (send_offsets "
+           "hangs); MIRROR_RUN_KNOWN_GAPS=1 runs it")
 
 
 @pytest.mark.parametrize("delivery", ["at-least-once", pytest.param("exactly-once", marks=ROLLING_EXACTLY_ONCE_GAP)])
