@@ -73,10 +73,13 @@ class ClientSettings:
         self.health = health or ClientHealth(metrics, label)
         self.refused: str | None = None  # the last authentication or TLS failure reported by a client
 
-    def client(self, settings: dict, stats_source: str | None = None) -> dict:
+    def client(self, settings: dict, stats_source: str | None = None, cluster: str | None = None) -> dict:
         """`stats_source`: the cluster (a source's name, or DESTINATION) whose health and lag this client's
-        statistics report, when it has statistics.interval.ms."""
-        out = {**settings, "logger": librdkafka_log, "error_cb": client_callback(self._on_client_error)}
+        statistics report, when it has statistics.interval.ms; `cluster` (default: that one) names the cluster
+        in the client's error lines."""
+        name = cluster or stats_source
+        out = {**settings, "logger": librdkafka_log,
+               "error_cb": client_callback(lambda err: self._on_client_error(err, name))}
         if stats_source is not None and "statistics.interval.ms" in settings:
             interval_s = int(settings["statistics.interval.ms"]) / 1000
             out["stats_cb"] = client_callback(lambda stats_json: self._on_stats(stats_source, stats_json, interval_s))
@@ -102,12 +105,13 @@ class ClientSettings:
             if time.monotonic() >= deadline:
                 raise UnreachableClusterError(f"{what} cluster unreachable within {timeout_s:.0f}s: {error}")
 
-    def _on_client_error(self, err: KafkaError) -> None:
+    def _on_client_error(self, err: KafkaError, cluster: str | None = None) -> None:
         if err.fatal():
             self.state.fail(f"fatal client error: {err.str()}")
         if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
             self.refused = err.str()
-        log.warning("client error", extra={**self.label, "error": err.str(), "code": err.name()})
+        log.warning("client error", extra={**self.label, **({"cluster": cluster} if cluster else {}),
+                                            "error": err.str(), "code": err.name()})
 
     def _on_stats(self, cluster: str, stats_json: str, interval_s: float) -> None:
         """The cluster's health as this client sees it; a consumer's: the per-partition lag of its assignment."""

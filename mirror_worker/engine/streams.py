@@ -59,12 +59,12 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
         settings, reset_policy = consumer_settings(cfg, source, stream_index)
         consumer = kafka_clients.consumer(clients.client(settings, stats_source=source.name))
         source_id = cluster_id(consumer, f"source {source.name!r}")
+        admin = kafka_clients.worker_admin_client(
+            clients.client(connection_settings(source.consumer), cluster=source.name), f"source {source.name!r}")
         stream = SourceStream(source.name, consumer, source_id, source_id == destination_cluster_id,
                               producers=producers, reset_policy=reset_policy,
                               incremental_assignment=incremental(settings),
-                              instance_id=settings.get("group.instance.id"),
-                              admin=kafka_clients.worker_admin_client(clients.client(connection_settings(source.consumer)),
-                                                                         f"source {source.name!r}"))
+                              instance_id=settings.get("group.instance.id"), admin=admin)
         if transactions is not None:
             stream.transactions = transactions(stream)
             stream.producers = stream.transactions.producers

@@ -28,7 +28,7 @@ import time
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirror_worker import kafka_clients
-from mirror_worker.client_health import STATISTICS_INTERVAL_MS
+from mirror_worker.client_health import DESTINATION, STATISTICS_INTERVAL_MS
 from mirror_worker.clients import ClientSettings, error_text, fatal_reason
 from mirror_worker.config.librdkafka import (
     DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size, fitted_message_max_bytes,
@@ -127,7 +127,8 @@ class MirrorWorker:
     def start(self) -> None:
         """Connect (bounded wait), discover topics, create destination topics, subscribe."""
         cfg = self.config
-        self.admin = kafka_clients.worker_admin_client(self.clients.client(cfg.producer), "the destination")
+        self.admin = kafka_clients.worker_admin_client(self.clients.client(cfg.producer, cluster=DESTINATION),
+                                                       "the destination")
         self.destination_cluster_id = self._cluster_id(self.admin, "destination")
         if not cfg.exactly_once:
             for _ in range(cfg.num_producers):

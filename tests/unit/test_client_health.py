@@ -69,3 +69,22 @@ def test_the_cluster_figure_is_the_union_of_its_clients_recent_reports():
     assert _sample(metrics, "mirror_delivery_retries_total") == 10
     health.report("eu", _stats("c", [_broker(4, "CONNECT", (0,))], {0: 4}, kind="consumer"), 5.0)
     assert _sample(metrics, "mirror_source_brokers_down") == 1
+
+
+def test_a_client_error_line_names_its_cluster(caplog):
+    """The worker's clients of several clusters share one error callback: each line says whose error it is."""
+    import logging
+
+    from confluent_kafka import KafkaError
+
+    from mirror_worker.clients import ClientSettings
+    from mirror_worker.engine.run_state import RunState
+
+    settings = ClientSettings(MirrorMetrics("m"), {"mirror": "m"}, RunState(5.0, FakeClock()), lambda *_: None)
+    down = KafkaError(KafkaError._ALL_BROKERS_DOWN, "3/3 brokers are down")
+    with caplog.at_level(logging.WARNING, logger="mirror_worker"):
+        settings.client({"bootstrap.servers": "x:1"}, cluster="eu")["error_cb"](down)
+        settings.client({"bootstrap.servers": "x:1"}, stats_source="destination")["error_cb"](down)
+        settings.client({"bootstrap.servers": "x:1"})["error_cb"](down)
+    assert [getattr(r, "cluster", None) for r in caplog.records if r.getMessage() == "client error"] == \
+        ["eu", "destination", None]
