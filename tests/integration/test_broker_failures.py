@@ -3,6 +3,7 @@ source record ends on the destination in order per partition (exactly-once: once
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -62,8 +63,10 @@ def _verify_after(start, worker, live, back: float, record_property, exactly_onc
 # first commits on (seen 3 of 3 runs; a standalone script with the same settings never hung), each hang costs
 # 15 s and a producer, and the mirror cannot catch up in time. On three nodes the same fault passes
 # (test_broker_faults.py::test_destination_leader_killed_mid_stream[exactly-once]).
-ONE_NODE_EXACTLY_ONCE_GAP = pytest.mark.skip(
-    reason="known gap, issue 28: one-node exactly-once send_offsets_to_transaction hangs; see the comment above")
+ONE_NODE_EXACTLY_ONCE_GAP = pytest.mark.skipif(
+    os.environ.get("MIRROR_RUN_KNOWN_GAPS") != "1",
+    reason="known gap, issue 28: one-node exactly-once send_offsets_to_transaction hangs; see the comment above; "
+           "MIRROR_RUN_KNOWN_GAPS=1 runs it")
 
 
 @pytest.mark.parametrize("mode", ["at-least-once", pytest.param("exactly-once", marks=ONE_NODE_EXACTLY_ONCE_GAP)])
