@@ -66,7 +66,7 @@ def _group(item) -> str | None:
         # After the browser tests, in collection order: their Airflow is down before a server stops, and
         # before the Celery test starts an Airflow of its own.
         return "e2e"
-    if "spark" in item.fixturenames or item.get_closest_marker("spark"):
+    if "spark" in item.fixturenames or "spark_cluster" in item.fixturenames or item.get_closest_marker("spark"):
         return "spark"
     # Before "airflow": a fault test that also runs Airflow (the lag sensor under a cut) must not start a
     # second pair of three-node clusters in the Airflow group's process.
@@ -198,3 +198,17 @@ def spark():
     session = create_session("kafka-mirror-tests", extra_conf={"spark.ui.enabled": "false"})
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone master and two workers (1 core, 1 GiB each) from pyspark's distribution, for the tests
+    that submit to spark:// (devstack/spark_cluster.py); its logs and event logs stay under the session's tmp."""
+    from devstack.spark_cluster import SparkCluster
+
+    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        cluster.up()
+        yield cluster
+    finally:
+        cluster.down()
