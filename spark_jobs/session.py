@@ -48,7 +48,9 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     # Python workers run the jobs' functions (confluent-kafka inside): same interpreter as the driver
     # unless the deployment says otherwise.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
+    builder = SparkSession.builder
+    if not _launched_by_spark_submit():  # else spark-submit's --name stays (the operators name the mirror)
+        builder = builder.appName(app_name)
     if master:
         builder = builder.master(master)
     elif not _launched_by_spark_submit() and "spark.master" not in (extra_conf or {}):

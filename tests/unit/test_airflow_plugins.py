@@ -267,6 +267,8 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
     assert argv == [
         "spark-submit", "--master", "local[2]",
         "--conf", "spark.driver.extraJavaOptions=-XX:+UseParallelGC",
+        # The driver on this interpreter even where the cluster's spark-defaults name another for its executors.
+        "--conf", f"spark.pyspark.driver.python={sys.executable}",
         "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
         "--py-files", shipped, "--jars", ",".join(submitted_jars),
         "--driver-memory", "1g", "--name", "consistency_check-orders",
@@ -377,6 +379,7 @@ def test_the_project_zip_holds_the_jobs_and_the_workers_code(tmp_path):
     ({"topics": "a,b", "from_offsets": "", "from_timestamp": ""}, ["--topics", "a,b"]),
     ({"from_offsets": "a:0:5"}, ["--from-offsets", "a:0:5"]),
     ({"topics": " a ", "from_timestamp": "2026-11-01T00:00:00Z"}, ["--topics", "a", "--from-timestamp", "2026-11-01T00:00:00Z"]),
+    ({"driver_copy_limit": "0"}, ["--driver-copy-limit", "0"]),
 ])
 def test_catchup_arguments_from_params(params, tail, tmp_path):
     op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m", report_dir=str(tmp_path))

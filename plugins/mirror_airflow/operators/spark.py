@@ -98,6 +98,9 @@ class MirrorSparkJob(SparkSubmitOperator):
             raise ValueError("spec_path and mirror_name are required")
         kwargs.setdefault("driver_memory", "1g")
         kwargs.setdefault("conf", {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        # The driver runs here (client mode) on this interpreter, whatever Python the cluster's spark-defaults name
+        # for its executors (spark.pyspark.python, which spark-submit would give the driver too).
+        kwargs["conf"] = {"spark.pyspark.driver.python": sys.executable, **kwargs["conf"]}
         super().__init__(application=str(LAUNCHER), conn_id=conn_id, env_vars=spark_env(),
                          name=f"{self.job.rpartition('.')[2]}-{mirror_name}", **kwargs)
         self.spec_path = str(spec_path)
@@ -224,6 +227,9 @@ class CatchupOperator(MirrorSparkJob):
             args += ["--from-offsets", offsets]
         if timestamp:
             args += ["--from-timestamp", timestamp]
+        limit = str(params.get("driver_copy_limit") or "").strip()
+        if limit:
+            args += ["--driver-copy-limit", limit]
         return args
 
     def execute(self, context):

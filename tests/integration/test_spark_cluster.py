@@ -1,0 +1,123 @@
+"""The Spark jobs on a standalone cluster (devstack/spark_cluster.py: a master, two 1-core workers whose Python
+has nothing of the project), submitted as Airflow submits them: the catch-up DAG's and the verify DAG's
+operators through dag.test(), the Spark connection `spark://`, the cluster's client configuration on
+SPARK_CONF_DIR. The event log shows where the tasks ran; the records and the report show the results."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tests.airflow_support import dags_folder
+from tests.kafka_util import create_topic
+from tests.worker_util import committed_offsets, loss_and_duplicates, read_topic, write_mirror_spec
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+RECORDS, PARTITIONS = 120_000, 4
+
+
+def submit_to(cluster, monkeypatch) -> None:
+    """Airflow's Spark connection at the cluster's master; spark-submit reads the cluster's client settings."""
+    host, port = cluster.master_url.removeprefix("spark://").split(":")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT",
+                       json.dumps({"conn_type": "spark", "host": f"spark://{host}", "port": int(port)}))
+    monkeypatch.setenv("SPARK_CONF_DIR", str(cluster.conf_dir))
+    monkeypatch.delenv("AIRFLOW_CONN_AIRFLOW_API", raising=False)
+
+
+def tasks_on_executors(cluster, app_name: str) -> tuple[dict[str, str], list[dict]]:
+    """(executor id -> its worker's web UI address, the task-end events) of an application, from its event log;
+    asserts the application ran on the cluster's master with the cluster's Python for its executors."""
+    app = cluster.application(app_name)
+    events = cluster.events(app["id"])
+    [environment] = [e for e in events if e["Event"] == "SparkListenerEnvironmentUpdate"]
+    properties = dict(environment["Spark Properties"])
+    assert properties["spark.master"] == cluster.master_url
+    assert properties["spark.pyspark.python"] == str(cluster.python)
+    executors = {e["Executor ID"]: e["Executor Info"]["Log Urls"]["stdout"].split("/logPage")[0]
+                 for e in events if e["Event"] == "SparkListenerExecutorAdded"}
+    return executors, [e for e in events if e["Event"] == "SparkListenerTaskEnd"]
+
+
+def assert_ran_on_workers(cluster, executors: dict[str, str], tasks: list[dict]) -> None:
+    workers = {w["webuiaddress"] for w in cluster.state()["workers"]}
+    succeeded = [t for t in tasks if t["Task End Reason"]["Reason"] == "Success"]
+    assert succeeded, tasks
+    ran_on = {t["Task Info"]["Executor ID"] for t in succeeded}
+    assert ran_on <= set(executors), (ran_on, executors)  # never "driver": every task on an executor
+    assert {executors[e] for e in ran_on} <= workers, (executors, workers)
+
+
+def succeeded_in(cluster, app_name: str, job_description: str) -> list[dict]:
+    """The successful task-end events of the application's jobs whose description starts so."""
+    events = cluster.events(cluster.application(app_name)["id"])
+    stages = {stage for e in events if e["Event"] == "SparkListenerJobStart"
+              and (e.get("Properties") or {}).get("spark.job.description", "").startswith(job_description)
+              for stage in e["Stage IDs"]}
+    return [e for e in events if e["Event"] == "SparkListenerTaskEnd" and e["Stage ID"] in stages
+            and e["Task End Reason"]["Reason"] == "Success"]
+
+
+def backlog(stack, topic: str, records: int) -> None:
+    """`records` small records (values v0, v1, ...: unique) over PARTITIONS partitions, in bulk."""
+    from confluent_kafka import Producer
+
+    src = stack["source"].kafka.bootstrap_servers
+    create_topic(src, topic, partitions=PARTITIONS)
+    producer = Producer({"bootstrap.servers": src, "acks": "all", "enable.idempotence": True, "linger.ms": 20,
+                         "queue.buffering.max.messages": records + 1})
+    errors: list = []
+    for i in range(records):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % PARTITIONS,
+                         on_delivery=lambda err, _msg: err and errors.append(err))
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0 and not errors, errors[:3]
+
+
+def test_catchup_and_check_dags_run_on_the_cluster_executors(stack, spark_cluster, topic_name, tmp_path,
+                                                             airflow_db, monkeypatch):
+    from airflow.utils.state import DagRunState
+
+    from mirror_airflow.dag_factory import mirror_dags, render
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, name, group = topic_name("sc"), f"sc{uuid.uuid4().hex[:8]}", f"sc-group-{uuid.uuid4().hex[:8]}"
+    backlog(stack, topic, RECORDS)
+    path = write_mirror_spec(tmp_path / "mirrors.yaml", stack, name, topic, prefix="sc.", **{
+        "group-id": group, "preserve-partitions": "true", "provenance-headers": "true"})
+    monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(path))
+    monkeypatch.setenv("MIRROR_REPORT_DIR", str(tmp_path / "reports"))
+    submit_to(spark_cluster, monkeypatch)
+    render(path, dags_folder())
+    dags = mirror_dags(name, path)
+
+    # Every range to the executors: the driver copies nothing while Spark starts.
+    run = dags[f"mirror__{name}__catchup"].test(run_conf={"topics": topic, "driver_copy_limit": "0"})
+
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert run.state == DagRunState.SUCCESS, states
+    copied = read_topic(dst, f"sc.{topic}", timeout=60)
+    missing, duplicates, ordered = loss_and_duplicates(read_topic(src, topic, timeout=60), copied)
+    assert (len(copied), len(missing), duplicates, ordered) == (RECORDS, 0, 0, True)
+    assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == RECORDS
+    [summary] = (tmp_path / "reports" / name).glob("catchup-*.json")
+    summary = json.loads(summary.read_text())
+    assert (summary["records"], summary["master"], summary["driver"]["records"]) == (
+        RECORDS, spark_cluster.master_url, 0)
+    executors, tasks = tasks_on_executors(spark_cluster, f"catchup-{name}")
+    assert_ran_on_workers(spark_cluster, executors, tasks)
+    assert len(succeeded_in(spark_cluster, f"catchup-{name}", "catch-up ")) == PARTITIONS  # one per range
+
+    run = dags[f"mirror__{name}__verify"].test()
+
+    assert run.state == DagRunState.SUCCESS, {ti.task_id: ti.state for ti in run.get_task_instances()}
+    [report] = (tmp_path / "reports" / name).glob("check-*.json")
+    report = json.loads(report.read_text())
+    assert report["status"] == "ok"
+    assert {k: v for k, v in report["totals"].items() if v} == {"checked": RECORDS}, report["totals"]
+    executors, tasks = tasks_on_executors(spark_cluster, f"consistency_check-{name}")
+    assert_ran_on_workers(spark_cluster, executors, tasks)
