@@ -6,7 +6,12 @@ SPARK_CONF_DIR. The event log shows where the tasks ran; the records and the rep
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -59,6 +64,68 @@ def succeeded_in(cluster, app_name: str, job_description: str) -> list[dict]:
               for stage in e["Stage IDs"]}
     return [e for e in events if e["Event"] == "SparkListenerTaskEnd" and e["Stage ID"] in stages
             and e["Task End Reason"]["Reason"] == "Success"]
+
+
+class ExecutorKiller:
+    """kill -9 one executor JVM of the application once its job of that description has started (its start is in
+    the event log, which Spark flushes at a job's start) and `ready()` says so: the executor dies mid-job."""
+
+    def __init__(self, cluster, app_name: str, job_description: str, ready=lambda: True) -> None:
+        self.cluster, self.app_name, self.job_description, self.ready = cluster, app_name, job_description, ready
+        self.killed: int | None = None
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _job_started(self) -> bool:
+        try:
+            app = self.cluster.application(self.app_name)
+            [log] = [p for p in self.cluster.event_dir.iterdir() if p.name.split(".")[0] == app["id"]]
+            lines = log.read_text().splitlines()
+        except Exception:  # not submitted yet
+            return False
+        return any('"SparkListenerJobStart"' in line and f'"spark.job.description":"{self.job_description}' in line
+                   for line in lines)
+
+    @staticmethod
+    def _running_a_task(pid: int) -> bool:
+        """The executor's log (its stderr, in its working directory) has a task started and not finished."""
+        try:
+            log = (Path(os.readlink(f"/proc/{pid}/cwd")) / "stderr").read_text()
+        except OSError:
+            return False
+        return log.count("Running task ") > log.count("Finished task ")
+
+    def _run(self) -> None:
+        while not self.stopped.wait(0.02):
+            if self._job_started() and self.ready():
+                for pid in self.cluster.executor_pids():
+                    if self._running_a_task(pid):
+                        os.kill(pid, signal.SIGKILL)
+                        self.killed = pid
+                        return
+
+    def stop(self) -> int | None:
+        self.stopped.set()
+        self.thread.join(10)
+        return self.killed
+
+
+def lost_executor_failures(cluster, app_name: str) -> list[dict]:
+    """The task-end events of the application whose executor was lost under them."""
+    events = cluster.events(cluster.application(app_name)["id"])
+    return [e for e in events if e["Event"] == "SparkListenerTaskEnd"
+            and e["Task End Reason"]["Reason"] == "ExecutorLostFailure"]
+
+
+def written(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sc-progress"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(PARTITIONS))
+    finally:
+        consumer.close()
 
 
 def backlog(stack, topic: str, records: int) -> None:
@@ -121,3 +188,64 @@ def test_catchup_and_check_dags_run_on_the_cluster_executors(stack, spark_cluste
     assert {k: v for k, v in report["totals"].items() if v} == {"checked": RECORDS}, report["totals"]
     executors, tasks = tasks_on_executors(spark_cluster, f"consistency_check-{name}")
     assert_ran_on_workers(spark_cluster, executors, tasks)
+
+
+KILL_RECORDS = 300_000
+
+
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_a_lost_executor_is_retried_without_gaps_or_uncounted_copies(delivery, stack, spark_cluster, topic_name,
+                                                                     tmp_path, airflow_db, monkeypatch):
+    """kill -9 of an executor JVM while the catch-up's tasks copy (and, exactly once, while the check's digest
+    tasks read): Spark retries the lost tasks. Exactly once, every record is on the destination once and the
+    check counts them all; at least once none is missing and the summary counts what was written twice."""
+    from airflow.utils.state import DagRunState
+
+    from mirror_airflow.dag_factory import mirror_dags, render
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, name, group = topic_name("sk"), f"sk{uuid.uuid4().hex[:8]}", f"sk-group-{uuid.uuid4().hex[:8]}"
+    backlog(stack, topic, KILL_RECORDS)
+    path = write_mirror_spec(tmp_path / "mirrors.yaml", stack, name, topic, prefix="sk.", **{
+        "group-id": group, "preserve-partitions": "true", "provenance-headers": "true", "delivery": delivery})
+    monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(path))
+    monkeypatch.setenv("MIRROR_REPORT_DIR", str(tmp_path / "reports"))
+    submit_to(spark_cluster, monkeypatch)
+    render(path, dags_folder())
+    dags = mirror_dags(name, path)
+
+    # Mid-copy: the copy's job has started and written a tenth of the backlog.
+    killer = ExecutorKiller(spark_cluster, f"catchup-{name}", "catch-up ",
+                            ready=lambda: written(dst, f"sk.{topic}") >= KILL_RECORDS // 10)
+    try:
+        run = dags[f"mirror__{name}__catchup"].test(run_conf={"topics": topic, "driver_copy_limit": "0"})
+    finally:
+        killed = killer.stop()
+
+    assert killed is not None
+    assert run.state == DagRunState.SUCCESS, {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert lost_executor_failures(spark_cluster, f"catchup-{name}")  # a task was running on it, and retried
+    assert len(succeeded_in(spark_cluster, f"catchup-{name}", "catch-up ")) == PARTITIONS
+    [summary] = (tmp_path / "reports" / name).glob("catchup-*.json")
+    summary = json.loads(summary.read_text())
+    copies = read_topic(dst, f"sk.{topic}", timeout=60)
+    missing, duplicates, _ = loss_and_duplicates(read_topic(src, topic, timeout=60), copies)
+    assert not missing
+    assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == KILL_RECORDS
+    if delivery == "at-least-once":
+        assert summary["records"] == KILL_RECORDS and duplicates == summary["resent"] > 0, summary
+        return
+    assert (len(copies), duplicates, summary["resent"]) == (KILL_RECORDS, 0, None)
+
+    killer = ExecutorKiller(spark_cluster, f"consistency_check-{name}", "digest pass")
+    try:
+        run = dags[f"mirror__{name}__verify"].test()
+    finally:
+        killed = killer.stop()
+
+    assert killed is not None
+    assert lost_executor_failures(spark_cluster, f"consistency_check-{name}")
+    assert run.state == DagRunState.SUCCESS, {ti.task_id: ti.state for ti in run.get_task_instances()}
+    [report] = (tmp_path / "reports" / name).glob("check-*.json")
+    totals = json.loads(report.read_text())["totals"]
+    assert {k: v for k, v in totals.items() if v} == {"checked": KILL_RECORDS}, totals

@@ -193,6 +193,8 @@ def catchup_line(summary: dict | None) -> str | None:
     line = (f"{summary.get('records', 0):,} records in {summary.get('seconds', 0)} s "
             f"({summary.get('msgs_per_s', 0):,} msgs/s end to end, {summary.get('copy_phase_msgs_per_s', 0):,} "
             f"msgs/s copying; {spark}), {len(summary.get('ranges') or [])} partition(s)")
+    if summary.get("resent"):
+        line += f"; {summary['resent']:,} records written twice (a failed task's copy, retried)"
     losses = summary.get("data_loss") or []
     if losses:
         line += "; data loss: " + "; ".join(loss.get("reason", "") for loss in losses)
