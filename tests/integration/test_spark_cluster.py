@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -146,7 +147,7 @@ def backlog(stack, topic: str, records: int) -> None:
 
 
 def test_catchup_and_check_dags_run_on_the_cluster_executors(stack, spark_cluster, topic_name, tmp_path,
-                                                             airflow_db, monkeypatch):
+                                                             airflow_db, monkeypatch, capsys):
     from airflow.utils.state import DagRunState
 
     from mirror_airflow.dag_factory import mirror_dags, render
@@ -177,6 +178,10 @@ def test_catchup_and_check_dags_run_on_the_cluster_executors(stack, spark_cluste
         RECORDS, spark_cluster.master_url, 0)
     executors, tasks = tasks_on_executors(spark_cluster, f"catchup-{name}")
     assert_ran_on_workers(spark_cluster, executors, tasks)
+    # The task log links the application: its live UI (on, off a local master) and its event log, kept.
+    app_id = spark_cluster.application(f"catchup-{name}")["id"]
+    assert re.search(rf"Spark application {app_id} on {spark_cluster.master_url}: UI http://[\w.-]+:\d+, "
+                     rf"event log {spark_cluster.event_dir.as_uri()}/{app_id}\b", capsys.readouterr().out)
     assert len(succeeded_in(spark_cluster, f"catchup-{name}", "catch-up ")) == PARTITIONS  # one per range
 
     run = dags[f"mirror__{name}__verify"].test()

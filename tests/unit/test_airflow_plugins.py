@@ -233,6 +233,10 @@ class FakeSparkSubmit:
         if self.report is not None and "--summary" in args:
             Path(args[args.index("--summary") + 1]).write_text(json.dumps(self.report))
         Path(args[1]).write_text(json.dumps({"job": args[2], "exit_code": self.exit_code}))
+        application = (kwargs.get("env") or {}).get("MIRROR_SPARK_APPLICATION_FILE")
+        if application:  # as spark_jobs.session.record_application
+            Path(application).write_text(json.dumps({"app_id": "local-1", "master": "local[2]", "ui": None,
+                                                     "event_log": "file:/e/local-1"}))
         self.stdout = iter(["spark-submit output\n"])
 
     def wait(self):
@@ -269,7 +273,7 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
         "--conf", "spark.driver.extraJavaOptions=-XX:+UseParallelGC",
         # The driver on this interpreter even where the cluster's spark-defaults name another for its executors.
         "--conf", f"spark.pyspark.driver.python={sys.executable}",
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+        "--conf", "spark.ui.showConsoleProgress=false", "--conf", "spark.ui.enabled=false",  # local: no UI
         "--py-files", shipped, "--jars", ",".join(submitted_jars),
         "--driver-memory", "1g", "--name", "consistency_check-orders",
         str(ROOT / "plugins" / "mirror_airflow" / "spark_launcher.py"), "--outcome", outcome,
@@ -277,6 +281,8 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
         "--config", "/s/m.yaml", "--mirror", "orders", "--report", str(report),
     ]
     assert not Path(outcome).exists() and not Path(shipped).exists()  # read, then removed
+    application = env["MIRROR_SPARK_APPLICATION_FILE"]
+    assert op.application["event_log"] == "file:/e/local-1" and not Path(application).exists()
     assert env["PYSPARK_PYTHON"] == sys.executable and env["PYTHONSAFEPATH"] == "1" and "PYTHONPATH" not in env
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)  # spark-submit of this venv
 

@@ -97,7 +97,7 @@ class MirrorSparkJob(SparkSubmitOperator):
         if not spec_path or not mirror_name:
             raise ValueError("spec_path and mirror_name are required")
         kwargs.setdefault("driver_memory", "1g")
-        kwargs.setdefault("conf", {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        kwargs.setdefault("conf", {"spark.ui.showConsoleProgress": "false"})
         # The driver runs here (client mode) on this interpreter, whatever Python the cluster's spark-defaults name
         # for its executors (spark.pyspark.python, which spark-submit would give the driver too).
         kwargs["conf"] = {"spark.pyspark.driver.python": sys.executable, **kwargs["conf"]}
@@ -107,6 +107,7 @@ class MirrorSparkJob(SparkSubmitOperator):
         self.mirror_name = mirror_name
         self.report_dir = report_dir
         self.outcome_path: Path | None = None
+        self.application_path: Path | None = None
         self.shipped_dir: Path | None = None
 
     def report_file(self, kind: str) -> Path:
@@ -118,7 +119,7 @@ class MirrorSparkJob(SparkSubmitOperator):
 
     def prepare(self, context) -> None:
         """Jars, code, outcome file and arguments, decided when the task runs (looked up on the worker host)."""
-        from spark_jobs.session import kafka_connector_jars
+        from spark_jobs.session import APPLICATION_FILE_ENV, kafka_connector_jars
 
         self.jars = ",".join(kafka_connector_jars())
         stem = self.job.rpartition(".")[2]
@@ -128,7 +129,35 @@ class MirrorSparkJob(SparkSubmitOperator):
         os.close(handle)
         os.unlink(name)  # the launcher creates it when the job ends: no file means no outcome
         self.outcome_path = Path(name)
+        self.application_path = Path(name).with_name(Path(name).name.replace("-outcome-", "-application-"))
+        self.env_vars = {**(self.env_vars or {}), APPLICATION_FILE_ENV: str(self.application_path)}
+        # A Spark UI for a run on a cluster (linked in the task log), none on the Airflow worker itself.
+        self.conf = {**(self.conf or {})}
+        self.conf.setdefault("spark.ui.enabled", "false" if self._local_master() else "true")
         self.application_args = ["--outcome", name, self.job, *self.job_args(context)]
+
+    def _local_master(self) -> bool:
+        from airflow.sdk import BaseHook
+
+        try:
+            connection = BaseHook.get_connection(self._conn_id)
+        except Exception:  # the hook falls back to yarn
+            return False
+        return (connection.host or "").startswith("local") or connection.conn_type == "local"
+
+    def log_application(self) -> dict | None:
+        """One line in the task log: the Spark application, its UI while it ran, its event log (history)."""
+        try:
+            application = json.loads(self.application_path.read_text())
+        except (TypeError, OSError, ValueError):
+            return None
+        finally:
+            if self.application_path is not None:
+                self.application_path.unlink(missing_ok=True)
+        self.log.info("Spark application %s on %s: UI %s, event log %s", application.get("app_id"),
+                      application.get("master"), application.get("ui") or "off (spark.ui.enabled=false)",
+                      application.get("event_log") or "off (spark.eventLog.enabled=false)")
+        return application
 
     def submit(self, context) -> tuple[int | None, Exception | None]:
         """Runs the job through SparkSubmitOperator.execute; (the job's exit code or None, the submit error)."""
@@ -139,6 +168,7 @@ class MirrorSparkJob(SparkSubmitOperator):
         except Exception as exc:  # spark-submit failed: the outcome file says how, when the driver ran here
             error = exc
         code = read_outcome(self.outcome_path)
+        self.application = self.log_application()
         if self.outcome_path is not None:
             self.outcome_path.unlink(missing_ok=True)
         if self.shipped_dir is not None:
