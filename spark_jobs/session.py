@@ -3,9 +3,14 @@ Kafka source), small local defaults."""
 
 from __future__ import annotations
 
+import atexit
+import importlib.util
 import json
 import os
+import shutil
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 # The connector jars fetched by `make setup` (java/spark/pom.xml); SPARK_KAFKA_JARS overrides.
@@ -26,6 +31,30 @@ LIGHT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 THROUGHPUT_JVM_OPTIONS = "-XX:+UseParallelGC"
 
 APPLICATION_FILE_ENV = "MIRROR_SPARK_APPLICATION_FILE"
+
+
+# What the Spark driver and executors import of the project: the jobs and the worker's library they use.
+SHIPPED_PACKAGES = ("mirror_worker", "spark_jobs")
+
+
+def project_zip(path: Path) -> Path:
+    """The SHIPPED_PACKAGES as this interpreter imports them (installed, or editable from a checkout) zipped into
+    `path` for --py-files or addPyFile: their files but compiled ones and jars (those go with --jars)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in SHIPPED_PACKAGES:
+            for root in importlib.util.find_spec(package).submodule_search_locations:
+                for file in sorted(Path(root).rglob("*")):
+                    if file.is_file() and "__pycache__" not in file.parts and file.suffix not in (".pyc", ".jar"):
+                        archive.write(file, str(Path(package) / file.relative_to(root)))
+    return path
+
+
+def ship_project(session) -> None:
+    """The executors of a cluster may have nothing of the project (their hosts never saw it): a session this
+    process started against one sends the packages along (spark-submit's --py-files does it for its own)."""
+    directory = Path(tempfile.mkdtemp(prefix="kafka-mirror-code-"))
+    atexit.register(shutil.rmtree, directory, True)  # the driver serves the file while the application runs
+    session.sparkContext.addPyFile(str(project_zip(directory / "kafka-mirror.zip")))
 
 
 def kafka_connector_jars(jars_dir: Path | None = None) -> list[str]:
@@ -72,6 +101,8 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
+    if not launched_by_spark_submit() and not session.sparkContext.master.startswith("local"):
+        ship_project(session)
     record_application(session)
     return session
 

@@ -371,7 +371,7 @@ def test_spark_launcher_records_the_jobs_exit_code(tmp_path, body, code):
 def test_the_project_zip_holds_the_jobs_and_the_workers_code(tmp_path):
     import zipfile
 
-    from mirror_airflow.operators.spark import project_zip
+    from spark_jobs.session import project_zip
 
     names = zipfile.ZipFile(project_zip(tmp_path / "code.zip")).namelist()
     assert {"spark_jobs/__init__.py", "spark_jobs/catchup.py", "spark_jobs/consistency_check.py",

@@ -15,20 +15,18 @@ the job's outcomes apart:
 With a driver that does not run on the Airflow worker (cluster deploy mode) there is no outcome file: the
 task then fails or succeeds as spark-submit does, without the distinction.
 
-The jobs' code goes with the submission: a zip of the installed mirror_worker and spark_jobs packages, built
-when the task runs, on --py-files (spark-submit puts it on the driver's and the executors' Python path), so a
-cluster that has never seen the package runs them.
+The jobs' code goes with the submission: a zip of the installed mirror_worker and spark_jobs packages
+(spark_jobs.session.project_zip), built when the task runs, on --py-files (spark-submit puts it on the driver's
+and the executors' Python path), so a cluster that has never seen the package runs them.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -36,8 +34,6 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from mirror_airflow.reports import new_report_path
 
 LAUNCHER = Path(__file__).resolve().parents[1] / "spark_launcher.py"
-# What the Spark driver and executors import: the jobs and the worker's library they use.
-SHIPPED_PACKAGES = ("mirror_worker", "spark_jobs")
 
 
 def spark_env() -> dict[str, str]:
@@ -50,18 +46,6 @@ def spark_env() -> dict[str, str]:
         "PYTHONSAFEPATH": "1",
         "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "/usr/bin:/bin")]),
     }
-
-
-def project_zip(path: Path) -> Path:
-    """The SHIPPED_PACKAGES as this interpreter imports them (installed, or editable from a checkout) zipped into
-    `path` for --py-files: their files but compiled ones and jars (those go with --jars)."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for package in SHIPPED_PACKAGES:
-            for root in importlib.util.find_spec(package).submodule_search_locations:
-                for file in sorted(Path(root).rglob("*")):
-                    if file.is_file() and "__pycache__" not in file.parts and file.suffix not in (".pyc", ".jar"):
-                        archive.write(file, str(Path(package) / file.relative_to(root)))
-    return path
 
 
 def report_summary(report_path: Path | None) -> str | None:
@@ -119,7 +103,7 @@ class MirrorSparkJob(SparkSubmitOperator):
 
     def prepare(self, context) -> None:
         """Jars, code, outcome file and arguments, decided when the task runs (looked up on the worker host)."""
-        from spark_jobs.session import APPLICATION_FILE_ENV, kafka_connector_jars
+        from spark_jobs.session import APPLICATION_FILE_ENV, kafka_connector_jars, project_zip
 
         self.jars = ",".join(kafka_connector_jars())
         stem = self.job.rpartition(".")[2]
