@@ -6,8 +6,8 @@ and leaves it running; otherwise it starts its own under a temporary directory a
 `make test` runs the suite in a few processes (pytest-xdist): most integration tests spend their time
 waiting for brokers, groups and Airflow, not computing. The processes share one stack (the first that
 needs it starts it; the controller stops it), and three kinds of test stay together on one process each
-(`pytest_xdist_make_scheduler`): those that start Spark (marker `spark` or the `spark` fixture: one JVM
-at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
+(`pytest_xdist_make_scheduler`): those that start Spark (marker `spark`, the `spark` or `spark_cluster`
+fixture: one Spark at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
 tests with the Celery test (each starts an Airflow of its own) and the tests marked `exclusive`, which
 stop a shared server: an exclusive test runs while no other test runs (`_shared_servers`), after the
 browser tests' Airflow has stopped. The fault tests (marker `faults`) also stay on one process: they share

@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import threading
-import time
 import uuid
 from pathlib import Path
 
