@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -37,7 +38,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.common import bench_stack
+from bench.common import bench_stack, standalone
 from bench.worker_throughput import PARTITIONS, RESULTS, watch_worker
 from devstack import Stack, paths
 
@@ -103,7 +104,7 @@ def measure_worker(stack: Stack, topic: str, records: int, size: int, workdir: P
 def measure_catchup(stack: Stack, topic: str, records: int, size: int, master: str, workdir: Path, run: int,
                     driver_limit: int | None = None, driver_threads: int | None = None) -> dict:
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    prefix = f"cu{run}-{master.strip('local[]*')}."
+    prefix = f"cu{run}-{re.sub(r'[^0-9a-z]', '', master.removeprefix('local'))}."
     summary_file = workdir / f"summary-{prefix}json"
     load = os.getloadavg()[0]
     started = time.monotonic()
@@ -159,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=5_000_000)
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--masters", default="local[1],local[2]")
+    parser.add_argument("--masters", default="local[1],local[2]",
+                        help="Spark masters; `standalone`: a devstack cluster started for the run (a master, two "
+                             "1-core workers; rows go to catchup_throughput_standalone.json)")
     parser.add_argument("--repeats", type=int, default=1, help="runs of every system, interleaved")
     parser.add_argument("--preload-processes", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--driver-copy-limit", type=int, help="passed to the catch-up (0: Spark copies every range)")
@@ -167,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--append", action="store_true", help="add the rows to the results file (another record size)")
     args = parser.parse_args(argv)
     rows = []
-    with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir:
+    with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir, standalone(args.masters, workdir) as masters:
         topic = f"bench-cu-{args.size}-{uuid.uuid4().hex[:8]}"
         seconds = preload(stack["source"].kafka.bootstrap_servers, topic, args.records, args.size, args.preload_processes)
         print(json.dumps({"preload_s": round(seconds, 1), "records": args.records}), flush=True)
@@ -176,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             worker = measure_worker(stack, topic, args.records, args.size, Path(workdir), run)
             rows.append(worker)
             print(json.dumps(worker), flush=True)
-            for master in args.masters.split(","):
+            for master in masters:
                 row = measure_catchup(stack, topic, args.records, args.size, master, Path(workdir), run,
                                       args.driver_copy_limit, args.driver_threads)
                 row["copy_phase_ratio_vs_worker"] = round(row["copy_phase_msgs_per_s"] / worker["msgs_per_s"], 2)
@@ -187,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in medians(rows):
         print(json.dumps(line))
     RESULTS.mkdir(exist_ok=True)
-    results = RESULTS / "catchup_throughput.json"
+    results = RESULTS / ("catchup_throughput_standalone.json" if "standalone" in args.masters
+                         else "catchup_throughput.json")
     earlier = json.loads(results.read_text()) if args.append and results.exists() else []
     results.write_text(json.dumps(earlier + rows, indent=2) + "\n")
     return 0

@@ -71,3 +71,20 @@ def produce_paced(producer, topic: str, rate: float, start: float, done: Callabl
                 producer.poll(0.01)
         producer.poll(0)
         time.sleep(0.002)
+
+
+@contextmanager
+def standalone(masters: str, workdir: str):
+    """The masters, `standalone` replaced by the URL of a devstack Spark cluster started for the run."""
+    names = masters.split(",")
+    if "standalone" not in names:
+        yield names
+        return
+    from devstack.spark_cluster import SparkCluster
+
+    cluster = SparkCluster(Path(workdir) / "spark-cluster")
+    cluster.up()
+    try:
+        yield [cluster.master_url if name == "standalone" else name for name in names]
+    finally:
+        cluster.down()

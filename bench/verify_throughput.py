@@ -31,7 +31,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.common import bench_stack
+from bench.common import bench_stack, standalone
 from devstack import Stack, paths
 from mirror_worker.engine.worker import PROVENANCE_HEADER, provenance_value
 
@@ -193,16 +193,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=5_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=6)
-    parser.add_argument("--master", default="local[2]", help="Spark master of the check (default local[2])")
+    parser.add_argument("--master", default="local[2]", help="Spark master of the check (default local[2]; `standalone`: a devstack "
+                        "cluster started for the run, a master and two 1-core workers)")
     parser.add_argument("--fresh", action="store_true", help="reload the topics even when preloaded ones fit")
     parser.add_argument("--drop", action="store_true", help="delete the topics after the run")
     parser.add_argument("--digest-reader", choices=("jvm", "librdkafka", "spark"), default="jvm",
                         help="the check's --digest-reader (default jvm)")
     args = parser.parse_args(argv)
 
-    with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir:
-        row = measure(stack, args.records, args.size, args.partitions, args.master, Path(workdir),
+    with bench_stack() as stack, tempfile.TemporaryDirectory() as workdir, standalone(args.master, workdir) as masters:
+        row = measure(stack, args.records, args.size, args.partitions, masters[0], Path(workdir),
                       fresh=args.fresh, keep=not args.drop, reader=args.digest_reader)
+    row["master"] = args.master  # `standalone`, not the run's own address
     print(json.dumps(row), flush=True)
     RESULTS.mkdir(exist_ok=True)
     results = RESULTS / "verify_throughput.json"

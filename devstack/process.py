@@ -119,8 +119,9 @@ class ManagedProcess:
             return f"pid {pid} runs {_cmdline(pid)[:200]!r}, which does not name {self.home}"
         return f"pid {pid} is gone"
 
-    def start(self, argv: list[str], env: dict[str, str] | None = None) -> int:
-        """Start argv detached from this process; argv must mention `home` (see module doc)."""
+    def start(self, argv: list[str], env: dict[str, str | None] | None = None) -> int:
+        """Start argv detached from this process; argv must mention `home` (see module doc). `env` is added to
+        this process's environment; a None value leaves that variable out."""
         if self.is_running():
             raise StackError(f"{self.name} is already running (pid {self.pid()})")
         if not any(str(self.home) in arg for arg in argv):
@@ -130,7 +131,7 @@ class ManagedProcess:
             proc = subprocess.Popen(
                 argv,
                 cwd=self.home,
-                env={**os.environ, **(env or {})},
+                env={k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -92,13 +92,14 @@ class SparkStarter:
 
 
 def _create_session(master: str | None):
-    from spark_jobs.session import create_session
+    from spark_jobs.session import create_session, launched_by_spark_submit
 
     # The executors' Python workers import spark_jobs and mirror_worker: installed beside pyspark, or shipped
     # with --py-files (the Airflow operators, mirror_airflow/operators/spark.py).
-    # The tasks read with librdkafka: no Kafka connector jars, a JVM that only schedules them; no UI to start.
+    # The tasks read with librdkafka: no Kafka connector jars, a JVM that only schedules them; no UI to start,
+    # unless the submission says (the operators keep it for a cluster's runs).
     return create_session("mirror-catchup", master=master, kafka_source=False, light_jvm=True,
-                          extra_conf={"spark.ui.enabled": "false"})
+                          extra_conf={} if launched_by_spark_submit() else {"spark.ui.enabled": "false"})
 
 
 @dataclass

@@ -104,6 +104,7 @@ class DestinationProgress:
         self.baseline: int | None = None
         self.started = clock()
         self.thread = threading.Thread(target=self._run, name="catchup-progress", daemon=True)
+        self.written: int | None = None
 
     def _written(self) -> int:
         from confluent_kafka import TopicPartition
@@ -143,6 +144,10 @@ class DestinationProgress:
     def __exit__(self, *exc) -> None:
         self.stopped.set()
         self.thread.join(10)
+        try:  # what the copy wrote, every attempt of a task included
+            self.written = self._written() - self.baseline if self.baseline is not None else None
+        except Exception as error:
+            log.warning("progress: destination log ends unavailable: %s", error)
         self.consumer.close()
 
 
@@ -163,6 +168,12 @@ def copy_with_spark(starter: SparkStarter, tasks: list[CopyTask], settings: Copy
             starter.abandon()  # the driver copied everything: no need to wait for Spark
         elif starter.session is not None:
             starter.session.stop()
+    records = driver.records + sum(row[2] for row in spark["rows"])
+    written = progress.written if progress is not None else None
+    # At least once, a task attempt that failed after writing (a lost executor) leaves records its retry writes
+    # again: the destination's log ends count them (nothing else writes the mirror's topics during the catch-up).
+    # Exactly once, a failed attempt's transaction is aborted: its offsets are not records anyone reads.
+    resent = written - records if written is not None and settings.exactly_once is None else None
     # A driver part's CPU is not its own (the driver's threads share one process): the driver's CPU is reported
     # once, under "driver"; a range's cpu_s is its Spark part's.
     partitions = {key: (copied, seconds, 0.0) for key, (copied, _, seconds, _) in driver.parts.items()}
@@ -173,6 +184,7 @@ def copy_with_spark(starter: SparkStarter, tasks: list[CopyTask], settings: Copy
         # Copying: the driver's copy, then Spark's job; waiting for Spark after the driver stopped is left out.
         "partitions": partitions, "copy_seconds": driver.seconds + spark.get("seconds", 0.0),
         "spark_startup_s": starter.startup_s, "spark_ready_s": starter.ready_s,
+        "destination_offsets": written, "resent": resent,
         "spark_job_s": spark.get("seconds"), "parallelism": spark.get("parallelism"), "master": spark.get("master"),
         "driver": {"records": driver.records, "seconds": driver.seconds, "cpu_s": driver.cpu_s,
                    "ranges_done": sum(1 for t in tasks if (t.topic, t.partition) in driver.parts

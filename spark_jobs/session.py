@@ -3,8 +3,14 @@ Kafka source), small local defaults."""
 
 from __future__ import annotations
 
+import atexit
+import importlib.util
+import json
 import os
+import shutil
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 # The connector jars fetched by `make setup` (java/spark/pom.xml); SPARK_KAFKA_JARS overrides.
@@ -23,6 +29,32 @@ LIGHT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # allocates a buffer per record, which the default G1 collects at a high CPU cost on few cores. Measured on 2
 # busy cores, 5M records of 1 KiB: the check took 17.2 s with G1, 12.6 s with the throughput collector.
 THROUGHPUT_JVM_OPTIONS = "-XX:+UseParallelGC"
+
+APPLICATION_FILE_ENV = "MIRROR_SPARK_APPLICATION_FILE"
+
+
+# What the Spark driver and executors import of the project: the jobs and the worker's library they use.
+SHIPPED_PACKAGES = ("mirror_worker", "spark_jobs")
+
+
+def project_zip(path: Path) -> Path:
+    """The SHIPPED_PACKAGES as this interpreter imports them (installed, or editable from a checkout) zipped into
+    `path` for --py-files or addPyFile: their files but compiled ones and jars (those go with --jars)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in SHIPPED_PACKAGES:
+            for root in importlib.util.find_spec(package).submodule_search_locations:
+                for file in sorted(Path(root).rglob("*")):
+                    if file.is_file() and "__pycache__" not in file.parts and file.suffix not in (".pyc", ".jar"):
+                        archive.write(file, str(Path(package) / file.relative_to(root)))
+    return path
+
+
+def ship_project(session) -> None:
+    """The executors of a cluster may have nothing of the project (their hosts never saw it): a session this
+    process started against one sends the packages along (spark-submit's --py-files does it for its own)."""
+    directory = Path(tempfile.mkdtemp(prefix="kafka-mirror-code-"))
+    atexit.register(shutil.rmtree, directory, True)  # the driver serves the file while the application runs
+    session.sparkContext.addPyFile(str(project_zip(directory / "kafka-mirror.zip")))
 
 
 def kafka_connector_jars(jars_dir: Path | None = None) -> list[str]:
@@ -48,27 +80,47 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     # Python workers run the jobs' functions (confluent-kafka inside): same interpreter as the driver
     # unless the deployment says otherwise.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
+    builder = SparkSession.builder
+    if not launched_by_spark_submit():  # else spark-submit's --name stays (the operators name the mirror)
+        builder = builder.appName(app_name)
     if master:
         builder = builder.master(master)
-    elif not _launched_by_spark_submit() and "spark.master" not in (extra_conf or {}):
+    elif not launched_by_spark_submit() and "spark.master" not in (extra_conf or {}):
         builder = builder.master("local[*]")
     conf = {
         # Under spark-submit the driver's JVM is up with its --jars already (the jobs' code may come from --py-files).
-        **({"spark.jars": ",".join(kafka_connector_jars())} if kafka_source and not _launched_by_spark_submit() else {}),
+        **({"spark.jars": ",".join(kafka_connector_jars())} if kafka_source and not launched_by_spark_submit() else {}),
         "spark.sql.shuffle.partitions": "8",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": "1g",
         **(extra_conf or {}),
     }
-    if light_jvm and not _launched_by_spark_submit():
+    if light_jvm and not launched_by_spark_submit():
         conf.setdefault("spark.driver.extraJavaOptions", LIGHT_JVM_OPTIONS)
         os.environ.setdefault("SPARK_LAUNCHER_OPTS", LIGHT_JVM_OPTIONS)  # spark-class's launcher JVM, before it
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    if not launched_by_spark_submit() and not session.sparkContext.master.startswith("local"):
+        ship_project(session)
+    record_application(session)
+    return session
 
 
-def _launched_by_spark_submit() -> bool:
+def record_application(spark) -> None:
+    """The application's id, master, live UI and event log, written where a launcher asks (APPLICATION_FILE_ENV:
+    the Airflow operators link them in the task log)."""
+    path = os.environ.get(APPLICATION_FILE_ENV)
+    if not path:
+        return
+    context = spark.sparkContext
+    conf = context.getConf()
+    events = conf.get("spark.eventLog.dir", "") if conf.get("spark.eventLog.enabled", "false") == "true" else ""
+    Path(path).write_text(json.dumps({
+        "app_id": context.applicationId, "master": context.master, "ui": context.uiWebUrl,
+        "event_log": f"{events.rstrip('/')}/{context.applicationId}" if events else None}))
+
+
+def launched_by_spark_submit() -> bool:
     """spark-submit starts the Python driver with a gateway port and its own --master."""
     return bool(os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("SPARK_MASTER"))

@@ -6,8 +6,8 @@ and leaves it running; otherwise it starts its own under a temporary directory a
 `make test` runs the suite in a few processes (pytest-xdist): most integration tests spend their time
 waiting for brokers, groups and Airflow, not computing. The processes share one stack (the first that
 needs it starts it; the controller stops it), and three kinds of test stay together on one process each
-(`pytest_xdist_make_scheduler`): those that start Spark (marker `spark` or the `spark` fixture: one JVM
-at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
+(`pytest_xdist_make_scheduler`): those that start Spark (marker `spark`, the `spark` or `spark_cluster`
+fixture: one Spark at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
 tests with the Celery test (each starts an Airflow of its own) and the tests marked `exclusive`, which
 stop a shared server: an exclusive test runs while no other test runs (`_shared_servers`), after the
 browser tests' Airflow has stopped. The fault tests (marker `faults`) also stay on one process: they share
@@ -66,7 +66,7 @@ def _group(item) -> str | None:
         # After the browser tests, in collection order: their Airflow is down before a server stops, and
         # before the Celery test starts an Airflow of its own.
         return "e2e"
-    if "spark" in item.fixturenames or item.get_closest_marker("spark"):
+    if "spark" in item.fixturenames or "spark_cluster" in item.fixturenames or item.get_closest_marker("spark"):
         return "spark"
     # Before "airflow": a fault test that also runs Airflow (the lag sensor under a cut) must not start a
     # second pair of three-node clusters in the Airflow group's process.
@@ -198,3 +198,17 @@ def spark():
     session = create_session("kafka-mirror-tests", extra_conf={"spark.ui.enabled": "false"})
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone master and two workers (1 core, 1 GiB each) from pyspark's distribution, for the tests
+    that submit to spark:// (devstack/spark_cluster.py); its logs and event logs stay under the session's tmp."""
+    from devstack.spark_cluster import SparkCluster
+
+    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        cluster.up()
+        yield cluster
+    finally:
+        cluster.down()

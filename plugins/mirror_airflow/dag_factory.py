@@ -184,6 +184,8 @@ def catchup_dag(name: str, path: Path, settings: MirrorAirflowSettings):
             "topics": Param("", type="string", description="comma list of source topics (empty: all the mirror selects)"),
             "from_offsets": Param("", type="string", description="topic:partition:offset,... (empty: the group's offsets)"),
             "from_timestamp": Param("", type="string", description="epoch ms or ISO-8601 (instead of from_offsets)"),
+            "driver_copy_limit": Param("", type="string", description="offsets the driver may copy while Spark "
+                                       "starts (empty: the job's default; 0: every range to the executors)"),
         },
         doc_md=f"Pauses `{lifecycle}` and waits until the mirror group is empty, copies the backlog with "
                "Spark (committing the group's offsets at the range ends), then unpauses it if this run "

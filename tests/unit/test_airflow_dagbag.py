@@ -82,7 +82,8 @@ def test_dag_ids_and_tasks_per_mirror(tmp_path, dags_dir, monkeypatch):
     payments = bag.dags["mirror__payments"]
     assert payments.get_task("run_worker").retries == 3 and payments.is_paused_upon_creation is True
     assert payments.get_task("run_worker").api_conn_id == "airflow_api"
-    assert set(bag.dags["mirror__orders__catchup"].params.keys()) == {"topics", "from_offsets", "from_timestamp"}
+    assert set(bag.dags["mirror__orders__catchup"].params.keys()) == {"topics", "from_offsets", "from_timestamp",
+                                                                          "driver_copy_limit"}
 
 
 @pytest.mark.parametrize("broken, key", [

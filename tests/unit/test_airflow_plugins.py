@@ -233,6 +233,10 @@ class FakeSparkSubmit:
         if self.report is not None and "--summary" in args:
             Path(args[args.index("--summary") + 1]).write_text(json.dumps(self.report))
         Path(args[1]).write_text(json.dumps({"job": args[2], "exit_code": self.exit_code}))
+        application = (kwargs.get("env") or {}).get("MIRROR_SPARK_APPLICATION_FILE")
+        if application:  # as spark_jobs.session.record_application
+            Path(application).write_text(json.dumps({"app_id": "local-1", "master": "local[2]", "ui": None,
+                                                     "event_log": "file:/e/local-1"}))
         self.stdout = iter(["spark-submit output\n"])
 
     def wait(self):
@@ -267,7 +271,9 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
     assert argv == [
         "spark-submit", "--master", "local[2]",
         "--conf", "spark.driver.extraJavaOptions=-XX:+UseParallelGC",
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+        # The driver on this interpreter even where the cluster's spark-defaults name another for its executors.
+        "--conf", f"spark.pyspark.driver.python={sys.executable}",
+        "--conf", "spark.ui.showConsoleProgress=false", "--conf", "spark.ui.enabled=false",  # local: no UI
         "--py-files", shipped, "--jars", ",".join(submitted_jars),
         "--driver-memory", "1g", "--name", "consistency_check-orders",
         str(ROOT / "plugins" / "mirror_airflow" / "spark_launcher.py"), "--outcome", outcome,
@@ -275,6 +281,8 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
         "--config", "/s/m.yaml", "--mirror", "orders", "--report", str(report),
     ]
     assert not Path(outcome).exists() and not Path(shipped).exists()  # read, then removed
+    application = env["MIRROR_SPARK_APPLICATION_FILE"]
+    assert op.application["event_log"] == "file:/e/local-1" and not Path(application).exists()
     assert env["PYSPARK_PYTHON"] == sys.executable and env["PYTHONSAFEPATH"] == "1" and "PYTHONPATH" not in env
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)  # spark-submit of this venv
 
@@ -363,7 +371,7 @@ def test_spark_launcher_records_the_jobs_exit_code(tmp_path, body, code):
 def test_the_project_zip_holds_the_jobs_and_the_workers_code(tmp_path):
     import zipfile
 
-    from mirror_airflow.operators.spark import project_zip
+    from spark_jobs.session import project_zip
 
     names = zipfile.ZipFile(project_zip(tmp_path / "code.zip")).namelist()
     assert {"spark_jobs/__init__.py", "spark_jobs/catchup.py", "spark_jobs/consistency_check.py",
@@ -377,6 +385,7 @@ def test_the_project_zip_holds_the_jobs_and_the_workers_code(tmp_path):
     ({"topics": "a,b", "from_offsets": "", "from_timestamp": ""}, ["--topics", "a,b"]),
     ({"from_offsets": "a:0:5"}, ["--from-offsets", "a:0:5"]),
     ({"topics": " a ", "from_timestamp": "2026-11-01T00:00:00Z"}, ["--topics", "a", "--from-timestamp", "2026-11-01T00:00:00Z"]),
+    ({"driver_copy_limit": "0"}, ["--driver-copy-limit", "0"]),
 ])
 def test_catchup_arguments_from_params(params, tail, tmp_path):
     op = CatchupOperator(task_id="catchup", spec_path="/s.yaml", mirror_name="m", report_dir=str(tmp_path))

@@ -70,8 +70,17 @@ def test_compose_rejects_an_invalid_file(tmp_path):
 def test_every_service_of_the_pipeline_is_there(model):
     assert {
         "kafka-source", "kafka-destination", "registry-source", "registry-destination", "postgres",
-        "airflow-init", "spark-master", "spark-worker", *AIRFLOW_SERVICES,
+        "airflow-init", "spark-master", "spark-worker-1", "spark-worker-2", *AIRFLOW_SERVICES,
     } <= set(model["services"])
+
+
+def test_the_spark_workers_are_capped_and_see_nothing_of_the_checkout(model):
+    # As devstack/spark_cluster.py: the jobs' code reaches the executors only with the submission.
+    for name in ("spark-worker-1", "spark-worker-2"):
+        service = model["services"][name]
+        command = service["command"]
+        assert command[command.index("--cores") + 1] == "1" and command[command.index("--memory") + 1] == "1g"
+        assert not service.get("volumes") and "PYTHONPATH" not in (service.get("environment") or {})
 
 
 def test_airflow_runs_on_postgres_and_waits_for_the_init_service(model):

@@ -15,20 +15,18 @@ the job's outcomes apart:
 With a driver that does not run on the Airflow worker (cluster deploy mode) there is no outcome file: the
 task then fails or succeeds as spark-submit does, without the distinction.
 
-The jobs' code goes with the submission: a zip of the installed mirror_worker and spark_jobs packages, built
-when the task runs, on --py-files (spark-submit puts it on the driver's and the executors' Python path), so a
-cluster that has never seen the package runs them.
+The jobs' code goes with the submission: a zip of the installed mirror_worker and spark_jobs packages
+(spark_jobs.session.project_zip), built when the task runs, on --py-files (spark-submit puts it on the driver's
+and the executors' Python path), so a cluster that has never seen the package runs them.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -36,8 +34,6 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from mirror_airflow.reports import new_report_path
 
 LAUNCHER = Path(__file__).resolve().parents[1] / "spark_launcher.py"
-# What the Spark driver and executors import: the jobs and the worker's library they use.
-SHIPPED_PACKAGES = ("mirror_worker", "spark_jobs")
 
 
 def spark_env() -> dict[str, str]:
@@ -50,18 +46,6 @@ def spark_env() -> dict[str, str]:
         "PYTHONSAFEPATH": "1",
         "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "/usr/bin:/bin")]),
     }
-
-
-def project_zip(path: Path) -> Path:
-    """The SHIPPED_PACKAGES as this interpreter imports them (installed, or editable from a checkout) zipped into
-    `path` for --py-files: their files but compiled ones and jars (those go with --jars)."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for package in SHIPPED_PACKAGES:
-            for root in importlib.util.find_spec(package).submodule_search_locations:
-                for file in sorted(Path(root).rglob("*")):
-                    if file.is_file() and "__pycache__" not in file.parts and file.suffix not in (".pyc", ".jar"):
-                        archive.write(file, str(Path(package) / file.relative_to(root)))
-    return path
 
 
 def report_summary(report_path: Path | None) -> str | None:
@@ -97,13 +81,17 @@ class MirrorSparkJob(SparkSubmitOperator):
         if not spec_path or not mirror_name:
             raise ValueError("spec_path and mirror_name are required")
         kwargs.setdefault("driver_memory", "1g")
-        kwargs.setdefault("conf", {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        kwargs.setdefault("conf", {"spark.ui.showConsoleProgress": "false"})
+        # The driver runs here (client mode) on this interpreter, whatever Python the cluster's spark-defaults name
+        # for its executors (spark.pyspark.python, which spark-submit would give the driver too).
+        kwargs["conf"] = {"spark.pyspark.driver.python": sys.executable, **kwargs["conf"]}
         super().__init__(application=str(LAUNCHER), conn_id=conn_id, env_vars=spark_env(),
                          name=f"{self.job.rpartition('.')[2]}-{mirror_name}", **kwargs)
         self.spec_path = str(spec_path)
         self.mirror_name = mirror_name
         self.report_dir = report_dir
         self.outcome_path: Path | None = None
+        self.application_path: Path | None = None
         self.shipped_dir: Path | None = None
 
     def report_file(self, kind: str) -> Path:
@@ -115,7 +103,7 @@ class MirrorSparkJob(SparkSubmitOperator):
 
     def prepare(self, context) -> None:
         """Jars, code, outcome file and arguments, decided when the task runs (looked up on the worker host)."""
-        from spark_jobs.session import kafka_connector_jars
+        from spark_jobs.session import APPLICATION_FILE_ENV, kafka_connector_jars, project_zip
 
         self.jars = ",".join(kafka_connector_jars())
         stem = self.job.rpartition(".")[2]
@@ -125,7 +113,35 @@ class MirrorSparkJob(SparkSubmitOperator):
         os.close(handle)
         os.unlink(name)  # the launcher creates it when the job ends: no file means no outcome
         self.outcome_path = Path(name)
+        self.application_path = Path(name).with_name(Path(name).name.replace("-outcome-", "-application-"))
+        self.env_vars = {**(self.env_vars or {}), APPLICATION_FILE_ENV: str(self.application_path)}
+        # A Spark UI for a run on a cluster (linked in the task log), none on the Airflow worker itself.
+        self.conf = {**(self.conf or {})}
+        self.conf.setdefault("spark.ui.enabled", "false" if self._local_master() else "true")
         self.application_args = ["--outcome", name, self.job, *self.job_args(context)]
+
+    def _local_master(self) -> bool:
+        from airflow.sdk import BaseHook
+
+        try:
+            connection = BaseHook.get_connection(self._conn_id)
+        except Exception:  # the hook falls back to yarn
+            return False
+        return (connection.host or "").startswith("local") or connection.conn_type == "local"
+
+    def log_application(self) -> dict | None:
+        """One line in the task log: the Spark application, its UI while it ran, its event log (history)."""
+        try:
+            application = json.loads(self.application_path.read_text())
+        except (TypeError, OSError, ValueError):
+            return None
+        finally:
+            if self.application_path is not None:
+                self.application_path.unlink(missing_ok=True)
+        self.log.info("Spark application %s on %s: UI %s, event log %s", application.get("app_id"),
+                      application.get("master"), application.get("ui") or "off (spark.ui.enabled=false)",
+                      application.get("event_log") or "off (spark.eventLog.enabled=false)")
+        return application
 
     def submit(self, context) -> tuple[int | None, Exception | None]:
         """Runs the job through SparkSubmitOperator.execute; (the job's exit code or None, the submit error)."""
@@ -136,6 +152,7 @@ class MirrorSparkJob(SparkSubmitOperator):
         except Exception as exc:  # spark-submit failed: the outcome file says how, when the driver ran here
             error = exc
         code = read_outcome(self.outcome_path)
+        self.application = self.log_application()
         if self.outcome_path is not None:
             self.outcome_path.unlink(missing_ok=True)
         if self.shipped_dir is not None:
@@ -190,6 +207,8 @@ def catchup_line(summary: dict | None) -> str | None:
     line = (f"{summary.get('records', 0):,} records in {summary.get('seconds', 0)} s "
             f"({summary.get('msgs_per_s', 0):,} msgs/s end to end, {summary.get('copy_phase_msgs_per_s', 0):,} "
             f"msgs/s copying; {spark}), {len(summary.get('ranges') or [])} partition(s)")
+    if summary.get("resent"):
+        line += f"; {summary['resent']:,} records written twice (a failed task's copy, retried)"
     losses = summary.get("data_loss") or []
     if losses:
         line += "; data loss: " + "; ".join(loss.get("reason", "") for loss in losses)
@@ -224,6 +243,9 @@ class CatchupOperator(MirrorSparkJob):
             args += ["--from-offsets", offsets]
         if timestamp:
             args += ["--from-timestamp", timestamp]
+        limit = str(params.get("driver_copy_limit") or "").strip()
+        if limit:
+            args += ["--driver-copy-limit", limit]
         return args
 
     def execute(self, context):
