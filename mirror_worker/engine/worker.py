@@ -273,6 +273,10 @@ class MirrorWorker:
         next_acl_sync = next_group_sync = now  # the first right away: they should not wait behind a started mirror
         next_heartbeat = now
         timeout = 0.5 if len(self.streams) == 1 else 0.1
+        # Exactly-once: transactions commit this often, so read_committed readers see records this late; the
+        # source group's offsets (and offset syncs, position keep-alives) keep the commit interval.
+        transaction_interval = cfg.transaction_interval_ms / 1000 if cfg.exactly_once else None
+        next_transactions = now + (transaction_interval or 0)
         while self.state.running:
             now = self.clock()
             if now >= next_refresh:
@@ -296,7 +300,14 @@ class MirrorWorker:
                 self.checkpoint_and_commit(from_loop=True)
                 self.commits.keep_positions_alive()
                 next_commit = self.clock() + cfg.commit_interval_s
-            self._consume_round(timeout)
+                next_transactions = self.clock() + (transaction_interval or 0)
+            elif transaction_interval is not None and now >= next_transactions:
+                self.checkpoint_and_commit(from_loop=True, source_group=False)
+                next_transactions = self.clock() + transaction_interval
+            wait = timeout
+            if transaction_interval is not None:  # a record consumed now waits no longer than the interval
+                wait = min(timeout, max(0.0, next_transactions - self.clock()))
+            self._consume_round(wait)
             self.stalls.check()
         if self.state.fatal is not None:
             raise FatalMirrorError(self.state.fatal)
@@ -333,9 +344,10 @@ class MirrorWorker:
         for producer in self._all_producers():
             producer.poll(0)
 
-    def checkpoint_and_commit(self, deadline: float | None = None, from_loop: bool = False) -> bool:
+    def checkpoint_and_commit(self, deadline: float | None = None, from_loop: bool = False,
+                              source_group: bool = True) -> bool:
         """One commit cycle; partitions whose transaction was aborted are rewound. True if it completed."""
-        outcome = self.commits.checkpoint_and_commit(deadline=deadline, from_loop=from_loop)
+        outcome = self.commits.checkpoint_and_commit(deadline=deadline, from_loop=from_loop, source_group=source_group)
         for stream, key, reason in outcome.aborted:
             self.assignment.rewind(stream, key, reason)
         return outcome.complete
