@@ -67,6 +67,10 @@ __all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_
 
 log = logging.getLogger("mirror_worker")
 
+# Exactly-once: the next transactions commit no sooner than this many times the last cycle's duration after it,
+# so that commits take at most about a quarter of the loop's time when the destination (or this host) is slow.
+TRANSACTION_SHARE_FACTOR = 3.0
+
 # What a cluster that does not answer (or answers with an error) raises out of a periodic task.
 _SIDE_TASK_ERRORS = (KafkaException, TimeoutError, TopicCreationError)
 
@@ -303,7 +307,8 @@ class MirrorWorker:
                 next_transactions = self.clock() + (transaction_interval or 0)
             elif transaction_interval is not None and now >= next_transactions:
                 self.checkpoint_and_commit(from_loop=True, source_group=False)
-                next_transactions = self.clock() + transaction_interval
+                took = self.clock() - now
+                next_transactions = self.clock() + max(transaction_interval, TRANSACTION_SHARE_FACTOR * took)
             wait = timeout
             if transaction_interval is not None:  # a record consumed now waits no longer than the interval
                 wait = min(timeout, max(0.0, next_transactions - self.clock()))
