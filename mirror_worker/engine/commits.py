@@ -66,7 +66,7 @@ class CommitCycle:
         self.purge_requested = False
         self.on_wait = on_wait  # called while a flush waits on the destination (the stall watch)
         # Exactly-once: positions committed on the destination, not yet on the source group (see source_group).
-        self.source_due: dict[str, dict[tuple[str, int], int]] = {}
+        self.source_due: dict[str, set[tuple[str, int]]] = {}
 
     def flush(self, deadline: float | None, hold_consumers: bool = False) -> bool:
         """Wait until every producer delivered everything; False if the deadline came first.
@@ -257,15 +257,15 @@ class CommitCycle:
         An offset sync pairs a position with the destination's high watermark read now: right for a
         partition committed in this cycle (nothing produced since), or one with nothing handed over since
         its commit (nothing of it open in a transaction); the others get theirs at a later cycle."""
-        due = self.source_due.setdefault(stream.alias, {})
+        due = self.source_due.setdefault(stream.alias, set())
         due.update(committed)
         if not now:
             return
-        settled = {key: offset for key, offset in due.items() if key in owned}
-        for key in settled:
-            del due[key]
-        for key in [key for key in due if key not in stream.assigned]:
-            del due[key]  # given away meanwhile: its new owner commits it
+        # The position now (the ledger's committed offset is the destination's), not the one noted: a partition
+        # lost and assigned again meanwhile starts again from the destination's.
+        settled = {key: stream.ledger.committed[key] for key in due if key in owned and key in stream.ledger.committed}
+        due.difference_update(settled)
+        due.intersection_update(stream.assigned)  # given away meanwhile: its new owner commits it
         if not settled:
             return
         self.write_offset_syncs(stream, {
