@@ -67,9 +67,11 @@ __all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_
 
 log = logging.getLogger("mirror_worker")
 
-# Exactly-once: the next transactions commit no sooner than this many times the last cycle's duration after it,
-# so that commits take at most about a quarter of the loop's time when the destination (or this host) is slow.
-TRANSACTION_SHARE_FACTOR = 3.0
+# Exactly-once, while the worker is behind (a batch since the last cycle came full): the next transactions commit
+# no sooner than this many times the last cycle's duration after it, so that commits take at most about a fifth
+# of the loop's time while it catches up (each cycle ends with a flush that drains the pipeline). Not otherwise:
+# a slow cycle at an ordinary rate would make the next records later still.
+TRANSACTION_SHARE_FACTOR = 4.0
 
 # What a cluster that does not answer (or answers with an error) raises out of a periodic task.
 _SIDE_TASK_ERRORS = (KafkaException, TimeoutError, TopicCreationError)
@@ -86,6 +88,7 @@ class MirrorWorker:
         self.clock = clock
         self.state = RunState(config.shutdown_timeout_s, clock)
         self.batch_size = max(1, min(5000, config.queue_size // 4))
+        self.full_batches = False  # a batch of batch_size records came since the last exactly-once cycle
         self.router = Router(
             config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers,
             producer_per_partition=config.exactly_once,
@@ -308,7 +311,9 @@ class MirrorWorker:
             elif transaction_interval is not None and now >= next_transactions:
                 self.checkpoint_and_commit(from_loop=True, source_group=False)
                 took = self.clock() - now
-                next_transactions = self.clock() + max(transaction_interval, TRANSACTION_SHARE_FACTOR * took)
+                behind, self.full_batches = self.full_batches, False
+                next_transactions = self.clock() + max(transaction_interval,
+                                                       TRANSACTION_SHARE_FACTOR * took if behind else 0.0)
             wait = timeout
             if transaction_interval is not None:  # a record consumed now waits no longer than the interval
                 wait = min(timeout, max(0.0, next_transactions - self.clock()))
@@ -345,6 +350,7 @@ class MirrorWorker:
             if batch and stream.rebalances != rebalances:
                 batch = [m for m in batch if m.error() or (m.topic(), m.partition()) in stream.assigned]
             if batch:
+                self.full_batches = self.full_batches or len(batch) >= self.batch_size
                 self.hot_path.mirror(stream, batch)
         for producer in self._all_producers():
             producer.poll(0)
