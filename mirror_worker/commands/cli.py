@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often delivered offsets are committed (default 5000)")
     add("--exactly.once", dest="exactly_once", type=_bool, nargs="?", const=True,
         help="write records and source positions in one destination transaction per source partition")
+    add("--transaction.interval.ms", dest="transaction_interval_ms", type=int, metavar="MS",
+        help="exactly-once: commit each partition's transaction once it is this old (default 50)")
     add("--on.data.loss", dest="on_data_loss", choices=("halt", "reset"),
         help="when source records were deleted before being mirrored: halt the partition (default) or resume "
              "at the earliest record still there")
@@ -89,7 +91,7 @@ _CLI_FIELDS = (
     "prefix", "queue_size", "max_procs", "schema_registry_url", "provenance_headers", "dead_letter_topic",
     "metrics_port", "on_data_loss", "config_sync_interval_ms",
     "destination_schema_registry_url", "schema_sync", "schema_compatibility", "schema_id_rewrite",
-    "static_membership",
+    "static_membership", "transaction_interval_ms",
 )
 
 

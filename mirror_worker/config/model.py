@@ -186,6 +186,9 @@ class MirrorConfig(_Strict):
     schema_id_rewrite: Annotated[Literal["auto", "off", "force"], BeforeValidator(lambda v: "off" if v is False else v)] = "auto"
     schema_compatibility: Annotated[SchemaCompatibility, BeforeValidator(lambda v: v.upper() if isinstance(v, str) else v)] = "MIRROR"
     commit_interval_s: float = Field(5.0, gt=0)
+    # Exactly-once: a partition's open transaction commits once it is this old, so read_committed readers see a
+    # record about this late (the source group's offsets are still committed every commit_interval_s).
+    transaction_interval_ms: int = Field(50, gt=0)
     topic_refresh_interval_s: float = Field(10.0, gt=0)
     startup_timeout_s: float = Field(30.0, gt=0)
     shutdown_timeout_s: float = Field(25.0, gt=0)

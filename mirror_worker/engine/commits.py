@@ -24,6 +24,7 @@ log = logging.getLogger("mirror_worker")
 # How long a worker whose exactly-once producer was fenced polls for the rebalance that takes the partition
 # from it (a zombie's comes at once; see CommitCycle._taken_over).
 FENCED_WAIT_S = 15.0
+_UNTRIED = object()  # no first attempt was made (see CommitCycle._commit_transaction)
 
 
 @dataclass
@@ -64,6 +65,8 @@ class CommitCycle:
         # flush round, so that nothing of its partition lands before its resend (order).
         self.purge_requested = False
         self.on_wait = on_wait  # called while a flush waits on the destination (the stall watch)
+        # Exactly-once: positions committed on the destination, not yet on the source group (see source_group).
+        self.source_due: dict[str, set[tuple[str, int]]] = {}
 
     def flush(self, deadline: float | None, hold_consumers: bool = False) -> bool:
         """Wait until every producer delivered everything; False if the deadline came first.
@@ -106,9 +109,12 @@ class CommitCycle:
                 self.release_consumers()
 
     def checkpoint_and_commit(self, only: tuple[SourceStream, set] | None = None,
-                              deadline: float | None = None, from_loop: bool = False) -> CommitOutcome:
+                              deadline: float | None = None, from_loop: bool = False,
+                              source_group: bool = True) -> CommitOutcome:
+        """source_group=False (exactly-once, the loop's short transaction interval): the transactions only;
+        the source group's offsets and the offset syncs wait for the next cycle with source_group."""
         if self.exactly_once:
-            return self._commit_transactions(only, deadline, from_loop)
+            return self._commit_transactions(only, deadline, from_loop, source_group)
         if only is None:
             for stream in self.streams:
                 self._step_over_control_records(stream)
@@ -181,7 +187,7 @@ class CommitCycle:
                 self.metrics.replication_latency.labels(**labels).set(max(0.0, (now_ms - newest) / 1000))
 
     def _commit_transactions(self, only: tuple[SourceStream, set] | None, deadline: float | None,
-                             from_loop: bool = False) -> CommitOutcome:
+                             from_loop: bool = False, source_group: bool = True) -> CommitOutcome:
         """Commit every partition that progressed, its records and its position in one transaction."""
         outcome = CommitOutcome(True)
         for stream in self.streams:
@@ -203,14 +209,22 @@ class CommitCycle:
                     # A record failed in its transaction: abort it, then rewind (or, a commit that timed out
                     # first: finish it, then rewind, see pending_commit).
                     progressed[key] = None
+            # The first attempt of every partition's commit at once (each waits on the destination); what did
+            # not finish is tried again below, one partition at a time.
+            targets = {key: offset if stream.transactions.pending_commit(key) is None
+                       else stream.transactions.pending_commit(key)
+                       for key, offset in progressed.items()
+                       if offset is not None or stream.transactions.pending_commit(key) is not None}
+            first = stream.transactions.commit_many(targets, self._attempt_timeout(deadline)) \
+                if len(targets) > 1 and self.state.fatal is None else {}
             for key, offset in progressed.items():
                 finishing = stream.transactions.pending_commit(key)
                 try:
                     if offset is None and finishing is None:
                         stream.transactions.abort(key, resends[key])
                         raise TransactionAborted(resends[key])
-                    done = self._commit_transaction(stream, key, offset if finishing is None else finishing,
-                                                    deadline, from_loop)
+                    done = self._commit_transaction(stream, key, targets[key], deadline, from_loop,
+                                                    first.get(key, _UNTRIED))
                     if done is None:
                         outcome.complete = False  # still open: the rebalance or the shutdown aborts it
                         continue
@@ -233,10 +247,32 @@ class CommitCycle:
             self._count_delivered(stream, pending)
             if committed:
                 ledger.mark_committed(committed)
-                self.write_offset_syncs(stream, committed)
-                # Also on the source group, for lag monitoring; positions come from the destination.
-                self.commit(stream, committed)
+            self._settle_source(stream, committed, owned, source_group)
         return outcome
+
+    def _settle_source(self, stream: SourceStream, committed: dict, owned: set, now: bool) -> None:
+        """Exactly-once: the positions committed on the destination go to the source group too (for lag
+        monitoring; positions come from the destination), with offset syncs, on cycles with `now` only.
+
+        An offset sync pairs a position with the destination's high watermark read now: right for a
+        partition committed in this cycle (nothing produced since), or one with nothing handed over since
+        its commit (nothing of it open in a transaction); the others get theirs at a later cycle."""
+        due = self.source_due.setdefault(stream.alias, set())
+        due.update(committed)
+        if not now:
+            return
+        # The position now (the ledger's committed offset is the destination's), not the one noted: a partition
+        # lost and assigned again meanwhile starts again from the destination's.
+        settled = {key: stream.ledger.committed[key] for key in due if key in owned and key in stream.ledger.committed}
+        due.difference_update(settled)
+        due.intersection_update(stream.assigned)  # given away meanwhile: its new owner commits it
+        if not settled:
+            return
+        self.write_offset_syncs(stream, {
+            key: offset for key, offset in settled.items()
+            if key in committed or (stream.ledger.next_offsets.get(key, offset) == offset
+                                    and not stream.transactions.unfinished(key))})
+        self.commit(stream, settled)
 
     def _given_up(self, stream: SourceStream, key: tuple[str, int], exc: Exception, from_loop: bool) -> bool:
         """A fenced producer: True when the group gave the partition to another owner (the worker goes on);
@@ -270,14 +306,17 @@ class CommitCycle:
             if held and self.release_consumers is not None:
                 self.release_consumers()
 
+    def _attempt_timeout(self, deadline: float | None) -> float:
+        return 5.0 if deadline is None else max(0.5, min(5.0, deadline - self.clock()))
+
     def _commit_transaction(self, stream: SourceStream, key: tuple[str, int], offset: int, deadline: float | None,
-                            hold_consumers: bool) -> int | None:
+                            hold_consumers: bool, first=_UNTRIED) -> int | None:
         """Commit one partition's transaction, tried again while the destination does not answer (as the
         at-least-once flush waits); returns the position committed (PartitionTransactions.commit). None if the
         deadline (or the shutdown's) came first: still open.
 
         Unbounded only from the main loop (hold_consumers); elsewhere (a rebalance callback, fit_batches)
-        bounded by shutdown_timeout_s."""
+        bounded by shutdown_timeout_s. `first`: the outcome of an attempt made already (see commit_many)."""
         if deadline is None and not hold_consumers:
             deadline = self.clock() + self.state.shutdown_timeout_s
         hold = hold_consumers and self.hold_consumers is not None
@@ -287,10 +326,13 @@ class CommitCycle:
             while True:
                 if key not in stream.producers:
                     return None  # revoked or lost meanwhile (held consumers run rebalances): its owner re-sends
-                now = self.clock()
-                timeout = 5.0 if deadline is None else max(0.5, min(5.0, deadline - now))
                 try:
-                    return stream.transactions.commit(key, offset, timeout)
+                    if first is not _UNTRIED:
+                        outcome, first = first, _UNTRIED
+                        if isinstance(outcome, BaseException):
+                            raise outcome
+                        return outcome
+                    return stream.transactions.commit(key, offset, self._attempt_timeout(deadline))
                 except TransactionPending as exc:
                     error = str(exc)
                 now = self.clock()

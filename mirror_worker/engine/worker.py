@@ -68,6 +68,12 @@ __all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_
 
 log = logging.getLogger("mirror_worker")
 
+# Exactly-once, while the worker is behind (a batch since the last cycle came full): the next transactions commit
+# no sooner than this many times the last cycle's duration after it, so that commits take at most about a fifth
+# of the loop's time while it catches up (each cycle ends with a flush that drains the pipeline). Not otherwise:
+# a slow cycle at an ordinary rate would make the next records later still.
+TRANSACTION_SHARE_FACTOR = 4.0
+
 # What a cluster that does not answer (or answers with an error) raises out of a periodic task.
 _SIDE_TASK_ERRORS = (KafkaException, TimeoutError, TopicCreationError)
 
@@ -83,6 +89,7 @@ class MirrorWorker:
         self.clock = clock
         self.state = RunState(config.shutdown_timeout_s, clock)
         self.batch_size = max(1, min(5000, config.queue_size // 4))
+        self.full_batches = False  # a batch of batch_size records came since the last exactly-once cycle
         self.router = Router(
             config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers,
             producer_per_partition=config.exactly_once,
@@ -276,6 +283,10 @@ class MirrorWorker:
         next_acl_sync = next_group_sync = now  # the first right away: they should not wait behind a started mirror
         next_heartbeat = now
         timeout = 0.5 if len(self.streams) == 1 else 0.1
+        # Exactly-once: transactions commit this often, so read_committed readers see records this late; the
+        # source group's offsets (and offset syncs, position keep-alives) keep the commit interval.
+        transaction_interval = cfg.transaction_interval_ms / 1000 if cfg.exactly_once else None
+        next_transactions = now + (transaction_interval or 0)
         while self.state.running:
             now = self.clock()
             if now >= next_refresh:
@@ -299,7 +310,17 @@ class MirrorWorker:
                 self.checkpoint_and_commit(from_loop=True)
                 self.commits.keep_positions_alive()
                 next_commit = self.clock() + cfg.commit_interval_s
-            self._consume_round(timeout)
+                next_transactions = self.clock() + (transaction_interval or 0)
+            elif transaction_interval is not None and now >= next_transactions:
+                self.checkpoint_and_commit(from_loop=True, source_group=False)
+                took = self.clock() - now
+                behind, self.full_batches = self.full_batches, False
+                next_transactions = self.clock() + max(transaction_interval,
+                                                       TRANSACTION_SHARE_FACTOR * took if behind else 0.0)
+            wait = timeout
+            if transaction_interval is not None:  # a record consumed now waits no longer than the interval
+                wait = min(timeout, max(0.0, next_transactions - self.clock()))
+            self._consume_round(wait)
             self.stalls.check()
         if self.state.fatal is not None:
             raise FatalMirrorError(self.state.fatal)
@@ -332,13 +353,15 @@ class MirrorWorker:
             if batch and stream.rebalances != rebalances:
                 batch = [m for m in batch if m.error() or (m.topic(), m.partition()) in stream.assigned]
             if batch:
+                self.full_batches = self.full_batches or len(batch) >= self.batch_size
                 self.hot_path.mirror(stream, batch)
         for producer in self._all_producers():
             producer.poll(0)
 
-    def checkpoint_and_commit(self, deadline: float | None = None, from_loop: bool = False) -> bool:
+    def checkpoint_and_commit(self, deadline: float | None = None, from_loop: bool = False,
+                              source_group: bool = True) -> bool:
         """One commit cycle; partitions whose transaction was aborted are rewound. True if it completed."""
-        outcome = self.commits.checkpoint_and_commit(deadline=deadline, from_loop=from_loop)
+        outcome = self.commits.checkpoint_and_commit(deadline=deadline, from_loop=from_loop, source_group=source_group)
         for stream, key, reason in outcome.aborted:
             self.assignment.rewind(stream, key, reason)
         return outcome.complete

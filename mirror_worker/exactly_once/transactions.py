@@ -35,6 +35,7 @@ import json
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -70,6 +71,15 @@ class _StuckCall(Exception):
 
 # How long past its own timeout send_offsets_to_transaction may block before its producer is given up.
 STUCK_AFTER_S = 10.0
+
+# The transactional producers' retry.backoff.ms unless configured. The transaction begun right after a commit
+# meets the broker still finishing that commit (CONCURRENT_TRANSACTIONS) and librdkafka retries after this
+# backoff: at its default of 100 ms each commit cycle of a partition took ~100 ms instead of ~10 ms
+# (measured on the local stack, see bench/results/eos-speed-*.md).
+RETRY_BACKOFF_MS = "10"
+# Partitions whose transactions commit (or whose producers start) at the same time, each call in a thread of
+# its own: the calls wait on the destination, not on this process.
+PARALLEL_CALLS = 8
 
 # Fatal errors that mean another producer holds the transactional.id now; any other fatal error replaces
 # the producer (a new one with the same id fences the broken one and aborts its transaction).
@@ -111,6 +121,7 @@ class PartitionTransactions:
         # that call returns (never destroyed under it).
         self.abandoned: list[Producer] = []
         self.from_legacy: set[PositionKey] = set()  # positions last read from the earlier layout's group
+        self.pool = ThreadPoolExecutor(PARALLEL_CALLS, thread_name_prefix="transactions")
 
     def _positions_reader(self, group: str, stable: bool = True) -> Consumer:
         return kafka_clients.consumer(self.group_settings, {
@@ -126,8 +137,11 @@ class PartitionTransactions:
         and read where each one stands."""
         fresh = [key for key in keys if key not in self.producers]
         self._refuse_foreign(fresh)
-        for key in fresh:
-            self.producers[key] = self._new_producer(key)
+        started = self._each(fresh, self._new_producer)
+        self.producers.update({key: p for key, p in started.items() if not isinstance(p, BaseException)})
+        for failed in started.values():
+            if isinstance(failed, BaseException):
+                raise failed
         found = self.positions(keys)
         migrating = [key for key in fresh if key in self.from_legacy]
         if migrating:
@@ -144,6 +158,12 @@ class PartitionTransactions:
         producer = self.starting.pop(key, None)
         if producer is None:  # never `or`: a Producer with an empty queue is falsy (len 0)
             producer = self._producer(key)
+            try:
+                # Connected first: an init_transactions that finds no broker up yet looks for the transaction
+                # coordinator again only 500 ms later (seen in 1 of 4 fresh producers on the local stack).
+                producer.list_topics(self.destination_topic(key[0]), timeout=self.timeout_s)
+            except KafkaException:
+                pass  # init_transactions waits for the destination as before
         try:
             self._call(producer.init_transactions, key, "init")
         except MirrorError:
@@ -157,7 +177,8 @@ class PartitionTransactions:
         return producer
 
     def _producer(self, key: PositionKey) -> Producer:
-        settings = {**self.producer_settings, "transactional.id": transactional_id(self.destination_topic(key[0]), key[1])}
+        settings = {"retry.backoff.ms": RETRY_BACKOFF_MS, **self.producer_settings,
+                    "transactional.id": transactional_id(self.destination_topic(key[0]), key[1])}
         upstream = settings.get("error_cb")
         live = [True]
 
@@ -248,6 +269,12 @@ class PartitionTransactions:
             return set()
         wanted = {position_record_key(self.destination_topic(key[0]), key[1]): key for key in keys}
         wanted.update({legacy_position_record_key(self.alias, key): key for key in keys})
+        try:
+            low, high = self.group.get_watermark_offsets(TopicPartition(self.positions_topic, 0), timeout=self.timeout_s)
+            if low == high:
+                return set()  # nothing was ever written there (a new mirror): no need to read it to its end
+        except KafkaException:
+            pass  # read it, as below
         reader = kafka_clients.consumer(self.group_settings, {
             "group.id": POSITIONS_GROUP,
             "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
@@ -318,6 +345,26 @@ class PartitionTransactions:
         except KafkaException as exc:  # failed since its commit: the next commit's abort classifies the error
             self.aborting[key] = exc.args[0].str()
         return next_offset
+
+    def commit_many(self, offsets: dict[PositionKey, int], timeout_s: float) -> dict[PositionKey, int | MirrorError]:
+        """`commit` of each partition, all at once: {key: the position committed, or what commit raised}."""
+        return self._each(list(offsets), lambda key: self.commit(key, offsets[key], timeout_s))
+
+    def _each(self, keys: list[PositionKey], call) -> dict:
+        """call(key) for every key, in the pool when there are several: {key: its result, or its MirrorError}.
+        Each call touches only its own key's state (a dict entry per key, its own producer)."""
+        def run(key):
+            try:
+                return call(key)
+            except MirrorError as exc:
+                return exc
+        if len(keys) <= 1:
+            return {key: run(key) for key in keys}
+        return dict(zip(keys, self.pool.map(run, keys)))
+
+    def unfinished(self, key: PositionKey) -> bool:
+        """A commit or an abort of the partition's transaction was started and did not finish."""
+        return key in self.committing or key in self.aborting
 
     def pending_commit(self, key: PositionKey) -> int | None:
         """The position of a commit_transaction that timed out: librdkafka allows nothing but the same call
@@ -426,6 +473,7 @@ class PartitionTransactions:
 
     def close_all(self) -> None:
         self.close(list(self.producers))
+        self.pool.shutdown(wait=False)
         self.group.close()
         self.owners.close()
 

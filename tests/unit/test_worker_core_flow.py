@@ -164,3 +164,17 @@ def test_a_zombie_fenced_in_a_position_keep_alive_gives_the_partition_up_and_goe
     worker.commits.hold_consumers = lambda: worker.assignment.on_lost(stream, [TopicPartition(*TP)]) or True
     worker.commits.keep_positions_alive()
     assert worker.state.fatal is None and TP not in stream.assigned
+
+
+def test_a_short_exactly_once_cycle_commits_transactions_and_leaves_the_source_group_to_the_commit_interval():
+    """transaction.interval.ms: records visible to read_committed readers each short cycle; the source group's
+    offsets (lag monitoring) follow at the next full cycle, with every position committed since."""
+    other = ("t", 1)
+    worker, stream, consumer, _ = make_worker({TP: records("t", 0, range(3)), other: records("t", 1, range(2))},
+                                             exactly_once=True)
+    assign(worker, stream, TP, other)
+    worker._consume_round(0)
+    assert worker.checkpoint_and_commit(from_loop=True, source_group=False) is True
+    assert sorted(stream.transactions.commits) == [(TP, 3), (other, 2)] and consumer.commits == []
+    assert worker.checkpoint_and_commit(from_loop=True) is True
+    assert consumer.commits == [{TP: 3, other: 2}]
