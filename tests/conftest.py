@@ -9,7 +9,7 @@ needs it starts it; the controller stops it), and three kinds of test stay toget
 (`pytest_xdist_make_scheduler`): those that start Spark (marker `spark`, the `spark` or `spark_cluster`
 fixture: one Spark at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
 tests with the Celery test (each starts an Airflow of its own) and the tests marked `exclusive`, which
-stop a shared server: an exclusive test runs while no other test runs (`_shared_servers`), after the
+stop a shared server: an exclusive test runs while no other test runs (`pytest_runtest_protocol`), after the
 browser tests' Airflow has stopped. The fault tests (marker `faults`) also stay on one process: they share
 two three-node clusters of their own (`fault_stack`), started by that process once.
 """
@@ -136,13 +136,16 @@ def _uses_own_servers(item) -> bool:
     return item.get_closest_marker("faults") is not None and "stack" not in item.fixturenames
 
 
-@pytest.fixture(autouse=True)
-def _shared_servers(request):
-    shared = _worker_shared(request.config)
-    if not shared or _uses_own_servers(request.node):
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The servers' lock around a test's whole protocol: its setup too, where module-scoped fixtures write to the
+    shared stack (a full run's check fixture met the destination an exclusive test had killed: pytest sets up a
+    module fixture before any function-scoped one, so an autouse fixture took the lock too late)."""
+    shared = _worker_shared(item.config)
+    if not shared or _uses_own_servers(item):
         yield
         return
-    with _servers_lock(shared, request.node.get_closest_marker("exclusive") is not None):
+    with _servers_lock(shared, item.get_closest_marker("exclusive") is not None):
         yield
 
 
