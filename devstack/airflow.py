@@ -241,6 +241,20 @@ class AirflowApi:
         response.raise_for_status()
         return response.json()["task_instances"]
 
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """A task try's log as text (the lines' events), for a test's failure message."""
+        from urllib.parse import quote
+
+        response = self.request("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
+                                       f"/logs/{try_number}", params={"full_content": "true"},
+                                headers={"Accept": "application/json"})
+        if not response.ok:
+            return f"(log not available: HTTP {response.status_code})"
+        content = response.json().get("content", "")
+        if isinstance(content, list):
+            return "\n".join(str(line.get("event", line)) if isinstance(line, dict) else str(line) for line in content)
+        return str(content)
+
     def wait_for_dags(self, dag_ids: list[str], timeout: float) -> None:
         """Wait until every DAG is parsed; a file that failed to import is reported at once."""
         deadline = time.monotonic() + timeout

@@ -87,11 +87,13 @@ def test_failover_approved_in_the_ui(stack, airflow, e2e_mirror, browser):
     assert run["state"] == "success", states
     ui.open_required_action(browser, airflow.url, failover, run_id, "approve", expect_text=group)
     screenshot(browser, "e2e-failover-3-run-done")  # the run's grid: every task green
+    # The fact first (the REST API), with what the stop task did when it is not so; then what a person sees.
+    paused = api.dag(mirror.dag_id)["is_paused"]
+    assert paused is True, api.task_log(failover, run_id, "stop_mirror")
     ui.open_dag(browser, airflow.url, mirror.dag_id)
-    ui.wait_paused(browser, True)
+    ui.wait_paused(browser, True, reload_s=20)
     screenshot(browser, "e2e-failover-4-mirror-paused")
 
-    assert api.dag(mirror.dag_id)["is_paused"] is True
     assert group_members(source, mirror.group) == 0
     impact = _xcom(api, failover, run_id, "impact")
     assert [p["may_reread"] for p in impact["groups"][0]["partitions"]] == [0] * mirror.partitions

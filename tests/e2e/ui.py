@@ -31,11 +31,23 @@ def is_paused(driver) -> bool:
     return driver.find_element(*PAUSE_TOGGLE).get_attribute("data-state") != "checked"
 
 
-def wait_paused(driver, paused: bool, timeout: float = PAGE_S) -> None:
-    WebDriverWait(driver, timeout).until(
-        lambda d: d.find_elements(*PAUSE_TOGGLE) and is_paused(d) == paused,
-        f"the pause switch did not show {'paused' if paused else 'running'}",
-    )
+def wait_paused(driver, paused: bool, timeout: float = PAGE_S, reload_s: float | None = None) -> None:
+    """Wait for the switch to show `paused`. `reload_s`: reload the page that often, as a person does when
+    the state was changed elsewhere (by a task through the REST API) and the page may hold what it read."""
+    import time
+
+    reloaded = time.monotonic()
+
+    def shown(d) -> bool:
+        nonlocal reloaded
+        if d.find_elements(*PAUSE_TOGGLE) and is_paused(d) == paused:
+            return True
+        if reload_s is not None and time.monotonic() - reloaded > reload_s:
+            d.refresh()
+            reloaded = time.monotonic()
+        return False
+
+    WebDriverWait(driver, timeout).until(shown, f"the pause switch did not show {'paused' if paused else 'running'}")
 
 
 def toggle_pause(driver) -> None:
