@@ -11,7 +11,7 @@ names a real partition (the broker refuses offsets of unknown partitions). Nobod
 group; it is only a transactional key-value store that `read_committed` fetches honour per partition.
 
 Identities (keyed by the destination partition, each position carrying its owner) and the upgrade from the
-earlier layout: exactly_once/positions.py. A worker that finds another owner's position on a partition it is
+earlier layout: exactly_once/positions.py; reading positions: position_store.py. A worker that finds another owner's position on a partition it is
 about to write refuses to start (`IdentityCollision`) before its `init_transactions` could fence that mirror;
 an earlier layout's transactional id is fenced before its position is moved into the new group.
 
@@ -33,19 +33,17 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from mirror_worker import kafka_clients
-
 from mirror_worker.clients import client_callback
+from mirror_worker.exactly_once.bounded_call import STUCK_AFTER_S, StuckCall, call_within
+from mirror_worker.exactly_once.position_store import PositionStore
 from mirror_worker.exactly_once.positions import (
-    POSITIONS_GROUP, IdentityCollision, PositionKey, committed_position, keepalive_due, legacy_position_record_key,
-    legacy_positions_group, legacy_transactional_id, parse_position_metadata, position_metadata,
-    position_record_key, transactional_id,
+    POSITIONS_GROUP, PositionKey, keepalive_due, legacy_transactional_id, position_record_key, transactional_id,
 )
 from mirror_worker.exceptions import MirrorError
 
@@ -64,13 +62,6 @@ class TransactionPending(MirrorError):
     """The destination did not answer in time: the partition's transaction (or its abort) is unfinished and
     is tried again with the same position; nothing may be added to it meanwhile."""
 
-
-class _StuckCall(Exception):
-    """send_offsets_to_transaction did not return long after its timeout (see PartitionTransactions._send_offsets)."""
-
-
-# How long past its own timeout send_offsets_to_transaction may block before its producer is given up.
-STUCK_AFTER_S = 10.0
 
 # The transactional producers' retry.backoff.ms unless configured. The transaction begun right after a commit
 # meets the broker still finishing that commit (CONCURRENT_TRANSACTIONS) and librdkafka retries after this
@@ -107,10 +98,8 @@ class PartitionTransactions:
         self.topic_id = topic_id  # source topic -> its id now, kept with each position (recreation check)
         self.owner = owner
         self.timeout_s = timeout_s
-        self.group = self._positions_reader(POSITIONS_GROUP)
-        self.group_metadata = self.group.consumer_group_metadata()
-        # The last committed offsets, pending transactions ignored: who owns a partition, before any fencing.
-        self.owners = self._positions_reader(POSITIONS_GROUP, stable=False)
+        self.store = PositionStore(mirror, alias, group_settings, destination_topic, topic_id, owner, timeout_s,
+                                   positions_topic)
         self.producers: dict[PositionKey, Producer] = {}
         self.aborting: dict[PositionKey, str] = {}  # an abort that did not finish yet: why it was started
         self.broken: set[PositionKey] = set()  # producers to replace (fatal error, or a call that hung)
@@ -123,20 +112,11 @@ class PartitionTransactions:
         self.from_legacy: set[PositionKey] = set()  # positions last read from the earlier layout's group
         self.pool = ThreadPoolExecutor(PARALLEL_CALLS, thread_name_prefix="transactions")
 
-    def _positions_reader(self, group: str, stable: bool = True) -> Consumer:
-        return kafka_clients.consumer(self.group_settings, {
-            "group.id": group, "enable.auto.commit": False,
-            "isolation.level": "read_committed" if stable else "read_uncommitted"})
-
-    def _slot(self, key: PositionKey, offset: int = -1001) -> TopicPartition:
-        metadata = position_metadata(self.topic_id(key[0]) or "", self.owner(key[0])) if offset >= 0 else ""
-        return TopicPartition(self.destination_topic(key[0]), key[1], offset, metadata)
-
     def open(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
         """Refuse partitions another mirror writes, fence earlier owners, open a transaction per partition,
         and read where each one stands."""
         fresh = [key for key in keys if key not in self.producers]
-        self._refuse_foreign(fresh)
+        self.store.refuse_foreign(fresh)
         started = self._each(fresh, self._new_producer)
         self.producers.update({key: p for key, p in started.items() if not isinstance(p, BaseException)})
         for failed in started.values():
@@ -212,91 +192,23 @@ class PartitionTransactions:
                                           {"transactional.id": legacy_transactional_id(self.mirror, self.alias, *key)})
         self._call(producer.init_transactions, key, "init")
 
-    def _refuse_foreign(self, keys: list[PositionKey]) -> None:
-        """Before any fencing: a position of another owner means another mirror writes that partition."""
-        for key, tp in zip(keys, self._committed(self.owners, keys)):
-            _topic_id, owner = parse_position_metadata(tp.metadata)
-            if owner is not None and owner != self.owner(key[0]):
-                raise IdentityCollision(
-                    f"exactly-once: destination partition {tp.topic}[{tp.partition}] is already written by "
-                    f"another mirror ({owner.describe()}); this one ({self.owner(key[0]).describe()}) would "
-                    "fence it: give one of them other destination topics (prefix, topic-map), or, if that "
-                    f"mirror is gone for good, delete its positions (group {POSITIONS_GROUP}, that topic)")
-
     def positions(self, keys: list[PositionKey], stable_legacy: bool = False) -> dict[PositionKey, tuple[int, str] | None]:
-        """Each partition's committed (next offset, source topic id), or None before its first commit.
-
-        A partition without one in the positions group gets the earlier layout's position, if any (read
-        without waiting for open transactions unless `stable_legacy`: open() fences their writer first)."""
-        found = {key: committed_position(tp) for key, tp in zip(keys, self._committed(self.group, keys))}
-        absent = [key for key, position in found.items() if position is None]
+        """Each partition's committed (next offset, source topic id), or None before its first commit
+        (PositionStore.read); the ones found are held from now on, due for a keep-alive."""
+        found, legacy = self.store.read(keys, stable_legacy)
         self.from_legacy.difference_update(keys)
-        if absent:
-            legacy = self._positions_reader(legacy_positions_group(self.mirror, self.alias), stable_legacy)
-            try:
-                for key, tp in zip(absent, self._committed(legacy, absent)):
-                    found[key] = committed_position(tp)
-                    if found[key] is not None:
-                        self.from_legacy.add(key)
-            finally:
-                legacy.close()
+        self.from_legacy.update(legacy)
         for key, position in found.items():
             if position is not None:
                 self.held[key] = position[0]
                 self.committed_at.pop(key, None)  # committed who knows when: due for a keep-alive
         return found
 
-    def _committed(self, reader: Consumer, keys: list[PositionKey]) -> list[TopicPartition]:
-        if not keys:
-            return []
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                return reader.committed([self._slot(k) for k in keys], timeout=self.timeout_s)
-            except KafkaException as exc:
-                # A young cluster's coordinator, or an offset still inside a transaction being aborted.
-                if not exc.args[0].retriable() or time.monotonic() > deadline:
-                    raise MirrorError(f"cannot read exactly-once positions of source {self.alias!r}: "
-                                      f"{exc.args[0].str()}") from None
-                time.sleep(0.2)
+    def vanished(self, keys: list[PositionKey]) -> set[PositionKey]:
+        return self.store.vanished(keys)
 
     def keepalive_due(self, owned, interval_s: float) -> dict[PositionKey, int]:
         return keepalive_due(self.held, self.committed_at, owned, self.clock(), interval_s)
-
-    def vanished(self, keys: list[PositionKey]) -> set[PositionKey]:
-        """Of partitions without a position, those that had one: their record is in the positions topic."""
-        if not keys:
-            return set()
-        wanted = {position_record_key(self.destination_topic(key[0]), key[1]): key for key in keys}
-        wanted.update({legacy_position_record_key(self.alias, key): key for key in keys})
-        try:
-            low, high = self.group.get_watermark_offsets(TopicPartition(self.positions_topic, 0), timeout=self.timeout_s)
-            if low == high:
-                return set()  # nothing was ever written there (a new mirror): no need to read it to its end
-        except KafkaException:
-            pass  # read it, as below
-        reader = kafka_clients.consumer(self.group_settings, {
-            "group.id": POSITIONS_GROUP,
-            "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
-        })
-        found: set[PositionKey] = set()
-        deadline = time.monotonic() + self.timeout_s
-        try:
-            reader.assign([TopicPartition(self.positions_topic, 0, OFFSET_BEGINNING)])
-            while True:
-                if time.monotonic() > deadline:
-                    raise MirrorError(f"cannot read {self.positions_topic} within {self.timeout_s:.0f}s")
-                msg = reader.poll(0.5)
-                if msg is None:
-                    continue
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        return found
-                    raise MirrorError(f"cannot read {self.positions_topic}: {msg.error().str()}")
-                if msg.value() is not None and msg.key() in wanted:
-                    found.add(wanted[msg.key()])
-        finally:
-            reader.close()
 
     def commit(self, key: PositionKey, next_offset: int, timeout_s: float) -> int:
         """Add the position to the partition's transaction, commit it, open the next one. Returns the position
@@ -318,10 +230,10 @@ class PartitionTransactions:
             if committing is None:  # after a commit that timed out only commit_transaction is called again
                 if key not in self.recorded:
                     self._record(producer, key)
-                self._send_offsets(producer, self._slot(key, next_offset), timeout_s)
+                self._send_offsets(producer, self.store.slot(key, next_offset), timeout_s)
                 self.committing[key] = next_offset
             producer.commit_transaction(timeout_s)
-        except _StuckCall:
+        except StuckCall:
             self.aborting[key] = f"send_offsets_to_transaction did not return within {timeout_s + STUCK_AFTER_S:.0f}s"
             self.broken.add(key)
             self._abort(key, timeout_s)
@@ -420,40 +332,12 @@ class PartitionTransactions:
         del self.aborting[key]
 
     def _send_offsets(self, producer: Producer, slot: TopicPartition, timeout_s: float) -> None:
-        """send_offsets_to_transaction in a thread of its own, given up STUCK_AFTER_S past its timeout
-        (_StuckCall: the caller replaces the producer). What the call raises is raised here.
-
-        librdkafka 2.16's send_offsets_to_transaction was seen blocking without end after a kill -9 and
-        restart of the destination broker (its coordinator request never times out, librdkafka issue 5456):
-        the main loop must not hang with it. Only this call is given up: the others honour their timeout, and
-        a given-up abort or init could still bump the producer epoch later and fence the replacement. A
-        given-up producer is never called again; its thread drops it once the call returns (a late
-        TxnOffsetCommit of the fenced epoch is refused by the broker)."""
-        outcome: list[BaseException | None] = []
-        given_up: list[bool] = []
-        lock = threading.Lock()
-
-        def run() -> None:
-            try:
-                producer.send_offsets_to_transaction([slot], self.group_metadata, timeout_s)
-                result = None
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                result = exc
-            with lock:
-                outcome.append(result)
-                if given_up:
-                    self.abandoned.remove(producer)
-
-        thread = threading.Thread(target=run, name="send-offsets", daemon=True)
-        thread.start()
-        thread.join(timeout_s + STUCK_AFTER_S)
-        with lock:
-            if not outcome:
-                given_up.append(True)
-                self.abandoned.append(producer)
-                raise _StuckCall()
-        if outcome[0] is not None:
-            raise outcome[0]
+        """send_offsets_to_transaction, given up STUCK_AFTER_S past its timeout (StuckCall: the caller replaces
+        the producer; see bounded_call). A given-up producer is never called again; its thread drops it once
+        the call returns (a late TxnOffsetCommit of the fenced epoch is refused by the broker)."""
+        call_within(lambda: producer.send_offsets_to_transaction([slot], self.store.group_metadata, timeout_s),
+                    timeout_s + STUCK_AFTER_S, lambda: self.abandoned.append(producer),
+                    lambda: self.abandoned.remove(producer))
 
     def close(self, keys) -> None:
         """Drop the producers of partitions this worker no longer owns (their transactions are done)."""
@@ -474,8 +358,7 @@ class PartitionTransactions:
     def close_all(self) -> None:
         self.close(list(self.producers))
         self.pool.shutdown(wait=False)
-        self.group.close()
-        self.owners.close()
+        self.store.close()
 
     def _call(self, method, key: PositionKey, what: str) -> None:
         deadline = time.monotonic() + self.timeout_s

@@ -63,4 +63,4 @@ def test_a_commit_that_timed_out_is_finished_not_aborted():
         assert producer.calls == ["send_offsets 5", "commit", "commit", "begin"]
         assert tx.pending_commit(KEY) is None and tx.held[KEY] == 5
     finally:
-        tx.group.close()
+        tx.store.close()

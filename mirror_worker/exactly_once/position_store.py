@@ -1,0 +1,134 @@
+"""Reading exactly-once positions on the destination (the layout: transactions.py's docstring).
+
+`PositionStore` holds the two readers of the positions group: a read_committed one (the positions a restart
+continues from; its group metadata is what transactions send their offsets with) and a read_uncommitted one
+(who owns a partition, before any fencing). Writing stays with the transactions (PartitionTransactions).
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from mirror_worker import kafka_clients
+from mirror_worker.exactly_once.positions import (
+    POSITIONS_GROUP, IdentityCollision, PositionKey, committed_position, legacy_position_record_key,
+    legacy_positions_group, parse_position_metadata, position_metadata, position_record_key,
+)
+from mirror_worker.exceptions import MirrorError
+
+
+class PositionStore:
+    """Positions of one source cluster's partitions. `destination_topic`, `topic_id` and `owner` map a source
+    topic to its destination topic, its id now and this mirror's identity as that topic's writer."""
+
+    def __init__(self, mirror: str, alias: str, group_settings: dict, destination_topic, topic_id, owner,
+                 timeout_s: float, positions_topic: str) -> None:
+        self.mirror = mirror
+        self.alias = alias
+        self.group_settings = group_settings
+        self.destination_topic = destination_topic
+        self.topic_id = topic_id
+        self.owner = owner
+        self.timeout_s = timeout_s
+        self.positions_topic = positions_topic
+        self.group = self._reader(POSITIONS_GROUP)
+        self.group_metadata = self.group.consumer_group_metadata()
+        # The last committed offsets, pending transactions ignored: who owns a partition, before any fencing.
+        self.owners = self._reader(POSITIONS_GROUP, stable=False)
+
+    def _reader(self, group: str, stable: bool = True) -> Consumer:
+        return kafka_clients.consumer(self.group_settings, {
+            "group.id": group, "enable.auto.commit": False,
+            "isolation.level": "read_committed" if stable else "read_uncommitted"})
+
+    def slot(self, key: PositionKey, offset: int = -1001) -> TopicPartition:
+        """The partition's position as a group offset: at `offset` with this mirror's metadata, or to look up."""
+        metadata = position_metadata(self.topic_id(key[0]) or "", self.owner(key[0])) if offset >= 0 else ""
+        return TopicPartition(self.destination_topic(key[0]), key[1], offset, metadata)
+
+    def refuse_foreign(self, keys: list[PositionKey]) -> None:
+        """Before any fencing: a position of another owner means another mirror writes that partition."""
+        for key, tp in zip(keys, self._committed(self.owners, keys)):
+            _topic_id, owner = parse_position_metadata(tp.metadata)
+            if owner is not None and owner != self.owner(key[0]):
+                raise IdentityCollision(
+                    f"exactly-once: destination partition {tp.topic}[{tp.partition}] is already written by "
+                    f"another mirror ({owner.describe()}); this one ({self.owner(key[0]).describe()}) would "
+                    "fence it: give one of them other destination topics (prefix, topic-map), or, if that "
+                    f"mirror is gone for good, delete its positions (group {POSITIONS_GROUP}, that topic)")
+
+    def read(self, keys: list[PositionKey], stable_legacy: bool = False
+             ) -> tuple[dict[PositionKey, tuple[int, str] | None], set[PositionKey]]:
+        """Each partition's committed (next offset, source topic id), or None before its first commit; and the
+        partitions whose position came from the earlier layout's group.
+
+        A partition without one in the positions group gets the earlier layout's position, if any (read
+        without waiting for open transactions unless `stable_legacy`: open() fences their writer first)."""
+        found = {key: committed_position(tp) for key, tp in zip(keys, self._committed(self.group, keys))}
+        absent = [key for key, position in found.items() if position is None]
+        from_legacy: set[PositionKey] = set()
+        if absent:
+            legacy = self._reader(legacy_positions_group(self.mirror, self.alias), stable_legacy)
+            try:
+                for key, tp in zip(absent, self._committed(legacy, absent)):
+                    found[key] = committed_position(tp)
+                    if found[key] is not None:
+                        from_legacy.add(key)
+            finally:
+                legacy.close()
+        return found, from_legacy
+
+    def _committed(self, reader: Consumer, keys: list[PositionKey]) -> list[TopicPartition]:
+        if not keys:
+            return []
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return reader.committed([self.slot(k) for k in keys], timeout=self.timeout_s)
+            except KafkaException as exc:
+                # A young cluster's coordinator, or an offset still inside a transaction being aborted.
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise MirrorError(f"cannot read exactly-once positions of source {self.alias!r}: "
+                                      f"{exc.args[0].str()}") from None
+                time.sleep(0.2)
+
+    def vanished(self, keys: list[PositionKey]) -> set[PositionKey]:
+        """Of partitions without a position, those that had one: their record is in the positions topic."""
+        if not keys:
+            return set()
+        wanted = {position_record_key(self.destination_topic(key[0]), key[1]): key for key in keys}
+        wanted.update({legacy_position_record_key(self.alias, key): key for key in keys})
+        try:
+            low, high = self.group.get_watermark_offsets(TopicPartition(self.positions_topic, 0), timeout=self.timeout_s)
+            if low == high:
+                return set()  # nothing was ever written there (a new mirror): no need to read it to its end
+        except KafkaException:
+            pass  # read it, as below
+        reader = kafka_clients.consumer(self.group_settings, {
+            "group.id": POSITIONS_GROUP,
+            "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
+        })
+        found: set[PositionKey] = set()
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            reader.assign([TopicPartition(self.positions_topic, 0, OFFSET_BEGINNING)])
+            while True:
+                if time.monotonic() > deadline:
+                    raise MirrorError(f"cannot read {self.positions_topic} within {self.timeout_s:.0f}s")
+                msg = reader.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        return found
+                    raise MirrorError(f"cannot read {self.positions_topic}: {msg.error().str()}")
+                if msg.value() is not None and msg.key() in wanted:
+                    found.add(wanted[msg.key()])
+        finally:
+            reader.close()
+
+    def close(self) -> None:
+        self.group.close()
+        self.owners.close()
