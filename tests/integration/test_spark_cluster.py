@@ -9,16 +9,22 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from devstack.paths import ROOT
 from tests.airflow_support import dags_folder
 from tests.catchup_util import catchup_summary, run_catchup
 from tests.kafka_util import create_topic
-from tests.worker_util import committed_offsets, loss_and_duplicates, read_topic, write_mirror_spec
+from tests.worker_util import (
+    WorkerProcess, committed_offsets, loss_and_duplicates, read_topic, wait_for_count, write_mirror_spec,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -274,3 +280,94 @@ def test_a_lost_executor_is_retried_without_gaps_or_uncounted_copies(delivery, s
     [report] = (tmp_path / "reports" / name).glob("check-*.json")
     totals = json.loads(report.read_text())["totals"]
     assert {k: v for k, v in totals.items() if v} == {"checked": KILL_RECORDS}, totals
+
+
+DRIVER_RECORDS = 120_000
+
+
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_a_dead_driver_leaves_the_group_where_the_worker_resumes_without_a_gap(delivery, stack, spark_cluster,
+                                                                                topic_name, tmp_path, monkeypatch):
+    """The catch-up's driver host dies mid-copy (kill -9 of its process group: the Python driver and its JVM):
+    Spark ends the application and its executors, nothing of the job writes or commits any more, its lease on the
+    mirror group lapses, and the worker resumes where the tasks' commits (or exactly-once positions) left the
+    mirror: no record missing; exactly once, none twice."""
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_airflow.operators.handover import group_members
+    from mirror_worker.api import lease_group
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, name, group = topic_name("sd"), f"sd{uuid.uuid4().hex[:8]}", f"sd-group-{uuid.uuid4().hex[:8]}"
+    mirrored = f"sd.{topic}"
+    backlog(stack, topic, DRIVER_RECORDS)
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, name, topic, prefix="sd.", **{
+        "group-id": group, "preserve-partitions": "true", "provenance-headers": "true", "delivery": delivery})
+    monkeypatch.setenv("PYSPARK_PYTHON", str(spark_cluster.python))
+    monkeypatch.setenv("SPARK_CONF_DIR", str(spark_cluster.conf_dir))
+    log = tmp_path / "driver.log"
+    with log.open("w") as out:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "spark_jobs.catchup", "--config", str(spec), "--mirror", name,
+             "--master", spark_cluster.master_url, "--driver-copy-limit", "0"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        # Mid-copy: the executors have written a tenth of the backlog.
+        deadline = time.monotonic() + 300
+        while _written_yet(dst, mirrored) < DRIVER_RECORDS // 10:
+            assert driver.poll() is None, f"the catch-up ended before the kill: {log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"no tenth of the backlog copied in 300 s: {log.read_text()[-3000:]}"
+            time.sleep(0.05)
+        os.killpg(driver.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+    finally:
+        driver.wait(30)
+    at_kill = written(dst, mirrored)
+    assert at_kill < DRIVER_RECORDS, "the copy finished before the kill: nothing to prove"
+
+    # Nothing of the job goes on: the executors exit, and what is written stops growing.
+    _until(lambda: not spark_cluster.executor_pids(), 120, "the executors of the dead driver's application exited")
+    executors_s = time.monotonic() - killed_at
+    settled = written(dst, mirrored)
+    time.sleep(5)
+    assert written(dst, mirrored) == settled, "records still arrive after the executors exited"
+    # Its lease on the mirror group lapses (its session timeout): a worker started now mirrors.
+    admin = AdminClient({"bootstrap.servers": src})
+    _until(lambda: group_members(admin, lease_group(group)) == 0, 60, "the dead catch-up's lease lapsed")
+    lease_s = time.monotonic() - killed_at
+    if delivery == "at-least-once":
+        committed = sum(committed_offsets(src, group, topic, PARTITIONS).values())
+        assert committed <= settled
+
+    worker = WorkerProcess(["--config", str(spec), "--mirror", name], tmp_path, "after-driver")
+    try:
+        wait_for_count(dst, mirrored, DRIVER_RECORDS, timeout=300)
+        time.sleep(3)  # a copy beyond the backlog's end would show up now
+        copies = read_topic(dst, mirrored, timeout=60)
+        assert worker.terminate() == 0, worker.stderr[-3000:]
+    finally:
+        worker.stop_quietly()
+    missing, duplicates, _ = loss_and_duplicates(read_topic(src, topic, timeout=60), copies)
+    print(f"\n{delivery}: killed at {at_kill} written, {settled} once the executors exited ({executors_s:.1f} s "
+          f"after the kill; the lease lapsed at {lease_s:.1f} s); the worker resumed: {len(copies)} copies, "
+          f"{duplicates} duplicates")
+    assert not missing, f"{len(missing)} records missing after the worker resumed"
+    if delivery == "exactly-once":
+        assert (len(copies), duplicates) == (DRIVER_RECORDS, 0)
+
+
+def _written_yet(bootstrap: str, topic: str) -> int:
+    """written(), 0 while the destination topic is not there yet."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return written(bootstrap, topic)
+    except KafkaException:
+        return 0
+
+
+def _until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
+        time.sleep(0.5)
