@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "offsets (default: no limit; 0: Spark copies every range)")
     # One thread: the driver's copy threads share one interpreter's GIL. Copying alone, 2 and 4 threads cost
     # 15-25% more CPU per record than 1 and copied slower (bench/catchup_copy_cpu.py, 2026-11-26); with Spark
-    # starting beside them, 1 copied fastest and 4 slowest (README, catch-up throughput).
+    # starting beside them, 1 copied fastest and 4 slowest (docs/benchmarks/batch.md).
     parser.add_argument("--driver-threads", type=int, default=1,
                         help="ranges the driver copies at once while Spark starts (default 1; a range is copied "
                              "by one thread only)")

@@ -69,7 +69,7 @@ def build_lag_dag(mirror: MirrorConfig, lag: dict, alerts: dict, *, spec_path, *
         "max_active_runs": 1,
         "tags": ["kafka-mirror", "lag"],
         "doc_md": f"Lag and replication latency of mirror `{mirror.name}` (group `{mirror.group_id}`), "
-                  f"judged over {settings.window_minutes:g} minutes. See plugins/README.md.",
+                  f"judged over {settings.window_minutes:g} minutes. See docs/operations/alerts.md.",
         **dag_kwargs,
     }
     with DAG(**options) as dag:
