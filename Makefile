@@ -5,7 +5,7 @@ PYTEST_ARGS ?=
 # Test processes sharing one stack (tests/conftest.py): most integration tests wait rather than compute.
 TEST_WORKERS ?= 4
 
-.PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker bench bench-wan clean
+.PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker bench bench-wan clean docs
 
 setup:
 	@bash scripts/setup.sh
@@ -44,6 +44,10 @@ bench: setup
 bench-wan: setup
 	@bash scripts/setup-bench.sh
 	@$(PY) -m bench.wan $(BENCH_ARGS)
+
+# The documentation site on http://127.0.0.1:8000 (mkdocs.yml; `make test` builds it with --strict).
+docs: setup
+	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve -a 127.0.0.1:8000
 
 clean: stack-down
 	rm -rf .stack .pytest_cache

@@ -33,7 +33,7 @@ destination topics (`<run>.<topic>`). Per run:
 Then (worker only) RSS over --rss-records records at 100 B, sampled every second. The figures are
 medians over the repeats; the machine's load average is recorded with them, since the machine is
 shared and the figures are noisy. Writes bench/results/latest.json (median rows), latest-runs.json
-(every run, settings, load, RSS series) and latest.md (the README's table).
+(every run, settings, load, RSS series) and latest.md (the table docs/benchmarks/index.md includes).
 """
 
 from __future__ import annotations

@@ -59,6 +59,7 @@ partitions halted, everything else copied and committed).
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import re
@@ -97,7 +98,8 @@ _COPY_PRODUCER = {
 _COPY_CONSUMER = {"max.partition.fetch.bytes": str(16 << 20)}
 
 
-def _parse_arguments(args: list[str]):
+def build_parser() -> argparse.ArgumentParser:
+    """The job's argument parser (also rendered into the docs site's CLI reference)."""
     parser = base_parser("catchup.py", "Copy a mirror's backlog with Spark, then hand over to the worker.")
     parser.add_argument("--from-offsets", help="topic:partition:offset,... (default: the group's committed offsets)")
     parser.add_argument("--from-timestamp", help="start at this time (epoch ms or ISO-8601) instead")
@@ -110,14 +112,18 @@ def _parse_arguments(args: list[str]):
                              "offsets (default: no limit; 0: Spark copies every range)")
     # One thread: the driver's copy threads share one interpreter's GIL. Copying alone, 2 and 4 threads cost
     # 15-25% more CPU per record than 1 and copied slower (bench/catchup_copy_cpu.py, 2026-11-26); with Spark
-    # starting beside them, 1 copied fastest and 4 slowest (README, catch-up throughput).
+    # starting beside them, 1 copied fastest and 4 slowest (docs/benchmarks/batch.md).
     parser.add_argument("--driver-threads", type=int, default=1,
                         help="ranges the driver copies at once while Spark starts (default 1; a range is copied "
                              "by one thread only)")
     parser.add_argument("--on-data-loss", choices=("halt", "reset"),
                         help="a start that would skip lost records: halt the partition (default) or copy from the "
                              "earliest record (default: the spec's on_data_loss)")
-    return parser.parse_args(args)
+    return parser
+
+
+def _parse_arguments(args: list[str]):
+    return build_parser().parse_args(args)
 
 
 def producer_conf(target: JobTarget) -> dict:

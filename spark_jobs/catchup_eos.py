@@ -75,7 +75,7 @@ def destination_positions(eos: ExactlyOnce, keys: list[PositionKey], destination
 def expired_line(key: PositionKey, eos: ExactlyOnce) -> str:
     return (f"{key[0]}[{key[1]}]: its exactly-once position on the destination (group "
             f"{POSITIONS_GROUP}) expired; neither the source group's offset nor a reset can "
-            "be trusted for it: the worker halts it too (see the README's exactly-once section)")
+            "be trusted for it: the worker halts it too (see docs/guides/exactly-once.md)")
 
 
 class Fenced(Exception):

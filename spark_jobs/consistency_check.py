@@ -120,7 +120,8 @@ log = logging.getLogger("spark_jobs.consistency_check")
 # ------------------------------------------------------------------ input
 
 
-def _parse_arguments(args: list[str]) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The job's argument parser (also rendered into the docs site's CLI reference)."""
     parser = base_parser(PROG, "Record-by-record check that a mirror copied a window of its source.")
     add = parser.add_argument
     add("--report", required=True, help="where the JSON report goes (the HTML summary goes beside it, .html)")
@@ -136,7 +137,11 @@ def _parse_arguments(args: list[str]) -> argparse.Namespace:
     add("--digest-reader", choices=("jvm", "librdkafka", "spark"), default="jvm",
         help="how the digest pass reads both sides: the Kafka Java consumer in each Spark task (default), "
              "librdkafka in each Spark task, or Spark's Kafka source")
-    parsed = parser.parse_args(args)
+    return parser
+
+
+def _parse_arguments(args: list[str]) -> argparse.Namespace:
+    parsed = build_parser().parse_args(args)
     parsed.window = window_from_args(parsed)
     if not parsed.topics and not parsed.config and parsed.window.kind == "offsets":
         parsed.topics = ",".join(dict.fromkeys(t for t, *_ in parsed.window.offsets))

@@ -99,8 +99,8 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--config", help="YAML mirror spec (the worker's)")
     add("--mirror", help="with --config: the mirror")
-    add("--source.bootstrap.servers", dest="source_bootstrap")
-    add("--destination.bootstrap.servers", dest="destination_bootstrap")
+    add("--source.bootstrap.servers", dest="source_bootstrap", help="without --config: the source cluster")
+    add("--destination.bootstrap.servers", dest="destination_bootstrap", help="without --config: the destination cluster")
     add("--topics", help="comma list of source topics (default with --config: all the mirror selects)")
     add("--prefix", help="destination topic = prefix + source topic")
     add("--group.id", dest="group_id", help="the mirror's consumer group on the source")

@@ -76,12 +76,12 @@ class _Strict(BaseModel):
 class TopicCreation(_Strict):
     """How missing destination topics are created: a fixed count, or the source's, clamped."""
 
-    partitions: int | Literal["mirror-source"] = MIRROR_SOURCE
-    min_partitions: int = Field(1, ge=1)
-    max_partitions: int = Field(10_000, ge=1)
-    replication_factor: int | Literal["mirror-source"] = MIRROR_SOURCE
-    min_replication_factor: int = Field(1, ge=1)
-    max_replication_factor: int = Field(3, ge=1)
+    partitions: int | Literal["mirror-source"] = Field(MIRROR_SOURCE, description="a fixed partition count, or the source topic's")
+    min_partitions: int = Field(1, ge=1, description="the partition count is clamped to min..max")
+    max_partitions: int = Field(10_000, ge=1, description="the partition count is clamped to min..max")
+    replication_factor: int | Literal["mirror-source"] = Field(MIRROR_SOURCE, description="a fixed replication factor, or the source topic's")
+    min_replication_factor: int = Field(1, ge=1, description="the replication factor is clamped to min..max")
+    max_replication_factor: int = Field(3, ge=1, description="the replication factor is clamped to min..max")
     # The worker's own topics (offset syncs, exactly-once positions, heartbeats, dead letters): as MirrorMaker 2's
     # internal topics, 3 by default, -1 for the destination brokers' default.replication.factor.
     internal_replication_factor: int = 3
@@ -164,8 +164,10 @@ class MirrorConfig(_Strict):
     whitelist: str | None = None
     blacklist: str | None = None
     prefix: str | None = None
-    topic_map: dict[str, str] = Field(default_factory=dict)
-    group_id: str
+    topic_map: dict[str, str] = Field(default_factory=dict, description="explicit source topic -> destination topic "
+                                      "names (not with prefix)")
+    group_id: str = Field(description="the mirror's consumer group on the source (spec default: group-id-prefix + "
+                                      "the mirror's name)")
     preserve_partitions: StrictBool = False
     preserve_order: StrictBool = False
     num_streams: int = Field(1, ge=1)
@@ -176,8 +178,8 @@ class MirrorConfig(_Strict):
     provenance_headers: StrictBool = False
     dead_letter_topic: str | None = None
     heartbeat_producer: ClientSettings | None = None
-    heartbeat_topic: str = "mirror.heartbeats"
-    heartbeat_interval_s: float = Field(5.0, gt=0)
+    heartbeat_topic: str = Field("mirror.heartbeats", description="heartbeat records' topic on the destination")
+    heartbeat_interval_s: float = Field(5.0, gt=0, description="seconds between heartbeat records")
     schema_registry_url: RegistryUrl = None  # every source's registry unless the source names its own
     destination_schema_registry_url: RegistryUrl = None
     schema_sync: Literal["strict", "lenient"] = "strict"
@@ -185,18 +187,23 @@ class MirrorConfig(_Strict):
     # YAML 1.1 reads an unquoted `off` as false.
     schema_id_rewrite: Annotated[Literal["auto", "off", "force"], BeforeValidator(lambda v: "off" if v is False else v)] = "auto"
     schema_compatibility: Annotated[SchemaCompatibility, BeforeValidator(lambda v: v.upper() if isinstance(v, str) else v)] = "MIRROR"
-    commit_interval_s: float = Field(5.0, gt=0)
+    commit_interval_s: float = Field(5.0, gt=0, description="how often delivered offsets are committed "
+                                     "(flag --offset.commit.interval.ms, in ms)")
     # Exactly-once: a partition's open transaction commits once it is this old, so read_committed readers see a
     # record about this late (the source group's offsets are still committed every commit_interval_s).
     transaction_interval_ms: int = Field(50, gt=0)
-    topic_refresh_interval_s: float = Field(10.0, gt=0)
-    startup_timeout_s: float = Field(30.0, gt=0)
-    shutdown_timeout_s: float = Field(25.0, gt=0)
+    topic_refresh_interval_s: float = Field(10.0, gt=0, description="how often source topics are discovered again "
+                                            "and destination topics created or grown")
+    startup_timeout_s: float = Field(30.0, gt=0, description="timeout of the cluster calls made at start")
+    shutdown_timeout_s: float = Field(25.0, gt=0, description="SIGTERM/SIGINT flushes and commits within this; "
+                                      "the process exits within it and 5 s more")
     metrics_port: int | None = Field(None, ge=0, le=65535)
     # A partition whose records wait while none is copied this long (at least two commit intervals) is
     # reported stalled (engine/stalls.py).
     stall_timeout_s: float = Field(30.0, gt=0)
-    delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    delivery: Literal["at-least-once", "exactly-once"] = Field("at-least-once", description="exactly-once: records "
+                                                              "and source positions in one destination transaction per "
+                                                              "source partition (flag --exactly.once)")
     on_data_loss: Literal["halt", "reset"] = "halt"
     # Topic-config sync (topics/configs.py): every N ms, 0 disables it (creation copies nothing either).
     config_sync_interval_ms: int = Field(60_000, ge=0)
@@ -204,12 +211,14 @@ class MirrorConfig(_Strict):
     # Topic ACL sync (dr/acl_rules.py): read-side ACLs copied every N ms, 0 (the default) disables it in the worker.
     acl_sync_interval_ms: int = Field(0, ge=0)
     acl_sync_principals: list[str] = Field(default_factory=list)  # regexes over `User:name`; empty: every principal
-    acl_sync_exclude_principals: list[str] = Field(default_factory=list)
+    acl_sync_exclude_principals: list[str] = Field(default_factory=list, description="regexes: never these principals' "
+                                                   "ALLOW bindings")
     # Group offset sync (dr/group_rules.py): chosen source groups' translated offsets written forward to their
     # destination groups without members every N ms; 0 (the default) disables it in the worker.
     group_offset_sync_interval_ms: int = Field(0, ge=0)
     group_offset_sync_groups: list[str] = Field(default_factory=list)  # regexes over group ids; empty: every group
-    group_offset_sync_exclude_groups: list[str] = Field(default_factory=list)
+    group_offset_sync_exclude_groups: list[str] = Field(default_factory=list, description="regexes: never these groups "
+                                                        "(always: console-consumer-.*, connect-.*, __.*, the mirror's own)")
     # Offset syncs for failover (dr/offset_syncs.py); written only with preserve_partitions.
     offset_syncs: StrictBool = True
     # Static group membership (config/membership.py): opt-in, since a static member that stops cleanly does not leave

@@ -308,14 +308,19 @@ def check_rendered(dags_dir: Path, path: Path | None = None) -> None:
                               f"python -m mirror_airflow.dag_factory render --spec {path} --out {dags_dir}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The `render` command's parser (also rendered into the docs site's CLI reference)."""
     parser = argparse.ArgumentParser(prog="python -m mirror_airflow.dag_factory", allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
     cmd = sub.add_parser("render", help="write one DAG stub file per mirror of the spec")
     cmd.add_argument("--spec", type=Path, default=None, help=f"the mirror spec (default ${SPEC_ENV} or {DEFAULT_SPEC})")
     cmd.add_argument("--out", type=Path, default=REPO_ROOT / "dags", help="the DAGs folder (default dags/)")
     cmd.add_argument("--check", action="store_true", help="change nothing; exit 1 when the stubs are not current")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         changes = render(args.spec or spec_path(), args.out, check=args.check)
     except ConfigError as exc:

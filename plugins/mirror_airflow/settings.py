@@ -40,19 +40,21 @@ class MirrorAirflowSettings(KebabModel):
     # Worker tasks of the lifecycle DAG, each its own process in the mirror's group with its own slot.
     # Strict: YAML gives an int; "2" or true is a typo, not a count. 1024 is Airflow's core.max_map_length.
     workers: int = Field(1, ge=1, le=1024, strict=True)
-    worker_retries: int = Field(3, ge=0, le=100)
-    worker_retry_delay_s: float = Field(30.0, ge=0)
+    worker_retries: int = Field(3, ge=0, le=100, description="restarts of a crashed worker before the failure alerts")
+    worker_retry_delay_s: float = Field(30.0, ge=0, description="delay between those restarts")
     # How often run_worker asks the REST API whether its DAG was paused (the contract caps it at 15 s).
     pause_check_interval_s: float = Field(10.0, gt=0, le=15)
-    api_conn_id: str = Field("airflow_api", pattern=_CONN_ID)
+    api_conn_id: str = Field("airflow_api", pattern=_CONN_ID, description="the REST API connection")
     # Clients of the discover/ensure tasks from Airflow connections instead of the spec (one source only).
     source_conn_id: str | None = Field(None, pattern=_CONN_ID)
-    destination_conn_id: str | None = Field(None, pattern=_CONN_ID)
-    verify_schedule: str | None = "0 2 * * *"
-    spark_conn_id: str = Field("spark_default", pattern=_CONN_ID)
-    verify_report_dir: str | None = None
-    lag: dict = Field(default_factory=dict)
-    alerts: dict = Field(default_factory=dict)
+    destination_conn_id: str | None = Field(None, pattern=_CONN_ID, description="the destination's Kafka connection "
+                                            "for those tasks")
+    verify_schedule: str | None = Field("0 2 * * *", description="the nightly check: cron, @preset or null (manual only)")
+    spark_conn_id: str = Field("spark_default", pattern=_CONN_ID, description="the spark-submit connection")
+    verify_report_dir: str | None = Field(None, description="where reports go (default $MIRROR_REPORT_DIR, else "
+                                          "$AIRFLOW_HOME/mirror-reports)")
+    lag: dict = Field(default_factory=dict, description="the lag DAG's settings (airflow.lag)")
+    alerts: dict = Field(default_factory=dict, description="the notifiers (airflow.alerts)")
 
     @field_validator("verify_schedule")
     @classmethod

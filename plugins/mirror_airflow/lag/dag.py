@@ -29,16 +29,18 @@ from mirror_worker.api import ConfigError, MirrorConfig
 
 
 class LagSettings(KebabModel):
-    schedule: str | None = "* * * * *"
-    window_minutes: float = Field(10.0, gt=0)
-    sample_interval_seconds: float = Field(30.0, gt=0)
-    allowed_lag: int = Field(0, ge=0)
-    stop_after_seconds: float = Field(300.0, gt=0)
-    max_lag_records: int | None = Field(None, ge=0)
-    max_latency_seconds: float | None = Field(300.0, gt=0)
-    fail_on_warn: bool = False
-    measure_timeout_seconds: float = Field(30.0, gt=0)
-    deferrable: bool = True
+    schedule: str | None = Field("* * * * *", description="the lag DAG's schedule")
+    window_minutes: float = Field(10.0, gt=0, description="the sliding window the rules judge")
+    sample_interval_seconds: float = Field(30.0, gt=0, description="the trigger's sampling period while the window fills")
+    allowed_lag: int = Field(0, ge=0, description="lag that WARN and STALL tolerate")
+    stop_after_seconds: float = Field(300.0, gt=0, description="STOP: the offset has not moved this long while there "
+                                      "was always lag (at most the window)")
+    max_lag_records: int | None = Field(None, ge=0, description="LAG: the latest lag exceeds this")
+    max_latency_seconds: float | None = Field(300.0, gt=0, description="LATENCY: the newest heartbeat is older than this")
+    fail_on_warn: bool = Field(False, description="WARN fails the task too (else it is logged)")
+    measure_timeout_seconds: float = Field(30.0, gt=0, description="timeout of one measurement")
+    deferrable: bool = Field(True, description="defer to the triggerer while the window fills; false: poke in "
+                             "reschedule mode")
 
     @model_validator(mode="after")
     def _stop_within_window(self) -> "LagSettings":
@@ -67,7 +69,7 @@ def build_lag_dag(mirror: MirrorConfig, lag: dict, alerts: dict, *, spec_path, *
         "max_active_runs": 1,
         "tags": ["kafka-mirror", "lag"],
         "doc_md": f"Lag and replication latency of mirror `{mirror.name}` (group `{mirror.group_id}`), "
-                  f"judged over {settings.window_minutes:g} minutes. See plugins/README.md.",
+                  f"judged over {settings.window_minutes:g} minutes. See docs/operations/alerts.md.",
         **dag_kwargs,
     }
     with DAG(**options) as dag:

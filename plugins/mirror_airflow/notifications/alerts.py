@@ -37,13 +37,13 @@ _DAG_ID = re.compile(r"^mirror__(?P<mirror>.+?)(?:__(?:lag|verify|catchup))?$")
 
 
 class AlertSettings(KebabModel):
-    webhook_url: SecretStr | None = None
-    webhook_connection: str | None = None
-    slack_webhook_url: SecretStr | None = None
-    slack_webhook_connection: str | None = None
-    email: list[str] = Field(default_factory=list)
-    email_connection: str | None = None
-    timeout_seconds: float = Field(10.0, gt=0)
+    webhook_url: SecretStr | None = Field(None, description="POST the alert as JSON here (never logged)")
+    webhook_connection: str | None = Field(None, description="or an Airflow connection holding that URL")
+    slack_webhook_url: SecretStr | None = Field(None, description='POST {"text": ...} here (never logged)')
+    slack_webhook_connection: str | None = Field(None, description="or an Airflow connection holding that URL")
+    email: list[str] = Field(default_factory=list, description="addresses the text is mailed to (SMTP provider)")
+    email_connection: str | None = Field(None, description="the SMTP connection")
+    timeout_seconds: float = Field(10.0, gt=0, description="timeout of one notification")
 
     @field_validator("webhook_url", "slack_webhook_url")
     @classmethod
