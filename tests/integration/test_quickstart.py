@@ -21,6 +21,7 @@ import yaml
 
 from devstack import Stack
 from devstack.airflow import DEMO_MIRROR, Airflow
+from devstack.net import free_port
 from devstack.paths import ROOT
 
 # Starts Airflow: grouped with the browser tests (tests/conftest.py), one Airflow at a time on the two cores.
@@ -84,3 +85,15 @@ def test_make_run_shows_the_copy_live_keeps_client_logs_out_and_feeds_the_dashbo
     finally:
         stack.down()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_demos_clients_log_to_its_log_file_not_the_terminal(tmp_path):
+    """No server needed: a closed port makes librdkafka log a failed connection every few milliseconds."""
+    script = ("import sys; from pathlib import Path; from devstack import demo\n"
+              "demo.log_to(Path(sys.argv[1]))\n"
+              "try:\n    demo.end_offsets(sys.argv[2], 'demo.orders')\nexcept Exception as exc:\n    print(exc)\n")
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "demo.log"), f"127.0.0.1:{free_port()}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "Failed to get metadata" in run.stdout, run.stdout + run.stderr
+    assert not [line for line in (run.stdout + run.stderr).splitlines() if re.match(r"%\d\|", line)], run.stderr[:500]
+    assert "Connection refused" in (tmp_path / "demo.log").read_text()
