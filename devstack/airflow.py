@@ -351,6 +351,7 @@ def run_with_demo(stack: Stack, out=print) -> Airflow:
 def print_login(airflow: Airflow) -> None:
     print(f"\nAirflow UI   {airflow.url}")
     print(f"  log in as  {USERNAME} / {airflow.password}   (password kept in {airflow.password_file})")
+    print(f"  dashboard  {airflow.url}/plugin/kafka-mirrors   (lag, throughput, halts, schema conflicts)")
     print(f"  DAGs       {', '.join(demo_dag_ids())}: unpaused")
     print(f"             pause mirror__{DEMO_MIRROR} in the UI to stop the mirror, unpause it to resume")
     print(f"  logs       {airflow.process.log_file} (components), {airflow.home / 'logs'} (tasks)")
