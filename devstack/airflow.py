@@ -309,7 +309,8 @@ def stack_spec(stack: Stack, template: Path = DEMO_SPEC_TEMPLATE) -> str:
     """The spec `template` with every cluster address replaced by the running stack's.
 
     The mirror names stay, so the DAG files in dags/ (one per mirror of config/mirrors.yaml) match.
-    A source named after a stack cluster gets that cluster's addresses, any other gets `source`'s.
+    A source named after a stack cluster gets that cluster's addresses, any other gets `source`'s. A mirror
+    without a `metrics-port` gets a free one: the dashboard reads halts and schema conflicts from it.
     """
     spec = yaml.safe_load(template.read_text(encoding="utf-8"))
     for group in spec["groups"]:
@@ -318,6 +319,9 @@ def stack_spec(stack: Stack, template: Path = DEMO_SPEC_TEMPLATE) -> str:
             cluster = stack[source.get("name") if source.get("name") in stack.clusters else "source"]
             _point_at(source, cluster)
         _point_at(group["destination"], stack["destination"])
+        for mirror in group["mirrors"]:
+            if "metrics-port" not in {**(group.get("settings") or {}), **mirror}:
+                mirror["metrics-port"] = free_port()
     header = f"# Written by `make run` from {template.relative_to(paths.ROOT)} with the addresses of {stack.root}.\n"
     return header + yaml.safe_dump(spec, sort_keys=False)
 
@@ -361,6 +365,7 @@ def run_with_demo(stack: Stack, out=print) -> Airflow:
 def print_login(airflow: Airflow) -> None:
     print(f"\nAirflow UI   {airflow.url}")
     print(f"  log in as  {USERNAME} / {airflow.password}   (password kept in {airflow.password_file})")
+    print(f"  dashboard  {airflow.url}/plugin/kafka-mirrors   (lag, throughput, halts, schema conflicts)")
     print(f"  DAGs       {', '.join(demo_dag_ids())}: unpaused")
     print(f"             pause mirror__{DEMO_MIRROR} in the UI to stop the mirror, unpause it to resume")
     print(f"  logs       {airflow.process.log_file} (components), {airflow.home / 'logs'} (tasks)")

@@ -1,9 +1,10 @@
 """`make run`'s demo on the local stack: a mirror from `source` to `destination`, kept up with live.
 
-Avro orders are produced to `demo.orders` on `source` while a mirror worker copies them to
-`source.demo.orders` on `destination`; the demo prints both ends until the mirror has caught up. When
-Airflow runs on the stack (`python -m devstack airflow`), the worker is the one its `mirror__demo` DAG
-runs; otherwise the demo starts a worker itself as a stack service. `make stack-down` stops either.
+Once the mirror's worker holds its consumer group, Avro orders are produced to `demo.orders` on `source`
+while the worker copies them to `source.demo.orders` on `destination`; the demo prints both ends until the
+mirror has caught up. When Airflow runs on the stack (`python -m devstack airflow`), the worker is the one
+its `mirror__demo` DAG runs; otherwise the demo starts a worker itself as a stack service. `make stack-down`
+stops either. The demo's Kafka clients log to <stack>/demo.log (JSON lines), never to the terminal.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from devstack import Stack, paths
+from mirror_worker.api import active_members, admin_client, consumer, producer, side_consumer
 
 TOPIC = "demo.orders"
 MIRRORED_TOPIC = "source.demo.orders"
@@ -35,7 +38,7 @@ _COORDINATOR_STARTING = {
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client({"bootstrap.servers": bootstrap})
     if topic in admin.list_topics(timeout=10).topics:
         return
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
@@ -43,36 +46,36 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 def produce_orders(bootstrap: str, registry_url: str, count: int) -> int:
     serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url}), ORDER_SCHEMA)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    orders = producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     first_id = int(time.time() * 1000)
     for i in range(count):
         order = {"id": first_id + i, "item": ITEMS[i % len(ITEMS)], "quantity": i + 1}
         value = serializer(order, SerializationContext(TOPIC, MessageField.VALUE))
-        producer.produce(TOPIC, key=str(order["id"]).encode(), value=value, headers=[("demo", b"make-run")])
-    if producer.flush(30):
+        orders.produce(TOPIC, key=str(order["id"]).encode(), value=value, headers=[("demo", b"make-run")])
+    if orders.flush(30):
         raise KafkaException("demo: not every order was delivered")
     return first_id
 
 
 def read_orders(bootstrap: str, registry_url: str, first_id: int, count: int) -> list[dict]:
     deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
-    consumer = Consumer({
+    reader = consumer({
         "bootstrap.servers": bootstrap, "group.id": "demo-reader", "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
     })
-    consumer.subscribe([TOPIC])
+    reader.subscribe([TOPIC])
     orders: list[dict] = []
     deadline = time.monotonic() + 30
     try:
         while len(orders) < count and time.monotonic() < deadline:
-            for msg in consumer.consume(100, 1.0):
+            for msg in reader.consume(100, 1.0):
                 if msg.error():
                     raise KafkaException(msg.error())
                 order = deserializer(msg.value(), SerializationContext(TOPIC, MessageField.VALUE))
                 if order["id"] >= first_id:
                     orders.append({**order, "partition": msg.partition(), "offset": msg.offset()})
     finally:
-        consumer.close()
+        reader.close()
     return orders
 
 
@@ -109,28 +112,54 @@ def start_mirror(stack: Stack) -> tuple[str, str]:
 
 
 def end_offsets(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-watch"})
+    watcher = side_consumer({"bootstrap.servers": bootstrap}, "demo-watch")
     try:
-        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        metadata = watcher.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:
             return 0
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions)
+        return sum(watcher.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions)
     finally:
-        consumer.close()
+        watcher.close()
 
 
 def committed_total(bootstrap: str, group: str = GROUP) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    watcher = side_consumer({"bootstrap.servers": bootstrap}, group)
     try:
-        partitions = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
-        committed = consumer.committed([TopicPartition(TOPIC, p) for p in partitions], timeout=10)
+        partitions = watcher.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
+        committed = watcher.committed([TopicPartition(TOPIC, p) for p in partitions], timeout=10)
         return sum(max(tp.offset, 0) for tp in committed)
     except KafkaException as exc:
         if exc.args[0].code() in _COORDINATOR_STARTING:  # a young cluster: nothing committed yet
             return 0
         raise
     finally:
-        consumer.close()
+        watcher.close()
+
+
+def wait_for_worker(bootstrap: str, group: str, timeout: float, out=print) -> bool:
+    """Wait until a worker holds the mirror's consumer group: orders produced from then on are copied as the
+    table is printed (the worker Airflow runs starts minutes after the DAG run does, on two cores)."""
+    admin = admin_client({"bootstrap.servers": bootstrap})
+    started = time.monotonic()
+    next_note = started + 15
+    out(f"waiting for the mirror's worker to join its consumer group {group} ...")
+    while not active_members(admin, group, timeout=10):
+        if time.monotonic() > started + timeout:
+            return False
+        if time.monotonic() >= next_note:
+            out(f"  still waiting after {time.monotonic() - started:.0f}s")
+            next_note += 15
+        time.sleep(2)
+    out(f"  joined after {time.monotonic() - started:.0f}s: producing 200 orders a second for 15 s\n")
+    return True
+
+
+def log_to(path: Path) -> Path:
+    """Every log line of this process (its librdkafka clients' included) goes to `path`, not the terminal."""
+    from mirror_worker.logs import configure_logging
+
+    configure_logging(stream=path.open("a", encoding="utf-8"))
+    return path
 
 
 def main() -> int:
@@ -138,18 +167,25 @@ def main() -> int:
     if not stack.is_up():
         print("demo: the local stack is not running; start it with `make stack-up`", file=sys.stderr)
         return 1
+    client_log = log_to(stack.root / "demo.log")
     source, destination = stack["source"], stack["destination"]
     ensure_topic(source.kafka.bootstrap_servers, TOPIC, partitions=3)
-    airflow_group = _airflow_mirror_group(stack)
-    if airflow_group is None:
-        group, catch_up_s = GROUP, 30
+    airflow_mirror = _airflow_mirror(stack)
+    if airflow_mirror is None:
+        group, join_s = GROUP, 60
         metrics_url, log_file = start_mirror(stack)
         print(f"\nmirror worker running: {TOPIC} on source -> {MIRRORED_TOPIC} on destination")
-        print(f"  metrics {metrics_url}\n  logs    {log_file}\n")
     else:
         # The DAG run starts the worker after discover, ensure_topics and sync_schemas: minutes on two cores.
-        group, catch_up_s = airflow_group, 300
-        print(f"\nmirror run by Airflow (DAG mirror__demo): {TOPIC} on source -> {MIRRORED_TOPIC} on destination\n")
+        group, join_s = airflow_mirror.group_id, 600
+        metrics_url = (f"http://127.0.0.1:{airflow_mirror.metrics_port}/metrics" if airflow_mirror.metrics_port
+                       else "none: the mirror sets no metrics-port")
+        log_file = "Airflow's task logs (DAG mirror__demo, task run_worker)"
+        print(f"\nmirror run by Airflow (DAG mirror__demo): {TOPIC} on source -> {MIRRORED_TOPIC} on destination")
+    print(f"  metrics {metrics_url}\n  logs    {log_file}; this demo's Kafka clients: {client_log}\n")
+    if not wait_for_worker(source.kafka.bootstrap_servers, group, join_s):
+        print(f"demo: no worker joined the mirror's group {group} within {join_s}s; see its logs", file=sys.stderr)
+        return 1
     print("  second  produced on source  mirrored on destination  committed by the mirror")
     started = time.monotonic()
     for second in range(1, 16):
@@ -157,7 +193,7 @@ def main() -> int:
         time.sleep(max(0.0, started + second - time.monotonic()))
         if second % 3 == 0:
             _progress(stack, second, group)
-    deadline = time.monotonic() + catch_up_s
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         produced = end_offsets(source.kafka.bootstrap_servers, TOPIC)
         # Caught up: every record copied, and the copies committed (the worker commits periodically).
@@ -174,7 +210,7 @@ def main() -> int:
     print(f"\nstack contract:   {stack.stack_json}")
     for name, cluster in stack.clusters.items():
         print(f"  {name:<12} kafka {cluster.kafka.bootstrap_servers:<22} registry {cluster.registry.url}")
-    if airflow_group is not None:
+    if airflow_mirror is not None:
         from devstack.airflow import Airflow, print_login
 
         print_login(Airflow(stack))
@@ -182,14 +218,14 @@ def main() -> int:
     return 0 if caught_up else 1
 
 
-def _airflow_mirror_group(stack: Stack) -> str | None:
-    """The demo mirror's consumer group when Airflow runs it, else None."""
+def _airflow_mirror(stack: Stack):
+    """The demo mirror's config (mirror_worker's MirrorConfig) when Airflow runs it, else None."""
     if "airflow" not in json.loads(stack.stack_json.read_text()):
         return None
     from devstack.airflow import DEMO_MIRROR, Airflow
-    from mirror_worker.config.spec import select_mirror
+    from mirror_worker.api import select_mirror
 
-    return select_mirror(Airflow(stack).spec, DEMO_MIRROR).group_id
+    return select_mirror(Airflow(stack).spec, DEMO_MIRROR)
 
 
 def _progress(stack: Stack, label, group: str = GROUP) -> bool:

@@ -37,6 +37,7 @@ def test_the_demo_spec_keeps_the_mirrors_and_points_at_the_stack(tmp_path):
     assert set(entries) == template  # dags/ holds one file per mirror of the template
     demo = entries["demo"].config
     assert demo.sources[0].consumer["bootstrap.servers"] == "127.0.0.1:19001"
+    assert demo.metrics_port  # the dashboard reads the worker's halts and schema conflicts from it
     raw = yaml.safe_load(spec.read_text())
     for group in raw["groups"]:
         assert group["destination"]["kafka"]["bootstrap.servers"] == "127.0.0.1:29001"

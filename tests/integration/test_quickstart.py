@@ -1,0 +1,100 @@
+"""`make run` as the quickstart describes it, on a stack of its own: `devstack up`, `devstack airflow` and the
+demo (`python -m devstack.demo`), the Makefile's three steps (not `make run` itself: its `setup` step would
+reinstall the venv). The live table shows the copy while the orders are produced, no librdkafka line reaches
+the terminal, and the demo mirror's dashboard page reads the worker's metrics (halts, schema conflicts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from devstack import Stack
+from devstack.airflow import DEMO_MIRROR, Airflow
+from devstack.net import free_port
+from devstack.paths import ROOT
+
+# Starts Airflow: grouped with the browser tests (tests/conftest.py), one Airflow at a time on the two cores.
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(1500)]
+
+# A row of the live table: second (or "final"), produced, mirrored, committed.
+ROW = re.compile(r"^\s+(\d+|final)\s+(\d+)\s+(\d+)\s+(\d+)\s*$")
+
+
+def _run(root: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DEVSTACK_ROOT": str(root)}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _dashboard(airflow: Airflow, path: str) -> requests.Response:
+    token = requests.post(f"{airflow.url}/auth/token", json={"username": "admin", "password": airflow.password},
+                          timeout=30)
+    token.raise_for_status()
+    return requests.get(f"{airflow.url}/mirror-dashboard{path}", timeout=60,
+                        headers={"Authorization": f"Bearer {token.json()['access_token']}"})
+
+
+def test_make_run_shows_the_copy_live_keeps_client_logs_out_and_feeds_the_dashboard():
+    # Not under pytest's basetemp: concurrent pytest sessions of the same user rotate those away.
+    root = Path(tempfile.mkdtemp(prefix="kafka-mirror-quickstart-"))
+    stack = Stack(root)
+    try:
+        up = _run(root, "-m", "devstack", "up", timeout=300)
+        assert up.returncode == 0, up.stdout + up.stderr
+        started = _run(root, "-m", "devstack", "airflow", timeout=900)
+        assert started.returncode == 0, started.stdout + started.stderr
+        demo = _run(root, "-m", "devstack.demo", timeout=900)
+        (ROOT / "tests" / "artifacts").mkdir(exist_ok=True)
+        (ROOT / "tests" / "artifacts" / "quickstart-demo.txt").write_text(demo.stdout + "\n--- stderr\n" + demo.stderr)
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+
+        # The copy is seen live: the orders are produced once the mirror runs, so every row printed while they
+        # are produced already counts mirrored records.
+        rows = [m.groups() for m in map(ROW.match, demo.stdout.splitlines()) if m]
+        assert rows and rows[-1][0] == "final", demo.stdout
+        live = [(second, int(mirrored)) for second, _produced, mirrored, _committed in rows[:-1]]
+        assert live and all(mirrored > 0 for _second, mirrored in live), f"live rows (second, mirrored): {live}"
+
+        # Client noise stays in the logs: no librdkafka line (`%<level>|<time>|<facility>|...`) on the terminal.
+        noise = [line for line in (demo.stdout + demo.stderr).splitlines() if re.match(r"%\d\|", line)]
+        assert not noise, f"librdkafka lines on the terminal: {noise}"
+
+        # The dashboard reads the demo mirror's worker: its metrics port is set and answers.
+        airflow = Airflow(stack)
+        demo_spec = next(m for g in yaml.safe_load(airflow.spec.read_text())["groups"] for m in g["mirrors"]
+                         if m["name"] == DEMO_MIRROR)
+        assert demo_spec.get("metrics-port"), f"the demo mirror sets no metrics-port: {demo_spec}"
+        view = _dashboard(airflow, f"/api/mirrors/{DEMO_MIRROR}")
+        assert view.status_code == 200, view.text
+        view = view.json()
+        assert not [n for n in view["notes"] if "metrics" in n], view["notes"]
+        assert view["worker_produced"] and view["worker_produced"] > 0, json.dumps(view)[:2000]
+        assert f"{airflow.url}/plugin/kafka-mirrors" in demo.stdout  # where to find the dashboard
+        page = _dashboard(airflow, f"/mirrors/{DEMO_MIRROR}")
+        assert page.status_code == 200 and 'id="worker-produced"' in page.text
+        assert "No halted partition reported." in page.text and "No schema conflict reported." in page.text
+    finally:
+        stack.down()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_demos_clients_log_to_its_log_file_not_the_terminal(tmp_path):
+    """No server needed: a closed port makes librdkafka log a failed connection every few milliseconds."""
+    script = ("import sys; from pathlib import Path; from devstack import demo\n"
+              "demo.log_to(Path(sys.argv[1]))\n"
+              "try:\n    demo.end_offsets(sys.argv[2], 'demo.orders')\nexcept Exception as exc:\n    print(exc)\n")
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "demo.log"), f"127.0.0.1:{free_port()}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "Failed to get metadata" in run.stdout, run.stdout + run.stderr
+    assert not [line for line in (run.stdout + run.stderr).splitlines() if re.match(r"%\d\|", line)], run.stderr[:500]
+    assert "Connection refused" in (tmp_path / "demo.log").read_text()
