@@ -28,7 +28,10 @@ destination topics (`<run>.<topic>`). Per run:
               of the worker's copy rate measured by the first worker run at this size) for --latency-s
               seconds each; a separate process reads partition 0 of its destination topic and takes
               now - produce time (written in each value) per record; the first second is warm-up and
-              not counted. p50/p99 in ms.
+              not counted. p50/p99 in ms. Exactly-once systems (worker-eos, mm2-eos) are read read_committed.
+  transactions  (exactly-once systems) partition 0 of the destination read read_committed holds exactly
+              the source's records and its high watermark is past them (transaction markers): a run
+              that copied at-least-once fails the bench (bench.common.check_transactional).
 
 Then (worker only) RSS over --rss-records records at 100 B, sampled every second. The figures are
 medians over the repeats; the machine's load average is recorded with them, since the machine is
