@@ -88,3 +88,43 @@ def standalone(masters: str, workdir: str):
         yield [cluster.master_url if name == "standalone" else name for name in names]
     finally:
         cluster.down()
+
+
+def check_transactional(bootstrap: str, topic: str, source_bootstrap: str, source_topic: str,
+                        partition: int = 0) -> dict:
+    """Proof that a run copied `source_topic` into `topic` in transactions, not silently at-least-once:
+    partition `partition` of `topic` read `read_committed` holds exactly the source partition's records,
+    and its high watermark is past them (the gap: transaction markers; at-least-once has none, and its
+    duplicates would make the count exceed the source's). Raises RuntimeError when not."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    def consumer(servers: str, isolation: str) -> Consumer:
+        return Consumer({"bootstrap.servers": servers, "group.id": "bench-eos-check", "enable.auto.commit": False,
+                         "isolation.level": isolation})
+
+    source = consumer(source_bootstrap, "read_uncommitted")
+    try:
+        expected = source.get_watermark_offsets(TopicPartition(source_topic, partition), timeout=10)[1]
+    finally:
+        source.close()
+    raw = consumer(bootstrap, "read_uncommitted")
+    try:
+        high = raw.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    finally:
+        raw.close()
+    committed = consumer(bootstrap, "read_committed")
+    count = 0
+    try:
+        committed.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 60
+        while count < expected and time.monotonic() < deadline:
+            count += sum(1 for m in committed.consume(10_000, 0.5) if not m.error())
+        # One more short read: a count above `expected` means duplicates.
+        count += sum(1 for m in committed.consume(10_000, 0.5) if not m.error())
+    finally:
+        committed.close()
+    proof = {"partition": partition, "source_records": expected, "read_committed_records": count,
+             "high_watermark": high, "markers": high - count}
+    if count != expected or high <= count:
+        raise RuntimeError(f"{topic} was not copied exactly once in transactions: {proof}")
+    return proof

@@ -1,7 +1,7 @@
 """The worker against Apache MirrorMaker 2 and a bare confluent-kafka copy loop, side by side (`make bench`).
 
     .venv/bin/python -m bench.compare [--records 1000000] [--sizes 100,1024] [--repeats 3]
-        [--systems worker,mm2,bare,worker-eos] [--procs 1] [--latency-s 5] [--latency-rate 10000,half]
+        [--systems worker,mm2,bare,worker-eos,mm2-eos] [--procs 1] [--latency-s 5] [--latency-rate 10000,half]
         [--rss-records 10000000]
 
 `--procs N` runs every system with N processes/tasks; a system may set its own as `system@N`
@@ -28,7 +28,10 @@ destination topics (`<run>.<topic>`). Per run:
               of the worker's copy rate measured by the first worker run at this size) for --latency-s
               seconds each; a separate process reads partition 0 of its destination topic and takes
               now - produce time (written in each value) per record; the first second is warm-up and
-              not counted. p50/p99 in ms.
+              not counted. p50/p99 in ms. Exactly-once systems (worker-eos, mm2-eos) are read read_committed.
+  transactions  (exactly-once systems) partition 0 of the destination read read_committed holds exactly
+              the source's records and its high watermark is past them (transaction markers): a run
+              that copied at-least-once fails the bench (bench.common.check_transactional).
 
 Then (worker only) RSS over --rss-records records at 100 B, sampled every second. The figures are
 medians over the repeats; the machine's load average is recorded with them, since the machine is
@@ -43,6 +46,7 @@ import json
 import os
 import random
 import signal
+import socket
 import statistics
 import struct
 import subprocess
@@ -57,12 +61,13 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.common import bench_stack, produce_paced
+from bench.common import bench_stack, check_transactional, produce_paced
 from bench.mm2 import mm2_argv, mm2_properties
 from devstack import paths
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SYSTEMS = ("worker", "mm2", "bare", "worker-eos")
+SYSTEMS = ("worker", "mm2", "bare", "worker-eos", "mm2-eos")
+EXACTLY_ONCE = ("worker-eos", "mm2-eos")
 KEYS = 10_000
 
 
@@ -201,9 +206,10 @@ def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workd
                 "--preserve.partitions", "--num.streams", str(procs), *args.worker_args.split()]
         if system == "worker-eos":
             argv.append("--exactly.once")
-    elif system == "mm2":
+    elif system in ("mm2", "mm2-eos"):
         properties = mm2_properties(alias, clusters.source, clusters.destination, topics, procs,
-                                    args.mm2_poll_records)
+                                    args.mm2_poll_records,
+                                    exactly_once_rest_port=free_port() if system == "mm2-eos" else None)
         (workdir / alias).mkdir()
         argv = mm2_argv(workdir / alias, properties, args.mm2_heap_mb)
     elif system == "bare":
@@ -214,6 +220,12 @@ def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workd
     else:
         raise ValueError(system)
     return subprocess.Popen(argv, cwd=paths.ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def live_value(size: int) -> bytes:
@@ -292,12 +304,14 @@ def run_one(system: str, size: int, repeat: int, clusters: Clusters, topic: str,
             copy_msgs_per_s=round((args.records - first_count) / (done - first)) if done > first else None,
             cpu_s=round(cpu, 2), broker_cpu_s=round(broker_cpu, 2), peak_rss_mib=round(peak_rss, 1),
         )
+        if system_procs(system, 1)[0] in EXACTLY_ONCE:  # fails the bench loudly when not
+            row["transactions"] = check_transactional(clusters.destination, f"{alias}.{topic}", clusters.source, topic)
         for label, rate in latency_rates(args.latency_rate, half_rate or (row["copy_msgs_per_s"] or row["msgs_per_s"]) / 2):
             if args.latency_s <= 0:
                 break
             # Exactly-once records count when a read_committed consumer, the one it is for, can read them.
             latency = measure_latency(clusters, live, f"{alias}.{live}", size, rate, args.latency_s,
-                                      read_committed=system == "worker-eos")
+                                      read_committed=system_procs(system, 1)[0] in EXACTLY_ONCE)
             row.update({f"p50_ms_{label}": latency["p50_ms"], f"p99_ms_{label}": latency["p99_ms"],
                         f"latency_records_{label}": latency["count"],
                         f"latency_msgs_per_s_{label}": latency["offered_msgs_per_s"]})
@@ -416,9 +430,10 @@ def ratios(rows: list[dict]) -> list[dict]:
                                 "value": round(row[field] / one[field], 2)})
         # From launch only: exactly-once records show up on the destination a transaction at a time, so
         # the first-to-last-record rate of one run swings wildly with where the first commit falls.
-        if system == "worker-eos" and by.get(("worker", size), {}).get("msgs_per_s") and row.get("msgs_per_s"):
-            out.append({"record_bytes": size, "ratio": "worker-eos/worker", "figure": "msgs_per_s",
-                        "value": round(row["msgs_per_s"] / by[("worker", size)]["msgs_per_s"], 2)})
+        for eos, peer in (("worker-eos", "worker"), ("mm2-eos", "mm2"), ("worker-eos", "mm2-eos")):
+            if system == eos and by.get((peer, size), {}).get("msgs_per_s") and row.get("msgs_per_s"):
+                out.append({"record_bytes": size, "ratio": f"{eos}/{peer}", "figure": "msgs_per_s",
+                            "value": round(row["msgs_per_s"] / by[(peer, size)]["msgs_per_s"], 2)})
     return out
 
 

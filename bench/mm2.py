@@ -29,13 +29,18 @@ logger.mirror.level = INFO
 
 
 def mm2_properties(alias: str, source: str, destination: str, topics: list[str], tasks: int,
-                   poll_records: int) -> str:
+                   poll_records: int, exactly_once_rest_port: int | None = None) -> str:
     """mm2.properties for one source -> destination flow of `topics`.
 
     Fairness: the destination producer gets the worker's producer defaults (acks=all, idempotence,
     linger.ms, batch.size, compression.type); replication factor 1 everywhere (one-node clusters);
     checkpoints and heartbeats off (the worker emits neither per record); offset syncs stay on:
     they are MirrorMaker 2's own bookkeeping, as committed offsets are the worker's.
+
+    exactly_once_rest_port: exactly-once source support (KIP-618, Kafka >= 3.5) towards the destination,
+    as Kafka's geo-replication docs set it up for dedicated mode: `<target>.exactly.once.source.support =
+    enabled`, the internal REST server on (dedicated mode needs it for exactly-once) listening on this
+    port, and the source read `read_committed` so aborted transactions are never copied.
     """
     producer = {k: _PRODUCER_DEFAULTS[k] for k in ("acks", "enable.idempotence", "linger.ms", "batch.size",
                                                     "compression.type")}
@@ -71,6 +76,13 @@ def mm2_properties(alias: str, source: str, destination: str, topics: list[str],
         f"{alias}.consumer.auto.offset.reset": "earliest",
         **{f"destination.producer.{k}": v for k, v in producer.items()},
     }
+    if exactly_once_rest_port is not None:
+        settings.update({
+            "destination.exactly.once.source.support": "enabled",
+            "dedicated.mode.enable.internal.rest": "true",
+            "listeners": f"http://127.0.0.1:{exactly_once_rest_port}",
+            f"{alias}.consumer.isolation.level": "read_committed",
+        })
     return "".join(f"{k} = {v}\n" for k, v in settings.items())
 
 

@@ -1,0 +1,35 @@
+"""bench.mm2's properties: MirrorMaker 2 with and without exactly-once source support (KIP-618)."""
+
+from bench.compare import ratios
+from bench.mm2 import mm2_properties
+
+
+def _props(**kwargs) -> dict[str, str]:
+    text = mm2_properties("r1", "src:9092", "dst:9092", ["t1", "t2"], 2, 2500, **kwargs)
+    return dict(line.split(" = ", 1) for line in text.splitlines())
+
+
+def test_exactly_once_enables_support_on_the_target_the_internal_rest_server_and_read_committed():
+    props = _props(exactly_once_rest_port=41234)
+    assert props["destination.exactly.once.source.support"] == "enabled"
+    assert props["dedicated.mode.enable.internal.rest"] == "true"
+    assert props["listeners"] == "http://127.0.0.1:41234"
+    assert props["r1.consumer.isolation.level"] == "read_committed"
+    # The rest of the flow is the at-least-once one, so the two differ only in exactly-once.
+    plain = _props()
+    assert {k: v for k, v in props.items() if k in plain} == plain
+
+
+def test_at_least_once_sets_none_of_it():
+    props = _props()
+    assert not [k for k in props if "exactly.once" in k or "isolation.level" in k or k == "listeners"]
+    assert props["r1->destination.topics"] == "t1|t2"
+
+
+def test_the_ratio_table_sets_mm2_eos_against_mm2_and_worker_eos_against_mm2_eos():
+    rows = [{"system": s, "record_bytes": 100, "msgs_per_s": v, "copy_msgs_per_s": None}
+            for s, v in (("worker", 300), ("worker-eos", 240), ("mm2", 100), ("mm2-eos", 60))]
+    got = {r["ratio"]: r["value"] for r in ratios(rows) if r["figure"] == "msgs_per_s"}
+    assert got["mm2-eos/mm2"] == 0.6
+    assert got["worker-eos/mm2-eos"] == 4.0
+    assert got["worker-eos/worker"] == 0.8
