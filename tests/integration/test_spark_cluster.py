@@ -21,6 +21,7 @@ import pytest
 from devstack.paths import ROOT
 from tests.airflow_support import dags_folder
 from tests.catchup_util import catchup_summary, run_catchup
+from tests.e2e.waits import group_members, wait_until
 from tests.kafka_util import create_topic
 from tests.worker_util import (
     WorkerProcess, committed_offsets, loss_and_duplicates, read_topic, wait_for_count, write_mirror_spec,
@@ -292,9 +293,6 @@ def test_a_dead_driver_leaves_the_group_where_the_worker_resumes_without_a_gap(d
     Spark ends the application and its executors, nothing of the job writes or commits any more, its lease on the
     mirror group lapses, and the worker resumes where the tasks' commits (or exactly-once positions) left the
     mirror: no record missing; exactly once, none twice."""
-    from confluent_kafka.admin import AdminClient
-
-    from mirror_airflow.operators.handover import group_members
     from mirror_worker.api import lease_group
 
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
@@ -326,14 +324,15 @@ def test_a_dead_driver_leaves_the_group_where_the_worker_resumes_without_a_gap(d
     assert at_kill < DRIVER_RECORDS, "the copy finished before the kill: nothing to prove"
 
     # Nothing of the job goes on: the executors exit, and what is written stops growing.
-    _until(lambda: not spark_cluster.executor_pids(), 120, "the executors of the dead driver's application exited")
+    wait_until(lambda: not spark_cluster.executor_pids(), 120, "the executors of the dead driver's application exited",
+               interval=0.5)
     executors_s = time.monotonic() - killed_at
     settled = written(dst, mirrored)
     time.sleep(5)
     assert written(dst, mirrored) == settled, "records still arrive after the executors exited"
     # Its lease on the mirror group lapses (its session timeout): a worker started now mirrors.
-    admin = AdminClient({"bootstrap.servers": src})
-    _until(lambda: group_members(admin, lease_group(group)) == 0, 60, "the dead catch-up's lease lapsed")
+    wait_until(lambda: group_members(src, lease_group(group)) == 0, 60, "the dead catch-up's lease lapsed",
+               interval=0.5)
     lease_s = time.monotonic() - killed_at
     if delivery == "at-least-once":
         committed = sum(committed_offsets(src, group, topic, PARTITIONS).values())
@@ -365,9 +364,3 @@ def _written_yet(bootstrap: str, topic: str) -> int:
     except KafkaException:
         return 0
 
-
-def _until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
-        time.sleep(0.5)
