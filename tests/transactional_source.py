@@ -29,9 +29,15 @@ class TransactionalSource:
         self.pending = {p: [] for p in self.pending}
 
 
+# The open transaction must outlive the test that checks around it: at librdkafka's default (60 s) the broker
+# aborted it under a loaded CI run, mid-test, and fenced the producer (its abort then failed with _FENCED).
+# 10 minutes is inside the broker's transaction.max.timeout.ms (15 minutes by default).
+OPEN_FOR_MS = 600_000
+
+
 def _transactional(bootstrap: str, topic: str) -> Producer:
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}-{uuid.uuid4().hex[:8]}",
-                         "linger.ms": 5})
+                         "linger.ms": 5, "transaction.timeout.ms": OPEN_FOR_MS})
     producer.init_transactions(30)
     return producer
 

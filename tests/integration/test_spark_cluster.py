@@ -126,14 +126,25 @@ def lost_executor_failures(cluster, app_name: str) -> list[dict]:
             and e["Task End Reason"]["Reason"] == "ExecutorLostFailure"]
 
 
-def written(bootstrap: str, topic: str) -> int:
+def written_per_partition(bootstrap: str, topic: str) -> list[int]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sc-progress"})
     try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(PARTITIONS))
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(PARTITIONS)]
     finally:
         consumer.close()
+
+
+def written(bootstrap: str, topic: str) -> int:
+    return sum(written_per_partition(bootstrap, topic))
+
+
+def both_executors_mid_copy(bootstrap: str, topic: str, per_partition: int, at_least: int = 1_000) -> bool:
+    """Two destination partitions part-written (each task copies one partition, 2 one-core executors): whichever
+    executor is killed now has records of its running task on the destination, which its retry writes again.
+    Killing on the total alone once picked an executor whose task had just started and written nothing."""
+    return sum(at_least <= n < per_partition for n in written_per_partition(bootstrap, topic)) >= 2
 
 
 def backlog(stack, topic: str, records: int) -> None:
@@ -246,9 +257,14 @@ def test_a_lost_executor_is_retried_without_gaps_or_uncounted_copies(delivery, s
     render(path, dags_folder())
     dags = mirror_dags(name, path)
 
-    # Mid-copy: the copy's job has started and written a tenth of the backlog.
-    killer = ExecutorKiller(spark_cluster, f"catchup-{name}", "catch-up ",
-                            ready=lambda: written(dst, f"sk.{topic}") >= KILL_RECORDS // 10)
+    # Mid-copy. At least once, both executors' running tasks have written part of their ranges (what the retry
+    # writes again is what the summary must count). Exactly once, a range reaches the destination in one short
+    # burst (polls saw 0, then all of it), so the kill comes once a tenth of the backlog is there, as before.
+    if delivery == "at-least-once":
+        ready = lambda: both_executors_mid_copy(dst, f"sk.{topic}", KILL_RECORDS // PARTITIONS)  # noqa: E731
+    else:
+        ready = lambda: written(dst, f"sk.{topic}") >= KILL_RECORDS // 10  # noqa: E731
+    killer = ExecutorKiller(spark_cluster, f"catchup-{name}", "catch-up ", ready=ready)
     try:
         run = dags[f"mirror__{name}__catchup"].test(run_conf={"topics": topic, "driver_copy_limit": "0"})
     finally:
