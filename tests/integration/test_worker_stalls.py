@@ -51,7 +51,9 @@ def test_a_mirror_that_copies_nothing_while_records_wait_says_so(stack, topic_na
     topic = topic_name("stall")
     create_topic(src, topic)
     produce(src, topic, [{"value": f"before-{i}".encode()} for i in range(5)])
-    open_transaction = Producer({"bootstrap.servers": src, "transactional.id": f"tx-{topic}"})
+    # Open past librdkafka's 60 s default, which a loaded run can reach before the commit below.
+    open_transaction = Producer({"bootstrap.servers": src, "transactional.id": f"tx-{topic}",
+                                 "transaction.timeout.ms": 600_000})
     open_transaction.init_transactions(30)
     open_transaction.begin_transaction()
     open_transaction.produce(topic, b"in-transaction")
