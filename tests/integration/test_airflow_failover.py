@@ -124,6 +124,7 @@ class Approver:
         self.thread.start()
 
     def _run(self) -> None:
+        ti_url = None
         try:
             deadline = time.monotonic() + 300
             while not self.shown:
@@ -135,12 +136,31 @@ class Approver:
                 self.shown = details[0] if details else {}
                 time.sleep(0 if self.shown else 1)
             ti = self.shown["task_instance"]
-            answer = self.session.patch(
-                f"{self.base}/api/v2/dags/{self.dag_id}/dagRuns/{ti['dag_run_id']}/taskInstances/"
-                f"{ti['task_id']}/{ti['map_index']}/hitlDetails", json={"chosen_options": [self.choice]}, timeout=10)
+            ti_url = f"{self.base}/api/v2/dags/{self.dag_id}/dagRuns/{ti['dag_run_id']}/taskInstances/{ti['task_id']}"
+            # Answer once the task is parked, as the Required actions page offers it. The tests' metadata DB is
+            # SQLite, where Airflow's row locks are no-ops: an answer given between the operator writing its
+            # request and the task parking was recorded but never resumed the task, and dag.test() waited for
+            # ever (a full run hung on it for 20 minutes, 0.6 s between the request and the answer).
+            self._wait_state(ti_url, lambda state: state == "awaiting_input", "the approval task never parked")
+            answer = self.session.patch(f"{ti_url}/{ti['map_index']}/hitlDetails",
+                                        json={"chosen_options": [self.choice]}, timeout=10)
             answer.raise_for_status()
-        except BaseException as exc:  # reported by result(): dag.test() would wait for ever otherwise
+            self._wait_state(ti_url, lambda state: state != "awaiting_input", "the answer did not resume the task")
+        except BaseException as exc:  # reported by result()
             self.error = exc
+            if ti_url is not None:  # dag.test() waits for ever on a parked task: end it failed instead
+                self.session.patch(ti_url, json={"new_state": "failed"}, timeout=10)
+
+    def _wait_state(self, ti_url: str, wanted, message: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            response = self.session.get(ti_url, timeout=10)
+            response.raise_for_status()
+            state = response.json()["state"]
+            if wanted(state):
+                return
+            assert time.monotonic() < deadline, f"{message} (state {state!r} after {timeout:.0f} s)"
+            time.sleep(0.5)
 
     def result(self) -> dict:
         self.thread.join(10)
