@@ -46,7 +46,6 @@ import json
 import os
 import random
 import signal
-import socket
 import statistics
 import struct
 import subprocess
@@ -64,6 +63,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.common import bench_stack, check_transactional, produce_paced
 from bench.mm2 import mm2_argv, mm2_properties
 from devstack import paths
+from devstack.net import free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SYSTEMS = ("worker", "mm2", "bare", "worker-eos", "mm2-eos")
@@ -222,12 +222,6 @@ def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workd
     return subprocess.Popen(argv, cwd=paths.ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def live_value(size: int) -> bytes:
     """A live record's value: its produce time first (see bench.latency_probe), padded to `size`."""
     return struct.pack("<d", time.time()) + bytes(max(0, size - 8))
@@ -304,14 +298,15 @@ def run_one(system: str, size: int, repeat: int, clusters: Clusters, topic: str,
             copy_msgs_per_s=round((args.records - first_count) / (done - first)) if done > first else None,
             cpu_s=round(cpu, 2), broker_cpu_s=round(broker_cpu, 2), peak_rss_mib=round(peak_rss, 1),
         )
-        if system_procs(system, 1)[0] in EXACTLY_ONCE:  # fails the bench loudly when not
+        exactly_once = system_procs(system, 1)[0] in EXACTLY_ONCE
+        if exactly_once:  # fails the bench loudly when not
             row["transactions"] = check_transactional(clusters.destination, f"{alias}.{topic}", clusters.source, topic)
         for label, rate in latency_rates(args.latency_rate, half_rate or (row["copy_msgs_per_s"] or row["msgs_per_s"]) / 2):
             if args.latency_s <= 0:
                 break
             # Exactly-once records count when a read_committed consumer, the one it is for, can read them.
             latency = measure_latency(clusters, live, f"{alias}.{live}", size, rate, args.latency_s,
-                                      read_committed=system_procs(system, 1)[0] in EXACTLY_ONCE)
+                                      read_committed=exactly_once)
             row.update({f"p50_ms_{label}": latency["p50_ms"], f"p99_ms_{label}": latency["p99_ms"],
                         f"latency_records_{label}": latency["count"],
                         f"latency_msgs_per_s_{label}": latency["offered_msgs_per_s"]})
