@@ -84,7 +84,7 @@ class PartitionTransactions:
 
     def __init__(self, mirror: str, alias: str, producer_settings: dict, group_settings: dict,
                  destination_topic, topic_id, timeout_s: float, positions_topic: str, owner,
-                 clock=time.monotonic) -> None:
+                 clock=time.monotonic, store: PositionStore | None = None) -> None:
         self.mirror = mirror
         self.positions_topic = positions_topic
         self.clock = clock
@@ -98,8 +98,9 @@ class PartitionTransactions:
         self.topic_id = topic_id  # source topic -> its id now, kept with each position (recreation check)
         self.owner = owner
         self.timeout_s = timeout_s
-        self.store = PositionStore(mirror, alias, group_settings, destination_topic, topic_id, owner, timeout_s,
-                                   positions_topic)
+        # Where positions are read (the destination's positions group); built from the same settings unless given.
+        self.store = store or PositionStore(mirror, alias, group_settings, destination_topic, topic_id, owner,
+                                            timeout_s, positions_topic)
         self.producers: dict[PositionKey, Producer] = {}
         self.aborting: dict[PositionKey, str] = {}  # an abort that did not finish yet: why it was started
         self.broken: set[PositionKey] = set()  # producers to replace (fatal error, or a call that hung)

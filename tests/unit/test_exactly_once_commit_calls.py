@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_worker.exactly_once.positions import Owner
 from mirror_worker.exactly_once.transactions import PartitionTransactions, TransactionPending
@@ -39,10 +39,22 @@ class TimingOutProducer:
         self.calls.append("produce")
 
 
+class MemoryStore:
+    """The PositionStore surface a commit uses: a partition's slot and the group metadata sent with it."""
+
+    group_metadata = None
+
+    def slot(self, key, offset: int = -1001) -> TopicPartition:
+        return TopicPartition(key[0], key[1], offset)
+
+    def close(self) -> None:
+        pass
+
+
 def _transactions(producer) -> PartitionTransactions:
-    tx = PartitionTransactions("m", "src", {}, {"bootstrap.servers": "127.0.0.1:1"}, lambda topic: topic,
-                               lambda topic: None, 1.0, "m.mirror.eos-positions",
-                               lambda topic: Owner("cluster", topic, "m-group"))
+    tx = PartitionTransactions("m", "src", {}, {}, lambda topic: topic, lambda topic: None, 1.0,
+                               "m.mirror.eos-positions", lambda topic: Owner("cluster", topic, "m-group"),
+                               store=MemoryStore())
     tx.producers[KEY] = producer
     tx.recorded.add(KEY)
     return tx
