@@ -3,6 +3,8 @@ tens of seconds to load on two busy cores."""
 
 from __future__ import annotations
 
+import time
+
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
@@ -34,8 +36,6 @@ def is_paused(driver) -> bool:
 def wait_paused(driver, paused: bool, timeout: float = PAGE_S, reload_s: float | None = None) -> None:
     """Wait for the switch to show `paused`. `reload_s`: reload the page that often, as a person does when
     the state was changed elsewhere (by a task through the REST API) and the page may hold what it read."""
-    import time
-
     reloaded = time.monotonic()
 
     def shown(d) -> bool:

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import requests
 from confluent_kafka import Consumer, TopicPartition
 
+from devstack.airflow import AirflowApi as TestsRestApi  # the tests' REST client (the product's is below)
 from tests.airflow_support import dags_folder, sync_dag_file
+from tests.e2e.waits import wait_until
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import committed_offsets, wait_for_count
 
@@ -113,54 +114,44 @@ class Approver:
     shows, answers `choice` through the HITL endpoint (PATCH .../taskInstances/approve/-1/hitlDetails)."""
 
     def __init__(self, mirror: RunningMirror, choice: str = "Approve") -> None:
-        self.base, self.dag_id, self.choice = mirror.base_url, mirror.failover, choice
+        self.api = TestsRestApi(mirror.base_url, "admin", mirror.password)
+        self.dag_id, self.choice = mirror.failover, choice
         self.shown: dict = {}
         self.error: BaseException | None = None
-        self.session = requests.Session()
-        token = self.session.post(f"{self.base}/auth/token", json={"username": "admin", "password": mirror.password},
-                                  timeout=10).json()["access_token"]
-        self.session.headers["Authorization"] = f"Bearer {token}"
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    def _call(self, method: str, path: str, **kwargs) -> dict:
+        response = self.api.request(method, path, **kwargs)
+        response.raise_for_status()
+        return response.json()
+
+    def _requested(self) -> dict:
+        details = self._call("GET", f"/dags/{self.dag_id}/dagRuns/~/hitlDetails",
+                             params={"response_received": "false"})["hitl_details"]
+        return details[0] if details else {}
+
     def _run(self) -> None:
-        ti_url = None
+        task = None
         try:
-            deadline = time.monotonic() + 300
-            while not self.shown:
-                assert time.monotonic() < deadline, "no approval requested"
-                response = self.session.get(f"{self.base}/api/v2/dags/{self.dag_id}/dagRuns/~/hitlDetails",
-                                            params={"response_received": "false"}, timeout=10)
-                response.raise_for_status()
-                details = response.json()["hitl_details"]
-                self.shown = details[0] if details else {}
-                time.sleep(0 if self.shown else 1)
+            self.shown = wait_until(self._requested, 300, "no approval requested")
             ti = self.shown["task_instance"]
-            ti_url = f"{self.base}/api/v2/dags/{self.dag_id}/dagRuns/{ti['dag_run_id']}/taskInstances/{ti['task_id']}"
+            task = f"/dags/{self.dag_id}/dagRuns/{ti['dag_run_id']}/taskInstances/{ti['task_id']}"
+
+            def state() -> str:
+                return self._call("GET", task)["state"]
+
             # Answer once the task is parked, as the Required actions page offers it. The tests' metadata DB is
             # SQLite, where Airflow's row locks are no-ops: an answer given between the operator writing its
             # request and the task parking was recorded but never resumed the task, and dag.test() waited for
             # ever (a full run hung on it for 20 minutes, 0.6 s between the request and the answer).
-            self._wait_state(ti_url, lambda state: state == "awaiting_input", "the approval task never parked")
-            answer = self.session.patch(f"{ti_url}/{ti['map_index']}/hitlDetails",
-                                        json={"chosen_options": [self.choice]}, timeout=10)
-            answer.raise_for_status()
-            self._wait_state(ti_url, lambda state: state != "awaiting_input", "the answer did not resume the task")
+            wait_until(lambda: state() == "awaiting_input", 60, "the approval task never parked", interval=0.5)
+            self._call("PATCH", f"{task}/{ti['map_index']}/hitlDetails", json={"chosen_options": [self.choice]})
+            wait_until(lambda: state() != "awaiting_input", 60, "the answer did not resume the task", interval=0.5)
         except BaseException as exc:  # reported by result()
             self.error = exc
-            if ti_url is not None:  # dag.test() waits for ever on a parked task: end it failed instead
-                self.session.patch(ti_url, json={"new_state": "failed"}, timeout=10)
-
-    def _wait_state(self, ti_url: str, wanted, message: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            response = self.session.get(ti_url, timeout=10)
-            response.raise_for_status()
-            state = response.json()["state"]
-            if wanted(state):
-                return
-            assert time.monotonic() < deadline, f"{message} (state {state!r} after {timeout:.0f} s)"
-            time.sleep(0.5)
+            if task is not None:  # dag.test() waits for ever on a parked task: end it failed instead
+                self.api.request("PATCH", task, json={"new_state": "failed"})
 
     def result(self) -> dict:
         self.thread.join(10)
