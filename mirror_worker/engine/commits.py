@@ -24,7 +24,6 @@ log = logging.getLogger("mirror_worker")
 # How long a worker whose exactly-once producer was fenced polls for the rebalance that takes the partition
 # from it (a zombie's comes at once; see CommitCycle._taken_over).
 FENCED_WAIT_S = 15.0
-_UNTRIED = object()  # no first attempt was made (see CommitCycle._commit_transaction)
 
 
 @dataclass
@@ -209,22 +208,21 @@ class CommitCycle:
                     # A record failed in its transaction: abort it, then rewind (or, a commit that timed out
                     # first: finish it, then rewind, see pending_commit).
                     progressed[key] = None
-            # The first attempt of every partition's commit at once (each waits on the destination); what did
-            # not finish is tried again below, one partition at a time.
             targets = {key: offset if stream.transactions.pending_commit(key) is None
                        else stream.transactions.pending_commit(key)
                        for key, offset in progressed.items()
                        if offset is not None or stream.transactions.pending_commit(key) is not None}
-            first = stream.transactions.commit_many(targets, self._attempt_timeout(deadline)) \
-                if len(targets) > 1 and self.state.fatal is None else {}
+            # Every partition's commit at once, and again at once while the destination does not answer: a commit
+            # that hangs (send_offsets_to_transaction after a broker restart) costs one bound, not one per partition.
+            results = self._commit_all(stream, targets, deadline, from_loop) if targets else {}
             for key, offset in progressed.items():
-                finishing = stream.transactions.pending_commit(key)
                 try:
-                    if offset is None and finishing is None:
+                    if key not in targets:
                         stream.transactions.abort(key, resends[key])
                         raise TransactionAborted(resends[key])
-                    done = self._commit_transaction(stream, key, targets[key], deadline, from_loop,
-                                                    first.get(key, _UNTRIED))
+                    done = results[key]
+                    if isinstance(done, BaseException):
+                        raise done
                     if done is None:
                         outcome.complete = False  # still open: the rebalance or the shutdown aborts it
                         continue
@@ -309,46 +307,53 @@ class CommitCycle:
     def _attempt_timeout(self, deadline: float | None) -> float:
         return 5.0 if deadline is None else max(0.5, min(5.0, deadline - self.clock()))
 
-    def _commit_transaction(self, stream: SourceStream, key: tuple[str, int], offset: int, deadline: float | None,
-                            hold_consumers: bool, first=_UNTRIED) -> int | None:
-        """Commit one partition's transaction, tried again while the destination does not answer (as the
-        at-least-once flush waits); returns the position committed (PartitionTransactions.commit). None if the
-        deadline (or the shutdown's) came first: still open.
+    def _commit_all(self, stream: SourceStream, targets: dict[tuple[str, int], int], deadline: float | None,
+                    hold_consumers: bool) -> dict[tuple[str, int], int | None | BaseException]:
+        """Commit each partition's transaction (PartitionTransactions.commit_many: all at once), the ones the
+        destination did not answer tried again, together, until they finish: {key: the position committed,
+        what the commit raised, or None if the deadline (or the shutdown's) came first: still open}.
 
         Unbounded only from the main loop (hold_consumers); elsewhere (a rebalance callback, fit_batches)
-        bounded by shutdown_timeout_s. `first`: the outcome of an attempt made already (see commit_many)."""
+        bounded by shutdown_timeout_s."""
         if deadline is None and not hold_consumers:
             deadline = self.clock() + self.state.shutdown_timeout_s
         hold = hold_consumers and self.hold_consumers is not None
         started = last_log = self.clock()
         held = False
+        results: dict[tuple[str, int], int | None | BaseException] = {}
+        pending = dict(targets)
         try:
             while True:
-                if key not in stream.producers:
-                    return None  # revoked or lost meanwhile (held consumers run rebalances): its owner re-sends
-                try:
-                    if first is not _UNTRIED:
-                        outcome, first = first, _UNTRIED
-                        if isinstance(outcome, BaseException):
-                            raise outcome
-                        return outcome
-                    return stream.transactions.commit(key, offset, self._attempt_timeout(deadline))
-                except TransactionPending as exc:
-                    error = str(exc)
+                for key in [k for k in pending if k not in stream.producers]:
+                    results[key] = None  # revoked or lost meanwhile (held consumers run rebalances): its owner re-sends
+                    del pending[key]
+                if not pending:
+                    return results
+                errors = {}
+                answered = stream.transactions.commit_many(pending, self._attempt_timeout(deadline))
+                for key in list(pending):
+                    result = answered.get(key)  # none: its producer left during the calls (a rebalance)
+                    if isinstance(result, TransactionPending):
+                        errors[key] = str(result)
+                    else:
+                        results[key] = result
+                        del pending[key]
+                if not pending:
+                    return results
                 now = self.clock()
-                if self.state.fatal is not None:
-                    return None
                 if deadline is None and self.state.stop_event.is_set():
                     deadline = now + self.state.shutdown_timeout_s
-                if deadline is not None and now >= deadline:
-                    return None
+                if self.state.fatal is not None or (deadline is not None and now >= deadline):
+                    return {**results, **dict.fromkeys(pending)}
                 if hold and not held and now - started >= PAUSE_AFTER_S:
                     self.hold_consumers()
                     held = True
                 if now - last_log > 10:
                     self.metrics.errors.labels(kind="transaction_pending", **self.label).inc()
-                    log.warning("waiting for the destination to commit a transaction", extra={
-                        **self.label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]", "error": error})
+                    key, error = next(iter(errors.items()))
+                    log.warning("waiting for the destination to commit transactions", extra={
+                        **self.label, "source": stream.alias, "partitions": len(errors),
+                        "partition": f"{key[0]}[{key[1]}]", "error": error})
                     last_log = now
                 time.sleep(0.2)
         finally:
@@ -363,7 +368,10 @@ class CommitCycle:
                 continue
             for key, offset in stream.transactions.keepalive_due(stream.assigned, self.positions_keepalive_s).items():
                 try:
-                    if self._commit_transaction(stream, key, offset, None, True) is None:
+                    done = self._commit_all(stream, {key: offset}, None, True)[key]
+                    if isinstance(done, BaseException):
+                        raise done
+                    if done is None:
                         return  # stopping
                 except TransactionAborted as exc:
                     # Most likely the destination is unreachable: try again next cycle, not every partition now.
