@@ -29,9 +29,13 @@ class Backpressure:
 
     def __init__(self, streams: list[SourceStream], producers: Callable[[], list], queue_size: int,
                  batch_size: int, metrics: MirrorMetrics, label: dict, state: RunState,
-                 clock: Callable[[], float], on_wait: Callable[[], None] = lambda: None) -> None:
+                 clock: Callable[[], float], on_wait: Callable[[], None] = lambda: None,
+                 serve: Callable[[float], None] | None = None) -> None:
         self.streams = streams
         self.producers = producers
+        # Polls every producer for `timeout` s (the worker's: a fatal error of an exactly-once producer is its
+        # partition's, not the worker's); plain poll() of each when not given.
+        self.serve = serve or (lambda timeout: [p.poll(timeout) for p in self.producers()])
         self.queue_size = queue_size
         self.batch_size = batch_size
         self.metrics = metrics
@@ -69,8 +73,7 @@ class Backpressure:
         started = last_log = self.clock()
         try:
             while True:
-                for producer in self.producers():
-                    producer.poll(0.002)
+                self.serve(0.002)
                 if self.in_flight() <= room_at or not self.state.running:
                     break
                 now = self.clock()

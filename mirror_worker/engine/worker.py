@@ -109,7 +109,8 @@ class MirrorWorker:
         self.stalls = StallWatch(self.streams, self.metrics, self._label, stall_after_s, clock,
                                  in_flight=lambda: sum(len(p) for p in self._all_producers()))
         self.backpressure = Backpressure(self.streams, self._all_producers, config.queue_size, self.batch_size,
-                                         self.metrics, self._label, self.state, clock, on_wait=self.stalls.check)
+                                         self.metrics, self._label, self.state, clock, on_wait=self.stalls.check,
+                                         serve=self._serve_producers)
         self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
         # The mirrored records' producers' batch.size: at most the configured one, lowered by fit_batches.
         self.batch_bytes = int(config.producer.get("batch.size", DEFAULT_BATCH_SIZE))
@@ -355,8 +356,7 @@ class MirrorWorker:
             if batch:
                 self.full_batches = self.full_batches or len(batch) >= self.batch_size
                 self.hot_path.mirror(stream, batch)
-        for producer in self._all_producers():
-            producer.poll(0)
+        self._serve_producers(0)
 
     def checkpoint_and_commit(self, deadline: float | None = None, from_loop: bool = False,
                               source_group: bool = True) -> bool:
@@ -375,6 +375,27 @@ class MirrorWorker:
         if err.fatal() or err.code() == KafkaError._FATAL:  # the latter: a fenced static member, see fatal_reason
             self.state.fail(fatal_reason(f"source {stream.alias!r} consumer failed", err, stream.instance_id))
         log.warning("consume error", extra={**self._label, "source": stream.alias, "error": err.str(), "topic": msg.topic()})
+
+    def _serve_producers(self, timeout: float) -> None:
+        """Poll every producer (delivery reports). confluent-kafka raises a client's fatal error from poll()
+        instead of handing it to error_cb: at-least-once it stops the worker (raised); exactly-once it is one
+        partition's transactional producer, which that partition's next commit replaces (or, fenced, stops
+        the worker: PartitionTransactions.commit classifies it)."""
+        if not self.config.exactly_once:
+            for producer in self.producers:
+                producer.poll(timeout)
+            return
+        for stream in self.streams:
+            for key, producer in list(stream.producers.items()):
+                try:
+                    producer.poll(timeout)
+                except KafkaException as exc:
+                    if not exc.args[0].fatal():
+                        raise
+                    self.metrics.errors.labels(kind="transaction_producer", **self._label).inc()
+                    log.warning("exactly-once producer failed: its next commit replaces it", extra={
+                        **self._label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]",
+                        "error": exc.args[0].str()})
 
     def _all_producers(self) -> list[Producer]:
         if not self.config.exactly_once:

@@ -178,3 +178,34 @@ def test_a_short_exactly_once_cycle_commits_transactions_and_leaves_the_source_g
     assert sorted(stream.transactions.commits) == [(TP, 3), (other, 2)] and consumer.commits == []
     assert worker.checkpoint_and_commit(from_loop=True) is True
     assert consumer.commits == [{TP: 3, other: 2}]
+
+
+def _fatal_on_poll(producer) -> None:
+    """confluent-kafka raises a client's fatal error from poll() instead of handing it to error_cb (seen after a
+    destination leader's kill -9: OUT_OF_ORDER_SEQUENCE_NUMBER of a transactional producer)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    def poll(timeout=None):
+        raise KafkaException(KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "sequence desynchronization",
+                                        fatal=True))
+    producer.poll = poll
+
+
+def test_a_fatal_error_of_an_exactly_once_producer_is_its_partitions_not_the_workers():
+    worker, stream, _, _ = make_worker({TP: records("t", 0, range(3))}, exactly_once=True)
+    assign(worker, stream, TP)
+    _fatal_on_poll(stream.producers[TP])
+    worker._consume_round(0)  # the worker exited on it (KafkaException out of run())
+    assert worker.state.fatal is None
+    assert worker.metrics.errors.labels(kind="transaction_producer", **worker._label)._value.get() == 1
+
+
+def test_a_fatal_error_of_an_at_least_once_producer_still_stops_the_worker():
+    import pytest
+    from confluent_kafka import KafkaException
+
+    worker, stream, _, producer = make_worker({TP: records("t", 0, range(3))})
+    assign(worker, stream, TP)
+    _fatal_on_poll(producer)
+    with pytest.raises(KafkaException, match="sequence desynchronization"):
+        worker._consume_round(0)
