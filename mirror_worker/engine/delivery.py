@@ -26,6 +26,14 @@ _UNDELIVERED = {
     KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError.REQUEST_TIMED_OUT,
     KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+    # The producer's state failed, not the record: its idempotence sequence or epoch (every record it still held
+    # is reported so after a destination leader's kill -9: OUT_OF_ORDER_SEQUENCE_NUMBER). Exactly-once, its
+    # transaction is aborted and the partition re-sent with a new producer; at-least-once, the producer's fatal
+    # error stops the worker. Halting there (as for a refusal) stopped a partition for good.
+    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError.UNKNOWN_PRODUCER_ID, KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.INVALID_PRODUCER_ID_MAPPING, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_TXN_STATE,
+    KafkaError.TRANSACTION_ABORTABLE, KafkaError._FATAL, KafkaError._FENCED, KafkaError._STATE,
+    KafkaError._INCONSISTENT,
 }
 
 

@@ -209,3 +209,23 @@ def test_a_fatal_error_of_an_at_least_once_producer_still_stops_the_worker():
     _fatal_on_poll(producer)
     with pytest.raises(KafkaException, match="sequence desynchronization"):
         worker._consume_round(0)
+
+
+def test_records_failed_by_their_producers_state_are_re_sent_not_halted():
+    """After a destination leader's kill -9 a transactional producer's sequence broke (fatal); librdkafka failed
+    every record it held with OUT_OF_ORDER_SEQUENCE_NUMBER, and the worker halted the partition for good as if the
+    destination had refused the records."""
+    from confluent_kafka import KafkaError
+
+    from tests.unit.fakes import FakeError
+
+    worker, stream, _, _ = make_worker({TP: records("t", 0, range(3))}, exactly_once=True)
+    assign(worker, stream, TP)
+    producer = stream.producers[TP]
+    producer.stalled = True
+    worker._consume_round(0)
+    for record in producer.queue:
+        record.report(FakeError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "sequence desynchronization", fatal=True),
+                      record)
+    assert stream.ledger.halted[TP].resend  # held for a resend from the committed position, not halted for good
+    assert TP in stream.ledger.resends()
