@@ -21,7 +21,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from devstack import Stack, paths
-from mirror_worker.api import active_members, admin_client, consumer, producer, side_consumer
+from mirror_worker.api import admin_client, consumer, held_partitions, producer, side_consumer
 
 TOPIC = "demo.orders"
 MIRRORED_TOPIC = "source.demo.orders"
@@ -137,13 +137,15 @@ def committed_total(bootstrap: str, group: str = GROUP) -> int:
 
 
 def wait_for_worker(bootstrap: str, group: str, timeout: float, out=print) -> bool:
-    """Wait until a worker holds the mirror's consumer group: orders produced from then on are copied as the
-    table is printed (the worker Airflow runs starts minutes after the DAG run does, on two cores)."""
+    """Wait until a worker holds every partition of the demo topic in the mirror's consumer group: orders
+    produced from then on are copied as the table is printed (the worker Airflow runs starts minutes after the
+    DAG run does, on two cores). A member that has joined holds nothing until the group's rebalance ends."""
     admin = admin_client({"bootstrap.servers": bootstrap})
+    partitions = set(admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions)
     started = time.monotonic()
     next_note = started + 15
     out(f"waiting for the mirror's worker to join its consumer group {group} ...")
-    while not active_members(admin, group, timeout=10):
+    while {p for t, p in held_partitions(admin, group, timeout=10) if t == TOPIC} != partitions:
         if time.monotonic() > started + timeout:
             return False
         if time.monotonic() >= next_note:

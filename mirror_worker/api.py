@@ -10,7 +10,7 @@ offset translation (and a test that patches a home module is seen).
 - Kafka clients and their settings: `admin_client`, `consumer`, `side_consumer`, `producer` (the one place that
   builds them); `connection_settings`, `consumer_settings`, `producer_settings`, `settings_from_connection`
 - topics and schemas: `describe_topics`, `DestinationTopics`, `sync_mirror_schemas`
-- consumer groups and log ends: `group_ids`, `active_members`, `list_offsets`, `log_bounds`, `reads_committed`
+- consumer groups and log ends: `group_ids`, `active_members`, `held_partitions`, `list_offsets`, `log_bounds`, `reads_committed`
 - failover: `source_cluster`, `translate_group`, `translated_offsets`, `apply_group_offsets`,
   `translation_report`, `failed_over`, `mark_failed_over`, `refuse_if_failed_over`, `unmark`, `mark_topic`
 - hand-over to the Spark catch-up: `lease_group`; exactly-once positions: `POSITIONS_GROUP`,
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
     from mirror_worker.engine.catchup_lease import lease_group
     from mirror_worker.exactly_once.positions import POSITIONS_GROUP, legacy_positions_group
     from mirror_worker.exceptions import ConfigError, MirrorError
-    from mirror_worker.groups import active_members, group_ids
+    from mirror_worker.groups import active_members, group_ids, held_partitions
     from mirror_worker.kafka_clients import admin_client, consumer, producer, side_consumer
     from mirror_worker.log_ends import list_offsets, log_bounds, reads_committed
     from mirror_worker.schemas.sync import sync_mirror_schemas
@@ -63,6 +63,7 @@ _HOME = {
     "sync_mirror_schemas": ("mirror_worker.schemas.sync", "sync_mirror_schemas"),
     "group_ids": ("mirror_worker.groups", "group_ids"),
     "active_members": ("mirror_worker.groups", "active_members"),
+    "held_partitions": ("mirror_worker.groups", "held_partitions"),
     "list_offsets": ("mirror_worker.log_ends", "list_offsets"),
     "log_bounds": ("mirror_worker.log_ends", "log_bounds"),
     "reads_committed": ("mirror_worker.log_ends", "reads_committed"),

@@ -39,6 +39,16 @@ def active_members(admin, group: str, timeout: float = 30.0) -> int:
     return len(description.members or [])
 
 
+def held_partitions(admin, group: str, timeout: float = 30.0) -> set[tuple[str, int]]:
+    """The partitions `group`'s members hold once it is stable: a member that joined is not yet copying while
+    the group rebalances (its assignment comes with the end of the rebalance)."""
+    description = describe_group(admin, group, timeout)
+    if description.state != ConsumerGroupState.STABLE:
+        return set()
+    return {(tp.topic, tp.partition) for member in description.members or []
+            for tp in (member.assignment.topic_partitions if member.assignment else [])}
+
+
 def committed_positions(consumer, partitions: list[TopicPartition], timeout: float) -> dict[tuple[str, int], tuple[int, str]]:
     """The group's committed offset of each partition that has one, with the commit's metadata (the
     source topic's id, as the mirror writes it)."""
