@@ -222,17 +222,10 @@ def _roll(cluster, workers: list[WorkerProcess], restarts: list[dict]) -> None:
                          "in_sync_s": round(time.monotonic() - began, 1)})
 
 
-# Known gap of issue 28: under exactly-once, after the destination brokers restart, send_offsets_to_transaction
-# hangs past its timeout (librdkafka issue 5456, as in test_broker_failures.py's one-node kill); the worker gives
-# the calls up and replaces the producers, but it failed 2 of 6 runs here: 13,106 of 21,050 records not mirrored
-# 60 s after the roll (threads still in send_offsets), and once a replaced producer's fenced error escaped the loop.
-ROLLING_EXACTLY_ONCE_GAP = pytest.mark.skipif(
-    os.environ.get("MIRROR_RUN_KNOWN_GAPS") != "1",
-    reason="known gap, issue 28: exactly-once through a rolling restart does not always converge (send_offsets "
-           "hangs); MIRROR_RUN_KNOWN_GAPS=1 runs it")
-
-
-@pytest.mark.parametrize("delivery", ["at-least-once", pytest.param("exactly-once", marks=ROLLING_EXACTLY_ONCE_GAP)])
+# Exactly-once was a known gap of issue 28 here (2 of 6 runs failed): a hung send_offsets_to_transaction (librdkafka
+# issue 5456) was waited out one partition after another, and a replaced producer's fatal error escaped the loop.
+# Since the pending commits are retried together and a producer's fatal error is its partition's: 6 of 6 passed.
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_rolling_restart_of_both_clusters(clusters, tmp_path, topic_name, delivery, record_property):
     """Every destination broker restarted in turn (SIGTERM, back, replicas in sync), then every source broker,
     under a steady load: the worker never exits and every record arrives, in order. Exactly-once: the destination
