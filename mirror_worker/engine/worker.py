@@ -47,6 +47,7 @@ from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.consume import take_available
 from mirror_worker.engine.delivery import RunDelivery, undelivered
 from mirror_worker.engine.halts import Halts
+from mirror_worker.engine.producer_set import ProducerSet
 from mirror_worker.engine.hot_path import BatchMirror
 from mirror_worker.engine.run_state import RunState
 from mirror_worker.engine.source_contact import SourceContact
@@ -106,11 +107,12 @@ class MirrorWorker:
         self.destination_cluster_id = ""
         # Offsets move at commits: a partition is not stalled between two of them.
         stall_after_s = max(config.stall_timeout_s, 2 * config.commit_interval_s)
+        self.producer_set = ProducerSet(self.producers, self.streams, config.exactly_once, self.metrics, self._label)
         self.stalls = StallWatch(self.streams, self.metrics, self._label, stall_after_s, clock,
-                                 in_flight=lambda: sum(len(p) for p in self._all_producers()))
-        self.backpressure = Backpressure(self.streams, self._all_producers, config.queue_size, self.batch_size,
+                                 in_flight=self.producer_set.in_flight)
+        self.backpressure = Backpressure(self.streams, self.producer_set.all, config.queue_size, self.batch_size,
                                          self.metrics, self._label, self.state, clock, on_wait=self.stalls.check,
-                                         serve=self._serve_producers)
+                                         serve=self.producer_set.serve)
         self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
         # The mirrored records' producers' batch.size: at most the configured one, lowered by fit_batches.
         self.batch_bytes = int(config.producer.get("batch.size", DEFAULT_BATCH_SIZE))
@@ -181,7 +183,7 @@ class MirrorWorker:
         """Build the parts around the clients and streams start() made (unit tests pass in-memory fakes)."""
         cfg = self.config
         self.commits = CommitCycle(
-            self.streams, self._all_producers, self.metrics, self._label, self.state, self.clock, cfg.exactly_once,
+            self.streams, self.producer_set.all, self.metrics, self._label, self.state, self.clock, cfg.exactly_once,
             offset_sync_writer, self.producers[0] if self.producers else self.heartbeat_producer,
             hold_consumers=self.backpressure.hold_consumers, release_consumers=self.backpressure.release_consumers,
             positions_keepalive_s=self.positions_keepalive_s, on_wait=self.stalls.check,
@@ -199,7 +201,7 @@ class MirrorWorker:
         )
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,
-                                      producers=self._all_producers, fit_batches=self.fit_batches,
+                                      producers=self.producer_set.all, fit_batches=self.fit_batches,
                                       acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic),
                                       group_syncs=worker_group_syncs(cfg, self.streams, admin), clock=self.clock)
         self.hot_path = BatchMirror(
@@ -356,7 +358,7 @@ class MirrorWorker:
             if batch:
                 self.full_batches = self.full_batches or len(batch) >= self.batch_size
                 self.hot_path.mirror(stream, batch)
-        self._serve_producers(0)
+        self.producer_set.serve(0)
 
     def checkpoint_and_commit(self, deadline: float | None = None, from_loop: bool = False,
                               source_group: bool = True) -> bool:
@@ -375,32 +377,6 @@ class MirrorWorker:
         if err.fatal() or err.code() == KafkaError._FATAL:  # the latter: a fenced static member, see fatal_reason
             self.state.fail(fatal_reason(f"source {stream.alias!r} consumer failed", err, stream.instance_id))
         log.warning("consume error", extra={**self._label, "source": stream.alias, "error": err.str(), "topic": msg.topic()})
-
-    def _serve_producers(self, timeout: float) -> None:
-        """Poll every producer (delivery reports). confluent-kafka raises a client's fatal error from poll()
-        instead of handing it to error_cb: at-least-once it stops the worker (raised); exactly-once it is one
-        partition's transactional producer, which that partition's next commit replaces (or, fenced, stops
-        the worker: PartitionTransactions.commit classifies it)."""
-        if not self.config.exactly_once:
-            for producer in self.producers:
-                producer.poll(timeout)
-            return
-        for stream in self.streams:
-            for key, producer in list(stream.producers.items()):
-                try:
-                    producer.poll(timeout)
-                except KafkaException as exc:
-                    if not exc.args[0].fatal():
-                        raise
-                    self.metrics.errors.labels(kind="transaction_producer", **self._label).inc()
-                    log.warning("exactly-once producer failed: its next commit replaces it", extra={
-                        **self._label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]",
-                        "error": exc.args[0].str()})
-
-    def _all_producers(self) -> list[Producer]:
-        if not self.config.exactly_once:
-            return self.producers
-        return [p for stream in self.streams for p in stream.producers.values()]
 
     # ---------------------------------------------------------------- callbacks from librdkafka threads / poll
     def _on_delivery_error(self, err: KafkaError, msg) -> None:

@@ -166,12 +166,8 @@ class PartitionTransactions:
         def on_error(err: KafkaError) -> None:
             if not live[0]:
                 return  # replaced: its successor fenced it, as intended
-            # confluent-kafka raises a fatal error from poll() instead (MirrorWorker._serve_producers); either
-            # way the partition's next commit classifies it: fenced stops the worker, else it is replaced.
-            if err.fatal():
-                log.warning("exactly-once producer failed", extra={
-                    "source": self.alias, "partition": f"{key[0]}[{key[1]}]", "error": err.str()})
-                return
+            # Never a fatal error: confluent-kafka raises those from poll() instead (ProducerSet.serve), and the
+            # partition's next commit classifies them (fenced stops the worker, else the producer is replaced).
             if upstream is not None:
                 upstream(err)
 
