@@ -21,6 +21,11 @@ def write_properties(path: Path, settings: dict[str, str]) -> str:
     return str(path)
 
 
+# A worker bounds its own shutdown by shutdown-timeout-s (25 s by default) plus commands/runner.py's
+# CLOSE_GRACE_S (5 s), then exits: the harness waits past that bound before it calls the worker hung.
+EXIT_BOUND_S = 25 + 5 + 10
+
+
 class WorkerProcess:
     """One `python -m mirror_worker` process with its stdout (JSON logs) and stderr in files."""
 
@@ -79,9 +84,16 @@ class WorkerProcess:
         self.wait_for_log("mirror started", timeout)
         self.wait_for_log("partitions assigned", timeout)
 
-    def terminate(self, timeout: float = 30.0) -> int:
+    def terminate(self, timeout: float = EXIT_BOUND_S) -> int:
+        """SIGTERM, then the exit status; a worker still running after `timeout` fails the test with the
+        stack of each of its threads and its last log lines (it is killed for them)."""
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            logs = "\n".join(json.dumps(entry) for entry in self.logs()[-15:])
+            raise AssertionError(f"worker still running {timeout:.0f}s after SIGTERM; last logs:\n{logs}\n"
+                                 f"stacks:\n{self.stacks()[-6000:]}") from None
 
     def kill(self) -> None:
         self.proc.kill()

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import logging
 import multiprocessing
@@ -84,6 +85,8 @@ def close_within(close, timeout_s: float, mirror: str) -> bool:
         print(f"mirror_worker: shutdown did not finish within {timeout_s:.0f}s (a cluster unreachable?): "
               "exiting without the final commit; what it held is mirrored again after a restart",
               file=sys.stderr, flush=True)
+        # Where it is stuck, for whoever reads the log: every thread's stack (the closer's among them).
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         return False
     if errors:
         raise errors[0]

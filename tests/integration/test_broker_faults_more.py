@@ -169,7 +169,11 @@ def test_zombie_worker_frozen_past_max_poll_interval(clusters, tmp_path, topic_n
         mirrored = read_topic(dst.bootstrap_servers, topic, timeout=30)
         for worker in workers:
             _assert_running(worker, watch, fault_at)
-        statuses = [worker.terminate() for worker in workers]
+        statuses, shutdown_s = [], []
+        for worker in workers:
+            stop_at = time.monotonic()
+            statuses.append(worker.terminate())
+            shutdown_s.append(round(time.monotonic() - stop_at, 1))
     finally:
         if frozen:
             os.kill(zombie.pid, signal.SIGCONT)
@@ -181,6 +185,7 @@ def test_zombie_worker_frozen_past_max_poll_interval(clusters, tmp_path, topic_n
     resumed_s = positions.resumed_after(fault_at, taken)
     figures = {"frozen_s": round(frozen_s, 1), "resumed_s": resumed_s and round(resumed_s, 1),
                "converged_s": round(converged_s, 1), "duplicates": duplicates, "exit_statuses": statuses,
+               "shutdown_s": shutdown_s,
                "position_samples": len(positions.samples)}
     for name, value in figures.items():
         record_property(name, value)

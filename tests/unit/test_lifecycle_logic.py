@@ -57,6 +57,19 @@ def test_close_within_gives_up_on_a_close_that_does_not_return():
     release.set()
 
 
+def test_close_within_that_gives_up_prints_where_the_close_is_stuck(capfd):
+    release = threading.Event()
+
+    def consumer_close_that_hangs():
+        release.wait(30)
+
+    assert close_within(consumer_close_that_hangs, 0.2, "m") is False
+    release.set()
+    err = capfd.readouterr().err
+    assert "shutdown did not finish within 0s" in err
+    assert "consumer_close_that_hangs" in err  # the stuck thread's stack, not only the main thread's
+
+
 def test_close_within_returns_after_a_close_that_finished_and_reraises_its_error():
     closed = []
     assert close_within(lambda: closed.append(True), 5, "m") is True
