@@ -32,7 +32,7 @@ def run_worker(config: MirrorConfig, index: int = 0) -> int:
 
     def request_stop(signum, _frame):
         log.info("stop requested", extra={"mirror": config.name, "signal": signal.Signals(signum).name})
-        worker.stop_event.set()
+        worker.state.request_stop()  # the shutdown clock starts here, for a flush under way too
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
@@ -57,7 +57,9 @@ def run_worker(config: MirrorConfig, index: int = 0) -> int:
         return fail(str(exc), EXIT_FATAL)
     finally:
         if started:
-            close_within(worker.close, config.shutdown_timeout_s + CLOSE_GRACE_S, config.name)
+            # What is left of the stop's bound (all of it after a fatal error), and the grace.
+            left = max(0.0, worker.state.request_stop() - time.monotonic())
+            close_within(worker.close, left + CLOSE_GRACE_S, config.name)
     return EXIT_OK
 
 

@@ -93,7 +93,7 @@ class CommitCycle:
                 if self.state.fatal is not None:
                     return False
                 if deadline is None and self.state.stop_event.is_set():
-                    deadline = now + self.state.shutdown_timeout_s
+                    deadline = self.state.shutdown_deadline()
                 if deadline is not None and now >= deadline:
                     return False
                 if hold and now - started >= PAUSE_AFTER_S:
@@ -342,7 +342,7 @@ class CommitCycle:
                     return results
                 now = self.clock()
                 if deadline is None and self.state.stop_event.is_set():
-                    deadline = now + self.state.shutdown_timeout_s
+                    deadline = self.state.shutdown_deadline()
                 if self.state.fatal is not None or (deadline is not None and now >= deadline):
                     return {**results, **dict.fromkeys(pending)}
                 if hold and not held and now - started >= PAUSE_AFTER_S:

@@ -23,14 +23,21 @@ class RunState:
     def running(self) -> bool:
         return not self.stop_event.is_set() and self.fatal is None
 
-    def close(self) -> float:
-        """Stop and start the shutdown clock; returns its deadline."""
+    def request_stop(self) -> float:
+        """Stop (SIGTERM/SIGINT) and start the shutdown clock, once: every wait from now on (a flush or commit
+        under way, close()'s final commit, a rebalance callback) ends by this one deadline, which it returns."""
         self.stop_event.set()
-        self.closing_deadline = self.clock() + self.shutdown_timeout_s
+        if self.closing_deadline is None:
+            self.closing_deadline = self.clock() + self.shutdown_timeout_s
         return self.closing_deadline
 
+    def close(self) -> float:
+        """The shutdown: the stop request's deadline (the clock starts now if nothing asked to stop)."""
+        return self.request_stop()
+
     def shutdown_deadline(self) -> float | None:
-        """While stopping: when waiting must end; None while running."""
+        """While stopping: when waiting must end; None while running. A stop set on stop_event directly
+        starts the clock at the first look."""
         if self.closing_deadline is not None:
             return self.closing_deadline
-        return self.clock() + self.shutdown_timeout_s if self.stop_event.is_set() else None
+        return self.request_stop() if self.stop_event.is_set() else None
