@@ -110,6 +110,13 @@ class PartitionTransactions:
         # Replaced while their send_offsets_to_transaction still blocks; each is dropped by its own thread once
         # that call returns (never destroyed under it).
         self.abandoned: list[Producer] = []
+        # A send_offsets_to_transaction that hangs after a destination broker came back (librdkafka 5456/5511)
+        # hangs on every producer that lived through the same fault, each on its next call: seen on one node,
+        # one partition after another, 15 s each (60 s for four). So when one hangs, each producer not heard
+        # from since that call began (`sound`: when it was made or last finished send_offsets) is replaced
+        # before its own call instead: its transaction aborted and re-sent, as after a hang, without the wait.
+        self.hung_since: float | None = None
+        self.sound: dict[PositionKey, float] = {}
         self.from_legacy: set[PositionKey] = set()  # positions last read from the earlier layout's group
         self.pool = ThreadPoolExecutor(PARALLEL_CALLS, thread_name_prefix="transactions")
 
@@ -120,6 +127,7 @@ class PartitionTransactions:
         self.store.refuse_foreign(fresh)
         started = self._each(fresh, self._new_producer)
         self.producers.update({key: p for key, p in started.items() if not isinstance(p, BaseException)})
+        self.sound.update({key: self.clock() for key, p in started.items() if not isinstance(p, BaseException)})
         for failed in started.values():
             if isinstance(failed, BaseException):
                 raise failed
@@ -225,14 +233,22 @@ class PartitionTransactions:
         if committing is not None:  # see pending_commit: that transaction is finished, not this position's
             next_offset = committing
 
+        if committing is None and self.hung_since is not None and self.sound.get(key, 0.0) < self.hung_since:
+            reason = self.aborting[key] = "replaced before its send_offsets_to_transaction: another partition's hung"
+            self.broken.add(key)
+            self._abort(key, timeout_s)
+            raise TransactionAborted(f"{key[0]}[{key[1]}]: {reason}")
+        called_at = self.clock()
         try:
             if committing is None:  # after a commit that timed out only commit_transaction is called again
                 if key not in self.recorded:
                     self._record(producer, key)
                 self._send_offsets(producer, self.store.slot(key, next_offset), timeout_s)
+                self.sound[key] = self.clock()
                 self.committing[key] = next_offset
             producer.commit_transaction(timeout_s)
         except StuckCall:
+            self.hung_since = max(self.hung_since or called_at, called_at)
             self.aborting[key] = f"send_offsets_to_transaction did not return within {timeout_s + STUCK_AFTER_S:.0f}s"
             self.broken.add(key)
             self._abort(key, timeout_s)
@@ -326,6 +342,7 @@ class PartitionTransactions:
             raise TransactionPending(str(failed)) from None
         self._retire(self.producers[key])
         self.producers[key] = replacement
+        self.sound[key] = self.clock()
         self.committing.pop(key, None)
         self.broken.discard(key)
         del self.aborting[key]
@@ -347,6 +364,7 @@ class PartitionTransactions:
             self.aborting.pop(key, None)
             self.committing.pop(key, None)
             self.broken.discard(key)
+            self.sound.pop(key, None)
             producer = self.producers.pop(key, None)
             if producer is not None and not any(producer is p for p in self.abandoned):
                 try:
