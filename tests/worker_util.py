@@ -14,6 +14,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from devstack.paths import ROOT
+from mirror_worker.commands.runner import CLOSE_GRACE_S
+from mirror_worker.config.model import MirrorConfig
 
 
 def write_properties(path: Path, settings: dict[str, str]) -> str:
@@ -22,8 +24,8 @@ def write_properties(path: Path, settings: dict[str, str]) -> str:
 
 
 # A worker bounds its own shutdown by shutdown-timeout-s (25 s by default) plus commands/runner.py's
-# CLOSE_GRACE_S (5 s), then exits: the harness waits past that bound before it calls the worker hung.
-EXIT_BOUND_S = 25 + 5 + 10
+# CLOSE_GRACE_S (5 s), then exits: the harness waits past that bound (10 s more) before it calls the worker hung.
+EXIT_BOUND_S = MirrorConfig.model_fields["shutdown_timeout_s"].default + CLOSE_GRACE_S + 10
 
 
 class WorkerProcess:

@@ -58,7 +58,7 @@ def run_worker(config: MirrorConfig, index: int = 0) -> int:
     finally:
         if started:
             # What is left of the stop's bound (all of it after a fatal error), and the grace.
-            left = max(0.0, worker.state.request_stop() - time.monotonic())
+            left = max(0.0, worker.state.request_stop() - worker.clock())
             close_within(worker.close, left + CLOSE_GRACE_S, config.name)
     return EXIT_OK
 

@@ -92,7 +92,7 @@ class CommitCycle:
                 now = self.clock()
                 if self.state.fatal is not None:
                     return False
-                if deadline is None and self.state.stop_event.is_set():
+                if deadline is None:  # a stop asked meanwhile: its deadline (None while running)
                     deadline = self.state.shutdown_deadline()
                 if deadline is not None and now >= deadline:
                     return False
@@ -341,7 +341,7 @@ class CommitCycle:
                 if not pending:
                     return results
                 now = self.clock()
-                if deadline is None and self.state.stop_event.is_set():
+                if deadline is None:  # a stop asked meanwhile: its deadline (None while running)
                     deadline = self.state.shutdown_deadline()
                 if self.state.fatal is not None or (deadline is not None and now >= deadline):
                     return {**results, **dict.fromkeys(pending)}

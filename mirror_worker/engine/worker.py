@@ -47,8 +47,8 @@ from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.consume import take_available
 from mirror_worker.engine.delivery import RunDelivery, undelivered
 from mirror_worker.engine.halts import Halts
-from mirror_worker.engine.producer_set import ProducerSet
 from mirror_worker.engine.hot_path import BatchMirror
+from mirror_worker.engine.producer_set import ProducerSet
 from mirror_worker.engine.run_state import RunState
 from mirror_worker.engine.source_contact import SourceContact
 from mirror_worker.engine.source_stream import SourceStream

@@ -248,7 +248,7 @@ class PartitionTransactions:
                 self.committing[key] = next_offset
             producer.commit_transaction(timeout_s)
         except StuckCall:
-            self.hung_since = max(self.hung_since or called_at, called_at)
+            self.hung_since = max(self.hung_since or 0.0, called_at)
             self.aborting[key] = f"send_offsets_to_transaction did not return within {timeout_s + STUCK_AFTER_S:.0f}s"
             self.broken.add(key)
             self._abort(key, timeout_s)
