@@ -18,16 +18,21 @@ import sys
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from mirror_worker.config.librdkafka import consumer_settings, producer_settings
+from mirror_worker.config.librdkafka import (
+    KAFKA_MAX_MESSAGE_BYTES, consumer_settings, fitted_to_topics, producer_settings,
+)
 
 BATCH = 10_000
 
 
-def copy(source: str, destination: str, topics: list[str], prefix: str, partitions: list[int]) -> None:
+def copy(source: str, destination: str, topics: list[str], prefix: str, partitions: list[int],
+         destination_limit: int = KAFKA_MAX_MESSAGE_BYTES) -> None:
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     consumer = Consumer({**consumer_settings({"bootstrap.servers": source}, "bare"), "group.id": "bench-bare"})
-    producer = Producer(producer_settings({"bootstrap.servers": destination}, "bare", 100_000))
+    settings = producer_settings({"bootstrap.servers": destination}, "bare", 100_000)
+    # The batches the worker would fit to destination topics of that max.message.bytes.
+    producer = Producer({**settings, **fitted_to_topics(settings, [destination_limit])})
     consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in partitions])
     produce = producer.produce
     remote = {t: prefix + t for t in topics}
@@ -55,13 +60,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefix", required=True, help="destination topic = PREFIX + source topic")
     parser.add_argument("--partitions", type=int, required=True)
     parser.add_argument("--procs", type=int, default=1)
+    parser.add_argument("--destination-limit", type=int, default=KAFKA_MAX_MESSAGE_BYTES,
+                        help="the destination topics' max.message.bytes (the batch size follows it, as the worker's)")
     args = parser.parse_args(argv)
     shares = [[p for p in range(args.partitions) if p % args.procs == i] for i in range(args.procs)]
     if args.procs == 1:
-        copy(args.source, args.destination, args.topics.split(","), args.prefix, shares[0])
+        copy(args.source, args.destination, args.topics.split(","), args.prefix, shares[0], args.destination_limit)
         return 0
     context = multiprocessing.get_context("spawn")
-    children = [context.Process(target=copy, args=(args.source, args.destination, args.topics.split(","), args.prefix, s))
+    topics = args.topics.split(",")
+    children = [context.Process(target=copy, args=(args.source, args.destination, topics, args.prefix, s,
+                                                    args.destination_limit))
                 for s in shares]
     signal.signal(signal.SIGTERM, lambda *_: [c.terminate() for c in children if c.is_alive()])
     for child in children:

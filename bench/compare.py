@@ -64,6 +64,7 @@ from bench.common import bench_stack, check_transactional, produce_paced
 from bench.mm2 import mm2_argv, mm2_properties
 from devstack import paths
 from devstack.net import free_port
+from mirror_worker.config.librdkafka import KAFKA_MAX_MESSAGE_BYTES
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SYSTEMS = ("worker", "mm2", "bare", "worker-eos", "mm2-eos")
@@ -190,6 +191,12 @@ def system_procs(system: str, default: int) -> tuple[str, int]:
     return name, int(procs) if procs else default
 
 
+def destination_limit(args) -> int:
+    """The destination topics' max.message.bytes (bench.wan can raise it): MirrorMaker 2 and the bare loop get
+    the batches the worker fits to it."""
+    return getattr(args, "destination_max_message_bytes", None) or KAFKA_MAX_MESSAGE_BYTES
+
+
 def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workdir: Path, args) -> subprocess.Popen:
     """Start `system` mirroring `topics` into `<alias>.<topic>` on the destination."""
     log = open(workdir / f"{alias}.log", "wb")  # noqa: SIM115 - closed with the process
@@ -209,14 +216,16 @@ def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workd
     elif system in ("mm2", "mm2-eos"):
         properties = mm2_properties(alias, clusters.source, clusters.destination, topics, procs,
                                     args.mm2_poll_records,
-                                    exactly_once_rest_port=free_port() if system == "mm2-eos" else None)
+                                    exactly_once_rest_port=free_port() if system == "mm2-eos" else None,
+                                    destination_limit=destination_limit(args))
         (workdir / alias).mkdir()
         argv = mm2_argv(workdir / alias, properties, args.mm2_heap_mb)
     elif system == "bare":
         create_topics(clusters.destination, [f"{alias}.{t}" for t in topics], args.partitions)
         argv = [sys.executable, "-m", "bench.bare_copy", "--source", clusters.source, "--destination",
                 clusters.destination, "--topics", ",".join(topics), "--prefix", f"{alias}.",
-                "--partitions", str(args.partitions), "--procs", str(procs)]
+                "--partitions", str(args.partitions), "--procs", str(procs),
+                "--destination-limit", str(destination_limit(args))]
     else:
         raise ValueError(system)
     return subprocess.Popen(argv, cwd=paths.ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

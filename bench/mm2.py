@@ -12,7 +12,7 @@ from pathlib import Path
 from devstack import paths
 from devstack.errors import SetupMissingError
 from devstack.jdk import find_java
-from mirror_worker.config.librdkafka import _PRODUCER_DEFAULTS
+from mirror_worker.config.librdkafka import _PRODUCER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, batch_size_for
 
 MM2_LIBS = paths.CACHE / "mm2" / "libs"
 
@@ -29,11 +29,14 @@ logger.mirror.level = INFO
 
 
 def mm2_properties(alias: str, source: str, destination: str, topics: list[str], tasks: int,
-                   poll_records: int, exactly_once_rest_port: int | None = None) -> str:
+                   poll_records: int, exactly_once_rest_port: int | None = None,
+                   destination_limit: int = KAFKA_MAX_MESSAGE_BYTES) -> str:
     """mm2.properties for one source -> destination flow of `topics`.
 
     Fairness: the destination producer gets the worker's producer defaults (acks=all, idempotence,
-    linger.ms, batch.size, compression.type); replication factor 1 everywhere (one-node clusters);
+    linger.ms, compression.type) and the batch.size the worker would take for topics whose max.message.bytes
+    is `destination_limit` (with a request size to carry such a batch when it is above Kafka's default);
+    replication factor 1 everywhere (one-node clusters);
     checkpoints and heartbeats off (the worker emits neither per record); offset syncs stay on:
     they are MirrorMaker 2's own bookkeeping, as committed offsets are the worker's.
 
@@ -42,8 +45,10 @@ def mm2_properties(alias: str, source: str, destination: str, topics: list[str],
     enabled`, the internal REST server on (dedicated mode needs it for exactly-once) listening on this
     port, and the source read `read_committed` so aborted transactions are never copied.
     """
-    producer = {k: _PRODUCER_DEFAULTS[k] for k in ("acks", "enable.idempotence", "linger.ms", "batch.size",
-                                                    "compression.type")}
+    producer = {k: _PRODUCER_DEFAULTS[k] for k in ("acks", "enable.idempotence", "linger.ms", "compression.type")}
+    producer["batch.size"] = str(batch_size_for(None, [destination_limit]))
+    if destination_limit > KAFKA_MAX_MESSAGE_BYTES:
+        producer["max.request.size"] = str(destination_limit)
     settings = {
         "clusters": f"{alias}, destination",
         f"{alias}.bootstrap.servers": source,

@@ -32,6 +32,8 @@ import time
 import uuid
 from pathlib import Path
 
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
 from bench.compare import (Clusters, _rate_name, build_parser, delete_topics, latency_labels, medians, preload, run_one,
                            system_procs, warm_up)
 from devstack.kafka_cluster import FaultStack
@@ -46,6 +48,18 @@ def split_rtt(rtt_ms: int) -> tuple[int, int]:
     if rtt_ms < 0:
         raise ValueError(f"round-trip time must be >= 0 ms, got {rtt_ms}")
     return rtt_ms // 2, rtt_ms - rtt_ms // 2
+
+
+def allow_larger_batches(bootstrap: str, max_message_bytes: int) -> None:
+    """Each broker's `message.max.bytes` (a dynamic broker setting): the largest record batch a
+    topic without its own `max.message.bytes` accepts. The worker keeps its `batch.size` within it
+    (engine/worker.py fit_batches), so larger batches on a WAN need the destination to take them first."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resources = [ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=[
+        ConfigEntry("message.max.bytes", str(max_message_bytes), incremental_operation=AlterConfigOpType.SET)])
+        for broker in admin.list_topics(timeout=30).brokers]
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(30)
 
 
 def conditions(sides: list[str], rtts: list[int]) -> list[tuple[str, int]]:
@@ -97,6 +111,16 @@ def goal_lines(rows: list[dict], goal_rtt: int) -> list[str]:
     return lines
 
 
+def _settings(meta: dict) -> str:
+    """What the run changed from the defaults, said in the table's header (the worker's flags, its client
+    properties, the destination's batch limit)."""
+    said = [f"{name} `{meta[key]}`" for key, name in (
+        ("worker_args", "worker flags"), ("producer_props", "worker producer properties"),
+        ("consumer_props", "worker consumer properties"),
+        ("destination_max_message_bytes", "destination message.max.bytes")) if meta.get(key)]
+    return f" Changed from the defaults: {'; '.join(said)}." if said else ""
+
+
 def _pct(value) -> str:
     return "-" if value is None else f"{value:.0%}"
 
@@ -116,7 +140,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
         f"per run, {meta['partitions']} partitions, {meta['repeats']} repeats (medians); load average "
         f"{meta['load_start']} at start, {meta['load_end']} at end (a shared machine: figures are noisy). "
         "RTT through Toxiproxy between the mirror and the named side's cluster (half of it each way); "
-        "loopback: both clusters through their proxies, no latency.",
+        "loopback: both clusters through their proxies, no latency." + _settings(meta),
         "",
         "| side | RTT ms | system | msgs/s | copy msgs/s | kept (msgs/s) | kept (copy) | x MM2 (msgs/s) | "
         "x MM2 (copy) | "
@@ -147,6 +171,8 @@ def write_results(runs: list[dict], systems: list[str], size: int, sides: list[s
         "record_bytes": size, "repeats": max(r["repeat"] for r in runs) + 1, "partitions": args.partitions,
         "procs": args.procs, "rtts": rtts, "sides": sides, "goal_rtt": args.goal_rtt, "latency_labels": labels,
         "latency_rate": args.latency_rate, "latency_s": args.latency_s, "worker_args": args.worker_args,
+        "producer_props": args.producer_props, "consumer_props": args.consumer_props,
+        "destination_max_message_bytes": args.destination_max_message_bytes,
         "load_start": load_start, "load_end": [round(x, 2) for x in os.getloadavg()],
     }
     out = Path(args.out)
@@ -164,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtts", default="0,25,50,100", help="round-trip times in ms, comma-separated")
     parser.add_argument("--sides", default="destination,source", help="which cluster the RTT is put in front of")
     parser.add_argument("--goal-rtt", type=int, default=50, help="the RTT the goal is checked at")
+    parser.add_argument("--destination-max-message-bytes", type=int, default=None, metavar="BYTES",
+                        help="the destination cluster's default max.message.bytes (Kafka's: 1048588), for larger "
+                             "batches with --producer-props batch.size=...")
     parser.set_defaults(sizes="1024", repeats=2, systems="worker,mm2,bare", latency_rate="10000", rss_records=0,
                         out=str(Path(__file__).resolve().parent / "results" / "wan"))
     args = parser.parse_args(argv)
@@ -185,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             mirror = Clusters(stack["source"].bootstrap_servers, stack["destination"].bootstrap_servers)
             args.broker_pids = [node.process.pid() for cluster in ("source", "destination")
                                 for node in stack[cluster].nodes if node.process.pid()]
+            if args.destination_max_message_bytes:
+                allow_larger_batches(direct.destination, args.destination_max_message_bytes)
             workdir = Path(args.logs or tmp)
             workdir.mkdir(parents=True, exist_ok=True)
             print(f"brokers warm: produce->consume p50 {warm_up(direct, args.partitions)} ms", flush=True)

@@ -68,7 +68,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from mirror_worker.config.librdkafka import DEFAULT_BATCH_SIZE, fitted_batch_size
+from mirror_worker.config.librdkafka import fitted_to_topics
 from mirror_worker.dr.failback import failback_start
 from mirror_worker.dr.offset_translation import committed_reader
 from mirror_worker.engine.catchup_lease import CatchupLease
@@ -319,9 +319,9 @@ def copy_settings(target: JobTarget, args, clusters: tuple[str, str], id_headers
                   eos: ExactlyOnce | None, limits: dict[str, int] | None = None) -> CopySettings:
     source_cluster, destination_cluster = clusters
     producer = producer_conf(target)
-    # As the worker fits its producers: no record batch larger than a destination topic accepts.
-    configured = int(producer.get("batch.size", DEFAULT_BATCH_SIZE))
-    producer["batch.size"] = str(fitted_batch_size(configured, (limits or {}).values()))
+    # As the worker fits its producers: no record batch larger than a destination topic accepts, batches as
+    # large as they take, and no record a topic takes refused by the producer's own message.max.bytes.
+    producer.update(fitted_to_topics(producer, (limits or {}).values()))
     if eos is not None:  # a transactional producer's message.timeout.ms may not exceed its transaction.timeout.ms:
         producer.pop("message.timeout.ms")  # the worker's setting (or librdkafka's fit to the transaction's)
         if "message.timeout.ms" in target.destination_settings:

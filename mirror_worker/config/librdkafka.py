@@ -66,14 +66,13 @@ _PRODUCER_REQUIRED = {
     "acks": ({"all", "-1"}, "at-least-once needs acks=all"),
     "enable.idempotence": ({"true"}, "per-partition order needs enable.idempotence=true"),
 }
-DEFAULT_BATCH_SIZE = 1_000_000
+# batch.size is not among these: the mirrored records' producers get batch_size_for's (below).
 _PRODUCER_DEFAULTS = {
     "acks": "all",
     "enable.idempotence": "true",
     # Latency at ordinary rates: 1 ms instead of 5 took the 10,000 msgs/s p50 from ~15 to ~9 ms on the
     # bench; full-speed batches fill while earlier requests are in flight, so throughput held (issue #17).
     "linger.ms": "1",
-    "batch.size": str(DEFAULT_BATCH_SIZE),
     "compression.type": "lz4",
     # Never give up on a record: an unavailable destination holds the mirror back instead.
     "message.timeout.ms": "0",
@@ -163,6 +162,35 @@ def fitted_batch_size(configured: int, topic_limits) -> int:
     return max(1, min(configured, smallest - max(1024, smallest // 64)))
 
 
+# Unnamed, batch.size grows with what every destination topic accepts, up to this. A partition's records
+# cross to its leader about one batch per round trip (bench/wan.py, 6 partitions, one destination broker,
+# 50 ms RTT: ~1 MB batches held the copy at ~70,000-85,000 msgs/s of 1 KiB whatever the number of
+# producers or records in flight; 4 MiB batches let it keep 98 % of its loopback rate). On loopback the
+# size is no cost: linger.ms sends a batch as soon as a request slot is free, whatever it holds.
+AUTO_BATCH_CEILING = 8 * 1024 * 1024
+KAFKA_MAX_MESSAGE_BYTES = 1_048_588  # a topic's max.message.bytes unless the broker or the topic says otherwise
+
+
+def batch_size_for(configured, topic_limits) -> int:
+    """The mirrored records' producers' batch.size, for the worker and the Spark catch-up alike.
+
+    `configured` (the settings' batch.size, or None): lowered to fit the destination topics, never raised.
+    Unnamed: the largest batch every destination topic accepts, up to AUTO_BATCH_CEILING, and
+    DEFAULT_BATCH_SIZE while no destination topic is known. Topics at Kafka's default limit (1048588) get
+    about 1 MB batches, as before; a destination whose topics take larger ones (a WAN: see
+    docs/benchmarks/wan.md) gets them without a setting."""
+    limits = list(topic_limits)
+    if configured is not None:
+        return fitted_batch_size(int(configured), limits)
+    if not limits:
+        return DEFAULT_BATCH_SIZE
+    return fitted_batch_size(AUTO_BATCH_CEILING, limits)
+
+
+# What batch_size_for gives for topics at Kafka's default limit, so that finding them changes nothing: 1,032,204.
+DEFAULT_BATCH_SIZE = fitted_batch_size(AUTO_BATCH_CEILING, [KAFKA_MAX_MESSAGE_BYTES])
+
+
 LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's default message.max.bytes
 _MESSAGE_MAX_BYTES_LIMIT = 1_000_000_000  # the largest librdkafka takes
 _REQUEST_ROOM = 64 * 1024  # a produce request's framing around its largest record batch
@@ -178,6 +206,20 @@ def fitted_message_max_bytes(configured: int | None, topic_limits) -> int | None
     if largest + _REQUEST_ROOM <= LIBRDKAFKA_MESSAGE_MAX_BYTES:
         return None
     return min(_MESSAGE_MAX_BYTES_LIMIT, largest + _REQUEST_ROOM)
+
+
+def fitted_to_topics(settings: dict, topic_limits) -> dict[str, str]:
+    """batch.size and, when needed, message.max.bytes for a producer of records bound for destination topics
+    with these max.message.bytes (`settings`: the producer's, whose named values are kept or only lowered).
+    The Spark catch-up and the bench's bare loop take them from here; the worker keeps them as state
+    (engine/worker.py fit_batches: its producers are replaced when they change)."""
+    limits = list(topic_limits)
+    fitted = {"batch.size": str(batch_size_for(settings.get("batch.size"), limits))}
+    configured = settings.get("message.max.bytes")
+    largest = fitted_message_max_bytes(int(configured) if configured else None, limits)
+    if largest is not None:
+        fitted["message.max.bytes"] = str(largest)
+    return fitted
 
 
 def setting_value(value) -> str:

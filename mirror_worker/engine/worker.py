@@ -31,7 +31,7 @@ from mirror_worker import kafka_clients
 from mirror_worker.client_health import DESTINATION, STATISTICS_INTERVAL_MS
 from mirror_worker.clients import ClientSettings, error_text, fatal_reason
 from mirror_worker.config.librdkafka import (
-    DEFAULT_BATCH_SIZE, connection_settings, fitted_batch_size, fitted_message_max_bytes,
+    batch_size_for, connection_settings, fitted_message_max_bytes,
 )
 from mirror_worker.config.model import MirrorConfig
 from mirror_worker.coordinator_admin import IsolatingAdmin
@@ -114,8 +114,9 @@ class MirrorWorker:
                                          self.metrics, self._label, self.state, clock, on_wait=self.stalls.check,
                                          serve=self.producer_set.serve)
         self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
-        # The mirrored records' producers' batch.size: at most the configured one, lowered by fit_batches.
-        self.batch_bytes = int(config.producer.get("batch.size", DEFAULT_BATCH_SIZE))
+        # The mirrored records' producers' batch.size, fitted to the destination topics by fit_batches: the
+        # configured one or lower; unnamed, what the topics take (config/librdkafka.py batch_size_for).
+        self.batch_bytes = batch_size_for(config.producer.get("batch.size"), [])
         self.message_max_bytes: int | None = None  # raised by fit_batches above librdkafka's default when needed
         # Built by start(): they need the clients.
         self.commits: CommitCycle
@@ -234,25 +235,26 @@ class MirrorWorker:
         return fitted
 
     def fit_batches(self, limits) -> None:
-        """Keep the producers' batch.size within the smallest max.message.bytes of the destination topics, and
-        their message.max.bytes above the largest (librdkafka refuses a larger record itself, 1 MB by default).
+        """Keep the producers' batch.size within the smallest max.message.bytes of the destination topics (and,
+        unless the settings name one, as large as they take: batch_size_for), and their message.max.bytes
+        above the largest (librdkafka refuses a larger record itself, 1 MB by default).
 
-        batch.size only goes down, message.max.bytes only up. The producers are replaced once everything they
-        hold was delivered (a flush, or exactly-once a commit of every partition's transaction), so no record
-        is lost or reordered.
+        message.max.bytes only goes up. The producers are replaced once everything they hold was delivered (a
+        flush, or exactly-once a commit of every partition's transaction), so no record is lost or reordered.
+        `limits` are every destination topic's known so far.
         """
         limits = list(limits)
-        wanted = min(self.batch_bytes, fitted_batch_size(self.batch_bytes, limits))
+        wanted = batch_size_for(self.config.producer.get("batch.size"), limits)
         configured = self.config.producer.get("message.max.bytes")
         largest = fitted_message_max_bytes(int(configured) if configured else None, limits)
         if largest is not None and largest <= (self.message_max_bytes or 0):
             largest = None
         if wanted == self.batch_bytes and largest is None:
             return
-        if wanted < self.batch_bytes:
-            log.info("producer batch.size lowered to fit the destination topics", extra={
-                **self._label, "batch_size": wanted, "smallest_max_message_bytes": min(limits),
-            })
+        if wanted != self.batch_bytes:
+            log.info(f"producer batch.size {'lowered' if wanted < self.batch_bytes else 'raised'} to fit the "
+                     "destination topics", extra={
+                         **self._label, "batch_size": wanted, "smallest_max_message_bytes": min(limits, default=None)})
         if largest is not None:
             log.info("producer message.max.bytes raised to fit the destination topics", extra={
                 **self._label, "message_max_bytes": largest, "largest_max_message_bytes": max(limits),

@@ -107,6 +107,38 @@ def test_records_that_fit_the_topic_limit_are_never_refused_as_a_batch(stack, tm
     assert (len(missing), duplicates, ordered) == (0, 0, True)
 
 
+@pytest.mark.parametrize("delivery", [[], ["--exactly.once"]], ids=["at-least-once", "exactly-once"])
+def test_batches_grow_to_what_the_destination_topics_take_when_no_batch_size_is_set(stack, tmp_path, topic_name,
+                                                                                     delivery):
+    """A source topic with max.message.bytes=4 MiB, copied to the destination by config sync: with no batch.size
+    in the settings the producers batch up to what the destination takes (the WAN's rate is about a batch per
+    round trip per partition), and batches of incompressible 200 KiB records are still all accepted."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("bigbatch")
+    limit = 4 * 1024 * 1024
+    create_topic(src, topic, partitions=2, config={"max.message.bytes": str(limit)})
+    source_producer = Producer({"bootstrap.servers": src, "acks": "all", "message.max.bytes": limit,
+                                "batch.size": limit - 65536, "linger.ms": 20})
+    count = 120
+    for i in range(count):
+        source_producer.produce(topic, f"{i:06d}".encode() + os.urandom(200_000), f"k{i}".encode(), partition=i % 2)
+        source_producer.poll(0)
+    assert source_producer.flush(60) == 0
+    worker = _worker(stack, tmp_path, topic, *delivery)
+    try:
+        worker.wait_started()
+        mirrored = wait_for_count(dst, topic, count, timeout=90)
+        assert worker.proc.poll() is None, worker.stderr[-2000:]
+    finally:
+        worker.stop_quietly()
+    logs = worker.logs()
+    raised = [e for e in logs if e["msg"] == "producer batch.size raised to fit the destination topics"]
+    assert [e["batch_size"] for e in raised] == [limit - limit // 64], [e["msg"] for e in logs]
+    assert "partition halted" not in [e["msg"] for e in logs]
+    missing, duplicates, ordered = loss_and_duplicates(read_topic(src, topic, timeout=30), mirrored)
+    assert (len(missing), duplicates, ordered) == (0, 0, True)
+
+
 def _metric(url: str, name: str) -> float:
     text = urllib.request.urlopen(url, timeout=5).read().decode()
     match = re.search(rf'^{name}\{{[^}}]*\}} (\S+)$', text, re.M)

@@ -33,3 +33,11 @@ def test_the_ratio_table_sets_mm2_eos_against_mm2_and_worker_eos_against_mm2_eos
     assert got["mm2-eos/mm2"] == 0.6
     assert got["worker-eos/mm2-eos"] == 4.0
     assert got["worker-eos/worker"] == 0.8
+
+
+def test_mirrormaker_gets_the_batch_size_the_worker_would_take_for_the_destinations_limit():
+    assert _props()["destination.producer.batch.size"] == "1032204"
+    assert "destination.producer.max.request.size" not in _props()
+    props = _props(destination_limit=8_388_608)
+    assert props["destination.producer.batch.size"] == str(8_388_608 - 8_388_608 // 64)
+    assert props["destination.producer.max.request.size"] == "8388608"

@@ -56,3 +56,15 @@ def test_the_goal_is_judged_per_figure_and_the_table_says_so():
     table = markdown(rows, meta)
     assert "| destination | 50 | worker | 95,000 | 150,000 | 86% | 71% | 2.97x | 2.14x | 9.0 | 20.0 | - |" in table
     assert "p99 ms @10,000/s" in table
+    assert "Changed from the defaults" not in table
+
+
+def test_the_table_says_what_the_run_changed_from_the_defaults():
+    rows = wan_rows(RUNS, ["worker", "mm2"], 1024, [])
+    meta = {"date": "d", "cpus": 2, "records": 1000, "record_bytes": 1024, "partitions": 6, "repeats": 2,
+            "load_start": [1], "load_end": [2], "latency_labels": [], "goal_rtt": 50,
+            "worker_args": "--queue.size 40000", "producer_props": "batch.size=4194304", "consumer_props": "",
+            "destination_max_message_bytes": 8388608}
+    header = markdown(rows, meta).splitlines()[0]
+    assert header.endswith("Changed from the defaults: worker flags `--queue.size 40000`; worker producer properties "
+                           "`batch.size=4194304`; destination message.max.bytes `8388608`.")

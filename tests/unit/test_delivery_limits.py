@@ -2,7 +2,10 @@
 
 import pytest
 
-from mirror_worker.config.librdkafka import DEFAULT_BATCH_SIZE, fitted_batch_size, fitted_message_max_bytes
+from mirror_worker.config.librdkafka import (
+    AUTO_BATCH_CEILING, DEFAULT_BATCH_SIZE, KAFKA_MAX_MESSAGE_BYTES, batch_size_for, fitted_batch_size,
+    fitted_message_max_bytes,
+)
 from mirror_worker.engine.delivery import RunDelivery
 from mirror_worker.engine.ledger import OffsetLedger
 
@@ -18,6 +21,23 @@ from mirror_worker.engine.ledger import OffsetLedger
 ])
 def test_fitted_batch_size(configured, limits, expected):
     assert fitted_batch_size(configured, limits) == expected
+
+
+@pytest.mark.parametrize("configured, limits, expected", [
+    (None, [], DEFAULT_BATCH_SIZE),                              # no destination topic known yet
+    (None, [KAFKA_MAX_MESSAGE_BYTES], DEFAULT_BATCH_SIZE),       # Kafka's default: finding it changes nothing
+    (None, [4_194_304, 8_388_608], 4_194_304 - 4_194_304 // 64),  # unnamed: grows to what every topic takes
+    (None, [100_000_000], AUTO_BATCH_CEILING),                   # ... up to the ceiling
+    (None, [65_536], 65_536 - 1024),                             # and shrinks as before
+    ("1000000", [8_388_608], 1_000_000),                         # named: never raised
+    ("1000000", [65_536], 65_536 - 1024),                        # named: lowered to fit
+])
+def test_batch_size_for(configured, limits, expected):
+    assert batch_size_for(configured, limits) == expected
+
+
+def test_the_default_batch_size_is_about_librdkafkas():
+    assert DEFAULT_BATCH_SIZE == 1_032_204
 
 
 def test_fitted_batch_size_leaves_room_for_lz4_on_incompressible_data():
