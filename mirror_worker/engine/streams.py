@@ -18,6 +18,7 @@ from mirror_worker.config.model import MirrorConfig, SourceCluster
 from mirror_worker.engine.halts import Halts
 from mirror_worker.engine.source_stream import SourceStream
 from mirror_worker.exactly_once.transactions import PartitionTransactions
+from mirror_worker.log_ends import reads_committed
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.schemas.gate import SchemaGate
 
@@ -64,7 +65,8 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
         stream = SourceStream(source.name, consumer, source_id, source_id == destination_cluster_id,
                               producers=producers, reset_policy=reset_policy,
                               incremental_assignment=incremental(settings),
-                              instance_id=settings.get("group.instance.id"), admin=admin)
+                              instance_id=settings.get("group.instance.id"), admin=admin,
+                              reads_committed=reads_committed(settings))
         if transactions is not None:
             stream.transactions = transactions(stream)
             stream.producers = stream.transactions.producers

@@ -274,11 +274,23 @@ class FakeGroupDescription:
 
 class FakeAdmin:
     """AdminClient.describe_topics: every topic has the id in `topic_ids` (default 'id-<topic>');
-    describe_consumer_groups: `group_members` members per group (none by default)."""
+    describe_consumer_groups: `group_members` members per group (none by default); list_offsets: the bounds
+    `watermarks(tp)` gives (a FakeConsumer's get_watermark_offsets), one call per request."""
 
-    def __init__(self, topic_ids: dict | None = None, group_members: dict | None = None) -> None:
+    def __init__(self, topic_ids: dict | None = None, group_members: dict | None = None, watermarks=None) -> None:
         self.topic_ids = topic_ids or {}
         self.group_members = group_members if group_members is not None else {}
+        self.watermarks = watermarks
+        self.list_offsets_calls = 0
+
+    def list_offsets(self, requests, isolation_level=None, request_timeout=None):
+        from confluent_kafka.admin import OffsetSpec
+        self.list_offsets_calls += 1
+        out = {}
+        for tp, spec in requests.items():
+            low, high = self.watermarks(tp)
+            out[tp] = FakeFuture(TopicPartition(tp.topic, tp.partition, low if spec == OffsetSpec.earliest() else high))
+        return out
 
     def describe_topics(self, topics, request_timeout=None):
         return {t: FakeFuture(FakeTopicDescription(self.topic_ids.get(t, f"id-{t}"))) for t in topics.topic_names}
@@ -339,7 +351,8 @@ def make_worker(logs: dict, *, committed: dict | None = None, low: dict | None =
     worker = MirrorWorker(config, MirrorMetrics("m"), clock=FakeClock())
     consumer = FakeConsumer(logs, committed, low)
     stream = SourceStream("src", consumer, "src-cluster", False, producers=worker.producers,
-                          reset_policy="earliest", incremental_assignment=incremental, admin=FakeAdmin())
+                          reset_policy="earliest", incremental_assignment=incremental,
+                          admin=FakeAdmin(watermarks=consumer.get_watermark_offsets))
     producer = None
     if exactly_once:
         stream.transactions = FakeTransactions(positions, lambda: FakeProducer(capacity, worker._on_delivery_error, transactional=True))

@@ -229,3 +229,13 @@ def test_records_failed_by_their_producers_state_are_re_sent_not_halted():
                       record)
     assert stream.ledger.halted[TP].resend  # held for a resend from the committed position, not halted for good
     assert TP in stream.ledger.resends()
+
+
+def test_start_positions_ask_the_log_bounds_of_every_partition_in_two_requests_not_two_per_partition():
+    keys = [("t", p) for p in range(12)]
+    worker, stream, consumer, _ = make_worker({k: records(*k, range(5)) for k in keys}, low={("t", 3): 2})
+    asked = []
+    consumer.get_watermark_offsets = lambda tp, **_: asked.append(tp)  # one partition at a time: 2 round trips each
+    assign(worker, stream, *keys)
+    assert (asked, stream.admin.list_offsets_calls) == ([], 2)
+    assert [consumer.positions[k] for k in keys] == [2 if k == ("t", 3) else 0 for k in keys]
