@@ -12,7 +12,9 @@ from pathlib import Path
 from devstack import paths
 from devstack.errors import SetupMissingError
 from devstack.jdk import find_java
-from mirror_worker.config.librdkafka import _PRODUCER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, batch_size_for
+from mirror_worker.config.librdkafka import (
+    _CONSUMER_DEFAULTS, _PRODUCER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, batch_size_for,
+)
 
 MM2_LIBS = paths.CACHE / "mm2" / "libs"
 
@@ -36,7 +38,7 @@ def mm2_properties(alias: str, source: str, destination: str, topics: list[str],
     Fairness: the destination producer gets the worker's producer defaults (acks=all, idempotence,
     linger.ms, compression.type) and the batch.size the worker would take for topics whose max.message.bytes
     is `destination_limit` (with a request size to carry such a batch when it is above Kafka's default);
-    replication factor 1 everywhere (one-node clusters);
+    the source consumer the worker's max.partition.fetch.bytes; replication factor 1 everywhere (one-node clusters);
     checkpoints and heartbeats off (the worker emits neither per record); offset syncs stay on:
     they are MirrorMaker 2's own bookkeeping, as committed offsets are the worker's.
 
@@ -79,6 +81,8 @@ def mm2_properties(alias: str, source: str, destination: str, topics: list[str],
         "offset.flush.interval.ms": "5000",
         f"{alias}.consumer.max.poll.records": str(poll_records),
         f"{alias}.consumer.auto.offset.reset": "earliest",
+        # The worker's per-partition fetch size (the Java client's default is 1 MiB, as librdkafka's).
+        f"{alias}.consumer.max.partition.fetch.bytes": _CONSUMER_DEFAULTS["max.partition.fetch.bytes"],
         **{f"destination.producer.{k}": v for k, v in producer.items()},
     }
     if exactly_once_rest_port is not None:

@@ -44,6 +44,10 @@ _CONSUMER_DEFAULTS = {
     # Bounds the consumer's prefetch: with the producer's queue.size this bounds the worker's memory.
     "queued.max.messages.kbytes": "16384",
     "fetch.max.bytes": "16777216",
+    # A fetch carries at most this much of each partition, and one fetch per broker is in flight: with
+    # librdkafka's 1 MiB, a source 50 ms away held the copy at 81 % of loopback (6 partitions, 1 KiB
+    # records, bench/wan.py); with 4 MiB, 105 %. fetch.max.bytes above still bounds a whole fetch.
+    "max.partition.fetch.bytes": "4194304",
     # When that prefetch is full, librdkafka waits this long before it fetches again (default 1000 ms):
     # meanwhile the loop drains the queue and starves. 10 ms took 1 KiB records from 32K to ~100K msgs/s
     # and 100 B from 120K to ~260K on the bench, memory unchanged (issue #7).
