@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.wan [--records 1000000] [--rtts 0,25,50,100] [--sides destination,source]
         [--systems worker,mm2,bare] [--repeats 2] [--latency-s 5] [--latency-rate 10000] (and bench.compare's flags)
+        [--destination-max-message-bytes 8388608 --worker-args "--queue.size 40000"]  (docs/operations/wan.md)
 
 Two one-node Kafka clusters are started for the run (devstack.kafka_cluster, size 1), each broker
 advertising its Toxiproxy proxy on the clients' listener. Every mirror reaches both clusters only through
@@ -191,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", default="destination,source", help="which cluster the RTT is put in front of")
     parser.add_argument("--goal-rtt", type=int, default=50, help="the RTT the goal is checked at")
     parser.add_argument("--destination-max-message-bytes", type=int, default=None, metavar="BYTES",
-                        help="the destination cluster's default max.message.bytes (Kafka's: 1048588), for larger "
-                             "batches with --producer-props batch.size=...")
+                        help="the destination brokers' message.max.bytes (Kafka's: 1048588): the worker's batches "
+                             "follow it (docs/operations/wan.md), and MirrorMaker 2's and the bare loop's with them")
     parser.set_defaults(sizes="1024", repeats=2, systems="worker,mm2,bare", latency_rate="10000", rss_records=0,
                         out=str(Path(__file__).resolve().parent / "results" / "wan"))
     args = parser.parse_args(argv)

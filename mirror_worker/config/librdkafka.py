@@ -182,7 +182,7 @@ def batch_size_for(configured, topic_limits) -> int:
     Unnamed: the largest batch every destination topic accepts, up to AUTO_BATCH_CEILING, and
     DEFAULT_BATCH_SIZE while no destination topic is known. Topics at Kafka's default limit (1048588) get
     about 1 MB batches, as before; a destination whose topics take larger ones (a WAN: see
-    docs/benchmarks/wan.md) gets them without a setting."""
+    docs/operations/wan.md) gets them without a setting."""
     limits = list(topic_limits)
     if configured is not None:
         return fitted_batch_size(int(configured), limits)
