@@ -104,9 +104,6 @@ class PartitionAssignment:
         The consumer's get_watermark_offsets, one partition after another, costs two round trips each: 1.3 s
         from join to start positions for 12 partitions 50 ms away (bench.wan, source side), a minute for a
         thousand."""
-        if stream.admin is None:
-            return {(tp.topic, tp.partition): stream.consumer.get_watermark_offsets(tp, timeout=self.startup_timeout_s)
-                    for tp in partitions}
         return log_bounds(stream.admin, [TopicPartition(tp.topic, tp.partition) for tp in partitions],
                           stream.reads_committed, self.startup_timeout_s)
 

@@ -31,7 +31,7 @@ from mirror_worker import kafka_clients
 from mirror_worker.client_health import DESTINATION, STATISTICS_INTERVAL_MS
 from mirror_worker.clients import ClientSettings, error_text, fatal_reason
 from mirror_worker.config.librdkafka import (
-    batch_size_for, connection_settings, fitted_message_max_bytes,
+    connection_settings, fitted_to_topics,
 )
 from mirror_worker.config.model import MirrorConfig
 from mirror_worker.coordinator_admin import IsolatingAdmin
@@ -115,8 +115,8 @@ class MirrorWorker:
                                          serve=self.producer_set.serve)
         self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
         # The mirrored records' producers' batch.size, fitted to the destination topics by fit_batches: the
-        # configured one or lower; unnamed, what the topics take (config/librdkafka.py batch_size_for).
-        self.batch_bytes = batch_size_for(config.producer.get("batch.size"), [])
+        # configured one or lower; unnamed, what the topics take (config/librdkafka.py fitted_to_topics).
+        self.batch_bytes = int(fitted_to_topics(config.producer, [])["batch.size"])
         self.message_max_bytes: int | None = None  # raised by fit_batches above librdkafka's default when needed
         # Built by start(): they need the clients.
         self.commits: CommitCycle
@@ -244,9 +244,9 @@ class MirrorWorker:
         `limits` are every destination topic's known so far.
         """
         limits = list(limits)
-        wanted = batch_size_for(self.config.producer.get("batch.size"), limits)
-        configured = self.config.producer.get("message.max.bytes")
-        largest = fitted_message_max_bytes(int(configured) if configured else None, limits)
+        fitted = fitted_to_topics(self.config.producer, limits)  # as the catch-up's producers are fitted
+        wanted = int(fitted["batch.size"])
+        largest = int(fitted["message.max.bytes"]) if "message.max.bytes" in fitted else None
         if largest is not None and largest <= (self.message_max_bytes or 0):
             largest = None
         if wanted == self.batch_bytes and largest is None:

@@ -79,11 +79,30 @@ def test_a_refused_record_halts_only_its_partition_at_its_offset(stack, tmp_path
     assert [e["msg"] for e in worker.logs()].count("partition halted") == 1
 
 
+def _mirror_all_without_a_halt(stack, tmp_path, topic: str, count: int, delivery: list[str]) -> list[dict]:
+    """Run a worker until the destination holds `count` records of `topic`; every source record there once, in
+    order, no partition halted, the worker still running until stopped. Returns the worker's log entries."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    worker = _worker(stack, tmp_path, topic, *delivery)
+    try:
+        worker.wait_started()
+        mirrored = wait_for_count(dst, topic, count, timeout=90)
+        assert worker.proc.poll() is None, worker.stderr[-2000:]
+    finally:
+        worker.stop_quietly()
+    logs = worker.logs()
+    assert "partition halted" not in [e["msg"] for e in logs], \
+        [e.get("reason") for e in logs if e["msg"] == "partition halted"]
+    missing, duplicates, ordered = loss_and_duplicates(read_topic(src, topic, timeout=30), mirrored)
+    assert (len(missing), duplicates, ordered) == (0, 0, True)
+    return logs
+
+
 @pytest.mark.parametrize("delivery", [[], ["--exactly.once"]], ids=["at-least-once", "exactly-once"])
 def test_records_that_fit_the_topic_limit_are_never_refused_as_a_batch(stack, tmp_path, topic_name, delivery):
     """A source topic with max.message.bytes=64 KiB, copied to the destination by config sync, and incompressible
     10-60 KiB records produced fast: the producer's batches must fit the topic's limit too."""
-    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    src = stack["source"].kafka.bootstrap_servers
     topic = topic_name("batch")
     create_topic(src, topic, partitions=2, config={"max.message.bytes": "65536"})
     source_producer = Producer({"bootstrap.servers": src, "acks": "all", "enable.idempotence": True,
@@ -94,17 +113,7 @@ def test_records_that_fit_the_topic_limit_are_never_refused_as_a_batch(stack, tm
         source_producer.produce(topic, f"{i:06d}".encode() + os.urandom(size), f"k{i}".encode(), partition=i % 2)
         source_producer.poll(0)
     assert source_producer.flush(60) == 0
-    worker = _worker(stack, tmp_path, topic, *delivery)
-    try:
-        worker.wait_started()
-        mirrored = wait_for_count(dst, topic, count, timeout=90)
-        assert worker.proc.poll() is None, worker.stderr[-2000:]
-    finally:
-        worker.stop_quietly()
-    messages = [e["msg"] for e in worker.logs()]
-    assert "partition halted" not in messages, [e.get("reason") for e in worker.logs() if e["msg"] == "partition halted"]
-    missing, duplicates, ordered = loss_and_duplicates(read_topic(src, topic, timeout=30), mirrored)
-    assert (len(missing), duplicates, ordered) == (0, 0, True)
+    _mirror_all_without_a_halt(stack, tmp_path, topic, count, delivery)
 
 
 @pytest.mark.parametrize("delivery", [[], ["--exactly.once"]], ids=["at-least-once", "exactly-once"])
@@ -113,7 +122,7 @@ def test_batches_grow_to_what_the_destination_topics_take_when_no_batch_size_is_
     """A source topic with max.message.bytes=4 MiB, copied to the destination by config sync: with no batch.size
     in the settings the producers batch up to what the destination takes (the WAN's rate is about a batch per
     round trip per partition), and batches of incompressible 200 KiB records are still all accepted."""
-    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    src = stack["source"].kafka.bootstrap_servers
     topic = topic_name("bigbatch")
     limit = 4 * 1024 * 1024
     create_topic(src, topic, partitions=2, config={"max.message.bytes": str(limit)})
@@ -124,19 +133,9 @@ def test_batches_grow_to_what_the_destination_topics_take_when_no_batch_size_is_
         source_producer.produce(topic, f"{i:06d}".encode() + os.urandom(200_000), f"k{i}".encode(), partition=i % 2)
         source_producer.poll(0)
     assert source_producer.flush(60) == 0
-    worker = _worker(stack, tmp_path, topic, *delivery)
-    try:
-        worker.wait_started()
-        mirrored = wait_for_count(dst, topic, count, timeout=90)
-        assert worker.proc.poll() is None, worker.stderr[-2000:]
-    finally:
-        worker.stop_quietly()
-    logs = worker.logs()
+    logs = _mirror_all_without_a_halt(stack, tmp_path, topic, count, delivery)
     raised = [e for e in logs if e["msg"] == "producer batch.size raised to fit the destination topics"]
     assert [e["batch_size"] for e in raised] == [limit - limit // 64], [e["msg"] for e in logs]
-    assert "partition halted" not in [e["msg"] for e in logs]
-    missing, duplicates, ordered = loss_and_duplicates(read_topic(src, topic, timeout=30), mirrored)
-    assert (len(missing), duplicates, ordered) == (0, 0, True)
 
 
 def _metric(url: str, name: str) -> float:
