@@ -189,9 +189,9 @@ class MirrorConfig(_Strict):
     schema_compatibility: Annotated[SchemaCompatibility, BeforeValidator(lambda v: v.upper() if isinstance(v, str) else v)] = "MIRROR"
     commit_interval_s: float = Field(5.0, gt=0, description="how often delivered offsets are committed "
                                      "(flag --offset.commit.interval.ms, in ms)")
-    # Exactly-once: a partition's open transaction commits once it is this old, so read_committed readers see a
-    # record about this late (the source group's offsets are still committed every commit_interval_s).
-    transaction_interval_ms: int = Field(50, gt=0)
+    # Exactly-once: commit cycles start this often (engine/cadence.py), so read_committed readers see a record
+    # about this late plus a cycle (the source group's offsets are still committed every commit_interval_s).
+    transaction_interval_ms: int = Field(30, gt=0)
     topic_refresh_interval_s: float = Field(10.0, gt=0, description="how often source topics are discovered again "
                                             "and destination topics created or grown")
     startup_timeout_s: float = Field(30.0, gt=0, description="timeout of the cluster calls made at start")

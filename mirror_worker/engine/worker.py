@@ -43,6 +43,7 @@ from mirror_worker.dr.offset_syncs import OffsetSyncWriter
 from mirror_worker.engine.assignment import PartitionAssignment
 from mirror_worker.engine.backpressure import Backpressure
 from mirror_worker.engine.catchup_lease import CatchupCheck
+from mirror_worker.engine.cadence import next_cycle_at
 from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.consume import take_available
 from mirror_worker.engine.delivery import RunDelivery, undelivered
@@ -68,12 +69,6 @@ from mirror_worker.topics.routing import Router
 __all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value", "take_available"]
 
 log = logging.getLogger("mirror_worker")
-
-# Exactly-once, while the worker is behind (a batch since the last cycle came full): the next transactions commit
-# no sooner than this many times the last cycle's duration after it, so that commits take at most about a fifth
-# of the loop's time while it catches up (each cycle ends with a flush that drains the pipeline). Not otherwise:
-# a slow cycle at an ordinary rate would make the next records later still.
-TRANSACTION_SHARE_FACTOR = 4.0
 
 # What a cluster that does not answer (or answers with an error) raises out of a periodic task.
 _SIDE_TASK_ERRORS = (KafkaException, TimeoutError, TopicCreationError)
@@ -318,10 +313,8 @@ class MirrorWorker:
                 next_transactions = self.clock() + (transaction_interval or 0)
             elif transaction_interval is not None and now >= next_transactions:
                 self.checkpoint_and_commit(from_loop=True, source_group=False)
-                took = self.clock() - now
                 behind, self.full_batches = self.full_batches, False
-                next_transactions = self.clock() + max(transaction_interval,
-                                                       TRANSACTION_SHARE_FACTOR * took if behind else 0.0)
+                next_transactions = next_cycle_at(now, self.clock(), transaction_interval, behind)
             wait = timeout
             if transaction_interval is not None:  # a record consumed now waits no longer than the interval
                 wait = min(timeout, max(0.0, next_transactions - self.clock()))
