@@ -140,11 +140,32 @@ def written(bootstrap: str, topic: str) -> int:
     return sum(written_per_partition(bootstrap, topic))
 
 
-def both_executors_mid_copy(bootstrap: str, topic: str, per_partition: int, at_least: int = 1_000) -> bool:
+class BothExecutorsMidCopy:
     """Two destination partitions part-written (each task copies one partition, 2 one-core executors): whichever
     executor is killed now has records of its running task on the destination, which its retry writes again.
-    Killing on the total alone once picked an executor whose task had just started and written nothing."""
-    return sum(at_least <= n < per_partition for n in written_per_partition(bootstrap, topic)) >= 2
+    Killing on the total alone once picked an executor whose task had just started and written nothing.
+
+    One consumer for every look: a new one per look (~100 ms to connect) once missed the window in which both
+    tasks were part-way (the catch-up finished first, nothing was killed)."""
+
+    def __init__(self, bootstrap: str, topic: str, per_partition: int, at_least: int = 1_000) -> None:
+        from confluent_kafka import Consumer
+
+        self.topic, self.per_partition, self.at_least = topic, per_partition, at_least
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sc-progress"})
+
+    def __call__(self) -> bool:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            ends = [self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)[1]
+                    for p in range(PARTITIONS)]
+        except KafkaException:  # the destination topic is not there yet
+            return False
+        return sum(self.at_least <= n < self.per_partition for n in ends) >= 2
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def backlog(stack, topic: str, records: int) -> None:
@@ -261,7 +282,7 @@ def test_a_lost_executor_is_retried_without_gaps_or_uncounted_copies(delivery, s
     # writes again is what the summary must count). Exactly once, a range reaches the destination in one short
     # burst (polls saw 0, then all of it), so the kill comes once a tenth of the backlog is there, as before.
     if delivery == "at-least-once":
-        ready = lambda: both_executors_mid_copy(dst, f"sk.{topic}", KILL_RECORDS // PARTITIONS)  # noqa: E731
+        ready = BothExecutorsMidCopy(dst, f"sk.{topic}", KILL_RECORDS // PARTITIONS)
     else:
         ready = lambda: written(dst, f"sk.{topic}") >= KILL_RECORDS // 10  # noqa: E731
     killer = ExecutorKiller(spark_cluster, f"catchup-{name}", "catch-up ", ready=ready)
@@ -269,6 +290,8 @@ def test_a_lost_executor_is_retried_without_gaps_or_uncounted_copies(delivery, s
         run = dags[f"mirror__{name}__catchup"].test(run_conf={"topics": topic, "driver_copy_limit": "0"})
     finally:
         killed = killer.stop()
+        if isinstance(ready, BothExecutorsMidCopy):
+            ready.close()
 
     assert killed is not None
     assert run.state == DagRunState.SUCCESS, {ti.task_id: ti.state for ti in run.get_task_instances()}
