@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--exactly.once", dest="exactly_once", type=_bool, nargs="?", const=True,
         help="write records and source positions in one destination transaction per source partition")
     add("--transaction.interval.ms", dest="transaction_interval_ms", type=int, metavar="MS",
-        help="exactly-once: commit each partition's transaction once it is this old (default 30)")
+        help="exactly-once: start a commit of the partitions' transactions this often (default 30)")
     add("--on.data.loss", dest="on_data_loss", choices=("halt", "reset"),
         help="when source records were deleted before being mirrored: halt the partition (default) or resume "
              "at the earliest record still there")
