@@ -208,6 +208,7 @@ class PartitionTransactions:
         """init_transactions of the earlier layout's transactional.id: an old worker still writing it stops."""
         producer = kafka_clients.producer(self.producer_settings,
                                           {"transactional.id": legacy_transactional_id(self.mirror, self.alias, *key)})
+        connect(producer, self.destination_topic(key[0]), self.timeout_s)
         self._call(producer.init_transactions, key, "init")
 
     def positions(self, keys: list[PositionKey], stable_legacy: bool = False) -> dict[PositionKey, tuple[int, str] | None]:
