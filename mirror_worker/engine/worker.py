@@ -42,8 +42,8 @@ from mirror_worker.dr.group_admin import worker_group_syncs
 from mirror_worker.dr.offset_syncs import OffsetSyncWriter
 from mirror_worker.engine.assignment import PartitionAssignment
 from mirror_worker.engine.backpressure import Backpressure
-from mirror_worker.engine.catchup_lease import CatchupCheck
 from mirror_worker.engine.cadence import next_cycle_at
+from mirror_worker.engine.catchup_lease import CatchupCheck
 from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.consume import take_available
 from mirror_worker.engine.delivery import RunDelivery, undelivered

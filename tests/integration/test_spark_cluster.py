@@ -126,12 +126,22 @@ def lost_executor_failures(cluster, app_name: str) -> list[dict]:
             and e["Task End Reason"]["Reason"] == "ExecutorLostFailure"]
 
 
-def written_per_partition(bootstrap: str, topic: str) -> list[int]:
-    from confluent_kafka import Consumer, TopicPartition
+def _progress_consumer(bootstrap: str):
+    from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sc-progress"})
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": "sc-progress"})
+
+
+def _ends(consumer, topic: str) -> list[int]:
+    from confluent_kafka import TopicPartition
+
+    return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(PARTITIONS)]
+
+
+def written_per_partition(bootstrap: str, topic: str) -> list[int]:
+    consumer = _progress_consumer(bootstrap)
     try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(PARTITIONS)]
+        return _ends(consumer, topic)
     finally:
         consumer.close()
 
@@ -149,17 +159,14 @@ class BothExecutorsMidCopy:
     tasks were part-way (the catch-up finished first, nothing was killed)."""
 
     def __init__(self, bootstrap: str, topic: str, per_partition: int, at_least: int = 1_000) -> None:
-        from confluent_kafka import Consumer
-
         self.topic, self.per_partition, self.at_least = topic, per_partition, at_least
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sc-progress"})
+        self.consumer = _progress_consumer(bootstrap)
 
     def __call__(self) -> bool:
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import KafkaException
 
         try:
-            ends = [self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)[1]
-                    for p in range(PARTITIONS)]
+            ends = _ends(self.consumer, self.topic)
         except KafkaException:  # the destination topic is not there yet
             return False
         return sum(self.at_least <= n < self.per_partition for n in ends) >= 2
