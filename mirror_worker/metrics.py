@@ -105,6 +105,12 @@ class MirrorMetrics:
             "Waits for room long enough that the consumers were paused (the destination is slower than the source)",
             ["mirror"], registry=self.registry,
         )
+        self.transaction_cycles = Counter(
+            "mirror_transaction_cycles",
+            "Exactly-once commit cycles by the spacing chosen after them: interval (an ordinary rate) or catch_up "
+            "(the loop is behind its sources: cycles spaced to take a tenth of it, engine/cadence.py)",
+            ["mirror", "spacing"], registry=self.registry,
+        )
         self.in_flight = Gauge("mirror_records_in_flight", "Records handed to producers, not yet acknowledged", ["mirror"], registry=self.registry)
         self.in_flight_max = Gauge(
             "mirror_records_in_flight_max", "Most records in flight seen after a batch was handed to the producers",

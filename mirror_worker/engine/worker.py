@@ -42,7 +42,7 @@ from mirror_worker.dr.group_admin import worker_group_syncs
 from mirror_worker.dr.offset_syncs import OffsetSyncWriter
 from mirror_worker.engine.assignment import PartitionAssignment
 from mirror_worker.engine.backpressure import Backpressure
-from mirror_worker.engine.cadence import next_cycle_at
+from mirror_worker.engine.cadence import Backlog, next_cycle_at
 from mirror_worker.engine.catchup_lease import CatchupCheck
 from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.consume import take_available
@@ -85,7 +85,7 @@ class MirrorWorker:
         self.clock = clock
         self.state = RunState(config.shutdown_timeout_s, clock)
         self.batch_size = max(1, min(5000, config.queue_size // 4))
-        self.full_batches = False  # a batch of batch_size records came since the last exactly-once cycle
+        self.backlog = Backlog()  # exactly-once: whether the loop is behind its sources (the cycles' spacing)
         self.router = Router(
             config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers,
             producer_per_partition=config.exactly_once,
@@ -313,7 +313,8 @@ class MirrorWorker:
                 next_transactions = self.clock() + (transaction_interval or 0)
             elif transaction_interval is not None and now >= next_transactions:
                 self.checkpoint_and_commit(from_loop=True, source_group=False)
-                behind, self.full_batches = self.full_batches, False
+                behind = self.backlog.cycle()
+                self.metrics.transaction_cycles.labels(spacing="catch_up" if behind else "interval", **self._label).inc()
                 next_transactions = next_cycle_at(now, self.clock(), transaction_interval, behind)
             wait = timeout
             if transaction_interval is not None:  # a record consumed now waits no longer than the interval
@@ -342,16 +343,17 @@ class MirrorWorker:
                 batch, stream.stash = stream.stash, []
                 self.hot_path.mirror(stream, batch)
                 if stream.stash:  # the producers are full again: nothing newer before these
+                    self.backlog.held_back(stream.alias)
                     continue
             if not stream.topics:
                 time.sleep(timeout)
                 continue
             rebalances = stream.rebalances
             batch = take_available(stream.consumer, self.batch_size, timeout)
+            self.backlog.took(stream.alias, len(batch), self.batch_size)
             if batch and stream.rebalances != rebalances:
                 batch = [m for m in batch if m.error() or (m.topic(), m.partition()) in stream.assigned]
             if batch:
-                self.full_batches = self.full_batches or len(batch) >= self.batch_size
                 self.hot_path.mirror(stream, batch)
         self.producer_set.serve(0)
 

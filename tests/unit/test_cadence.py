@@ -1,10 +1,11 @@
-"""Exactly-once cycles at an ordinary rate start an interval after the previous cycle's start, not its end."""
+"""Exactly-once cycles at an ordinary rate start an interval after the previous cycle's start, not its end;
+the loop counts as behind only while it never empties what a consumer holds (Backlog)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mirror_worker.engine.cadence import MIN_CONSUME_SHARE, TRANSACTION_SHARE_FACTOR, next_cycle_at
+from mirror_worker.engine.cadence import MIN_CONSUME_SHARE, TRANSACTION_SHARE_FACTOR, Backlog, next_cycle_at
 
 
 def test_an_ordinary_rate_counts_the_interval_from_the_cycles_start():
@@ -20,3 +21,40 @@ def test_a_cycle_longer_than_the_interval_leaves_the_loop_a_share_of_it_to_consu
 def test_while_behind_commits_take_at_most_a_share_of_the_loop():
     assert next_cycle_at(10.0, 10.05, 0.03, behind=True) == pytest.approx(10.05 + TRANSACTION_SHARE_FACTOR * 0.05)
     assert next_cycle_at(10.0, 10.001, 0.03, behind=True) == pytest.approx(10.031)  # never sooner than the interval
+
+
+def test_the_full_batch_after_a_slow_cycle_is_not_a_backlog():
+    # 10,000 msgs/s, batches of 5,000: a 600 ms cycle (a GC pause, a cold broker) leaves 6,000 records in the
+    # consumer; the first batch comes full, the next one empties it. Read as "behind", the next cycle waited
+    # ten times 600 ms, and the one after that found a full batch again.
+    backlog = Backlog()
+    backlog.took("src", 5000, 5000)
+    backlog.took("src", 1000, 5000)
+    backlog.took("src", 40, 5000)
+    assert backlog.cycle() is False
+
+
+def test_batches_that_all_come_full_are_a_backlog_and_counting_starts_again_at_each_cycle():
+    backlog = Backlog()
+    for _ in range(4):
+        backlog.took("src", 5000, 5000)
+    assert backlog.cycle() is True
+    backlog.took("src", 0, 5000)  # it held nothing
+    assert backlog.cycle() is False
+    assert backlog.cycle() is False  # no round since: nothing says it is behind
+
+
+def test_rounds_held_back_by_full_producers_are_not_caught_up():
+    backlog = Backlog()
+    backlog.held_back("src")
+    assert backlog.cycle() is True
+    backlog.took("src", 10, 5000)
+    backlog.held_back("src")  # a round that emptied the consumer before: caught up all the same
+    assert backlog.cycle() is False
+
+
+def test_one_source_behind_is_enough():
+    backlog = Backlog()
+    backlog.took("a", 5000, 5000)
+    backlog.took("b", 3, 5000)
+    assert backlog.cycle() is True
