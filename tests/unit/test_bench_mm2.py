@@ -1,4 +1,5 @@
-"""bench.mm2's properties: MirrorMaker 2 with and without exactly-once source support (KIP-618)."""
+"""bench.mm2's properties: MirrorMaker 2 with and without exactly-once source support (KIP-618); bench.compare's
+ratios and medians."""
 
 from bench.compare import ratios
 from bench.mm2 import mm2_properties
@@ -41,3 +42,12 @@ def test_mirrormaker_gets_the_batch_size_the_worker_would_take_for_the_destinati
     props = _props(destination_limit=8_388_608)
     assert props["destination.producer.batch.size"] == str(8_388_608 - 8_388_608 // 64)
     assert props["destination.producer.max.request.size"] == "8388608"
+
+
+def test_warm_up_runs_are_kept_but_not_in_the_medians():
+    from bench.compare import medians
+    runs = [{"system": "worker", "record_bytes": 100, "repeat": -1, "msgs_per_s": 10, "warm_up": True},
+            {"system": "worker", "record_bytes": 100, "repeat": 0, "msgs_per_s": 300},
+            {"system": "worker", "record_bytes": 100, "repeat": 1, "msgs_per_s": 320}]
+    [row] = medians(runs, ["worker"], [100], [])
+    assert (row["repeats"], row["msgs_per_s"]) == (2, 310)
