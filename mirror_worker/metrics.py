@@ -108,7 +108,8 @@ class MirrorMetrics:
         self.transaction_cycles = Counter(
             "mirror_transaction_cycles",
             "Exactly-once commit cycles by the spacing chosen after them: interval (an ordinary rate) or catch_up "
-            "(the loop is behind its sources: cycles spaced to take a tenth of it, engine/cadence.py)",
+            "(every batch of a source came full since the last cycle: cycles spaced to take a tenth of the loop; "
+            "engine/cadence.py)",
             ["mirror", "spacing"], registry=self.registry,
         )
         self.in_flight = Gauge("mirror_records_in_flight", "Records handed to producers, not yet acknowledged", ["mirror"], registry=self.registry)
