@@ -36,8 +36,9 @@ destination topics (`<run>.<topic>`). Per run:
 Then (worker only) RSS over --rss-records records at 100 B, sampled every second. The figures are
 medians over the repeats, after --warm-up-runs (1) uncounted runs of every system at the first size
 (each system's first run on fresh brokers was its slowest: WARM_UP_RUNS); the machine's load average is
-recorded with them, since the machine is shared and the figures are noisy. Writes bench/results/latest.json (median rows), latest-runs.json
-(every run, settings, load, RSS series) and latest.md (the table docs/benchmarks/index.md includes).
+recorded with them, since the machine is shared and the figures are noisy. Writes
+bench/results/latest.json (median rows), latest-runs.json (every run, settings, load, RSS series, the
+warm-up runs marked) and latest.md (the table docs/benchmarks/index.md includes).
 """
 
 from __future__ import annotations
@@ -472,7 +473,8 @@ def markdown(rows: list[dict], ratio_rows: list[dict], meta: dict) -> str:
 
     lines = [
         f"Measured {meta['date']} on {meta['cpus']} cores, {meta['records']:,} records per run, {meta['repeats']} "
-        f"repeats (medians; {meta.get('warm_up_runs', 0)} uncounted warm-up run(s) first), {meta['procs']} process(es)/task(s) per system (`system@N`: N); load average "
+        f"repeats (medians; {meta.get('warm_up_runs', 0)} uncounted warm-up run(s) first), {meta['procs']} "
+        f"process(es)/task(s) per system (`system@N`: N); load average "
         f"{meta['load_start']} at start, {meta['load_end']} at end (a shared machine: figures are noisy).",
         "",
         "| system | record B | msgs/s | MB/s | copy msgs/s | "

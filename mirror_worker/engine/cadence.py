@@ -39,7 +39,7 @@ class Backlog:
     full whenever the cycle lasted longer than a batch takes to arrive, and a cycle counted as behind spaced
     the next one at TRANSACTION_SHARE_FACTOR times its duration, long enough for the next batch to come full
     again. On the real stack, after a backlog, at 500 msgs/s and batches of 10: 36 of 53 cycles were spaced
-    for catch-up (tests/integration/test_exactly_once_cadence.py), 2 of 263 counted this way.
+    for catch-up (tests/integration/test_exactly_once_cadence.py); 1 of 190 counted this way.
     """
 
     def __init__(self) -> None:
