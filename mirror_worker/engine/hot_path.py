@@ -180,7 +180,7 @@ class BatchMirror:
             # cover exactly what was handed over, since exactly-once commits the open transaction with it.
             if last is not None:
                 _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
-        self.backpressure.note_in_flight()
+        self.backpressure.note_in_flight(self.backpressure.queue_size - room)  # before the batch, plus it
         for topic, counts in pending.items():
             records, size = before.get(topic, (0, 0))
             if counts[0] > records:

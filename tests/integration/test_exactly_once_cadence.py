@@ -10,6 +10,7 @@ not timed: the worker's mirror_transaction_cycles_total by spacing while a stead
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 
 import pytest
@@ -39,7 +40,8 @@ def _read_committed(bootstrap: str, topic: str) -> list:
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         out, ended = [], set()
-        while len(ended) < PARTITIONS:
+        deadline = time.monotonic() + 60
+        while len(ended) < PARTITIONS and time.monotonic() < deadline:  # short of it: missing records below
             for msg in consumer.consume(1000, 5.0):
                 if msg.error() is not None:
                     ended.add(msg.partition())  # _PARTITION_EOF; anything else fails the comparison below
@@ -81,7 +83,7 @@ def test_after_a_backlog_cycles_go_back_to_the_interval_at_an_ordinary_rate(stac
     interval = during_live.get("interval", 0) - after_backlog.get("interval", 0)
     catch_up = during_live.get("catch_up", 0) - after_backlog.get("catch_up", 0)
     # At ~500 msgs/s the worker is not behind: nearly every cycle keeps the interval (30 ms: ~200 in 6 s).
-    # Before the fix every one of them was spaced for catch-up (interval 0).
+    # Before the fix most were spaced for catch-up (17 interval, 36 catch-up).
     assert interval >= 20 and interval >= 4 * catch_up, (after_backlog, during_live)
     missing, duplicates, ordered = loss_and_duplicates(read_topic(src, topic, timeout=30), _read_committed(dst, topic))
     assert (len(missing), duplicates, ordered) == (0, 0, True)
