@@ -22,10 +22,16 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | 
         new_topic = NewTopic(name, partitions, replication_factor, config=config or {})
     futures = admin.create_topics([new_topic])
     futures[name].result(30)
+    # Listed is not enough: on three brokers the one answering may list the name before it has the partitions
+    # (a full run saw a new topic's partitions empty right after this returned).
+    expected = len(replica_assignment) if replica_assignment else partitions
     deadline = time.monotonic() + 30
-    while name not in admin.list_topics(timeout=10).topics:
+    while True:
+        topic = admin.list_topics(name, timeout=10).topics.get(name)
+        if topic is not None and topic.error is None and len(topic.partitions) == expected:
+            return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"topic {name} not visible after creation")
+            raise TimeoutError(f"topic {name} not visible with its {expected} partitions after creation")
         time.sleep(0.2)
 
 
