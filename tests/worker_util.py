@@ -118,11 +118,13 @@ class WorkerProcess:
             self.proc.wait(10)
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 10.0, idle: float = 3.0) -> list:
-    """Everything in `topic` now, by assigning every partition from the beginning up to its end."""
+def read_topic(bootstrap: str, topic: str, timeout: float = 10.0, idle: float = 3.0,
+               isolation: str = "read_uncommitted") -> list:
+    """Everything in `topic` now, by assigning every partition from the beginning up to its end
+    (`isolation="read_committed"`: what a read_committed reader gets)."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": "test-read-topic", "enable.auto.commit": False,
-        "enable.partition.eof": True,
+        "enable.partition.eof": True, "isolation.level": isolation,
     })
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
