@@ -119,9 +119,10 @@ class WorkerProcess:
 
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 10.0, idle: float = 3.0,
-               isolation: str = "read_uncommitted") -> list:
-    """Everything in `topic` now, by assigning every partition from the beginning up to its end
-    (`isolation="read_committed"`: what a read_committed reader gets)."""
+               isolation: str = "read_committed") -> list:
+    """Everything in `topic` now, by assigning every partition from the beginning up to its end. The default
+    is librdkafka's own, read_committed: exactly-once tests count duplicates with this reader, and the records
+    of aborted transactions are not duplicates (`isolation="read_uncommitted"` shows them)."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": "test-read-topic", "enable.auto.commit": False,
         "enable.partition.eof": True, "isolation.level": isolation,
