@@ -1,24 +1,79 @@
 """Loopback ports: pick free ones, tell whether something listens."""
 
+import fcntl
+import os
+import random
 import socket
+import tempfile
 import time
+from pathlib import Path
 
 
-# Ports this process handed out. A port is only reserved by its user's bind, often much later (the stack
-# configures both brokers, then starts them): the kernel may give the same free port twice meanwhile, and did
-# (both brokers of a test session got 57051; the second could not bind, while the first answered for it).
-_handed_out: set[int] = set()
+# Ports this process handed out, each with the open file whose lock reserves it against other processes (pytest
+# workers pick ports side by side). A port is only taken by its user's bind, often much later (the stack
+# configures both brokers, then starts them): until then nothing else keeps it free.
+_handed_out: dict[int, int] = {}
+_random = random.Random()
+_LOCKS = Path(tempfile.gettempdir()) / "devstack-ports"
+
+
+def _ephemeral_low() -> int | None:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _candidates() -> range | None:
+    """Ports below the kernel's ephemeral range. A port from inside it (what a bind to port 0 gives) can be
+    taken by any outgoing connection's source port between the pick and the server's bind, and was: a test
+    broker failed with "Address already in use" in a full run."""
+    low = _ephemeral_low()
+    if low is None or low - 1024 < 2000:
+        return None
+    return range(max(1024, low - 12000), low)
+
+
+def _reserve(port: int) -> bool:
+    """Lock the port's file for this process's life; False if another process holds it."""
+    _LOCKS.mkdir(exist_ok=True)
+    fd = os.open(_LOCKS / str(port), os.O_CREAT | os.O_RDWR, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _handed_out[port] = fd
+    return True
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _kernel_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def free_port() -> int:
-    """A loopback port nothing listens on, never one this process handed out before."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
+    """A loopback port nothing listens on, below the ephemeral range where the kernel says where that is, never
+    one this process handed out before, nor one another process of this machine reserved with this function."""
+    candidates = _candidates()
+    for _ in range(1000):
+        port = _random.choice(candidates) if candidates else _kernel_port()
+        if port in _handed_out or not _bindable(port):
+            continue
+        if _reserve(port):
+            if _bindable(port):  # bound by someone meanwhile: keep it reserved, never hand it out
+                return port
+    raise RuntimeError("no free loopback port found in 1000 tries")
 
 
 def is_listening(port: int, host: str = "127.0.0.1") -> bool:
