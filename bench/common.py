@@ -16,7 +16,7 @@ from devstack.kafka import KafkaNode
 
 
 @contextmanager
-def bench_stack(kafka_only: bool = False, kafka_heap_mb: int = 384, reuse_running: bool = True):
+def bench_stack(kafka_only: bool = False, kafka_heap_mb: int = 384, reuse_running: bool = True, kafka_gc: str = "serial"):
     """The running stack (`make stack-up`), or one started for this run and stopped after it.
 
     reuse_running=False: always start one (private brokers: no one else's traffic, and gigabytes of
@@ -37,7 +37,7 @@ def bench_stack(kafka_only: bool = False, kafka_heap_mb: int = 384, reuse_runnin
         finally:
             own.down()
         return
-    nodes = {name: KafkaNode(name, root / name / "kafka", heap_mb=kafka_heap_mb) for name in CLUSTERS}
+    nodes = {name: KafkaNode(name, root / name / "kafka", heap_mb=kafka_heap_mb, gc=kafka_gc) for name in CLUSTERS}
     try:
         for node in nodes.values():
             node.configure()

@@ -476,6 +476,7 @@ def markdown(rows: list[dict], ratio_rows: list[dict], meta: dict) -> str:
         f"repeats (medians; {meta.get('warm_up_runs', 0)} uncounted warm-up run(s) first), {meta['procs']} "
         f"process(es)/task(s) per system (`system@N`: N); load average "
         f"{meta['load_start']} at start, {meta['load_end']} at end (a shared machine: figures are noisy).",
+        *([f"Brokers: {meta['kafka']['heap_mb']} MiB heap, {meta['kafka']['gc']} collector."] if "kafka" in meta else []),
         "",
         "| system | record B | msgs/s | MB/s | copy msgs/s | "
         + "".join(f"p50 ms @{_rate_name(label)} | p99 ms @{_rate_name(label)} | " for label in labels)
@@ -524,6 +525,7 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     parser.add_argument("--mm2-heap-mb", type=int, default=512)
     parser.add_argument("--mm2-poll-records", type=int, default=2500, help="MM2 max.poll.records (the worker's batch)")
     parser.add_argument("--kafka-heap-mb", type=int, default=768, help="heap of the brokers this run starts")
+    parser.add_argument("--kafka-gc", choices=["serial", "g1"], default="serial", help="the brokers' collector")
     parser.add_argument("--consumer-props", default="",
                         help="k=v,... added to the worker's consumer .properties (to try a client setting)")
     parser.add_argument("--producer-props", default="", help="k=v,... added to the worker's producer .properties")
@@ -548,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     load_start = [round(x, 2) for x in os.getloadavg()]
     runs: list[dict] = []
     rss = None
-    with bench_stack(kafka_only=True, kafka_heap_mb=args.kafka_heap_mb, reuse_running=args.running_stack) as stack, \
+    with bench_stack(kafka_only=True, kafka_heap_mb=args.kafka_heap_mb, reuse_running=args.running_stack,
+                     kafka_gc=args.kafka_gc) as stack, \
             tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         clusters = Clusters(stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers)
         args.broker_pids = [pid for pid in (stack[c].kafka.process.pid() for c in ("source", "destination")) if pid]
@@ -582,6 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats, "procs": args.procs, "partitions": args.partitions, "worker_args": args.worker_args,
         "load_start": load_start, "load_end": [round(x, 2) for x in os.getloadavg()], "rss": rss,
         "latency_labels": labels, "latency_rate": args.latency_rate, "warm_up_runs": args.warm_up_runs,
+        "kafka": {"heap_mb": args.kafka_heap_mb, "gc": args.kafka_gc},
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

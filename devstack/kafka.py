@@ -88,6 +88,15 @@ class Quorum:
         return ",".join(voter.split("@", 1)[1].rsplit(":", 1)[0] for voter in self.voters)
 
 
+GC_FLAGS = {
+    "serial": lambda _heap_mb: ["-Xms64m", "-XX:+UseSerialGC"],
+    "g1": lambda heap_mb: [
+        f"-Xms{heap_mb}m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+        "-XX:+ExplicitGCInvokesConcurrent",
+    ],
+}
+
+
 @dataclass
 class KafkaNode:
     """A KRaft node with its data under `home`: a single-node cluster, or one node of a `Quorum`."""
@@ -102,6 +111,9 @@ class KafkaNode:
     node_id: int = 1
     inter_broker_listener: str = "PLAINTEXT"  # or one of extra_listeners
     active_processors: int | None = None  # what the JVM sizes its thread pools by (-XX:ActiveProcessorCount)
+    # "serial": the least CPU on two shared cores (tests, the demo); "g1": the collector and pause goal Kafka's
+    # own start scripts set, with the whole heap at start as kafka-server-start.sh does (benchmarks).
+    gc: str = "serial"
 
     def __post_init__(self) -> None:
         self.process = ManagedProcess(f"kafka[{self.cluster}]", self.home)
@@ -201,9 +213,8 @@ class KafkaNode:
         return [
             find_java(17),
             f"-Xmx{self.heap_mb}m",
-            "-Xms64m",
             *([f"-XX:ActiveProcessorCount={self.active_processors}"] if self.active_processors else []),
-            "-XX:+UseSerialGC",
+            *GC_FLAGS[self.gc](self.heap_mb),
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.home / 'log4j2.yaml'}",
             f"-Dkafka.logs.dir={self.home}",
