@@ -30,7 +30,8 @@ def references():
 
 
 def test_site_builds_strict(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+    # Never -q: it drops warnings before --strict counts them (a broken anchor passed with it).
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
