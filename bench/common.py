@@ -16,7 +16,8 @@ from devstack.kafka import KafkaNode
 
 
 @contextmanager
-def bench_stack(kafka_only: bool = False, kafka_heap_mb: int = 384, reuse_running: bool = True, kafka_gc: str = "serial"):
+def bench_stack(kafka_only: bool = False, kafka_heap_mb: int = 384, reuse_running: bool = True,
+                kafka_gc: str = "serial"):
     """The running stack (`make stack-up`), or one started for this run and stopped after it.
 
     reuse_running=False: always start one (private brokers: no one else's traffic, and gigabytes of

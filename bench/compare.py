@@ -476,7 +476,8 @@ def markdown(rows: list[dict], ratio_rows: list[dict], meta: dict) -> str:
         f"repeats (medians; {meta.get('warm_up_runs', 0)} uncounted warm-up run(s) first), {meta['procs']} "
         f"process(es)/task(s) per system (`system@N`: N); load average "
         f"{meta['load_start']} at start, {meta['load_end']} at end (a shared machine: figures are noisy).",
-        *([f"Brokers: {meta['kafka']['heap_mb']} MiB heap, {meta['kafka']['gc']} collector."] if "kafka" in meta else []),
+        *([f"Brokers: {meta['kafka']['heap_mb']} MiB heap, {meta['kafka']['gc']} collector."]
+          if "kafka" in meta else []),
         "",
         "| system | record B | msgs/s | MB/s | copy msgs/s | "
         + "".join(f"p50 ms @{_rate_name(label)} | p99 ms @{_rate_name(label)} | " for label in labels)
