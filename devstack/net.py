@@ -68,11 +68,9 @@ def free_port() -> int:
     candidates = _candidates()
     for _ in range(1000):
         port = _random.choice(candidates) if candidates else _kernel_port()
-        if port in _handed_out or not _bindable(port):
-            continue
-        if _reserve(port):
-            if _bindable(port):  # bound by someone meanwhile: keep it reserved, never hand it out
-                return port
+        # Reserved first, then tried: a port something is bound to stays reserved, never handed out.
+        if port not in _handed_out and _reserve(port) and _bindable(port):
+            return port
     raise RuntimeError("no free loopback port found in 1000 tries")
 
 

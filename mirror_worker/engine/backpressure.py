@@ -53,15 +53,13 @@ class Backpressure:
         """How many more records may be handed to the producers now."""
         return self.queue_size - self.in_flight()
 
-    def note_in_flight(self, in_flight: int | None = None) -> None:
+    def note_in_flight(self, in_flight: int) -> None:
         """After a batch was handed over, when the records in flight peak (deliveries only lower them).
 
         `in_flight`: as the hot path counted them against queue.size (those before the batch, plus the batch).
         Read again here, len() would also count the events librdkafka queued meanwhile (statistics every
         few seconds per producer, log lines): under load the peak read 42 with queue.size 40 and twelve
         exactly-once producers, no record over the bound."""
-        if in_flight is None:
-            in_flight = self.in_flight()
         if in_flight > self._in_flight_peak:
             self._in_flight_peak = in_flight
             self.metrics.in_flight_max.labels(**self.label).set(in_flight)
