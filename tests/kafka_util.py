@@ -22,17 +22,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | 
         new_topic = NewTopic(name, partitions, replication_factor, config=config or {})
     futures = admin.create_topics([new_topic])
     futures[name].result(30)
-    # Listed is not enough: on three brokers the one answering may list the name before it has the partitions
-    # (a full run saw a new topic's partitions empty right after this returned).
-    expected = len(replica_assignment) if replica_assignment else partitions
-    deadline = time.monotonic() + 30
-    while True:
-        topic = admin.list_topics(name, timeout=10).topics.get(name)
-        if topic is not None and topic.error is None and len(topic.partitions) == expected:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"topic {name} not visible with its {expected} partitions after creation")
-        time.sleep(0.2)
+    wait_for_partitions(bootstrap, name, len(replica_assignment) if replica_assignment else partitions, "creation")
 
 
 def grow_partitions(bootstrap: str, name: str, partitions: int) -> None:
@@ -40,11 +30,25 @@ def grow_partitions(bootstrap: str, name: str, partitions: int) -> None:
     with the new count fails records for the new partitions with 'Unknown partition'."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_partitions([NewPartitions(name, partitions)])[name].result(30)
-    deadline = time.monotonic() + 30
-    while len(admin.list_topics(name, timeout=10).topics[name].partitions) < partitions:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"topic {name} does not show {partitions} partitions after growth")
-        time.sleep(0.2)
+    wait_for_partitions(bootstrap, name, partitions, "growth")
+
+
+def wait_for_partitions(bootstrap: str, name: str, partitions: int, after: str, timeout: float = 30.0) -> None:
+    """Until every broker of `bootstrap` lists `name` with (at least) `partitions` partitions. Each broker
+    learns a change from the controller on its own time: on three brokers one of them still listed a new topic
+    without partitions right after another had them (7 creations of 60), and the next client, asking that one,
+    saw none. A client bootstrapped with one address asks that broker."""
+    deadline = time.monotonic() + timeout
+    for address in bootstrap.split(","):
+        admin = AdminClient({"bootstrap.servers": address})
+        while True:
+            topic = admin.list_topics(name, timeout=10).topics.get(name)
+            if topic is not None and topic.error is None and len(topic.partitions) >= partitions:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name} not listed with its {partitions} partitions by {address} "
+                                   f"after {after}")
+            time.sleep(0.1)
 
 
 def topic_exists(bootstrap: str, name: str) -> bool:

@@ -293,6 +293,27 @@ def test_clusters_replicate_and_clients_pass_the_proxies(clusters, topic_name):
     assert answers_metadata(dst.bootstrap_servers, brokers=3)
 
 
+def test_create_topic_returns_once_every_broker_lists_the_partitions(clusters, topic_name):
+    """Each broker learns a new topic from the controller on its own time. A create_topic that returned when the
+    broker its client happened to ask listed the partitions left a test's next client, asking another broker,
+    with no partitions (CI, stop 43: `assert set() == {3}` above). Asked right after each creation, every broker
+    of the three lists them."""
+    dst = clusters["destination"]
+    # One client per broker address: a client bootstrapped with one address asks that broker for metadata.
+    per_broker = {address: AdminClient({"bootstrap.servers": address}) for address in dst.bootstrap_servers.split(",")}
+    for admin in per_broker.values():
+        admin.list_topics(timeout=10)  # connected before the clock matters
+    behind = []
+    for _ in range(30):  # one broker lagged on 7 of 60 creations here before the fix
+        topic = topic_name("every-broker")
+        create_topic(dst.bootstrap_servers, topic, 3, replication_factor=3)
+        for address, admin in per_broker.items():
+            listed = admin.list_topics(topic, timeout=10).topics.get(topic)
+            if listed is None or listed.error is not None or len(listed.partitions) != 3:
+                behind.append((topic, address))
+    assert behind == []
+
+
 @pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_destination_leader_killed_mid_stream(clusters, tmp_path, topic_name, delivery, record_property):
     """kill -9 of the destination broker leading every mirrored partition, restarted 15 s later."""
