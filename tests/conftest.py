@@ -5,14 +5,13 @@ and leaves it running; otherwise it starts its own under a temporary directory a
 
 `make test` runs the suite in a few processes (pytest-xdist): most integration tests spend their time
 waiting for brokers, groups and Airflow, not computing. The processes share one stack (the first that
-needs it starts it; the controller stops it), and some kinds of test stay together on one process each
+needs it starts it; the controller stops it), and three kinds of test stay together on one process each
 (`pytest_xdist_make_scheduler`): those that start Spark (marker `spark`, the `spark` or `spark_cluster`
-fixture) in two groups, the consistency checks' and the others' (so at most two Sparks at a time); those
-using Airflow's metadata DB (one `airflow db migrate` and api-server); and the browser tests with the Celery
-test (each starts an Airflow of its own) and the tests marked `exclusive`, which stop a shared server: an
-exclusive test runs while no other test runs (`pytest_runtest_protocol`), after the browser tests' Airflow
-has stopped. The fault tests (marker `faults`) also stay on one process: they share two three-node clusters
-of their own (`fault_stack`), started by that process once.
+fixture: one Spark at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
+tests with the Celery test (each starts an Airflow of its own) and the tests marked `exclusive`, which
+stop a shared server: an exclusive test runs while no other test runs (`pytest_runtest_protocol`), after the
+browser tests' Airflow has stopped. The fault tests (marker `faults`) also stay on one process: they share
+two three-node clusters of their own (`fault_stack`), started by that process once.
 """
 
 from __future__ import annotations
@@ -68,9 +67,7 @@ def _group(item) -> str | None:
         # before the Celery test starts an Airflow of its own.
         return "e2e"
     if "spark" in item.fixturenames or "spark_cluster" in item.fixturenames or item.get_closest_marker("spark"):
-        # Two processes, one Spark each: the consistency checks' tests and the rest. In one process they were
-        # the run's longest chain (29 of its 31 minutes, stop 43), the other groups 6-16 minutes each.
-        return "spark-check" if item.path.name.startswith("test_consistency") else "spark"
+        return "spark"
     # Before "airflow": a fault test that also runs Airflow (the lag sensor under a cut) must not start a
     # second pair of three-node clusters in the Airflow group's process.
     if item.get_closest_marker("faults") or "fault_stack" in item.fixturenames:
