@@ -73,7 +73,9 @@ class Probe:
         self.readers = [Consumer({"bootstrap.servers": destination, "group.id": g})
                         for g in [self.group] + [f"{self.group}-{p}" for p in range(partitions)]]
         self.producers = [self._producer(f"{self.group}-{p}") for p in range(partitions)]
-        self.sent = [0] * partitions  # records committed in each partition: its position
+        # Records each partition's windows produced so far: the position its next commit writes (a window's
+        # records after its last commit go with the next window's first one).
+        self.sent = [0] * partitions
 
     def _producer(self, transactional_id: str) -> Producer:
         producer = Producer({"bootstrap.servers": self.destination, "transactional.id": transactional_id,
@@ -197,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     if destination is None:
         from devstack import Stack, paths as stack_paths
         stack = Stack(stack_paths.default_stack_dir())
+        if not stack.is_up():
+            parser.error("no --destination and no stack running: make stack-up, or name the brokers")
         destination = stack["destination"].kafka.bootstrap_servers
     if args.source:
         source_load(args.source, args.partitions, args.rate)

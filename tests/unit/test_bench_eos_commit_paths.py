@@ -33,3 +33,11 @@ def test_a_producer_setting_without_a_value_is_refused(capsys):
 def test_producer_settings_take_true_and_false_as_bools():
     assert producer_settings(["delivery.report.only.error=true", "linger.ms=5", "a=b=c"]) == {
         "delivery.report.only.error": True, "linger.ms": "5", "a": "b=c"}
+
+
+def test_without_a_destination_or_a_running_stack_it_says_what_to_do(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVSTACK_ROOT", str(tmp_path / "no-stack"))
+    with pytest.raises(SystemExit) as exited:
+        main([])
+    assert exited.value.code == 2
+    assert "no --destination and no stack running: make stack-up, or name the brokers" in capsys.readouterr().err
