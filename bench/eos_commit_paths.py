@@ -34,14 +34,12 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.common import produce_paced
+from bench.latency_probe import percentile
+
 PATHS = ("group", "group-per-partition", "record")
 CADENCE_S = 0.03
 PAYLOAD = b"x" * 100
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def window_order(paths: list[str], rounds: int) -> list[str]:
@@ -136,16 +134,8 @@ def source_load(source: str, partitions: int, rate: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
     def produce() -> None:
-        producer, started, sent = Producer({"bootstrap.servers": source, "linger.ms": 5}), time.monotonic(), 0
-        while True:
-            for _ in range(int((time.monotonic() - started) * rate) - sent):
-                try:
-                    producer.produce(topic, PAYLOAD, partition=sent % partitions)
-                except BufferError:
-                    producer.poll(0.01)
-                sent += 1
-            producer.poll(0)
-            time.sleep(0.005)
+        producer = Producer({"bootstrap.servers": source, "linger.ms": 5})
+        produce_paced(producer, topic, rate, time.time(), lambda _now: False, lambda _i: (PAYLOAD, None))
 
     def consume() -> None:
         consumer = Consumer({"bootstrap.servers": source, "group.id": topic, "auto.offset.reset": "earliest"})
@@ -166,9 +156,9 @@ def producer_settings(pairs: list[str]) -> dict:
     return settings
 
 
-def busy_python(stop: threading.Event) -> None:
+def busy_python() -> None:
     """Pure Python work that holds the GIL between switches, as the worker's hot path does while it copies."""
-    while not stop.is_set():
+    while True:
         sum(i * i for i in range(1000))
 
 
@@ -207,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.switch_interval_ms is not None:
         sys.setswitchinterval(args.switch_interval_ms / 1000)
     for _ in range(args.busy_threads):
-        threading.Thread(target=busy_python, args=(threading.Event(),), daemon=True).start()
+        threading.Thread(target=busy_python, daemon=True).start()
     probe = Probe(destination, args.partitions, args.rate, producer_settings(args.producer))
     measured: dict[str, list] = {path: [] for path in paths}
     for index, path in enumerate(window_order(paths, args.rounds)):

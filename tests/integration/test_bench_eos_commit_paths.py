@@ -25,7 +25,7 @@ def test_each_path_commits_the_records_and_their_position(stack):
     # offset is the number of records committed in that partition.
     latest = {tuple(json.loads(m.key())): json.loads(m.value()) for m in read_topic(bootstrap, probe.positions)}
     assert {key[1]: value[2] for key, value in latest.items()} == {p: len(records[p]) for p in (0, 1)}
-    # The group paths' positions: at most what the partitions hold (the record path added more after them).
+    # The group paths' positions: below what the partitions hold (the later windows added records after them).
     for group, partitions in ((probe.group, [0, 1]), (f"{probe.group}-0", [0]), (f"{probe.group}-1", [1])):
         reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
         try:
