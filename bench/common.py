@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +27,31 @@ def bench_stack(kafka_only: bool = False, kafka_heap_mb: int = 384, reuse_runnin
     kafka_only: when no stack is running, start only the two Kafka nodes (no schema registries) —
     for benchmarks that copy bytes and want the machine's cores for the systems they measure.
     """
+    with _sigterm_exits():
+        yield from _bench_stack(kafka_only, kafka_heap_mb, reuse_running, kafka_gc)
+
+
+@contextmanager
+def _sigterm_exits():
+    """While a benchmark runs, SIGTERM (`timeout`, a killed make) exits through its `finally` blocks: they stop
+    the system it launched (in a session of its own, which the signal does not reach) and its brokers. Without
+    it, a killed benchmark left its mirror running against brokers that were gone, taking a share of the two
+    cores from the next benchmark's measurements."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def exit_now(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_now)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _bench_stack(kafka_only: bool, kafka_heap_mb: int, reuse_running: bool, kafka_gc: str):
     stack = Stack(paths.default_stack_dir())
     if reuse_running and stack.is_up():
         yield stack
