@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 
 class MirrorMetrics:
@@ -111,6 +111,13 @@ class MirrorMetrics:
             "(every batch of a source came full since the last cycle: cycles spaced to take a tenth of the loop; "
             "engine/cadence.py)",
             ["mirror", "spacing"], registry=self.registry,
+        )
+        # A record is visible to read_committed readers up to an interval plus one such cycle after it arrived.
+        self.transaction_cycle_seconds = Histogram(
+            "mirror_transaction_cycle_seconds",
+            "How long each exactly-once commit cycle counted by mirror_transaction_cycles took (every partition's "
+            "transaction committed with its position)", ["mirror"], registry=self.registry,
+            buckets=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
         )
         self.in_flight = Gauge("mirror_records_in_flight", "Records handed to producers, not yet acknowledged", ["mirror"], registry=self.registry)
         self.in_flight_max = Gauge(

@@ -313,9 +313,11 @@ class MirrorWorker:
                 next_transactions = self.clock() + (transaction_interval or 0)
             elif transaction_interval is not None and now >= next_transactions:
                 self.checkpoint_and_commit(from_loop=True, source_group=False)
+                ended = self.clock()
                 behind = self.backlog.cycle()
+                self.metrics.transaction_cycle_seconds.labels(**self._label).observe(ended - now)
                 self.metrics.transaction_cycles.labels(spacing="catch_up" if behind else "interval", **self._label).inc()
-                next_transactions = next_cycle_at(now, self.clock(), transaction_interval, behind)
+                next_transactions = next_cycle_at(now, ended, transaction_interval, behind)
             wait = timeout
             if transaction_interval is not None:  # a record consumed now waits no longer than the interval
                 wait = min(timeout, max(0.0, next_transactions - self.clock()))

@@ -25,10 +25,17 @@ BACKLOG = 2_000
 LIVE, RATE = 3_000, 500  # six seconds; batches of 10 fill in 20 ms
 
 
-def _cycles(url: str) -> dict[str, float]:
+def _cycles(url: str) -> tuple[dict[str, float], dict[str, float]]:
+    """One scrape: mirror_transaction_cycles_total by spacing, and mirror_transaction_cycle_seconds' count,
+    sum and +Inf bucket."""
     text = urllib.request.urlopen(url, timeout=5).read().decode()
-    return {spacing: float(value) for spacing, value in
-            re.findall(r'^mirror_transaction_cycles_total\{[^}]*spacing="(\w+)"[^}]*\} (\S+)$', text, re.M)}
+    counted = {spacing: float(value) for spacing, value in
+               re.findall(r'^mirror_transaction_cycles_total\{[^}]*spacing="(\w+)"[^}]*\} (\S+)$', text, re.M)}
+    timed = {name: float(value) for name, value in re.findall(
+        r'^mirror_transaction_cycle_seconds_(count|sum)\{[^}]*\} (\S+)$', text, re.M)}
+    inf = re.search(r'^mirror_transaction_cycle_seconds_bucket\{[^}]*le="\+Inf"[^}]*\} (\S+)$', text, re.M)
+    timed["inf"] = float(inf.group(1)) if inf else 0.0
+    return counted, timed
 
 
 def test_after_a_backlog_cycles_go_back_to_the_interval_at_an_ordinary_rate(stack, tmp_path, topic_name):
@@ -48,11 +55,11 @@ def test_after_a_backlog_cycles_go_back_to_the_interval_at_an_ordinary_rate(stac
         worker.wait_started()
         url = worker.wait_for_log("metrics endpoint")["url"]
         wait_for_count(dst, topic, BACKLOG, timeout=120)
-        after_backlog = _cycles(url)
+        after_backlog, _ = _cycles(url)
         live = LiveProducer(src, topic, total=LIVE, rate=RATE, tag="live")
         live.start()
         live.finish()
-        during_live = _cycles(url)
+        during_live, durations = _cycles(url)
         wait_for_count(dst, topic, BACKLOG + LIVE, timeout=120)
         assert worker.proc.poll() is None, worker.stderr[-2000:]
     finally:
@@ -64,6 +71,11 @@ def test_after_a_backlog_cycles_go_back_to_the_interval_at_an_ordinary_rate(stac
     # At ~500 msgs/s the worker is not behind: nearly every cycle keeps the interval (30 ms: ~200 in 6 s).
     # Before the fix most were spaced for catch-up (17 interval, 36 catch-up).
     assert interval >= 20 and interval >= 4 * catch_up, (after_backlog, during_live)
+    # Each counted cycle is timed (observed just before it is counted: a scrape in between finds one more).
+    cycles = sum(during_live.values())
+    assert cycles <= durations.get("count", 0) <= cycles + 1 and durations["inf"] == durations.get("count"), (
+        during_live, durations)
+    assert 0 < durations["sum"] < durations["count"] * 5.0, durations
     committed = read_topic(dst, topic, timeout=60, isolation="read_committed")
     missing, duplicates, ordered = loss_and_duplicates(read_topic(src, topic, timeout=30), committed)
     assert (len(missing), duplicates, ordered) == (0, 0, True)
