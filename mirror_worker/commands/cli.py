@@ -143,7 +143,8 @@ def _mirror_config(args: argparse.Namespace) -> MirrorConfig:
         group_ids.append(group)
         sources.append({"name": Path(path).stem, "consumer": settings})
     queue_size = args.queue_size if args.queue_size is not None else 10_000
-    producer = producer_settings(load_properties(args.producer_config), f"--producer.config {args.producer_config}", queue_size)
+    producer = producer_settings(load_properties(args.producer_config), f"--producer.config {args.producer_config}", queue_size,
+                                 exactly_once=bool(args.exactly_once))
     fields = {k: getattr(args, k) for k in _CLI_FIELDS if getattr(args, k) is not None}
     fields.update(
         name=name,

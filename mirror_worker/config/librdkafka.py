@@ -145,12 +145,23 @@ def assignment_strategy(consumer: dict[str, str], exactly_once: bool) -> dict[st
     return {"partition.assignment.strategy": "cooperative-sticky" if exactly_once else "roundrobin"}
 
 
-def producer_settings(settings: dict[str, str], where: str, queue_size: int) -> dict[str, str]:
+# Exactly-once, unless the settings name one: a record is visible only once its transaction commits, and the
+# commit sends what still lingers at once, so lingering costs no visibility and merges the few records each
+# consume round hands a partition into fewer produce requests to the destination broker, which answers the
+# transactions' own requests sooner. Bench (1M x 100 B, then 10,000 msgs/s, 2 runs x 2 repeats each,
+# docs/benchmarks): exactly-once p99 67.6-75.0 ms at 5 against 83.7-115.3 at 1; copy ratio and CPU unchanged.
+# 20 ms gave 57.7-79.1 but cost a tenth of the copy rate and 1.2-1.3x the CPU (in-flight records wait longer).
+EXACTLY_ONCE_LINGER_MS = "5"
+
+
+def producer_settings(settings: dict[str, str], where: str, queue_size: int,
+                      exactly_once: bool = False) -> dict[str, str]:
     translated = translate_java_settings(settings, where)
     for key, (allowed, why) in _PRODUCER_REQUIRED.items():
         if key in translated and translated[key].lower() not in allowed:
             raise ConfigError(f"{where}: {key}={translated[key]} refused: {why}")
-    merged = {**_PRODUCER_DEFAULTS, "queue.buffering.max.messages": str(queue_size), **translated}
+    defaults = {**_PRODUCER_DEFAULTS, **({"linger.ms": EXACTLY_ONCE_LINGER_MS} if exactly_once else {})}
+    merged = {**defaults, "queue.buffering.max.messages": str(queue_size), **translated}
     check_librdkafka(merged, "producer", where)
     return merged
 

@@ -241,7 +241,8 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
     _reject_unknown(destination, _DESTINATION_KEYS, f"{where}: destination")
     queue_size = int(fields.get("queue_size", 10_000)) if str(fields.get("queue_size", "")).isdigit() else 10_000
     producer = producer_settings(
-        _client_dict(destination.get("kafka"), f"{where}: destination kafka"), f"{where}: destination kafka", queue_size
+        _client_dict(destination.get("kafka"), f"{where}: destination kafka"), f"{where}: destination kafka", queue_size,
+        exactly_once=fields.get("delivery") == "exactly-once",
     )
     if destination.get("heartbeat-kafka"):
         fields["heartbeat_producer"] = producer_settings(

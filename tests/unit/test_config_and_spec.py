@@ -224,3 +224,43 @@ def test_consumer_configs_must_agree_on_the_group(props):
         config_from_args(parse_args(["--consumer.config", east, "--consumer.config", west, *args]))
     config = config_from_args(parse_args(["--consumer.config", east, "--consumer.config", same, *args]))
     assert config.group_id == "g1"
+
+
+LINGER_SPEC = """
+groups:
+  - name: main
+    source:
+      kafka: {bootstrap.servers: "127.0.0.1:1"}
+    destination:
+      kafka: {bootstrap.servers: "127.0.0.1:2"}
+    mirrors:
+      - name: copied
+        whitelist: "a"
+      - name: transactional
+        whitelist: "b"
+        delivery: exactly-once
+"""
+
+
+def test_exactly_once_producers_linger_longer_unless_the_settings_name_a_linger(props, tmp_path):
+    """A transaction's records are visible only once it commits, and the commit sends what lingers at once:
+    exactly-once producers linger 5 ms (fewer produce requests per transaction), at-least-once keep 1 ms."""
+    consumer = props("source.properties", "bootstrap.servers=127.0.0.1:1\ngroup.id=g1\nisolation.level=read_committed\n")
+    plain = props("dest.properties", "bootstrap.servers=127.0.0.1:2\n")
+    own = props("dest-linger.properties", "bootstrap.servers=127.0.0.1:2\nlinger.ms=3\n")
+
+    def flags(producer, *extra):
+        return config_from_args(parse_args(["--consumer.config", consumer, "--producer.config", producer,
+                                            "--whitelist", "t", *extra])).producer["linger.ms"]
+
+    assert flags(plain) == "1"
+    assert flags(plain, "--exactly.once") == "5"
+    assert flags(own, "--exactly.once") == "3"
+    path = tmp_path / "mirrors.yaml"
+    path.write_text(LINGER_SPEC)
+    entries = {e.name: e.config for e in load_entries(path)}
+    assert entries["copied"].producer["linger.ms"] == "1"
+    assert entries["transactional"].producer["linger.ms"] == "5"
+    path.write_text(LINGER_SPEC.replace('"127.0.0.1:2"}', '"127.0.0.1:2", linger.ms: 3}'))
+    entries = {e.name: e.config for e in load_entries(path)}
+    assert entries["transactional"].producer["linger.ms"] == "3" and entries["copied"].producer["linger.ms"] == "3"
