@@ -149,7 +149,7 @@ def assignment_strategy(consumer: dict[str, str], exactly_once: bool) -> dict[st
 # commit sends what still lingers at once, so lingering costs no visibility and merges the few records each
 # consume round hands a partition into fewer produce requests to the destination broker, which answers the
 # transactions' own requests sooner. Bench (1M x 100 B, then 10,000 msgs/s, 2 runs x 2 repeats each,
-# docs/benchmarks): exactly-once p99 67.6-75.0 ms at 5 against 83.7-115.3 at 1; copy ratio and CPU unchanged.
+# docs/benchmarks): exactly-once p99 67.6-75.0 ms at 5 against 83.7-115.3 at 1; copy ratio and CPU about the same.
 # 20 ms gave 57.7-79.1 but cost a tenth of the copy rate and 1.2-1.3x the CPU (in-flight records wait longer).
 EXACTLY_ONCE_LINGER_MS = "5"
 
