@@ -18,7 +18,7 @@ import sys
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from mirror_worker.config.librdkafka import (
+from mirror_worker.batch_api import (
     KAFKA_MAX_MESSAGE_BYTES, consumer_settings, fitted_to_topics, producer_settings,
 )
 

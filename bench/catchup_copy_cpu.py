@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.catchup_throughput import measure_worker, preload
 from bench.common import bench_stack
 from bench.worker_throughput import PARTITIONS
-from mirror_worker.config.librdkafka import consumer_settings, producer_settings
+from mirror_worker.batch_api import consumer_settings, producer_settings
 from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_task
 
 

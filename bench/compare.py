@@ -66,7 +66,7 @@ from bench.common import bench_stack, check_transactional, produce_paced
 from bench.mm2 import mm2_argv, mm2_properties
 from devstack import paths
 from devstack.net import free_port
-from mirror_worker.config.librdkafka import KAFKA_MAX_MESSAGE_BYTES
+from mirror_worker.batch_api import KAFKA_MAX_MESSAGE_BYTES
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SYSTEMS = ("worker", "mm2", "bare", "worker-eos", "mm2-eos")

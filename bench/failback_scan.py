@@ -25,9 +25,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench.common import bench_stack
 from bench.compare import create_topics
-from mirror_worker.dr.failback import failback_start
-from mirror_worker.dr.offset_translation import committed_reader
-from mirror_worker.provenance import PROVENANCE_HEADER, provenance_value
+from mirror_worker.batch_api import PROVENANCE_HEADER, committed_reader, failback_start, provenance_value
 
 RESULTS = Path(__file__).resolve().parent / "results"
 OLD_SOURCE = "old-source-cluster-id"

@@ -12,8 +12,8 @@ from pathlib import Path
 from devstack import paths
 from devstack.errors import SetupMissingError
 from devstack.jdk import find_java
-from mirror_worker.config.librdkafka import (
-    _CONSUMER_DEFAULTS, _PRODUCER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, batch_size_for,
+from mirror_worker.batch_api import (
+    CONSUMER_DEFAULTS, PRODUCER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, batch_size_for,
 )
 
 MM2_LIBS = paths.CACHE / "mm2" / "libs"
@@ -47,7 +47,7 @@ def mm2_properties(alias: str, source: str, destination: str, topics: list[str],
     enabled`, the internal REST server on (dedicated mode needs it for exactly-once) listening on this
     port, and the source read `read_committed` so aborted transactions are never copied.
     """
-    producer = {k: _PRODUCER_DEFAULTS[k] for k in ("acks", "enable.idempotence", "linger.ms", "compression.type")}
+    producer = {k: PRODUCER_DEFAULTS[k] for k in ("acks", "enable.idempotence", "linger.ms", "compression.type")}
     producer["batch.size"] = str(batch_size_for(None, [destination_limit]))
     if destination_limit > KAFKA_MAX_MESSAGE_BYTES:
         producer["max.request.size"] = str(destination_limit)
@@ -82,7 +82,7 @@ def mm2_properties(alias: str, source: str, destination: str, topics: list[str],
         f"{alias}.consumer.max.poll.records": str(poll_records),
         f"{alias}.consumer.auto.offset.reset": "earliest",
         # The worker's per-partition fetch size (the Java client's default is 1 MiB, as librdkafka's).
-        f"{alias}.consumer.max.partition.fetch.bytes": _CONSUMER_DEFAULTS["max.partition.fetch.bytes"],
+        f"{alias}.consumer.max.partition.fetch.bytes": CONSUMER_DEFAULTS["max.partition.fetch.bytes"],
         **{f"destination.producer.{k}": v for k, v in producer.items()},
     }
     if exactly_once_rest_port is not None:

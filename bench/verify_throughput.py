@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.common import bench_stack, standalone
 from devstack import Stack, paths
-from mirror_worker.engine.worker import PROVENANCE_HEADER, provenance_value
+from mirror_worker.batch_api import PROVENANCE_HEADER, provenance_value
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PREFIX = "bench."

@@ -100,7 +100,7 @@ def measure(stack: Stack, records: int, size: int, workdir: Path, schemas: bool 
     if schemas:
         from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-        from mirror_worker.schemas import wire_format
+        from mirror_worker.batch_api import wire_format
 
         schema_id = SchemaRegistryClient({"url": stack["source"].registry.url}).register_schema(
             f"{topic}-value", Schema('{"type": "bytes"}', "AVRO"))

@@ -158,7 +158,7 @@ def wait_for_worker(bootstrap: str, group: str, timeout: float, out=print) -> bo
 
 def log_to(path: Path) -> Path:
     """Every log line of this process (its librdkafka clients' included) goes to `path`, not the terminal."""
-    from mirror_worker.logs import configure_logging
+    from mirror_worker.api import configure_logging
 
     configure_logging(stream=path.open("a", encoding="utf-8"))
     return path

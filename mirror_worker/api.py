@@ -1,9 +1,9 @@
 """The worker's public library surface: what the Airflow provider (`plugins/mirror_airflow`) and the DAGs use.
 
-The Airflow side imports from here only (`tests/unit/test_import_graph.py` checks it), so the worker's
-packages can be re-cut without touching the provider. Each name is loaded from its home module when first
-asked for, never cached here: a DAG file that needs the spec reader does not import the schema sync or the
-offset translation (and a test that patches a home module is seen).
+The Airflow side and the local stack (`devstack/`) import from here only (`tests/unit/test_import_graph.py`
+checks it), so the worker's packages can be re-cut without touching the provider. Each name is loaded from its
+home module when first asked for (`mirror_worker.surface`). The Spark jobs and the benchmarks, which run pieces
+of the copy themselves, have their own surface: `mirror_worker.batch_api`.
 
 - spec: `load_entries` (`SpecEntry`s: each mirror's config and `airflow:` mapping), `select_mirror`,
   `MirrorConfig`, `SLOT_FLAG` (the worker's slot flag)
@@ -15,15 +15,19 @@ offset translation (and a test that patches a home module is seen).
   `translation_report`, `failed_over`, `mark_failed_over`, `refuse_if_failed_over`, `unmark`, `mark_topic`
 - hand-over to the Spark catch-up: `lease_group`; exactly-once positions: `POSITIONS_GROUP`,
   `legacy_positions_group`
-- errors: `ConfigError` (bad input), `MirrorError` (runtime)
+- errors: `ConfigError` (bad input), `MirrorError` (runtime); logs: `configure_logging` (the worker's JSON lines)
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from mirror_worker.surface import lazy_names
+
 if TYPE_CHECKING:  # the same names, for readers and type checkers (the import graph counts these edges)
+    from mirror_worker.clients.factory import admin_client, consumer, producer, side_consumer
+    from mirror_worker.clients.groups import active_members, group_ids, held_partitions
+    from mirror_worker.clients.log_ends import list_offsets, log_bounds, reads_committed
     from mirror_worker.config.librdkafka import (
         connection_settings, consumer_settings, producer_settings, settings_from_connection,
     )
@@ -37,9 +41,7 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
     from mirror_worker.engine.catchup_lease import lease_group
     from mirror_worker.exactly_once.positions import POSITIONS_GROUP, legacy_positions_group
     from mirror_worker.exceptions import ConfigError, MirrorError
-    from mirror_worker.groups import active_members, group_ids, held_partitions
-    from mirror_worker.kafka_clients import admin_client, consumer, producer, side_consumer
-    from mirror_worker.log_ends import list_offsets, log_bounds, reads_committed
+    from mirror_worker.logs import configure_logging
     from mirror_worker.schemas.sync import sync_mirror_schemas
     from mirror_worker.topics.admin import DestinationTopics, describe_topics
 
@@ -50,10 +52,10 @@ _HOME = {
     "select_mirror": ("mirror_worker.config.spec", "select_mirror"),
     "MirrorConfig": ("mirror_worker.config.model", "MirrorConfig"),
     "SLOT_FLAG": ("mirror_worker.config.membership", "SLOT_FLAG"),
-    "admin_client": ("mirror_worker.kafka_clients", "admin_client"),
-    "consumer": ("mirror_worker.kafka_clients", "consumer"),
-    "side_consumer": ("mirror_worker.kafka_clients", "side_consumer"),
-    "producer": ("mirror_worker.kafka_clients", "producer"),
+    "admin_client": ("mirror_worker.clients.factory", "admin_client"),
+    "consumer": ("mirror_worker.clients.factory", "consumer"),
+    "side_consumer": ("mirror_worker.clients.factory", "side_consumer"),
+    "producer": ("mirror_worker.clients.factory", "producer"),
     "connection_settings": ("mirror_worker.config.librdkafka", "connection_settings"),
     "consumer_settings": ("mirror_worker.config.librdkafka", "consumer_settings"),
     "producer_settings": ("mirror_worker.config.librdkafka", "producer_settings"),
@@ -61,12 +63,12 @@ _HOME = {
     "describe_topics": ("mirror_worker.topics.admin", "describe_topics"),
     "DestinationTopics": ("mirror_worker.topics.admin", "DestinationTopics"),
     "sync_mirror_schemas": ("mirror_worker.schemas.sync", "sync_mirror_schemas"),
-    "group_ids": ("mirror_worker.groups", "group_ids"),
-    "active_members": ("mirror_worker.groups", "active_members"),
-    "held_partitions": ("mirror_worker.groups", "held_partitions"),
-    "list_offsets": ("mirror_worker.log_ends", "list_offsets"),
-    "log_bounds": ("mirror_worker.log_ends", "log_bounds"),
-    "reads_committed": ("mirror_worker.log_ends", "reads_committed"),
+    "group_ids": ("mirror_worker.clients.groups", "group_ids"),
+    "active_members": ("mirror_worker.clients.groups", "active_members"),
+    "held_partitions": ("mirror_worker.clients.groups", "held_partitions"),
+    "list_offsets": ("mirror_worker.clients.log_ends", "list_offsets"),
+    "log_bounds": ("mirror_worker.clients.log_ends", "log_bounds"),
+    "reads_committed": ("mirror_worker.clients.log_ends", "reads_committed"),
     "source_cluster": ("mirror_worker.dr.offset_translation", "source_cluster"),
     "translate_group": ("mirror_worker.dr.offset_translation", "translate_group"),
     "translated_offsets": ("mirror_worker.dr.offset_translation", "translated_offsets"),
@@ -82,18 +84,8 @@ _HOME = {
     "legacy_positions_group": ("mirror_worker.exactly_once.positions", "legacy_positions_group"),
     "ConfigError": ("mirror_worker.exceptions", "ConfigError"),
     "MirrorError": ("mirror_worker.exceptions", "MirrorError"),
+    "configure_logging": ("mirror_worker.logs", "configure_logging"),
 }
 
 __all__ = sorted(_HOME)
-
-
-def __getattr__(name: str):
-    try:
-        module, attribute = _HOME[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    return getattr(importlib.import_module(module), attribute)
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_names(__name__, _HOME)

@@ -125,7 +125,7 @@ class MirrorMetrics:
             ["mirror"], registry=self.registry,
         )
 
-        # What the clients see of their clusters (client_health.py), from librdkafka's statistics.
+        # What the clients see of their clusters (clients/health.py), from librdkafka's statistics.
         self.destination_brokers_down = Gauge(
             "mirror_destination_brokers_down", "Destination brokers the worker's producers need and cannot reach",
             ["mirror"], registry=self.registry,

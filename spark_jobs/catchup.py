@@ -68,14 +68,11 @@ import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from mirror_worker.config.librdkafka import fitted_to_topics
-from mirror_worker.dr.failback import failback_start
-from mirror_worker.dr.offset_translation import committed_reader
-from mirror_worker.engine.catchup_lease import CatchupLease
+from mirror_worker.batch_api import CatchupLease, committed_reader, failback_start, fitted_to_topics
 from spark_jobs.catchup_copy import CopySettings
+from spark_jobs.catchup_driver import SparkStarter
 from spark_jobs.catchup_eos import ExactlyOnce, destination_positions, expired_line, exactly_once_for
 from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges
-from spark_jobs.catchup_driver import SparkStarter
 from spark_jobs.catchup_spark import (
     DestinationProgress, copy_tasks_for, copy_with_spark, on_demand_schemas, schema_fields,
 )
@@ -137,7 +134,7 @@ def commit_conf(target: JobTarget) -> dict:
 
 def check_group_idle(target: JobTarget, source: KafkaMeta) -> None:
     """The worker must not run during a catch-up: both would write the same ranges."""
-    from mirror_worker.groups import active_members
+    from mirror_worker.batch_api import active_members
 
     # The metadata reader's admin client: its librdkafka log stays off stderr, which holds one line per finding.
     members = active_members(source.admin, target.group_id)
@@ -150,8 +147,7 @@ def check_group_idle(target: JobTarget, source: KafkaMeta) -> None:
 
 def check_not_failed_over(target: JobTarget) -> None:
     """A failed-over mirror's old source must not be copied into the promoted topics (failover_mark.py)."""
-    from mirror_worker.dr.failover_mark import FailedOver, refuse_if_failed_over
-    from mirror_worker.kafka_clients import admin_client
+    from mirror_worker.batch_api import FailedOver, admin_client, refuse_if_failed_over
 
     try:
         refuse_if_failed_over(admin_client(target.connection("destination"), whole=True), target.group_id,
@@ -162,9 +158,7 @@ def check_not_failed_over(target: JobTarget) -> None:
 
 def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list[str]) -> dict[str, int]:
     """Creates (or grows) the destination topics as the worker does; returns their max.message.bytes."""
-    from mirror_worker.config.model import TopicCreation
-    from mirror_worker.kafka_clients import admin_client
-    from mirror_worker.topics.admin import DestinationTopics, describe_topics
+    from mirror_worker.batch_api import DestinationTopics, TopicCreation, admin_client, describe_topics
 
     admin = admin_client(target.connection("destination"), whole=True)
     infos = describe_topics(source.consumer)
@@ -359,7 +353,7 @@ def _commit_uncopied(target: JobTarget, ranges: list[Range], topic_ids: dict[str
     """Ranges without a record to copy still get their end committed, so the worker starts there."""
     from confluent_kafka import TopicPartition
 
-    from mirror_worker.kafka_clients import consumer
+    from mirror_worker.batch_api import consumer
 
     if not ranges:
         return

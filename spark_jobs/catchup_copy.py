@@ -3,8 +3,8 @@
 The task assigns its partition at the range start (read_committed, as the worker reads), takes batches
 as the worker takes them (`take_available`: what the consumer holds, never waiting for a batch to fill),
 produces every record below the range end through the worker's producer settings and the worker's
-record transform (routing decided by `mirror_worker.topics.routing.Router` on the driver, headers by
-`mirror_worker.provenance.mirrored_headers`, schema ids by `mirror_worker.schemas.wire_format.rewrite`), flushes,
+record transform (routing decided by `mirror_worker.policy.routing.Router` on the driver, headers by
+`mirror_worker.policy.provenance.mirrored_headers`, schema ids by `mirror_worker.schemas.wire_format.rewrite`), flushes,
 and only then commits the mirror group's offset at the range end (with the topic id as metadata, as the
 worker commits). A delivery error, a flush that does not finish or a consumer error fails the task before
 its commit: a rerun copies the range again from its start.
@@ -25,9 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from mirror_worker.engine.consume import take_available
-from mirror_worker.provenance import mirrored_headers, provenance_value
-from mirror_worker.schemas import wire_format
+from mirror_worker.batch_api import mirrored_headers, provenance_value, take_available, wire_format
 from spark_jobs.catchup_eos import copy_exactly_once
 
 
@@ -230,7 +228,7 @@ def rewrite_on_demand(schemas, task: CopyTask, offset: int, key, value, id_heade
     (`SchemaSyncer.destination_header`: the subjects holding it are synced first), then rewrite. An id the
     source registry does not know, or a subject that conflicts, fails the range: nothing of it is
     committed, as the worker halts the partition."""
-    from mirror_worker.exceptions import SchemaConflict, UnknownSchemaId
+    from mirror_worker.batch_api import SchemaConflict, UnknownSchemaId
 
     fields = ((key, task.frame_keys), (value, task.frame_values))
     for data, framed in fields:
@@ -274,17 +272,18 @@ def copy_task(task: CopyTask, settings: CopySettings, stop: Callable[[], bool] |
               emit: Callable[[dict], None] = stderr_event) -> tuple:
     """Copy one range with clients of its own: (copied, end committed, seconds, cpu seconds of this process,
     librdkafka's threads included). Spark's tasks and the driver's copy both run this."""
-    from mirror_worker import kafka_clients
+    from mirror_worker.batch_api import consumer as kafka_consumer
+    from mirror_worker.batch_api import producer as kafka_producer
 
     errors: list = []
     started, cpu = time.monotonic(), time.process_time()
     copy = functools.partial(copy_until, emit=emit, stop=stop)
-    consumer = kafka_clients.consumer(settings.consumer)
+    consumer = kafka_consumer(settings.consumer)
     try:
         if settings.exactly_once is not None:
             copied, end = copy_exactly_once(task, settings, consumer, errors, copy)
         else:
-            producer = kafka_clients.producer(settings.producer, {
+            producer = kafka_producer(settings.producer, {
                 "delivery.report.only.error": True, "on_delivery": lambda err, _msg: errors.append(err.str())})
             copied, end = copy(task, settings, consumer, producer, errors)
     finally:

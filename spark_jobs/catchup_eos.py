@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from mirror_worker.exactly_once.positions import POSITIONS_GROUP, Owner
-from mirror_worker.exactly_once.transactions import PartitionTransactions, ProducerFenced, TransactionAborted
+from mirror_worker.batch_api import Owner, POSITIONS_GROUP, PartitionTransactions, ProducerFenced, TransactionAborted
 
 PositionKey = tuple[str, int]
 

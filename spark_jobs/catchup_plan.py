@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mirror_worker.engine.data_loss import StartDecision, Verdict, decide_start
+from mirror_worker.batch_api import StartDecision, Verdict, decide_start
 from spark_jobs.job_config import JobInputError, epoch_ms
 
 Range = tuple[str, int, int, int]  # (topic, partition, start, end)

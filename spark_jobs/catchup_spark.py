@@ -17,8 +17,7 @@ import logging
 import threading
 import time
 
-from mirror_worker.schemas.framing import rewritten_fields
-from mirror_worker.topics.routing import Router
+from mirror_worker.batch_api import Router, rewritten_fields
 from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_tasks, stderr_line
 from spark_jobs.catchup_driver import SparkStarter, copy_on_driver, left_for_spark
 from spark_jobs.catchup_plan import Range
@@ -35,7 +34,7 @@ def schema_fields(target: JobTarget, topics: list[str]) -> tuple[dict, dict[str,
     mirror = target.mirror
     if mirror is None or not mirror.syncs_schemas or mirror.schema_id_rewrite == "off":
         return {}, {}
-    from mirror_worker.schemas.sync import syncers_for
+    from mirror_worker.batch_api import syncers_for
 
     syncer = syncers_for(mirror).get(target.source_alias)
     if syncer is None:
@@ -60,7 +59,7 @@ class OnDemandSchemas:
 
     def header(self, topic: str, source_id: int) -> bytes:
         if self._syncer is None:
-            from mirror_worker.schemas.sync import syncers_for
+            from mirror_worker.batch_api import syncers_for
 
             self._syncer = syncers_for(self.mirror)[self.source_alias]
         return self._syncer.destination_header(topic, source_id)
@@ -96,7 +95,7 @@ class DestinationProgress:
 
     def __init__(self, connection: dict, topics: dict[str, int], total: int, interval_s: float = PROGRESS_INTERVAL_S,
                  clock=time.monotonic) -> None:
-        from mirror_worker.kafka_clients import consumer
+        from mirror_worker.batch_api import consumer
 
         self.consumer = consumer(connection, {"group.id": "mirror-catchup-progress", "enable.auto.commit": False})
         self.topics, self.total, self.interval_s, self.clock = topics, total, interval_s, clock

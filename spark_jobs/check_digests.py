@@ -36,8 +36,7 @@ from pyspark import cloudpickle
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from mirror_worker.engine.worker import PROVENANCE_HEADER
-from mirror_worker.schemas.wire_format import HEADER_SIZE, MAGIC_BYTE
+from mirror_worker.batch_api import HEADER_SIZE, MAGIC_BYTE, PROVENANCE_HEADER
 from spark_jobs.check_digest_rows import (  # noqa: F401  (PartitionDigest, destination_spans: re-exported)
     MAX_LISTED_WINDOWS, POSITIONAL, PartitionDigest, destination_spans, partition_digests,
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirror_worker.topics.configs import TopicConfigs, describe_explicit_configs
+from mirror_worker.batch_api import TopicConfigs, describe_explicit_configs
 
 AUTO, RECORDS, COMPACTED = "auto", "records", "compacted"
 MODES = (AUTO, RECORDS, COMPACTED)

@@ -22,9 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from mirror_worker.engine.consume import take_available
-from mirror_worker.provenance import PROVENANCE_HEADER
-from mirror_worker.schemas.wire_format import HEADER_SIZE
+from mirror_worker.batch_api import HEADER_SIZE, PROVENANCE_HEADER, take_available
 from spark_jobs.check_digest_rows import POSITIONAL
 
 FRAMED = 0                         # the tag of a schema-registry framed key or value (its body follows)

@@ -62,7 +62,7 @@ def plan_tasks(source_ranges: dict, destination_ranges: dict, window: int, recor
 def read_windows(tasks: Iterable[ReadTask], settings: ReadSettings) -> Iterator[tuple]:
     """mapPartitions body: per task, ("source" | "destination", seed probe, row) per window, then ("task",
     seed probe, (seconds, cpu seconds of the Python worker, librdkafka's threads included))."""
-    from mirror_worker.kafka_clients import consumer as kafka_consumer
+    from mirror_worker.batch_api import consumer as kafka_consumer
 
     probe = seed_probe()
     for task in tasks:
@@ -106,10 +106,10 @@ def window_rows(spark, tasks: list[ReadTask], settings: ReadSettings) -> tuple[l
     and DESTINATION_WINDOWS. Only rows per window (and one per task: its times, logged) reach the driver."""
     from pyspark import cloudpickle
 
-    from mirror_worker.engine import consume
+    from mirror_worker.batch_api import take_available
 
     # By value: the Python workers need not find these packages on their path (spark-submit from anywhere).
-    for module in (sys.modules[__name__], check_rdkafka, consume):
+    for module in (sys.modules[__name__], check_rdkafka, sys.modules[take_available.__module__]):
         cloudpickle.register_pickle_by_value(module)
     rows: dict[str, list[tuple]] = {"source": [], "destination": [], "task": []}
     probes = set()

@@ -9,8 +9,7 @@ from itertools import chain
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from mirror_worker.engine.worker import PROVENANCE_HEADER
-from mirror_worker.schemas.wire_format import HEADER_SIZE, MAGIC_BYTE
+from mirror_worker.batch_api import HEADER_SIZE, MAGIC_BYTE, PROVENANCE_HEADER
 
 MAX_EXAMPLES = 20
 KINDS = ("missing", "duplicated", "altered", "out_of_order")

@@ -79,12 +79,14 @@ from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from mirror_worker.logs import configure_logging
+from mirror_worker.batch_api import configure_logging
 from spark_jobs.check_compacted import compare_latest
 from spark_jobs.check_digests import (
     DIGEST_WINDOW, PartitionDigest, compare_digests, destination_spans, digest_pass, digest_summary, recheck_spans,
 )
 from spark_jobs.check_jvm import JvmReaderMissing, windows_on_jvm
+from spark_jobs.check_modes import AUTO, COMPACTED, MODES
+from spark_jobs.check_plan import CheckPlan, plan_check
 from spark_jobs.check_rdkafka import ReadFailed
 from spark_jobs.check_rdkafka_spark import windows_with_librdkafka
 from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's exact path)
@@ -92,8 +94,6 @@ from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's ex
     normalise_headers, normalise_schema_id, offending_examples, record_outcomes, split_by_provenance, summarise,
     with_out_of_order,
 )
-from spark_jobs.check_modes import AUTO, COMPACTED, MODES
-from spark_jobs.check_plan import CheckPlan, plan_check
 from spark_jobs.check_window import CheckWindow, Ranges, source_ranges, window_from_args  # noqa: F401
 from spark_jobs.job_config import JobInputError, base_parser
 from spark_jobs.report import write_report

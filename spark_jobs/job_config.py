@@ -11,12 +11,10 @@ import argparse
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from mirror_worker.config.librdkafka import connection_settings, consumer_settings, producer_settings
-from mirror_worker.config.security import java_security_settings
-from mirror_worker.engine.data_loss import resets_to_earliest
-from mirror_worker.exceptions import ConfigError
-from mirror_worker.log_ends import reads_committed
-from mirror_worker.topics.naming import IdentityPolicy, NamingPolicy, PrefixPolicy
+from mirror_worker.batch_api import (
+    ConfigError, IdentityPolicy, NamingPolicy, PrefixPolicy, connection_settings, consumer_settings,
+    java_security_settings, producer_settings, reads_committed, resets_to_earliest,
+)
 from spark_jobs.stable_offsets import isolation_option
 
 
@@ -115,7 +113,7 @@ def target_from_args(args: argparse.Namespace) -> JobTarget:
             raise JobInputError("--config cannot be combined with --source/--destination.bootstrap.servers")
         from pathlib import Path
 
-        from mirror_worker.config.spec import select_mirror
+        from mirror_worker.batch_api import select_mirror
 
         try:
             mirror = select_mirror(Path(args.config), args.mirror)

@@ -8,11 +8,10 @@ from functools import cached_property
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from mirror_worker import kafka_clients
-from mirror_worker.config.librdkafka import connection_settings
-from mirror_worker.groups import committed_positions
-from mirror_worker.log_ends import list_offsets, log_bounds, reads_committed
-from mirror_worker.topics.admin import topic_ids
+from mirror_worker.batch_api import (
+    admin_client, committed_positions, connection_settings, list_offsets, log_bounds, reads_committed, topic_ids,
+)
+from mirror_worker.batch_api import consumer as kafka_consumer
 from spark_jobs.job_config import JobInputError, JobTarget
 from spark_jobs.stable_offsets import LogEnds
 
@@ -30,7 +29,7 @@ class KafkaMeta:
         self.committed_reads = reads_committed(settings or {})
         self.connection = {**connection_settings(settings or {}), "bootstrap.servers": bootstrap, "logger": _quiet}
         self.conf = {**self.connection, "enable.auto.commit": False}
-        self.consumer = kafka_clients.consumer(self.conf, {"group.id": group_id})
+        self.consumer = kafka_consumer(self.conf, {"group.id": group_id})
         try:
             self.topics = {
                 name: len(meta.partitions)
@@ -54,7 +53,7 @@ class KafkaMeta:
 
     @cached_property
     def admin(self) -> AdminClient:
-        return kafka_clients.admin_client(self.connection, whole=True)
+        return admin_client(self.connection, whole=True)
 
     def log_ends(self, topics) -> dict[tuple[str, int], LogEnds]:
         """Per partition of `topics`: log start, the end this cluster's reader reaches (the LSO read_committed),
@@ -76,7 +75,7 @@ class KafkaMeta:
 
     def positions(self, group: str, topic: str) -> dict[int, tuple[int, str]]:
         """The group's committed offset and commit metadata (the topic id the mirror wrote) per partition that has one."""
-        reader = kafka_clients.consumer(self.conf, {"group.id": group})
+        reader = kafka_consumer(self.conf, {"group.id": group})
         try:
             found = committed_positions(reader, [TopicPartition(topic, p) for p in range(self.partitions(topic))],
                                         self.timeout)

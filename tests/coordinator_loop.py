@@ -1,6 +1,6 @@
 """Describes one consumer group again and again through the worker's admin client of a cluster, printing one
 JSON line per answer (tests/integration/test_coordinator_calls.py). `--raw`: a plain AdminClient instead
-(what the worker used before coordinator_admin.py), to show the librdkafka abort it meets."""
+(what the worker used before clients/coordinator_admin.py), to show the librdkafka abort it meets."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 
 from confluent_kafka import KafkaException
 
-from mirror_worker import kafka_clients
-from mirror_worker.groups import describe_group
+from mirror_worker.clients import factory
+from mirror_worker.clients.groups import describe_group
 
 
 def main() -> None:
@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--raw", action="store_true")
     args = parser.parse_args()
     settings = {"bootstrap.servers": args.bootstrap}
-    admin = kafka_clients.admin_client(settings) if args.raw else kafka_clients.worker_admin_client(settings, "source")
+    admin = factory.admin_client(settings) if args.raw else factory.worker_admin_client(settings, "source")
     while True:
         started = time.monotonic()
         try:

@@ -39,7 +39,7 @@ _CONSUMER_FORCED = {
     "enable.auto.commit": "false",
     "enable.auto.offset.store": "false",
 }
-_CONSUMER_DEFAULTS = {
+CONSUMER_DEFAULTS = {
     "auto.offset.reset": "earliest",
     # Bounds the consumer's prefetch: with the producer's queue.size this bounds the worker's memory.
     "queued.max.messages.kbytes": "16384",
@@ -73,7 +73,7 @@ _PRODUCER_REQUIRED = {
     "enable.idempotence": ({"true"}, "per-partition order needs enable.idempotence=true"),
 }
 # batch.size is not among these: the mirrored records' producers get batch_size_for's (below).
-_PRODUCER_DEFAULTS = {
+PRODUCER_DEFAULTS = {
     "acks": "all",
     "enable.idempotence": "true",
     # Latency at ordinary rates: 1 ms instead of 5 took the 10,000 msgs/s p50 from ~15 to ~9 ms on the
@@ -118,7 +118,7 @@ def consumer_settings(settings: dict[str, str], where: str) -> dict[str, str]:
     for key, forced in _CONSUMER_FORCED.items():
         if translated.get(key, forced).lower() != forced:
             raise ConfigError(f"{where}: {key} must be {forced}: the mirror commits offsets itself, after delivery")
-    defaults = dict(_CONSUMER_DEFAULTS)
+    defaults = dict(CONSUMER_DEFAULTS)
     if translated.get("group.protocol", "classic").lower() == "consumer":
         for key in _CLASSIC_ONLY_DEFAULTS:
             defaults.pop(key)
@@ -160,7 +160,7 @@ def producer_settings(settings: dict[str, str], where: str, queue_size: int,
     for key, (allowed, why) in _PRODUCER_REQUIRED.items():
         if key in translated and translated[key].lower() not in allowed:
             raise ConfigError(f"{where}: {key}={translated[key]} refused: {why}")
-    defaults = {**_PRODUCER_DEFAULTS, **({"linger.ms": EXACTLY_ONCE_LINGER_MS} if exactly_once else {})}
+    defaults = {**PRODUCER_DEFAULTS, **({"linger.ms": EXACTLY_ONCE_LINGER_MS} if exactly_once else {})}
     merged = {**defaults, "queue.buffering.max.messages": str(queue_size), **translated}
     check_librdkafka(merged, "producer", where)
     return merged

@@ -17,9 +17,9 @@ from pydantic import (
 
 from mirror_worker.config.membership import check_instance_id
 from mirror_worker.exceptions import ConfigError
+from mirror_worker.policy.filter import ReverseTopicFilter, TopicFilter
+from mirror_worker.policy.naming import ExplicitMapPolicy, IdentityPolicy, InversePolicy, NamingPolicy, PrefixPolicy
 from mirror_worker.redaction import redact_settings, redact_url, register_secrets, register_url_secret
-from mirror_worker.topics.filter import ReverseTopicFilter, TopicFilter
-from mirror_worker.topics.naming import ExplicitMapPolicy, IdentityPolicy, InversePolicy, NamingPolicy, PrefixPolicy
 
 def _register_secrets(value: dict[str, str]) -> dict[str, str]:
     # A config rebuilt elsewhere (a --num.streams child process) must redact the same secrets.

@@ -2,7 +2,7 @@
 
 The choice of bindings is `acl_sync.plan_acl_sync` (pure). `AclSync` holds the destination admin, the
 naming policy and the principal filter; the worker calls it per source stream every
-`acl-sync-interval-ms` (topics/management.py), the `sync-acls` command once (`sync_mirror_acls`).
+`acl-sync-interval-ms` (engine/topic_management.py), the `sync-acls` command once (`sync_mirror_acls`).
 Creating a binding the destination already has is a no-op in Kafka, so a race with another worker is harmless.
 """
 
@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType,
 )
 
-from mirror_worker import kafka_clients
+from mirror_worker.clients import factory
 from mirror_worker.config.model import MirrorConfig
 from mirror_worker.dr.acl_rules import DENY, PrincipalFilter, SkippedAcl, TopicAcl, plan_acl_sync
 from mirror_worker.exceptions import MirrorError
@@ -158,7 +158,7 @@ def worker_acl_sync(config: MirrorConfig, destination_admin, remote_topic: Calla
 
 def _admin(settings: dict) -> AdminClient:
     # librdkafka's own lines go to the structured log: stderr carries only the command's one-line error.
-    return kafka_clients.admin_client(settings)
+    return factory.admin_client(settings)
 
 
 def sync_mirror_acls(config: MirrorConfig, dry_run: bool = False, timeout: float = 30.0) -> list[AclSyncReport]:

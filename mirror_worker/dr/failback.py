@@ -23,15 +23,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mirror_worker.dr.offset_translation import committed_reader
-from mirror_worker.provenance import is_copy_from
-
-if TYPE_CHECKING:
-    from mirror_worker.engine.source_stream import SourceStream
+from mirror_worker.policy.provenance import is_copy_from
 
 log = logging.getLogger("mirror_worker")
+
+
+class SourceStream(Protocol):
+    """What failback reads of one of the worker's source clusters (`engine.source_stream.SourceStream`)."""
+
+    alias: str
+    admin: object
 
 # records(topic, partition, start, end): (offset, provenance header or None) of the records in [start, end)
 RecordReader = Callable[[str, int, int, int], Iterable[tuple[int, bytes | None]]]

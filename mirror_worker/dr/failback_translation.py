@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from mirror_worker.dr.resume_search import FOREIGN, OFFSET_SYNC, SIBLING, ResumePoint, SourcePartition, record_origin
-from mirror_worker.provenance import parse_provenance
+from mirror_worker.policy.provenance import parse_provenance
 
 FAILBACK = "failback"  # placed with the forward mirror's and the reverse mirror's provenance headers
 

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker import kafka_clients
+from mirror_worker.clients import factory
+from mirror_worker.clients.groups import describe_group, group_ids
 from mirror_worker.config.model import MirrorConfig
 from mirror_worker.dr.group_rules import (
     GroupFilter, GroupPlan, GroupSyncReport, Translation, Untranslated, blocking_state, failed, not_writer_reason,
@@ -33,7 +34,6 @@ from mirror_worker.dr.offset_translation import (
 )
 from mirror_worker.dr.resume_index import IncrementalFinder
 from mirror_worker.dr.resume_search import SourcePartition, siblings
-from mirror_worker.groups import describe_group, group_ids
 
 log = logging.getLogger("mirror_worker")
 
@@ -195,12 +195,12 @@ def group_filter(config: MirrorConfig) -> GroupFilter:
 
 
 def _admin(settings: dict) -> AdminClient:
-    return kafka_clients.admin_client(settings)
+    return factory.admin_client(settings)
 
 
 def destination_reader(config: MirrorConfig) -> tuple[PartitionReader, Consumer]:
     """A PartitionReader over the destination, and its consumer (the caller closes it)."""
-    consumer = kafka_clients.side_consumer(config.producer, f"{config.name}.group-offset-sync", {
+    consumer = factory.side_consumer(config.producer, f"{config.name}.group-offset-sync", {
         "enable.partition.eof": True, "isolation.level": "read_committed", "auto.offset.reset": "error"})
     return PartitionReader(consumer, _admin(config.producer), config.startup_timeout_s), consumer
 

@@ -22,14 +22,14 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from mirror_worker import kafka_clients
+from mirror_worker.clients import factory
+from mirror_worker.clients.groups import describe_group
 from mirror_worker.config.model import MirrorConfig, SourceCluster
 from mirror_worker.dr.failback_translation import failback_resume_point
 from mirror_worker.dr.offset_syncs import OffsetSync, PartitionTranslation, translate_positions
 from mirror_worker.dr.resume_search import ResumeFinder, ResumePoint, SourcePartition, siblings
 from mirror_worker.exceptions import ConfigError, MirrorError
-from mirror_worker.groups import describe_group
-from mirror_worker.provenance import PROVENANCE_HEADER
+from mirror_worker.policy.provenance import PROVENANCE_HEADER
 from mirror_worker.topics.admin import topic_ids
 
 
@@ -63,7 +63,7 @@ def source_cluster(config: MirrorConfig, alias: str | None) -> SourceCluster:
 
 
 def _admin(settings: dict) -> AdminClient:
-    return kafka_clients.admin_client(settings)
+    return factory.admin_client(settings)
 
 
 def committed_source_offsets(config: MirrorConfig, source: SourceCluster, group: str,
@@ -96,8 +96,8 @@ def source_topic_ids(source: SourceCluster, topics: list[str], timeout: float = 
 def read_offset_syncs(config: MirrorConfig, timeout: float = 30.0) -> list[OffsetSync]:
     """Every sync record of the mirror's offset-syncs topic on the destination, oldest first."""
     topic = config.offset_syncs_topic
-    consumer = kafka_clients.side_consumer(config.producer, f"{config.name}.translate-offsets",
-                                           {"enable.partition.eof": True})
+    consumer = factory.side_consumer(config.producer, f"{config.name}.translate-offsets",
+                                     {"enable.partition.eof": True})
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
         if metadata is None or metadata.error is not None or not metadata.partitions:
@@ -219,7 +219,7 @@ def _provenance(headers) -> bytes | None:
 def committed_reader(settings: dict, admin, group_id: str, timeout: float = 30.0,
                      where: str = "the destination") -> PartitionReader:
     """A PartitionReader of the cluster `settings` connect to: read_committed, no group membership, no commits."""
-    consumer = kafka_clients.side_consumer(settings, group_id, {
+    consumer = factory.side_consumer(settings, group_id, {
         "enable.partition.eof": True, "isolation.level": "read_committed", "auto.offset.reset": "error"})
     return PartitionReader(consumer, admin, timeout, where)
 

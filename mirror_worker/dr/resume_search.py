@@ -2,7 +2,7 @@
 
 A group committed source offset C on a source partition (the next record it would read). With
 preserve-partitions, every mirrored copy of that partition's records is in one destination partition,
-and each copy carries a provenance header naming its source offset s (provenance.py). The resume
+and each copy carries a provenance header naming its source offset s (policy/provenance.py). The resume
 offset is the destination offset of the first record of the partition that is a copy of some s >= C:
 
     destination  low ... s<C  s<C | s>=C  s>=C  s<C (re-sent)  s>=C ... end
@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
-from mirror_worker.provenance import parse_provenance
+from mirror_worker.policy.provenance import parse_provenance
 
 PROVENANCE = "provenance"          # the first copy of an s >= C
 PROVENANCE_END = "provenance-end"  # every mirrored record is below C: resume at the end of the partition

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import TopicPartition
 
+from mirror_worker.clients.groups import committed_positions
+from mirror_worker.clients.log_ends import log_bounds
 from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.data_loss import StartDecision, Verdict, decide_start, resets_to_earliest
 from mirror_worker.engine.halts import Halts
 from mirror_worker.engine.run_state import RunState
-from mirror_worker.groups import committed_positions
-from mirror_worker.log_ends import log_bounds
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.topics.admin import topic_ids
 

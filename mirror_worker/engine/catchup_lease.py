@@ -19,10 +19,10 @@ import time
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_worker import kafka_clients
-from mirror_worker.clients import client_callback
+from mirror_worker.clients import factory
+from mirror_worker.clients.callbacks import client_callback
+from mirror_worker.clients.groups import active_members
 from mirror_worker.exceptions import MirrorError
-from mirror_worker.groups import active_members
 
 CLIENT_ID = "kafka-mirror-catchup-lease"
 log = logging.getLogger("mirror_worker")
@@ -79,7 +79,7 @@ class CatchupLease:
     """
 
     def __init__(self, connection: dict, group: str, topic: str, join_timeout_s: float = 60.0) -> None:
-        self.consumer = kafka_clients.side_consumer(connection, lease_group(group), {
+        self.consumer = factory.side_consumer(connection, lease_group(group), {
             "client.id": CLIENT_ID, "session.timeout.ms": 10_000, "heartbeat.interval.ms": 2_000})
         self.group, self.topic, self.join_timeout_s = group, topic, join_timeout_s
         self.joined = threading.Event()

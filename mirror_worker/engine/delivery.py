@@ -18,7 +18,7 @@ from typing import Callable
 
 from confluent_kafka import KafkaError
 
-from mirror_worker.clients import call_normalised
+from mirror_worker.clients.callbacks import call_normalised
 
 # Not refused by the destination, only not delivered (in time): the record may be sent again.
 _UNDELIVERED = {

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from mirror_worker.engine.delivery import RunDelivery
 from mirror_worker.engine.ledger import OffsetLedger
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.provenance import PROVENANCE_HEADER, provenance_value
+from mirror_worker.policy.provenance import PROVENANCE_HEADER, provenance_value
 
 log = logging.getLogger("mirror_worker")
 

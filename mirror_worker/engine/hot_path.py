@@ -17,9 +17,9 @@ from mirror_worker.engine.delivery import RunDelivery
 from mirror_worker.engine.halts import Halts
 from mirror_worker.engine.source_stream import SourceStream
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.provenance import mirrored_headers, provenance_value
+from mirror_worker.policy.provenance import mirrored_headers, provenance_value
+from mirror_worker.policy.routing import Router
 from mirror_worker.schemas import wire_format
-from mirror_worker.topics.routing import Router
 
 
 class BatchMirror:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaException
 
-from mirror_worker.clients import error_text
+from mirror_worker.clients.callbacks import error_text
 from mirror_worker.metrics import MirrorMetrics
 
 log = logging.getLogger("mirror_worker")

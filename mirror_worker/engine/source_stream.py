@@ -16,7 +16,7 @@ from mirror_worker.exactly_once.transactions import PartitionTransactions
 from mirror_worker.topics.admin import TopicInfo
 
 if TYPE_CHECKING:
-    from mirror_worker.schemas.gate import SchemaGate
+    from mirror_worker.engine.schema_gate import SchemaGate
 
 
 @dataclass
@@ -45,7 +45,7 @@ class SourceStream:
     instance_id: str | None = None  # group.instance.id of a static member (config/membership.py)
     incremental_assignment: bool = False  # cooperative-sticky or the KIP-848 consumer protocol
     admin: AdminClient | None = None
-    reads_committed: bool = True  # the consumer's isolation level: where the log ends for it (log_ends.py)
+    reads_committed: bool = True  # the consumer's isolation level: where the log ends for it (clients/log_ends.py)
     # Source topic ids, kept in commit metadata: a deleted-and-recreated topic is told from the old one.
     topic_ids: dict[str, str] = field(default_factory=dict)
     recreated: dict[str, str] = field(default_factory=dict)  # topic -> its id before it was recreated

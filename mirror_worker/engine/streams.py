@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mirror_worker import kafka_clients
-from mirror_worker.client_health import STATISTICS_INTERVAL_MS
-from mirror_worker.clients import ClientSettings
+from mirror_worker.clients import factory
+from mirror_worker.clients.callbacks import ClientSettings
+from mirror_worker.clients.health import STATISTICS_INTERVAL_MS
+from mirror_worker.clients.log_ends import reads_committed
 from mirror_worker.config.librdkafka import assignment_strategy, connection_settings
 from mirror_worker.config.membership import membership_settings
 from mirror_worker.config.model import MirrorConfig, SourceCluster
 from mirror_worker.engine.halts import Halts
+from mirror_worker.engine.schema_gate import SchemaGate
 from mirror_worker.engine.source_stream import SourceStream
 from mirror_worker.exactly_once.transactions import PartitionTransactions
-from mirror_worker.log_ends import reads_committed
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.schemas.gate import SchemaGate
 
 
 def consumer_settings(cfg: MirrorConfig, source: SourceCluster, stream_index: int) -> tuple[dict, str]:
@@ -58,9 +58,9 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
     streams = [] if streams is None else streams
     for source in cfg.sources:
         settings, reset_policy = consumer_settings(cfg, source, stream_index)
-        consumer = kafka_clients.consumer(clients.client(settings, stats_source=source.name))
+        consumer = factory.consumer(clients.client(settings, stats_source=source.name))
         source_id = cluster_id(consumer, f"source {source.name!r}")
-        admin = kafka_clients.worker_admin_client(
+        admin = factory.worker_admin_client(
             clients.client(connection_settings(source.consumer), cluster=source.name), f"source {source.name!r}")
         stream = SourceStream(source.name, consumer, source_id, source_id == destination_cluster_id,
                               producers=producers, reset_policy=reset_policy,

@@ -10,11 +10,11 @@ parts, each built from explicit collaborators:
     BatchMirror          engine/hot_path.py        the hot path: a batch's records to their producers, in order
     CommitCycle          engine/commits.py         flush or commit transactions, then commit offsets, offset syncs
     PartitionAssignment  engine/assignment.py      rebalance callbacks, start positions, data loss, rewinds
-    TopicManagement      topics/management.py      discovery, creation, growth, config sync, heartbeats
-    SchemaGate           schemas/gate.py           per source: schema-id map, ids first seen mid-stream, conflicts
+    TopicManagement      engine/topic_management.py discovery, creation, growth, config sync, heartbeats
+    SchemaGate           engine/schema_gate.py     per source: schema-id map, ids first seen mid-stream, conflicts
     Halts                engine/halts.py           a refused record: dead letter or halt its partition
     Backpressure         engine/backpressure.py    queue.size records in flight, the wait for room, holding the consumers
-    ClientSettings       clients.py                client callbacks (errors, statistics), a bounded first contact
+    ClientSettings       clients/callbacks.py      client callbacks (errors, statistics), a bounded first contact
     StallWatch           engine/stalls.py          partitions whose records wait while none is copied: log + gauge
     SourceContact        engine/source_contact.py  a source cluster that does not answer: log + mirror_errors
     open_streams         engine/streams.py         one consumer per source cluster: its settings, admin, transactions
@@ -27,14 +27,14 @@ import time
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from mirror_worker import kafka_clients
-from mirror_worker.client_health import DESTINATION, STATISTICS_INTERVAL_MS
-from mirror_worker.clients import ClientSettings, error_text, fatal_reason
+from mirror_worker.clients import factory
+from mirror_worker.clients.callbacks import ClientSettings, error_text, fatal_reason
+from mirror_worker.clients.coordinator_admin import IsolatingAdmin
+from mirror_worker.clients.health import DESTINATION, STATISTICS_INTERVAL_MS
 from mirror_worker.config.librdkafka import (
     connection_settings, fitted_to_topics,
 )
 from mirror_worker.config.model import MirrorConfig
-from mirror_worker.coordinator_admin import IsolatingAdmin
 from mirror_worker.dr.acl_admin import worker_acl_sync
 from mirror_worker.dr.failback import FailbackStart, worker_failback_start
 from mirror_worker.dr.failover_mark import refuse_if_failed_over
@@ -55,16 +55,16 @@ from mirror_worker.engine.source_contact import SourceContact
 from mirror_worker.engine.source_stream import SourceStream
 from mirror_worker.engine.stalls import StallWatch
 from mirror_worker.engine.streams import attach_schema_gates, open_streams
+from mirror_worker.engine.topic_management import TopicManagement
 from mirror_worker.exactly_once.positions import (
     KEEPALIVE_MAX_S, POSITIONS_GROUP, Owner, keepalive_interval_s, offsets_retention_ms,
 )
 from mirror_worker.exactly_once.transactions import PartitionTransactions
 from mirror_worker.exceptions import FatalMirrorError
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance, provenance_value
+from mirror_worker.policy.provenance import PROVENANCE_HEADER, parse_provenance, provenance_value
+from mirror_worker.policy.routing import Router
 from mirror_worker.topics.admin import DestinationTopics, TopicCreationError
-from mirror_worker.topics.management import TopicManagement
-from mirror_worker.topics.routing import Router
 
 __all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value", "take_available"]
 
@@ -133,15 +133,15 @@ class MirrorWorker:
     def start(self) -> None:
         """Connect (bounded wait), discover topics, create destination topics, subscribe."""
         cfg = self.config
-        self.admin = kafka_clients.worker_admin_client(self.clients.client(cfg.producer, cluster=DESTINATION),
-                                                       "the destination")
+        self.admin = factory.worker_admin_client(self.clients.client(cfg.producer, cluster=DESTINATION),
+                                                 "the destination")
         self.destination_cluster_id = self._cluster_id(self.admin, "destination")
         if not cfg.exactly_once:
             for _ in range(cfg.num_producers):
-                self.producers.append(kafka_clients.producer(self._producer_settings(cfg.producer)))
+                self.producers.append(factory.producer(self._producer_settings(cfg.producer)))
         if cfg.heartbeat_producer or cfg.exactly_once:
             # Exactly-once producers are transactional: heartbeats go through a plain one.
-            self.heartbeat_producer = kafka_clients.producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
+            self.heartbeat_producer = factory.producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
         # Exactly-once keys positions by source partition on the destination topic: it needs the room.
         destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once)
         if cfg.exactly_once:
@@ -219,7 +219,7 @@ class MirrorWorker:
     def _producer_settings(self, settings: dict) -> dict:
         # The mirrored records' producers get the fitted batch.size and message.max.bytes (see fit_batches).
         fitted = self._fitted() if settings is self.config.producer else None
-        if self.config.metrics_port is not None:  # what they see of the destination (client_health.py)
+        if self.config.metrics_port is not None:  # what they see of the destination (clients/health.py)
             settings = {"statistics.interval.ms": STATISTICS_INTERVAL_MS, **settings}
         return self.clients.producer(settings, fitted)
 
@@ -258,7 +258,7 @@ class MirrorWorker:
         self.batch_bytes = wanted
         if not self.config.exactly_once:
             if self.producers and self.commits.flush(None):
-                self.producers[:] = [kafka_clients.producer(self._producer_settings(self.config.producer))
+                self.producers[:] = [factory.producer(self._producer_settings(self.config.producer))
                                      for _ in self.producers]
             return
         self.checkpoint_and_commit()

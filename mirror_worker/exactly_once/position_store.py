@@ -11,7 +11,7 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from mirror_worker import kafka_clients
+from mirror_worker.clients import factory
 from mirror_worker.exactly_once.positions import (
     POSITIONS_GROUP, IdentityCollision, PositionKey, committed_position, legacy_position_record_key,
     legacy_positions_group, parse_position_metadata, position_metadata, position_record_key,
@@ -39,7 +39,7 @@ class PositionStore:
         self.owners = self._reader(POSITIONS_GROUP, stable=False)
 
     def _reader(self, group: str, stable: bool = True) -> Consumer:
-        return kafka_clients.consumer(self.group_settings, {
+        return factory.consumer(self.group_settings, {
             "group.id": group, "enable.auto.commit": False,
             "isolation.level": "read_committed" if stable else "read_uncommitted"})
 
@@ -106,7 +106,7 @@ class PositionStore:
                 return set()  # nothing was ever written there (a new mirror): no need to read it to its end
         except KafkaException:
             pass  # read it, as below
-        reader = kafka_clients.consumer(self.group_settings, {
+        reader = factory.consumer(self.group_settings, {
             "group.id": POSITIONS_GROUP,
             "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
         })

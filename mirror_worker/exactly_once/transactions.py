@@ -38,8 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from mirror_worker import kafka_clients
-from mirror_worker.clients import client_callback
+from mirror_worker.clients import factory
+from mirror_worker.clients.callbacks import client_callback
 from mirror_worker.exactly_once.bounded_call import STUCK_AFTER_S, StuckCall, call_within
 from mirror_worker.exactly_once.position_store import PositionStore
 from mirror_worker.exactly_once.positions import (
@@ -191,7 +191,7 @@ class PartitionTransactions:
                 upstream(err)
 
         settings["error_cb"] = client_callback(on_error)
-        producer = kafka_clients.producer(settings)
+        producer = factory.producer(settings)
         self.live[id(producer)] = live
         return producer
 
@@ -206,8 +206,8 @@ class PartitionTransactions:
 
     def _fence_legacy(self, key: PositionKey) -> None:
         """init_transactions of the earlier layout's transactional.id: an old worker still writing it stops."""
-        producer = kafka_clients.producer(self.producer_settings,
-                                          {"transactional.id": legacy_transactional_id(self.mirror, self.alias, *key)})
+        producer = factory.producer(self.producer_settings,
+                                    {"transactional.id": legacy_transactional_id(self.mirror, self.alias, *key)})
         connect(producer, self.destination_topic(key[0]), self.timeout_s)
         self._call(producer.init_transactions, key, "init")
 

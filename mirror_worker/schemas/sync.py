@@ -27,10 +27,10 @@ from fastavro.schema import SchemaParseException, UnknownType, parse_schema
 
 from mirror_worker.config.model import MirrorConfig
 from mirror_worker.exceptions import ConfigError, SchemaConflict, UnknownSchemaId
+from mirror_worker.policy.naming import NamingPolicy
 from mirror_worker.schemas import wire_format
 from mirror_worker.schemas.framing import TopicFraming
 from mirror_worker.schemas.registry import Reference, Registry, SchemaRejected, SubjectVersion
-from mirror_worker.topics.naming import NamingPolicy
 
 log = logging.getLogger("mirror_worker.schemas")
 
@@ -344,12 +344,12 @@ def sync_mirror_schemas(config: MirrorConfig, topics: Iterable[str] | None = Non
 def _source_topics(consumer_settings: dict) -> list[str]:
     from confluent_kafka import KafkaException
 
-    from mirror_worker import kafka_clients
+    from mirror_worker.clients import factory
 
     from mirror_worker.exceptions import UnreachableClusterError
     from mirror_worker.topics.admin import describe_topics
 
-    consumer = kafka_clients.consumer(consumer_settings, {"enable.auto.commit": False})
+    consumer = factory.consumer(consumer_settings, {"enable.auto.commit": False})
     try:
         return sorted(describe_topics(consumer, timeout=30))
     except KafkaException as exc:

@@ -1,5 +1,4 @@
-"""Topics: which source topics are mirrored (`filter`), under which names (`naming`) and to which
-partition and producer (`routing`), all pure; the admin edge that discovers, creates and grows destination
-topics (`admin`); topic-config sync (`configs`: pure planner and admin edge); and
-`management.TopicManagement`, the worker's periodic part that runs them with the ACL and group-offset syncs.
+"""Topics, the admin edge: discover source topics and create, grow and describe destination topics (`admin`);
+topic-config sync (`configs`: pure planner and admin edge). Which topics are mirrored and under which names is
+policy (`mirror_worker.policy`); the worker's periodic pass that runs these is `engine.topic_management`.
 """

@@ -55,7 +55,7 @@ def test_celery_runs_a_mirrors_two_worker_tasks_on_two_hosts_and_a_pause_stops_b
     from confluent_kafka.admin import AdminClient
 
     from mirror_airflow.dag_factory import render
-    from mirror_worker.groups import describe_group
+    from mirror_worker.clients.groups import describe_group
 
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic, name, group = topic_name("cel"), f"c{uuid.uuid4().hex[:8]}", f"celery-group-{uuid.uuid4().hex[:8]}"

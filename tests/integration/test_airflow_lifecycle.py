@@ -70,7 +70,7 @@ def test_airflow_runs_each_mapped_worker_task_with_its_map_index_as_slot(stack, 
     from confluent_kafka.admin import AdminClient
 
     from mirror_airflow.dag_factory import mirror_dags, render
-    from mirror_worker.groups import describe_group
+    from mirror_worker.clients.groups import describe_group
 
     src = stack["source"].kafka.bootstrap_servers
     topic, name, group = topic_name("afm"), f"m{uuid.uuid4().hex[:8]}", f"af-group-{uuid.uuid4().hex[:8]}"
@@ -243,7 +243,7 @@ def test_two_worker_tasks_share_the_group_a_killed_one_loses_nothing_and_a_pause
     from mirror_airflow.dag_factory import mirror_dags
     from mirror_airflow.exceptions import WorkerFailedError
     from mirror_airflow.operators import worker as operators
-    from mirror_worker.groups import describe_group
+    from mirror_worker.clients.groups import describe_group
     from tests.kafka_util import consume_all
     from tests.worker_util import loss_and_duplicates, read_topic
 

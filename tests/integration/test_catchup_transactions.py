@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror_worker.log_ends import log_bounds
+from mirror_worker.clients.log_ends import log_bounds
 from tests.catchup_util import catchup_summary, run_catchup
 from tests.transactional_source import OPEN_PARTITIONS, PARTITIONS, write_transactional_source
 from tests.worker_util import (WorkerProcess, by_partition, committed_offsets, read_topic, wait_for_count,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer
 
-from mirror_worker.provenance import PROVENANCE_HEADER, provenance_value
+from mirror_worker.policy.provenance import PROVENANCE_HEADER, provenance_value
 from mirror_worker.schemas import wire_format
 from tests.catchup_util import catchup_summary, run_catchup
 from tests.integration.test_schema_framing import _avro_values, _destination_id, _long_key

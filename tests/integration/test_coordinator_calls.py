@@ -1,4 +1,4 @@
-"""Consumer-group admin calls through links that drop (mirror_worker/coordinator_admin.py).
+"""Consumer-group admin calls through links that drop (mirror_worker/clients/coordinator_admin.py).
 
 librdkafka 2.16 aborts the process when a DescribeConsumerGroups request meets a dropped connection
 (librdkafka issue 4605): the CI run of the two-minute source outage lost its worker to SIGABRT from the
@@ -17,9 +17,9 @@ import time
 import pytest
 
 from devstack.toxics import proxies
+from mirror_worker.clients import factory
 from tests.integration.test_broker_faults import clusters  # noqa: F401  (fixture)
 from tests.kafka_util import create_topic
-from mirror_worker import kafka_clients
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -36,8 +36,8 @@ def test_group_describes_survive_dropped_links(clusters, tmp_path, topic_name):
     topic = topic_name("coord-calls")
     create_topic(src.bootstrap_servers, topic, 1, replication_factor=3)
     group = f"{topic}.catchup"
-    member = kafka_clients.side_consumer({"bootstrap.servers": src.direct_bootstrap_servers}, group,
-                                         {"session.timeout.ms": 120_000})  # past the proxies: stays a member
+    member = factory.side_consumer({"bootstrap.servers": src.direct_bootstrap_servers}, group,
+                                   {"session.timeout.ms": 120_000})  # past the proxies: stays a member
     member.subscribe([topic])
     stop = threading.Event()
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from devstack.paths import ROOT
-from mirror_worker.provenance import PROVENANCE_HEADER, parse_provenance
+from mirror_worker.policy.provenance import PROVENANCE_HEADER, parse_provenance
 from tests.catchup_util import catchup_summary, run_catchup
 from tests.kafka_util import commit_offsets, create_topic, produce
 from tests.worker_util import WorkerProcess, committed_offsets, read_topic, wait_for_count

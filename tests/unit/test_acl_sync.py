@@ -13,7 +13,7 @@ from mirror_worker.config.model import build_mirror_config
 from mirror_worker.dr.acl_admin import AclSync, AclSyncError, to_binding, to_topic_acl
 from mirror_worker.dr.acl_rules import PrincipalFilter, SkippedAcl, TopicAcl, plan_acl_sync
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.topics.naming import PrefixPolicy
+from mirror_worker.policy.naming import PrefixPolicy
 from tests.unit.fakes import FakeError, FakeFuture, make_worker, scheduled_calls
 
 REMOTE = PrefixPolicy("src.").remote_topic

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError
 
-from mirror_worker.provenance import PROVENANCE_HEADER, provenance_value
+from mirror_worker.policy.naming import PrefixPolicy
+from mirror_worker.policy.provenance import PROVENANCE_HEADER, provenance_value
 from mirror_worker.schemas import wire_format
-from mirror_worker.topics.naming import PrefixPolicy
 from spark_jobs.catchup_copy import CopyFailed, CopySettings, CopyTask, copy_range
 from spark_jobs.catchup_spark import copy_tasks_for
 from spark_jobs.job_config import JobTarget

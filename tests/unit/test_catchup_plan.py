@@ -143,7 +143,7 @@ def test_kafka_meta_clients_use_the_connection_settings(tmp_path, monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr("mirror_worker.kafka_clients.Consumer", NoCluster)
+    monkeypatch.setattr("mirror_worker.clients.factory.Consumer", NoCluster)
     KafkaMeta(target.source_bootstrap, "source", target.source_settings).close()
     (conf,) = made
     assert conf.items() >= target.connection("source").items()

@@ -14,7 +14,7 @@ import sys
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from mirror_worker.clients import client_callback
+from mirror_worker.clients.callbacks import client_callback
 
 CLOSED = "127.0.0.1:1"
 

@@ -1,10 +1,10 @@
-"""Brokers down, partitions without a leader and produce retries from librdkafka's statistics (client_health.py)."""
+"""Brokers down, partitions without a leader and produce retries from librdkafka's statistics (clients/health.py)."""
 
 from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from mirror_worker.client_health import DESTINATION, ClientHealth, client_view
+from mirror_worker.clients.health import DESTINATION, ClientHealth, client_view
 from mirror_worker.metrics import MirrorMetrics
 from tests.unit.fakes import FakeClock
 
@@ -77,7 +77,7 @@ def test_a_client_error_line_names_its_cluster(caplog):
 
     from confluent_kafka import KafkaError
 
-    from mirror_worker.clients import ClientSettings
+    from mirror_worker.clients.callbacks import ClientSettings
     from mirror_worker.engine.run_state import RunState
 
     settings = ClientSettings(MirrorMetrics("m"), {"mirror": "m"}, RunState(5.0, FakeClock()), lambda *_: None)

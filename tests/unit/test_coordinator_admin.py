@@ -1,4 +1,4 @@
-"""coordinator_admin.py: the consumer-group call process and the views built from its answers, with scripted
+"""clients/coordinator_admin.py: the consumer-group call process and the views built from its answers, with scripted
 children (real processes that answer, hang or abort as librdkafka did)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 
-from mirror_worker.coordinator_admin import CoordinatorProcess, IsolatingAdmin
+from mirror_worker.clients.coordinator_admin import CoordinatorProcess, IsolatingAdmin
 
 # A child that answers requests as the script says: "ok" answers a describe, "abort" dies by SIGABRT,
 # "hang" never answers, "timeout" answers librdkafka's timeout; one behaviour per line of its argument.

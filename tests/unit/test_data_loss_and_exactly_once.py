@@ -10,8 +10,8 @@ from mirror_worker.exactly_once.positions import (
     POSITIONS_GROUP, Owner, legacy_positions_group, legacy_transactional_id, parse_position_metadata, position_metadata, transactional_id,
 )
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.topics.naming import PrefixPolicy
-from mirror_worker.topics.routing import Router
+from mirror_worker.policy.naming import PrefixPolicy
+from mirror_worker.policy.routing import Router
 
 # position, position's topic id, topic id now, low, high, reset to earliest -> verdict, start offset
 CASES = [

@@ -10,9 +10,9 @@ from mirror_worker.dr.failback import FailbackStart, failback_start
 from mirror_worker.dr.failback_translation import OffsetRuns, failback_resume_point
 from mirror_worker.dr.resume_search import SourcePartition
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.provenance import PROVENANCE_HEADER, provenance_value
-from mirror_worker.topics.filter import ReverseTopicFilter, TopicFilter
-from mirror_worker.topics.naming import ExplicitMapPolicy, IdentityPolicy, InversePolicy, PrefixPolicy
+from mirror_worker.policy.filter import ReverseTopicFilter, TopicFilter
+from mirror_worker.policy.naming import ExplicitMapPolicy, IdentityPolicy, InversePolicy, PrefixPolicy
+from mirror_worker.policy.provenance import PROVENANCE_HEADER, provenance_value
 from tests.unit.fakes import FakeDestinationPartitions, FakeMessage, assign, make_worker, records
 
 OLD_SOURCE, OTHER = "cluster-old-source", "cluster-elsewhere"

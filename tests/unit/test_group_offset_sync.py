@@ -137,7 +137,7 @@ def _clusters(source_offsets: dict, destination_records: dict, destination: Fake
 
 
 def _header(s: int, partition: int = 0):
-    from mirror_worker.provenance import provenance_value
+    from mirror_worker.policy.provenance import provenance_value
     return provenance_value("east", "cid", SOURCE_TOPIC, partition, s)
 
 
@@ -226,7 +226,7 @@ def test_a_source_that_cannot_be_listed_is_an_error_of_the_report():
 
 
 def test_the_worker_counts_what_it_wrote_and_skipped():
-    from mirror_worker.topics.management import TopicManagement
+    from mirror_worker.engine.topic_management import TopicManagement
 
     destination = FakeClusterAdmin({"ahead": {(TOPIC, 0): 90}}, {"busy": ("STABLE", 2)})
     sync, *_ = _clusters({g: {(SOURCE_TOPIC, 0): 50} for g in ("idle", "busy", "ahead")},
@@ -307,7 +307,7 @@ def test_a_group_with_nothing_translated_is_reported_and_its_destination_not_rea
 def test_the_workers_close_closes_the_shared_destination_reader_once():
     from types import SimpleNamespace
 
-    from mirror_worker.topics.management import TopicManagement
+    from mirror_worker.engine.topic_management import TopicManagement
 
     closed = []
     reader = SimpleNamespace(close=lambda: closed.append(1))

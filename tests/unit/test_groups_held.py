@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from confluent_kafka import ConsumerGroupState, TopicPartition
 
-from mirror_worker.groups import held_partitions
+from mirror_worker.clients.groups import held_partitions
 from tests.unit.fakes import FakeFuture
 
 

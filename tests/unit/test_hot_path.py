@@ -11,15 +11,15 @@ from mirror_worker.engine.delivery import RunDelivery
 from mirror_worker.engine.halts import Halts
 from mirror_worker.engine.hot_path import BatchMirror
 from mirror_worker.engine.run_state import RunState
+from mirror_worker.engine.schema_gate import SchemaGate
 from mirror_worker.engine.source_stream import SourceStream
 from mirror_worker.engine.worker import MirrorWorker
 from mirror_worker.exceptions import SchemaConflict, SchemaRegistryUnavailable
 from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.policy.naming import PrefixPolicy
+from mirror_worker.policy.routing import Router
 from mirror_worker.schemas import wire_format
 from mirror_worker.schemas.framing import TopicFraming
-from mirror_worker.schemas.gate import SchemaGate
-from mirror_worker.topics.naming import PrefixPolicy
-from mirror_worker.topics.routing import Router
 from tests.unit.fakes import FakeAdmin, FakeConsumer, FakeDestination, FakeMessage
 
 

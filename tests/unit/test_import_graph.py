@@ -1,9 +1,10 @@
-"""The import graphs, read with ast: no cycle in mirror_worker nor in mirror_airflow, the worker's library never
-imports the command layer, and the Airflow side (plugins/, dags/) imports the worker only through its public
-surface, `mirror_worker.api`.
+"""The import graphs, read with ast: the worker's packages form layers and none imports a higher one; the
+planes form layers too (the worker, the Spark jobs, the Airflow provider, the DAGs; the local stack, the
+benchmarks); no cycle anywhere; and each plane reaches another only through that plane's documented surface
+(`mirror_worker.api`, `mirror_worker.batch_api`).
 
 Imports inside functions count (a lazy import still couples two modules). Imports under `if TYPE_CHECKING:`
-never run, but they couple two modules as much as any other: the cycle check counts them too; the
+never run, but they couple two modules as much as any other: the layer and cycle checks count them too; the
 command-layer check reads only what runs.
 """
 
@@ -14,14 +15,34 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE_DIR = Path(__file__).resolve().parents[2] / "mirror_worker"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = ROOT / "mirror_worker"
 COMMAND_LAYER = ("mirror_worker.__main__", "mirror_worker.commands")
+
+# The worker's layers, bottom first (docs/development/layout.md draws them): a module imports its own layer and
+# the layers below it, never one above. Each entry names packages or modules; a package takes its submodules.
+WORKER_LAYERS = [
+    ("foundation", ["mirror_worker", "mirror_worker.exceptions", "mirror_worker.redaction", "mirror_worker.metrics",
+                    "mirror_worker.logs", "mirror_worker.surface"]),
+    ("policy", ["mirror_worker.policy"]),
+    ("config", ["mirror_worker.config"]),
+    ("clients", ["mirror_worker.clients"]),
+    ("topics", ["mirror_worker.topics"]),
+    ("schemas", ["mirror_worker.schemas"]),
+    ("exactly_once", ["mirror_worker.exactly_once"]),
+    ("dr", ["mirror_worker.dr"]),
+    ("engine", ["mirror_worker.engine"]),
+    ("surfaces", ["mirror_worker.api", "mirror_worker.batch_api"]),
+    ("commands", ["mirror_worker.commands", "mirror_worker.__main__"]),
+]
 
 
 def module_names(package_dir: Path) -> dict[str, Path]:
+    """{dotted name: file} of a package folder, or of a folder of top-level modules (dags/)."""
     names = {}
+    base = package_dir.parent if (package_dir / "__init__.py").exists() else package_dir
     for path in package_dir.rglob("*.py"):
-        parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
+        parts = list(path.relative_to(base).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         names[".".join(parts)] = path
@@ -41,9 +62,11 @@ def _nodes(tree: ast.AST, type_only: bool):
             stack.append(child)
 
 
-def import_graph(package_dir: Path = PACKAGE_DIR, type_only: bool = True) -> dict[str, set[str]]:
-    """{module: the package's modules it imports}, those under `if TYPE_CHECKING:` too if `type_only`."""
-    modules = module_names(package_dir)
+def import_graph(package_dir: Path | list[Path] = PACKAGE_DIR, type_only: bool = True) -> dict[str, set[str]]:
+    """{module: the package's (packages') modules it imports}, those under `if TYPE_CHECKING:` too if `type_only`."""
+    modules = {}
+    for folder in package_dir if isinstance(package_dir, list) else [package_dir]:
+        modules.update(module_names(folder))
     graph = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -55,7 +78,8 @@ def import_graph(package_dir: Path = PACKAGE_DIR, type_only: bool = True) -> dic
                 base = node.module or ""
                 if node.level:
                     base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
-                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+                # `from pkg import module` depends on that module (and on pkg only for names pkg defines)
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
             else:
                 continue
             edges |= {t for t in targets if t in modules and t != name}
@@ -133,9 +157,79 @@ def test_no_import_cycle_in_mirror_airflow_type_only_imports_included():
     assert find_cycle(import_graph(PACKAGE_DIR.parent / "plugins" / "mirror_airflow")) is None
 
 
-# --- the Airflow side imports only the worker's public surface -------------------------------------------------
+# --- layers: the worker's packages, and the planes ----------------------------------------------------------
+# The planes, bottom first: the worker; the Spark jobs (which run the worker's code); the Airflow provider (which
+# submits the jobs and supervises workers); the DAG files and the provider's plugin module; the local stack; the
+# benchmarks. docs/hooks (the docs site's generator) reads whatever it documents and is no plane.
+PLANE_FOLDERS = [ROOT / "mirror_worker", ROOT / "spark_jobs", ROOT / "plugins", ROOT / "dags", ROOT / "devstack",
+                 ROOT / "bench"]
+PLANE_LAYERS = [
+    ("worker", ["mirror_worker"]),
+    ("batch", ["spark_jobs"]),
+    ("airflow provider", ["mirror_airflow"]),
+    ("dags", ["mirror_dashboard_plugin", "mirror__audit", "mirror__demo", "mirror_spec_check"]),
+    ("local stack", ["devstack"]),
+    ("benchmarks", ["bench"]),
+]
+
+
+def layer_of(module: str, layers) -> int | None:
+    for index, (_, members) in enumerate(layers):
+        if any(module == m or module.startswith(m + ".") for m in members):
+            return index
+    return None
+
+
+def unlayered(graph: dict[str, set[str]], layers) -> list[str]:
+    return sorted(m for m in graph if layer_of(m, layers) is None)
+
+
+def upward_imports(graph: dict[str, set[str]], layers) -> list[str]:
+    """Each import of a module from a higher layer, as `module (layer) -> target (layer)`."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        own = layer_of(module, layers)
+        for target in sorted(targets):
+            theirs = layer_of(target, layers)
+            if own is not None and theirs is not None and theirs > own:
+                found.append(f"{module} ({layers[own][0]}) -> {target} ({layers[theirs][0]})")
+    return found
+
+
+def test_the_layer_check_sees_an_import_from_a_higher_layer(tmp_path):
+    layers = [("low", ["pkg.low"]), ("high", ["pkg.high"])]
+    (tmp_path / "pkg" / "low").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "low" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "low" / "a.py").write_text("def f():\n    from pkg.high import b\n")  # lazy, still counted
+    (tmp_path / "pkg" / "high.py").write_text("from pkg.low import a\n")
+    graph = import_graph(tmp_path / "pkg")
+    assert upward_imports(graph, layers) == ["pkg.low.a (low) -> pkg.high (high)"]
+    assert unlayered(graph, layers) == ["pkg"]
+
+
+def test_every_worker_module_has_a_layer_and_none_imports_a_higher_one():
+    graph = import_graph()
+    assert unlayered(graph, WORKER_LAYERS) == []
+    assert upward_imports(graph, WORKER_LAYERS) == []
+
+
+def test_the_planes_form_layers_without_a_cycle():
+    graph = import_graph(PLANE_FOLDERS)
+    assert unlayered(graph, PLANE_LAYERS) == []
+    assert upward_imports(graph, PLANE_LAYERS) == []
+    assert find_cycle(graph) is None
+
+
+# --- one surface per plane ---------------------------------------------------------------------------------
+# {importing folder: the modules of the worker it may import}. The Airflow side and the local stack call what an
+# operator calls; the Spark jobs and the benchmarks run pieces of the copy itself (batch_api), and may use both.
 SURFACE = "mirror_worker.api"
-AIRFLOW_SIDE = (PACKAGE_DIR.parent / "plugins", PACKAGE_DIR.parent / "dags")
+BATCH_SURFACE = "mirror_worker.batch_api"
+WORKER_SURFACES = {
+    ROOT / "plugins": {SURFACE}, ROOT / "dags": {SURFACE}, ROOT / "devstack": {SURFACE},
+    ROOT / "spark_jobs": {SURFACE, BATCH_SURFACE}, ROOT / "bench": {SURFACE, BATCH_SURFACE},
+}
 
 
 def worker_imports(folders) -> dict[str, set[str]]:
@@ -157,8 +251,8 @@ def worker_imports(folders) -> dict[str, set[str]]:
     return found
 
 
-def outside_the_surface(imports: dict[str, set[str]]) -> dict[str, set[str]]:
-    return {path: targets - {SURFACE} for path, targets in imports.items() if targets - {SURFACE}}
+def outside_the_surface(imports: dict[str, set[str]], allowed: set[str] = frozenset({SURFACE})) -> dict[str, set[str]]:
+    return {path: targets - allowed for path, targets in imports.items() if targets - allowed}
 
 
 def test_the_surface_check_sees_internal_imports(tmp_path):
@@ -171,23 +265,28 @@ def test_the_surface_check_sees_internal_imports(tmp_path):
         "side/op.py": {"mirror_worker.groups", "mirror_worker.config.spec"}}
 
 
-def test_the_airflow_side_imports_only_the_workers_public_surface():
-    imports = worker_imports(AIRFLOW_SIDE)
-    assert imports, "the Airflow side imports nothing of the worker: the check would see nothing"
-    assert outside_the_surface(imports) == {}
+@pytest.mark.parametrize("folder", sorted(WORKER_SURFACES), ids=lambda folder: folder.name)
+def test_each_plane_imports_the_worker_only_through_its_surface(folder):
+    imports = worker_imports([folder])
+    if folder.name != "dags":  # the DAG files import the provider only
+        assert imports, f"{folder.name}/ imports nothing of the worker: the check would see nothing"
+    assert outside_the_surface(imports, WORKER_SURFACES[folder]) == {}
 
 
-def test_the_surface_names_what_it_loads_and_each_name_is_there():
+@pytest.mark.parametrize("surface", ["api", "batch_api"])
+def test_the_surface_names_what_it_loads_and_each_name_is_there(surface):
     import importlib
 
-    from mirror_worker import api
+    from mirror_worker.surface import resolve
 
-    tree = ast.parse((PACKAGE_DIR / "api.py").read_text())
+    module = importlib.import_module(f"mirror_worker.{surface}")
+    tree = ast.parse((PACKAGE_DIR / f"{surface}.py").read_text())
     type_only = {(node.module, alias.name): alias.asname or alias.name
                  for block in tree.body if isinstance(block, ast.If) for node in block.body
                  for alias in node.names}
-    assert {home: name for name, home in api._HOME.items()} == type_only  # noqa: SLF001 - the table itself
-    for name, (module, attribute) in api._HOME.items():  # noqa: SLF001
-        assert getattr(api, name) is getattr(importlib.import_module(module), attribute)
+    assert {home: name for name, home in module._HOME.items()} == type_only  # noqa: SLF001 - the table itself
+    for name, (home, attribute) in module._HOME.items():  # noqa: SLF001
+        assert getattr(module, name) is resolve(home, attribute)
+        assert f"`{name}`" in module.__doc__, f"{surface}'s docstring does not name {name}"
     with pytest.raises(AttributeError, match="no attribute 'worker'"):
-        api.worker  # noqa: B018 - an internal name is not part of the surface
+        module.worker  # noqa: B018 - an internal name is not part of the surface

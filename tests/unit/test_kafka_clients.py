@@ -1,4 +1,4 @@
-"""One module builds every Kafka client of the three planes (mirror_worker/kafka_clients.py)."""
+"""One module builds every Kafka client of the three planes (mirror_worker/clients/factory.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror_worker import kafka_clients
+from mirror_worker.clients import factory
 
 ROOT = Path(__file__).resolve().parents[2]
 PLANES = [ROOT / "mirror_worker", ROOT / "spark_jobs", ROOT / "plugins" / "mirror_airflow", ROOT / "dags"]
@@ -29,13 +29,13 @@ def _constructions(path: Path) -> list[str]:
 
 def test_no_module_of_the_three_planes_builds_a_kafka_client_itself():
     built = [hit for plane in PLANES for path in sorted(plane.rglob("*.py"))
-             if path != ROOT / "mirror_worker" / "kafka_clients.py" and path not in NOT_CLIENTS
+             if path != ROOT / "mirror_worker" / "clients" / "factory.py" and path not in NOT_CLIENTS
              for hit in _constructions(path)]
     assert built == []
 
 
 def test_the_check_sees_a_construction(tmp_path):
-    sample = ROOT / "mirror_worker" / "kafka_clients.py"
+    sample = ROOT / "mirror_worker" / "clients" / "factory.py"
     assert any("AdminClient(...)" in hit for hit in _constructions(sample))
 
 
@@ -43,7 +43,7 @@ def test_the_check_sees_a_construction(tmp_path):
 def made(monkeypatch):
     calls: list[tuple[str, dict]] = []
     for name in ("Consumer", "Producer", "AdminClient"):
-        monkeypatch.setattr(kafka_clients, name, lambda conf, _n=name: calls.append((_n, conf)) or (_n, conf))
+        monkeypatch.setattr(factory, name, lambda conf, _n=name: calls.append((_n, conf)) or (_n, conf))
     return calls
 
 
@@ -52,8 +52,8 @@ SETTINGS = {"bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL", "sas
 
 
 def test_an_admin_client_takes_the_connection_only_unless_whole(made):
-    kafka_clients.admin_client(SETTINGS)
-    kafka_clients.admin_client(SETTINGS, {"error_cb": print}, whole=True)
+    factory.admin_client(SETTINGS)
+    factory.admin_client(SETTINGS, {"error_cb": print}, whole=True)
     (kind, conf), (_, whole) = made
     assert kind == "AdminClient"
     assert set(conf) == {"bootstrap.servers", "security.protocol", "sasl.password", "logger"}
@@ -61,7 +61,7 @@ def test_an_admin_client_takes_the_connection_only_unless_whole(made):
 
 
 def test_a_side_consumer_never_commits_by_itself_and_overrides_win(made):
-    kafka_clients.side_consumer(SETTINGS, "g", {"isolation.level": "read_committed"})
+    factory.side_consumer(SETTINGS, "g", {"isolation.level": "read_committed"})
     (_, conf), = made
     assert conf["group.id"] == "g" and conf["enable.auto.commit"] is False
     assert conf["isolation.level"] == "read_committed" and "acks" not in conf
@@ -69,7 +69,7 @@ def test_a_side_consumer_never_commits_by_itself_and_overrides_win(made):
 
 def test_librdkafka_lines_go_to_the_log_unless_the_caller_has_its_own_logger(made):
     mine = object()
-    kafka_clients.producer(SETTINGS)
-    kafka_clients.consumer({**SETTINGS, "logger": mine})
-    assert made[0][1]["logger"] is kafka_clients.librdkafka_log
+    factory.producer(SETTINGS)
+    factory.consumer({**SETTINGS, "logger": mine})
+    assert made[0][1]["logger"] is factory.librdkafka_log
     assert made[1][1]["logger"] is mine

@@ -1,6 +1,6 @@
 from mirror_worker.engine.ledger import OffsetLedger
-from mirror_worker.topics.naming import IdentityPolicy, PrefixPolicy
-from mirror_worker.topics.routing import ANY_PARTITION, Router
+from mirror_worker.policy.naming import IdentityPolicy, PrefixPolicy
+from mirror_worker.policy.routing import ANY_PARTITION, Router
 
 TP = ("orders", 0)
 

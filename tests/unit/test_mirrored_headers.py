@@ -2,7 +2,7 @@
 
 import pytest
 
-from mirror_worker.provenance import PROVENANCE_HEADER, mirrored_headers, provenance_value
+from mirror_worker.policy.provenance import PROVENANCE_HEADER, mirrored_headers, provenance_value
 
 HOP = provenance_value("src", "cluster-src", "orders", 2, 41)
 

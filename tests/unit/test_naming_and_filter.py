@@ -1,8 +1,8 @@
 import pytest
 
 from mirror_worker.exceptions import ConfigError, TopicMappingError
-from mirror_worker.topics.filter import TopicFilter, is_internal_topic
-from mirror_worker.topics.naming import ExplicitMapPolicy, IdentityPolicy, PrefixPolicy, check_mapping
+from mirror_worker.policy.filter import TopicFilter, is_internal_topic
+from mirror_worker.policy.naming import ExplicitMapPolicy, IdentityPolicy, PrefixPolicy, check_mapping
 
 POLICIES = {
     "identity": IdentityPolicy(),

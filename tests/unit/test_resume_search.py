@@ -9,7 +9,7 @@ import pytest
 from mirror_worker.dr.resume_search import (
     OFFSET_SYNC, PROVENANCE, PROVENANCE_END, ResumeFinder, ResumePoint, SourcePartition, resume_point,
 )
-from mirror_worker.provenance import parse_provenance, provenance_value
+from mirror_worker.policy.provenance import parse_provenance, provenance_value
 from tests.unit.fakes import FakeDestinationPartitions
 
 SOURCE = SourcePartition("east", "t", 0, "cid", frozenset({("west", "cid-west")}))  # west: the mirror's other source

@@ -283,9 +283,9 @@ def _avro(name: str, *fields: str) -> str:
 
 
 def test_syncer_translates_references_and_maps_ids():
+    from mirror_worker.policy.naming import PrefixPolicy
     from mirror_worker.schemas.registry import Reference, SubjectVersion
     from mirror_worker.schemas.sync import SchemaSyncer
-    from mirror_worker.topics.naming import PrefixPolicy
 
     source, destination = FakeRegistry("source"), FakeRegistry("destination", first_id=100)
     common = SubjectVersion(0, 0, "AVRO", _avro("Common", "a"), ())
@@ -313,9 +313,9 @@ def test_syncer_translates_references_and_maps_ids():
 
 def test_syncer_conflicts_and_unknown_ids():
     from mirror_worker.exceptions import SchemaConflict, UnknownSchemaId
+    from mirror_worker.policy.naming import IdentityPolicy
     from mirror_worker.schemas.registry import SubjectVersion
     from mirror_worker.schemas.sync import SchemaSyncer
-    from mirror_worker.topics.naming import IdentityPolicy
 
     source, destination = FakeRegistry("source"), FakeRegistry("destination", first_id=50)
     source.register("t-value", SubjectVersion(0, 0, "AVRO", _avro("A", "a"), ()))
@@ -331,9 +331,9 @@ def test_syncer_conflicts_and_unknown_ids():
 
 
 def test_syncer_records_which_fields_are_framed_and_sees_a_late_subject():
+    from mirror_worker.policy.naming import IdentityPolicy
     from mirror_worker.schemas.registry import SubjectVersion
     from mirror_worker.schemas.sync import SchemaSyncer
-    from mirror_worker.topics.naming import IdentityPolicy
 
     source, destination = FakeRegistry("source"), FakeRegistry("destination", first_id=50)
     source.register("t-value", SubjectVersion(0, 0, "AVRO", _avro("A", "a"), ()))

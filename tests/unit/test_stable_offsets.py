@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from mirror_worker.log_ends import reads_committed
+from mirror_worker.clients.log_ends import reads_committed
 from spark_jobs.job_config import JobTarget, target_from_args
 from spark_jobs.stable_offsets import LogEnds, OpenTransaction, isolation_option, open_transactions, reachable
 

@@ -159,7 +159,7 @@ groups:
     config = select_mirror(spec, "m")
     assert config.config_sync_interval_ms == 5000 and config.config_sync_exclude == ["retention\\.ms"]
     assert config.writes_offset_syncs
-    from mirror_worker.topics.filter import is_internal_topic
+    from mirror_worker.policy.filter import is_internal_topic
     assert is_internal_topic(config.offset_syncs_topic)
 
 

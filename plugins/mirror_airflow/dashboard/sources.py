@@ -13,7 +13,7 @@ from mirror_airflow.dashboard.gather import Edges, MirrorSpec, Report, WorkerSta
 
 HALT_MESSAGES = ("partition halted", "schema conflict: topic not mirrored", "topic not mirrored")
 LOG_TAIL_BYTES = 2 * 1024 * 1024
-# The worker's view of its clusters (mirror_worker/client_health.py): gauge -> (what, cluster without a source label).
+# The worker's view of its clusters (mirror_worker/clients/health.py): gauge -> (what, cluster without a source label).
 CLUSTER_GAUGES = {
     "mirror_destination_brokers_down": ("down", "destination"),
     "mirror_source_brokers_down": ("down", "source"),

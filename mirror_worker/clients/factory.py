@@ -15,8 +15,8 @@ import logging
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from mirror_worker.clients.coordinator_admin import CoordinatorProcess, IsolatingAdmin
 from mirror_worker.config.librdkafka import connection_settings
-from mirror_worker.coordinator_admin import CoordinatorProcess, IsolatingAdmin
 
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
 
@@ -34,7 +34,7 @@ def admin_client(settings: dict, overrides: dict | None = None, *, whole: bool =
 def worker_admin_client(settings: dict, what: str) -> IsolatingAdmin:
     """A long-running worker's admin client of a cluster (`settings` whole, with the worker's callbacks):
     its consumer-group calls run in a child process that a librdkafka abort kills alone
-    (coordinator_admin.py); `what` names the cluster in its errors."""
+    (clients/coordinator_admin.py); `what` names the cluster in its errors."""
     plain = {k: v for k, v in connection_settings(settings).items() if isinstance(v, (str, int, float, bool))}
     return IsolatingAdmin(admin_client(settings, whole=True), CoordinatorProcess(plain, what))
 

@@ -6,7 +6,7 @@ librdkafka issue 4605, fix proposed in PR 5397) when a coordinator-targeted Admi
 connection. A WAN cut or a broker restart is exactly that: the fault run of a two-minute source outage
 killed the worker with SIGABRT 30 s after the link came back, from its catch-up check's describe.
 
-So the worker's admin clients hand these three calls to a child process (`mirror_worker.coordinator_child`)
+So the worker's admin clients hand these three calls to a child process (`mirror_worker.clients.coordinator_child`)
 that keeps its own AdminClient; every other call goes to the worker's own client. A child that aborts fails
 the one call in flight as a transport error (the callers already treat that as "the cluster did not answer")
 and the next call starts a new child. Results come back as small views with the attributes the callers read.
@@ -70,7 +70,7 @@ class GroupOffsets:
 
 
 def _child_command() -> list[str]:
-    return [sys.executable, "-m", "mirror_worker.coordinator_child"]
+    return [sys.executable, "-m", "mirror_worker.clients.coordinator_child"]
 
 
 class CoordinatorProcess:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
-from mirror_worker.topics.naming import NamingPolicy
+from mirror_worker.policy.naming import NamingPolicy
 
 ANY_PARTITION = -1  # let the producer's partitioner (murmur2 of the key) choose
 

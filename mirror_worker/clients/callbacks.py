@@ -7,16 +7,22 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_worker.client_health import DESTINATION, ClientHealth
-from mirror_worker.engine.run_state import RunState
+from mirror_worker.clients.factory import librdkafka_log
+from mirror_worker.clients.health import DESTINATION, ClientHealth
 from mirror_worker.exceptions import ClusterRefusedError, UnreachableClusterError
-from mirror_worker.kafka_clients import librdkafka_log
 from mirror_worker.metrics import MirrorMetrics
 
 log = logging.getLogger("mirror_worker")
+
+
+class Stoppable(Protocol):
+    """What the callbacks need of the worker's run state (`engine.run_state.RunState`): a way to stop it."""
+
+    def fail(self, reason: str) -> None: ...
 
 
 def fatal_reason(what: str, err: KafkaError, instance: str | None) -> str:
@@ -64,7 +70,7 @@ class ClientSettings:
     per-run callback (heartbeats, offset syncs, positions); mirrored records bring their own.
     """
 
-    def __init__(self, metrics: MirrorMetrics, label: dict, state: RunState,
+    def __init__(self, metrics: MirrorMetrics, label: dict, state: Stoppable,
                  on_delivery_error: Callable[[KafkaError, object], None], health: ClientHealth | None = None) -> None:
         self.metrics = metrics
         self.label = label

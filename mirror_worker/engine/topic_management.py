@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, Producer
 
-from mirror_worker.clients import client_callback
+from mirror_worker.clients.callbacks import client_callback
 from mirror_worker.config.model import MirrorConfig
 from mirror_worker.dr.acl_admin import AclSync, AclSyncError, log_report
 from mirror_worker.dr.group_admin import GroupOffsetSync, log_report as log_group_report
 from mirror_worker.engine.assignment import PartitionAssignment
 from mirror_worker.exceptions import MirrorError
 from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.policy.naming import check_mapping
+from mirror_worker.policy.routing import Router
 from mirror_worker.topics.admin import DestinationTopics, TopicInfo, describe_topics, outgrown_topics
 from mirror_worker.topics.configs import copied_configs, describe_explicit_configs, exclusion_pattern, sync_topic_configs
-from mirror_worker.topics.naming import check_mapping
-from mirror_worker.topics.routing import Router
 
 if TYPE_CHECKING:
     from mirror_worker.engine.source_stream import SourceStream

@@ -1,4 +1,4 @@
-"""The consumer-group request process of mirror_worker/coordinator_admin.py (see why there).
+"""The consumer-group request process of mirror_worker/clients/coordinator_admin.py (see why there).
 
 Reads JSON lines on stdin: first {"settings": {...}} (the cluster's connection settings), then requests
 {"id", "call", "group", "timeout", ...}; writes one JSON line per request on stdout: {"id", "result"} or
@@ -13,7 +13,7 @@ import sys
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
-from mirror_worker import kafka_clients
+from mirror_worker.clients import factory
 from mirror_worker.logs import configure_logging
 
 
@@ -50,7 +50,7 @@ def main() -> None:
     first = sys.stdin.readline()
     if not first:
         return
-    admin = kafka_clients.admin_client(json.loads(first)["settings"])
+    admin = factory.admin_client(json.loads(first)["settings"])
     for line in sys.stdin:
         request = json.loads(line)
         try:
