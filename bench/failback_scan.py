@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from bench.common import bench_stack
-from bench.compare import create_topics
+from bench.harness import create_topics
 from mirror_worker.dr.failback import failback_start
 from mirror_worker.dr.offset_translation import committed_reader
 from mirror_worker.provenance import PROVENANCE_HEADER, provenance_value
