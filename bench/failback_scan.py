@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from bench.common import bench_stack
-from bench.compare import create_topics
+from bench.harness import create_topics
 from mirror_worker.batch_api import PROVENANCE_HEADER, committed_reader, failback_start, provenance_value
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -38,7 +38,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
 from bench.common import bench_stack, produce_paced
-from bench.compare import create_topics
+from bench.harness import create_topics
 from devstack import paths
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -4,7 +4,7 @@
     (prints "ready" once connected, then reads "FROM_TS UNTIL_TS" from stdin)
 
 Reads the given partitions of T from the beginning; each value starts with the produce time
-(little-endian double, seconds since the epoch, see bench.compare.live_value). Records produced in
+(little-endian double, seconds since the epoch, see bench.harness.live_value). Records produced in
 [FROM_TS, UNTIL_TS) count (the caller starts producing only after "ready": the probe's own start-up,
 slow on a loaded machine, never counts as latency); the probe stops at the first record produced at or after until-ts (or at
 the timeout) and prints one JSON line {"count", "p50_ms", "p99_ms", "max_ms"}. A separate process,

@@ -22,7 +22,7 @@ from pathlib import Path
 from confluent_kafka import Consumer
 
 from bench.common import bench_stack
-from bench.compare import RESULTS, Clusters, delete_topics, end_total, launch, preload, stop
+from bench.harness import RESULTS, Clusters, delete_topics, end_total, launch, preload, stop
 
 
 def top(collapsed: Path, limit: int = 25) -> str:

@@ -35,8 +35,9 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from bench.compare import (Clusters, _rate_name, build_parser, delete_topics, latency_labels, medians, preload, run_one,
-                           system_procs, warm_up)
+from bench.compare import build_parser
+from bench.harness import Clusters, delete_topics, latency_labels, preload, run_one, system_procs, warm_up
+from bench.report import _rate_name, medians
 from devstack.kafka_cluster import FaultStack
 from devstack.toxics import Proxy, proxies, reset
 

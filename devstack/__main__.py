@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "status":
             return 0 if _print_status(stack) else 1
         elif args.command == "airflow":
-            from devstack.airflow import print_login, run_with_demo
+            from devstack.demo import print_login, run_with_demo
 
             print_login(run_with_demo(stack))
         elif args.command == "kafka-stop":

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import requests
-import yaml
 
 from devstack import paths
 from devstack.errors import SetupMissingError, StackError, StartupTimeoutError
@@ -299,73 +298,3 @@ def _set_contract_entry(stack: Stack, entry: dict | None) -> None:
     tmp.write_text(json.dumps(contract, indent=2) + "\n")
     os.replace(tmp, stack.stack_json)
 
-
-# --- `make run`: Airflow with the demo mirror ---------------------------------------------------
-DEMO_MIRROR = "demo"
-DEMO_SPEC_TEMPLATE = paths.ROOT / "config" / "mirrors.yaml"
-
-
-def stack_spec(stack: Stack, template: Path = DEMO_SPEC_TEMPLATE) -> str:
-    """The spec `template` with every cluster address replaced by the running stack's.
-
-    The mirror names stay, so the DAG files in dags/ (one per mirror of config/mirrors.yaml) match.
-    A source named after a stack cluster gets that cluster's addresses, any other gets `source`'s. A mirror
-    without a `metrics-port` gets a free one: the dashboard reads halts and schema conflicts from it.
-    """
-    spec = yaml.safe_load(template.read_text(encoding="utf-8"))
-    for group in spec["groups"]:
-        sources = group.get("sources") or [group["source"]]
-        for source in sources:
-            cluster = stack[source.get("name") if source.get("name") in stack.clusters else "source"]
-            _point_at(source, cluster)
-        _point_at(group["destination"], stack["destination"])
-        for mirror in group["mirrors"]:
-            if "metrics-port" not in {**(group.get("settings") or {}), **mirror}:
-                mirror["metrics-port"] = free_port()
-    header = f"# Written by `make run` from {template.relative_to(paths.ROOT)} with the addresses of {stack.root}.\n"
-    return header + yaml.safe_dump(spec, sort_keys=False)
-
-
-def _point_at(endpoint: dict, cluster) -> None:
-    endpoint["kafka"] = {**endpoint.get("kafka", {}), "bootstrap.servers": cluster.kafka.bootstrap_servers}
-    if endpoint.get("schema-registry-url"):
-        endpoint["schema-registry-url"] = cluster.registry.url
-
-
-def demo_dag_ids(name: str = DEMO_MIRROR) -> list[str]:
-    return [f"mirror__{name}", f"mirror__{name}__lag", f"mirror__{name}__verify", f"mirror__{name}__catchup"]
-
-
-def run_with_demo(stack: Stack, out=print) -> Airflow:
-    """Start Airflow on the stack with the demo spec and unpause the demo mirror's DAGs."""
-    from devstack.demo import TOPIC, ensure_topic
-
-    # The lifecycle DAG discovers the demo topic, so it exists before the DAG runs.
-    ensure_topic(stack["source"].kafka.bootstrap_servers, TOPIC, partitions=3)
-    airflow = Airflow(stack)
-    if not airflow.is_running():
-        airflow.spec.write_text(stack_spec(stack), encoding="utf-8")
-        airflow.start()
-        out(f"airflow starting (api-server, scheduler, dag-processor, triggerer); log {airflow.process.log_file}")
-    airflow.wait_ready()
-    if airflow.startup_seconds is not None:
-        out(f"airflow healthy after {airflow.startup_seconds:.0f}s, "
-            f"{airflow.rss_mib():.0f} MiB RSS summed over its processes")
-    else:
-        out(f"airflow already running at {airflow.url}")
-    api = airflow.api()
-    wanted = demo_dag_ids()
-    api.wait_for_dags(wanted[:1], timeout=300)
-    for dag_id in wanted:
-        if api.dag(dag_id) is not None:
-            api.set_paused(dag_id, False)
-    return airflow
-
-
-def print_login(airflow: Airflow) -> None:
-    print(f"\nAirflow UI   {airflow.url}")
-    print(f"  log in as  {USERNAME} / {airflow.password}   (password kept in {airflow.password_file})")
-    print(f"  dashboard  {airflow.url}/plugin/kafka-mirrors   (lag, throughput, halts, schema conflicts)")
-    print(f"  DAGs       {', '.join(demo_dag_ids())}: unpaused")
-    print(f"             pause mirror__{DEMO_MIRROR} in the UI to stop the mirror, unpause it to resume")
-    print(f"  logs       {airflow.process.log_file} (components), {airflow.home / 'logs'} (tasks)")

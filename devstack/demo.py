@@ -5,6 +5,9 @@ while the worker copies them to `source.demo.orders` on `destination`; the demo 
 mirror has caught up. When Airflow runs on the stack (`python -m devstack airflow`), the worker is the one
 its `mirror__demo` DAG runs; otherwise the demo starts a worker itself as a stack service. `make stack-down`
 stops either. The demo's Kafka clients log to <stack>/demo.log (JSON lines), never to the terminal.
+
+The step before it, `python -m devstack airflow`, is `run_with_demo` below: Airflow on the stack with
+config/mirrors.yaml pointed at the stack's clusters and the demo mirror's DAGs unpaused.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -21,6 +25,8 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from devstack import Stack, paths
+from devstack.airflow import USERNAME, Airflow
+from devstack.net import free_port
 from mirror_worker.api import admin_client, consumer, held_partitions, producer, side_consumer
 
 TOPIC = "demo.orders"
@@ -97,8 +103,6 @@ def demo_spec(stack: Stack, metrics_port: int) -> str:
 
 def start_mirror(stack: Stack) -> tuple[str, str]:
     """Start the demo mirror as a stack service unless it runs already; returns (metrics url, log)."""
-    from devstack.net import free_port
-
     service = stack.service("demo-mirror")
     spec_path = service.home / "mirrors.yaml"
     if not service.is_running():
@@ -213,8 +217,6 @@ def main() -> int:
     for name, cluster in stack.clusters.items():
         print(f"  {name:<12} kafka {cluster.kafka.bootstrap_servers:<22} registry {cluster.registry.url}")
     if airflow_mirror is not None:
-        from devstack.airflow import Airflow, print_login
-
         print_login(Airflow(stack))
     print("the mirror keeps running in the background.  status: make stack-status    stop: make stack-down")
     return 0 if caught_up else 1
@@ -224,7 +226,6 @@ def _airflow_mirror(stack: Stack):
     """The demo mirror's config (mirror_worker's MirrorConfig) when Airflow runs it, else None."""
     if "airflow" not in json.loads(stack.stack_json.read_text()):
         return None
-    from devstack.airflow import DEMO_MIRROR, Airflow
     from mirror_worker.api import select_mirror
 
     return select_mirror(Airflow(stack).spec, DEMO_MIRROR)
@@ -236,6 +237,75 @@ def _progress(stack: Stack, label, group: str = GROUP) -> bool:
     committed = committed_total(stack["source"].kafka.bootstrap_servers, group)
     print(f"  {label!s:>6}  {produced:>17}  {mirrored:>23}  {committed:>22}")
     return mirrored >= produced
+
+
+# --- `make run`: Airflow with the demo mirror ---------------------------------------------------
+DEMO_MIRROR = "demo"
+DEMO_SPEC_TEMPLATE = paths.ROOT / "config" / "mirrors.yaml"
+
+
+def stack_spec(stack: Stack, template: Path = DEMO_SPEC_TEMPLATE) -> str:
+    """The spec `template` with every cluster address replaced by the running stack's.
+
+    The mirror names stay, so the DAG files in dags/ (one per mirror of config/mirrors.yaml) match.
+    A source named after a stack cluster gets that cluster's addresses, any other gets `source`'s. A mirror
+    without a `metrics-port` gets a free one: the dashboard reads halts and schema conflicts from it.
+    """
+    spec = yaml.safe_load(template.read_text(encoding="utf-8"))
+    for group in spec["groups"]:
+        sources = group.get("sources") or [group["source"]]
+        for source in sources:
+            cluster = stack[source.get("name") if source.get("name") in stack.clusters else "source"]
+            _point_at(source, cluster)
+        _point_at(group["destination"], stack["destination"])
+        for mirror in group["mirrors"]:
+            if "metrics-port" not in {**(group.get("settings") or {}), **mirror}:
+                mirror["metrics-port"] = free_port()
+    header = f"# Written by `make run` from {template.relative_to(paths.ROOT)} with the addresses of {stack.root}.\n"
+    return header + yaml.safe_dump(spec, sort_keys=False)
+
+
+def _point_at(endpoint: dict, cluster) -> None:
+    endpoint["kafka"] = {**endpoint.get("kafka", {}), "bootstrap.servers": cluster.kafka.bootstrap_servers}
+    if endpoint.get("schema-registry-url"):
+        endpoint["schema-registry-url"] = cluster.registry.url
+
+
+def demo_dag_ids(name: str = DEMO_MIRROR) -> list[str]:
+    return [f"mirror__{name}", f"mirror__{name}__lag", f"mirror__{name}__verify", f"mirror__{name}__catchup"]
+
+
+def run_with_demo(stack: Stack, out=print) -> Airflow:
+    """Start Airflow on the stack with the demo spec and unpause the demo mirror's DAGs."""
+    # The lifecycle DAG discovers the demo topic, so it exists before the DAG runs.
+    ensure_topic(stack["source"].kafka.bootstrap_servers, TOPIC, partitions=3)
+    airflow = Airflow(stack)
+    if not airflow.is_running():
+        airflow.spec.write_text(stack_spec(stack), encoding="utf-8")
+        airflow.start()
+        out(f"airflow starting (api-server, scheduler, dag-processor, triggerer); log {airflow.process.log_file}")
+    airflow.wait_ready()
+    if airflow.startup_seconds is not None:
+        out(f"airflow healthy after {airflow.startup_seconds:.0f}s, "
+            f"{airflow.rss_mib():.0f} MiB RSS summed over its processes")
+    else:
+        out(f"airflow already running at {airflow.url}")
+    api = airflow.api()
+    wanted = demo_dag_ids()
+    api.wait_for_dags(wanted[:1], timeout=300)
+    for dag_id in wanted:
+        if api.dag(dag_id) is not None:
+            api.set_paused(dag_id, False)
+    return airflow
+
+
+def print_login(airflow: Airflow) -> None:
+    print(f"\nAirflow UI   {airflow.url}")
+    print(f"  log in as  {USERNAME} / {airflow.password}   (password kept in {airflow.password_file})")
+    print(f"  dashboard  {airflow.url}/plugin/kafka-mirrors   (lag, throughput, halts, schema conflicts)")
+    print(f"  DAGs       {', '.join(demo_dag_ids())}: unpaused")
+    print(f"             pause mirror__{DEMO_MIRROR} in the UI to stop the mirror, unpause it to resume")
+    print(f"  logs       {airflow.process.log_file} (components), {airflow.home / 'logs'} (tasks)")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ import requests
 import yaml
 
 from devstack import Stack
-from devstack.airflow import DEMO_MIRROR, Airflow
+from devstack.airflow import Airflow
+from devstack.demo import DEMO_MIRROR
 from devstack.net import free_port
 from devstack.paths import ROOT
 

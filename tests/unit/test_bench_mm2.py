@@ -1,7 +1,7 @@
 """bench.mm2's properties: MirrorMaker 2 with and without exactly-once source support (KIP-618); bench.compare's
-ratios and medians."""
+ratios and medians (bench.report)."""
 
-from bench.compare import ratios
+from bench.report import ratios
 from bench.mm2 import mm2_properties
 
 
@@ -45,7 +45,7 @@ def test_mirrormaker_gets_the_batch_size_the_worker_would_take_for_the_destinati
 
 
 def test_warm_up_runs_are_kept_but_not_in_the_medians():
-    from bench.compare import medians
+    from bench.report import medians
     runs = [{"system": "worker", "record_bytes": 100, "repeat": -1, "msgs_per_s": 10, "warm_up": True},
             {"system": "worker", "record_bytes": 100, "repeat": 0, "msgs_per_s": 300},
             {"system": "worker", "record_bytes": 100, "repeat": 1, "msgs_per_s": 320}]

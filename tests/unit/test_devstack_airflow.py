@@ -1,5 +1,5 @@
-"""devstack.airflow without starting Airflow: the spec it writes, the environment it starts with, and
-the `airflow` entry of stack.json. (tests/e2e/ starts the real one.)"""
+"""devstack.airflow without starting Airflow: the spec `make run` writes for it (devstack.demo), the environment
+it starts with, and the `airflow` entry of stack.json. (tests/e2e/ starts the real one.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import yaml
 
 from devstack import Stack
-from devstack.airflow import Airflow, _set_contract_entry, stack_spec
+from devstack.airflow import Airflow, _set_contract_entry
+from devstack.demo import stack_spec
 from devstack.paths import ROOT
 from mirror_worker.config.spec import load_entries
 
