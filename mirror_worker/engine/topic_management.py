@@ -1,23 +1,18 @@
-"""Topics of a running worker: discovery, destination creation, partition growth, config, ACL and group offset
-sync, heartbeats."""
+"""Topics of a running worker: discovery, destination creation, partition growth, config sync. The other
+periodic passes (ACL and group offset sync, heartbeats) are `engine.housekeeping`."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from mirror_worker.clients.callbacks import client_callback
 from mirror_worker.config.model import MirrorConfig
-from mirror_worker.dr.acl_admin import AclSync, AclSyncError, log_report
-from mirror_worker.dr.group_admin import GroupOffsetSync, log_report as log_group_report
 from mirror_worker.engine.assignment import PartitionAssignment
 from mirror_worker.exceptions import MirrorError
 from mirror_worker.metrics import MirrorMetrics
@@ -43,7 +38,6 @@ class TopicManagement:
                  router: Router, assignment: PartitionAssignment, metrics: MirrorMetrics, label: dict,
                  before_subscribe: Callable[[SourceStream, list[str]], None],
                  producers: Callable[[], list] = list, fit_batches: Callable[[Iterable[int]], None] = lambda _: None,
-                 acl_sync: AclSync | None = None, group_syncs: list[GroupOffsetSync] = (),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.streams = streams
@@ -58,8 +52,6 @@ class TopicManagement:
         self.before_subscribe = before_subscribe
         self.producers = producers  # every producer of mirrored records, now (they are replaced at times)
         self.fit_batches = fit_batches  # called with the destination limits whenever they may have shrunk
-        self.acl_sync = acl_sync  # None when ACL sync is off
-        self.group_syncs = list(group_syncs)  # one per source; they hold their destination index across syncs
         self.clock = clock
         self.max_bytes: dict[str, int] = {}
         self.not_mirrored: dict[tuple[str, str], str] = {}  # (source, topic) -> why its destination topic is missing
@@ -233,46 +225,6 @@ class TopicManagement:
                     **self.label, "source": stream.alias, "topic": topic, "error": error,
                 })
 
-    def close(self) -> None:
-        """Close the group offset sync's destination reader (one, shared by the streams' syncs)."""
-        for reader in {id(g.finder.reader): g.finder.reader for g in self.group_syncs}.values():
-            close = getattr(reader, "close", None)
-            if close is not None:
-                close()
-
-    def sync_acls(self) -> None:
-        """Copy the read-side ACLs of the mirrored topics to their destination topics (dr/acl_rules.py)."""
-        if self.acl_sync is None:
-            return
-        for stream in self.streams:
-            if not stream.topics or stream.admin is None:
-                continue
-            try:
-                report = self.acl_sync.sync(stream.alias, stream.admin, sorted(stream.topics))
-            except AclSyncError as exc:
-                self.metrics.errors.labels(kind="acl_sync", **self.label).inc()
-                log.warning("topic ACL sync failed", extra={**self.label, "source": stream.alias, "error": str(exc)})
-                continue
-            log_report(report, self.label)
-            for acl in report.created:
-                self.metrics.acls_synced.labels(**self.label, source=stream.alias, topic=acl.topic).inc()
-            if report.errors:
-                self.metrics.errors.labels(kind="acl_sync", **self.label).inc(len(report.errors))
-
-    def sync_group_offsets(self) -> None:
-        """Move the chosen groups' destination offsets forward to their translated source commits (dr/group_rules.py)."""
-        for group_sync in self.group_syncs:
-            report = group_sync.sync()
-            log_group_report(report, self.label)
-            labels = {**self.label, "source": report.source}
-            for plan in report.groups:
-                if plan.write:
-                    self.metrics.group_offsets_synced.labels(**labels, group=plan.group).inc(len(plan.write))
-                for reason, count in plan.skipped_by_reason().items():
-                    self.metrics.group_offsets_skipped.labels(**labels, group=plan.group, reason=reason).inc(count)
-            if not report.ok:
-                self.metrics.errors.labels(kind="group_offset_sync", **self.label).inc()
-
     def _check_partition_room(self, sources: dict[str, TopicInfo], counts: dict[str, int]) -> None:
         if not (self.config.preserve_partitions or self.config.exactly_once):
             return
@@ -294,24 +246,3 @@ class TopicManagement:
             # Made before any record can be refused: a dead-letter topic that does not exist turns the first
             # refused record into a failed delivery and the worker into an exit-and-restart loop.
             self.destination.ensure_internal([dead_letter])
-
-    def send_heartbeats(self, producer, destination_cluster_id: str) -> None:
-        now_ms = int(time.time() * 1000)
-        for stream in self.streams:
-            value = {
-                "mirror": self.config.name,
-                "source": stream.alias,
-                "source_cluster_id": stream.cluster_id,
-                "destination_cluster_id": destination_cluster_id,
-                "worker": f"{socket.gethostname()}:{os.getpid()}",
-                "timestamp_ms": now_ms,
-                "assigned_partitions": len(stream.assigned),
-            }
-            try:
-                producer.produce(
-                    self.config.heartbeat_topic, json.dumps(value).encode(), f"{self.config.name}/{stream.alias}".encode(),
-                    timestamp=now_ms,
-                )
-            except (BufferError, KafkaException) as exc:
-                log.warning("heartbeat not sent", extra={**self.label, "error": str(exc)})
-        producer.poll(0)

@@ -10,7 +10,8 @@ parts, each built from explicit collaborators:
     BatchMirror          engine/hot_path.py        the hot path: a batch's records to their producers, in order
     CommitCycle          engine/commits.py         flush or commit transactions, then commit offsets, offset syncs
     PartitionAssignment  engine/assignment.py      rebalance callbacks, start positions, data loss, rewinds
-    TopicManagement      engine/topic_management.py discovery, creation, growth, config sync, heartbeats
+    TopicManagement      engine/topic_management.py discovery, creation, growth, config sync
+    Housekeeping         engine/housekeeping.py    ACL sync, group offset sync, heartbeats
     SchemaGate           engine/schema_gate.py     per source: schema-id map, ids first seen mid-stream, conflicts
     Halts                engine/halts.py           a refused record: dead letter or halt its partition
     Backpressure         engine/backpressure.py    queue.size records in flight, the wait for room, holding the consumers
@@ -48,6 +49,7 @@ from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.consume import take_available
 from mirror_worker.engine.delivery import RunDelivery, undelivered
 from mirror_worker.engine.halts import Halts
+from mirror_worker.engine.housekeeping import Housekeeping
 from mirror_worker.engine.hot_path import BatchMirror
 from mirror_worker.engine.producer_set import ProducerSet
 from mirror_worker.engine.run_state import RunState
@@ -117,6 +119,7 @@ class MirrorWorker:
         self.commits: CommitCycle
         self.assignment: PartitionAssignment
         self.topics: TopicManagement
+        self.housekeeping: Housekeeping
         self.hot_path: BatchMirror
         self.failback: FailbackStart | None = None
         self.source_contact: SourceContact | None = None
@@ -197,9 +200,10 @@ class MirrorWorker:
         )
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,
-                                      producers=self.producer_set.all, fit_batches=self.fit_batches,
-                                      acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic),
-                                      group_syncs=worker_group_syncs(cfg, self.streams, admin), clock=self.clock)
+                                      producers=self.producer_set.all, fit_batches=self.fit_batches, clock=self.clock)
+        self.housekeeping = Housekeeping(cfg, self.streams, self.metrics, self._label,
+                                         acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic),
+                                         group_syncs=worker_group_syncs(cfg, self.streams, admin))
         self.hot_path = BatchMirror(
             self.router, self.halts, self.backpressure, self.metrics, self._label, max_bytes=self.topics.max_bytes,
             destination_cluster_id=lambda: self.destination_cluster_id, on_refused_delivery=self._on_refused_delivery,
@@ -296,13 +300,13 @@ class MirrorWorker:
                 self._side_task("config_sync", self.topics.sync_configs)
                 next_config_sync = self.clock() + cfg.config_sync_interval_ms / 1000
             if cfg.acl_sync_interval_ms and now >= next_acl_sync:
-                self._side_task("acl_sync", self.topics.sync_acls)
+                self._side_task("acl_sync", self.housekeeping.sync_acls)
                 next_acl_sync = self.clock() + cfg.acl_sync_interval_ms / 1000
             if cfg.group_offset_sync_interval_ms and now >= next_group_sync:
-                self._side_task("group_offset_sync", self.topics.sync_group_offsets)
+                self._side_task("group_offset_sync", self.housekeeping.sync_group_offsets)
                 next_group_sync = self.clock() + cfg.group_offset_sync_interval_ms / 1000
             if now >= next_heartbeat:
-                self._side_task("heartbeat", lambda: self.topics.send_heartbeats(
+                self._side_task("heartbeat", lambda: self.housekeeping.send_heartbeats(
                     self.heartbeat_producer or self.producers[0], self.destination_cluster_id))
                 next_heartbeat = now + cfg.heartbeat_interval_s
             if now >= next_commit:
@@ -425,7 +429,7 @@ class MirrorWorker:
                 stream.consumer.close()
             except (KafkaException, RuntimeError) as exc:
                 log.warning("consumer close failed", extra={**self._label, "source": stream.alias, "error": str(exc)})
-        self.topics.close()
+        self.housekeeping.close()
         for admin in [self.admin, *(stream.admin for stream in self.streams)]:
             if isinstance(admin, IsolatingAdmin):
                 admin.close_coordinator_process()

@@ -370,7 +370,7 @@ def make_worker(logs: dict, *, committed: dict | None = None, low: dict | None =
 
 
 def scheduled_calls(worker, method: str, calls: int = 3) -> tuple[float, list[float]]:
-    """Run `worker` until its loop has called `worker.topics.<method>` `calls` times (the method replaced by a
+    """Run `worker` until its loop has called `worker.housekeeping.<method>` `calls` times (the method replaced by a
     recorder); (delay of the first call after the start, gaps between calls), in the fake clock's seconds."""
     called_at: list[float] = []
 
@@ -379,7 +379,7 @@ def scheduled_calls(worker, method: str, calls: int = 3) -> tuple[float, list[fl
         if len(called_at) == calls:
             worker.stop_event.set()
 
-    setattr(worker.topics, method, record)
+    setattr(worker.housekeeping, method, record)
     started = worker.clock.now
     worker.run()
     return called_at[0] - started, [later - earlier for earlier, later in zip(called_at, called_at[1:])]

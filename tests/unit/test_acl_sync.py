@@ -219,10 +219,10 @@ def test_the_worker_syncs_the_acls_of_its_mirrored_topics_and_counts_them():
     worker, stream, _, _ = make_worker({("orders", 0): []}, acl_sync_interval_ms=1000,
                                        acl_sync_exclude_principals=["User:bob"])
     destination = AclAdmin()
-    worker.topics.acl_sync.destination_admin = destination
+    worker.housekeeping.acl_sync.destination_admin = destination
     stream.admin = AclAdmin(SOURCE_ACLS)
-    worker.topics.sync_acls()
-    worker.topics.sync_acls()
+    worker.housekeeping.sync_acls()
+    worker.housekeeping.sync_acls()
     assert destination.acls == {TopicAcl("dst.orders", "User:alice", "*", "READ", "ALLOW"),
                                 TopicAcl("dst.orders", "User:dave", "*", "READ", "ALLOW"),
                                 TopicAcl("dst.orders", "User:carol", "*", "DESCRIBE", "ALLOW")}
@@ -233,14 +233,14 @@ def test_the_worker_syncs_the_acls_of_its_mirrored_topics_and_counts_them():
 def test_the_worker_counts_a_failed_sync_and_goes_on():
     worker, stream, _, _ = make_worker({("orders", 0): []}, acl_sync_interval_ms=1000)
     stream.admin = AclAdmin(fail_describe="No Authorizer is configured")
-    worker.topics.sync_acls()
+    worker.housekeeping.sync_acls()
     assert worker.metrics.errors.labels(mirror="m", kind="acl_sync")._value.get() == 1
 
 
 def test_acl_sync_is_off_in_the_worker_by_default():
     worker, _, _, _ = make_worker({("orders", 0): []})
-    assert worker.config.acl_sync_interval_ms == 0 and worker.topics.acl_sync is None
-    worker.topics.sync_acls()  # nothing to do, no admin call
+    assert worker.config.acl_sync_interval_ms == 0 and worker.housekeeping.acl_sync is None
+    worker.housekeeping.sync_acls()  # nothing to do, no admin call
 
 
 @pytest.mark.parametrize("spec, error", [

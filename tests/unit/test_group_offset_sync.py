@@ -226,15 +226,15 @@ def test_a_source_that_cannot_be_listed_is_an_error_of_the_report():
 
 
 def test_the_worker_counts_what_it_wrote_and_skipped():
-    from mirror_worker.engine.topic_management import TopicManagement
+    from mirror_worker.engine.housekeeping import Housekeeping
 
     destination = FakeClusterAdmin({"ahead": {(TOPIC, 0): 90}}, {"busy": ("STABLE", 2)})
     sync, *_ = _clusters({g: {(SOURCE_TOPIC, 0): 50} for g in ("idle", "busy", "ahead")},
                          {0: _copies(range(100))}, destination)
     metrics = MirrorMetrics("m")
-    topics = TopicManagement.__new__(TopicManagement)
-    topics.group_syncs, topics.metrics, topics.label = [sync], metrics, {"mirror": "m"}
-    topics.sync_group_offsets()
+    housekeeping = Housekeeping.__new__(Housekeeping)
+    housekeeping.group_syncs, housekeeping.metrics, housekeeping.label = [sync], metrics, {"mirror": "m"}
+    housekeeping.sync_group_offsets()
     value = metrics.registry.get_sample_value
     assert value("mirror_group_offsets_synced_total", {"mirror": "m", "source": "east", "group": "idle"}) == 1
     assert value("mirror_group_offsets_skipped_total", {"mirror": "m", "source": "east", "group": "busy",
@@ -290,8 +290,8 @@ def test_group_offset_sync_is_off_in_the_worker_by_default():
     from tests.unit.fakes import make_worker
 
     worker, _, _, _ = make_worker({("orders", 0): []})
-    assert worker.config.group_offset_sync_interval_ms == 0 and worker.topics.group_syncs == []
-    worker.topics.sync_group_offsets()  # nothing to do, no admin call
+    assert worker.config.group_offset_sync_interval_ms == 0 and worker.housekeeping.group_syncs == []
+    worker.housekeeping.sync_group_offsets()  # nothing to do, no admin call
 
 
 def test_a_group_with_nothing_translated_is_reported_and_its_destination_not_read():
@@ -307,13 +307,13 @@ def test_a_group_with_nothing_translated_is_reported_and_its_destination_not_rea
 def test_the_workers_close_closes_the_shared_destination_reader_once():
     from types import SimpleNamespace
 
-    from mirror_worker.engine.topic_management import TopicManagement
+    from mirror_worker.engine.housekeeping import Housekeeping
 
     closed = []
     reader = SimpleNamespace(close=lambda: closed.append(1))
     finder = SimpleNamespace(reader=reader)
     topics = SimpleNamespace(group_syncs=[SimpleNamespace(finder=finder), SimpleNamespace(finder=finder)])
-    TopicManagement.close(topics)
+    Housekeeping.close(topics)
     assert closed == [1]
 
 
