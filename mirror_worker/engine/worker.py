@@ -64,11 +64,10 @@ from mirror_worker.exactly_once.positions import (
 from mirror_worker.exactly_once.transactions import PartitionTransactions
 from mirror_worker.exceptions import FatalMirrorError
 from mirror_worker.metrics import MirrorMetrics
-from mirror_worker.policy.provenance import PROVENANCE_HEADER, parse_provenance, provenance_value
 from mirror_worker.policy.routing import Router
 from mirror_worker.topics.admin import DestinationTopics, TopicCreationError
 
-__all__ = ["MirrorWorker", "PROVENANCE_HEADER", "parse_provenance", "provenance_value", "take_available"]
+__all__ = ["MirrorWorker"]
 
 log = logging.getLogger("mirror_worker")
 

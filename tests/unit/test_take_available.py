@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirror_worker.engine.worker import take_available
+from mirror_worker.engine.consume import take_available
 
 
 class QueueConsumer:
