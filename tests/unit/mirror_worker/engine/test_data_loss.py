@@ -1,17 +1,10 @@
-"""Start-position decisions (data-loss detection) and exactly-once config rules, without a broker."""
+"""Start-position decisions (data-loss detection), without a broker."""
 
 from __future__ import annotations
 
 import pytest
 
-from mirror_worker.config.model import build_mirror_config
 from mirror_worker.engine.data_loss import Verdict, decide_start
-from mirror_worker.exactly_once.positions import (
-    POSITIONS_GROUP, Owner, legacy_positions_group, legacy_transactional_id, parse_position_metadata, position_metadata, transactional_id,
-)
-from mirror_worker.exceptions import ConfigError
-from mirror_worker.policy.naming import PrefixPolicy
-from mirror_worker.policy.routing import Router
 
 # position, position's topic id, topic id now, low, high, reset to earliest -> verdict, start offset
 CASES = [
@@ -40,55 +33,3 @@ def test_truncation_reason_names_the_lost_range():
     decision = decide_start(100, "A", "A", 150, 200, True, "orders[3]")
     assert decision.reason == ("orders[3]: records 100..149 were deleted from the source (retention) before they "
                                "were mirrored; earliest offset now 150")
-
-
-def _fields(**extra):
-    return {
-        "name": "m", "sources": [{"name": "src", "consumer": {"bootstrap.servers": "a:1"}}],
-        "producer": {"bootstrap.servers": "b:1"}, "whitelist": "t", "group_id": "g", **extra,
-    }
-
-
-def test_exactly_once_needs_read_committed():
-    with pytest.raises(ConfigError) as err:
-        build_mirror_config(_fields(
-            delivery="exactly-once",
-            sources=[{"name": "src", "consumer": {"bootstrap.servers": "a:1", "isolation.level": "read_uncommitted"}}],
-        ))
-    assert str(err.value) == ("exactly-once needs a read_committed consumer (source 'src' sets "
-                              "isolation.level=read_uncommitted)")
-
-
-def test_exactly_once_refuses_a_fixed_transactional_id():
-    with pytest.raises(ConfigError, match="exactly-once chooses transactional.id per source partition"):
-        build_mirror_config(_fields(delivery="exactly-once",
-                                    producer={"bootstrap.servers": "b:1", "transactional.id": "x"}))
-
-
-def test_delivery_and_data_loss_values_are_checked():
-    assert build_mirror_config(_fields(delivery="exactly-once")).exactly_once
-    assert not build_mirror_config(_fields()).exactly_once
-    with pytest.raises(ConfigError, match="on_data_loss"):
-        build_mirror_config(_fields(on_data_loss="skip"))
-
-
-def test_transactional_names_are_stable_per_destination_partition():
-    assert transactional_id("dc1.o.v1", 3) == "kafka-mirror-eos.dc1.o.v1.3"
-    assert POSITIONS_GROUP == "kafka-mirror-eos"
-    # What an upgraded worker still reads (and fences) from deployments made before.
-    assert legacy_transactional_id("orders", "east", "o.v1", 3) == "kafka-mirror.orders.east.o.v1.3"
-    assert legacy_positions_group("orders", "east") == "kafka-mirror-eos.orders.east"
-
-
-def test_position_metadata_names_its_owner_and_reads_the_earlier_layout():
-    owner = Owner("cluster-1", "orders", "kafka-mirror.mirror")
-    assert parse_position_metadata(position_metadata("tid", owner)) == ("tid", owner)
-    assert parse_position_metadata("tid") == ("tid", None)  # the earlier layout: the topic id alone
-    assert parse_position_metadata("") == ("", None)
-    assert parse_position_metadata(None) == ("", None)
-
-
-def test_router_gives_each_source_partition_its_own_producer_in_exactly_once_mode():
-    router = Router(PrefixPolicy("src."), preserve_partitions=True, preserve_order=False, producer_per_partition=True)
-    assert router.route("t", 2).producer_index == ("t", 2)
-    assert router.route("t", 2).topic == "src.t"
