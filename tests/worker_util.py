@@ -207,23 +207,33 @@ def owned_partitions(worker: WorkerProcess) -> set[str]:
     return set().union(*worker.owned().values())
 
 
-def write_mirror_spec(path: Path, stack, name: str, whitelist: str, prefix: str = "m.", *, source: str | None = None,
-                      destination: str | None = None, source_kafka: dict[str, str] | None = None, **settings) -> Path:
-    """A one-mirror YAML spec from the stack's source (alias `east`) to its destination; `settings` are
-    extra mirror keys as the spec spells them (kebab-case). `source`/`destination` replace the stack's
-    bootstrap servers (a test's private broker); `source_kafka` adds source consumer settings."""
+def write_mirror_spec(path: Path, stack, name: str, whitelist: str, prefix: str | None = "m.", *,
+                      source: str | None = None, destination: str | None = None,
+                      source_kafka: dict[str, str] | None = None, destination_kafka: dict[str, str] | None = None,
+                      source_name: str | None = "east", group: str = "g", group_settings: dict | None = None,
+                      **settings) -> Path:
+    """A one-mirror YAML spec from the stack's source (alias `east`) to its destination, the tests' one spec
+    builder. `settings` are extra mirror keys as the spec spells them (kebab-case), their values YAML as written
+    (`**{"preserve-partitions": "true", "commit-interval-s": 1}`); `group_settings` likewise, the group's
+    `settings:` mapping. `source`/`destination` replace the stack's bootstrap servers (a test's private broker,
+    or any address where `stack` is None); `source_kafka`/`destination_kafka` add client settings (quoted
+    strings). `prefix=None` and `source_name=None` leave those keys out; `group` names the group."""
     src = source or stack["source"].kafka.bootstrap_servers
     dst = destination or stack["destination"].kafka.bootstrap_servers
-    extra = "".join(f"\n        {key}: {value}" for key, value in settings.items())
-    consumer = "".join(f', {key}: "{value}"' for key, value in (source_kafka or {}).items())
-    path.write_text(f"""
-groups:
-  - name: g
-    source: {{name: east, kafka: {{bootstrap.servers: "{src}"{consumer}}}}}
-    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    mirrors:
-      - name: {name}
-        whitelist: "{whitelist}"
-        prefix: "{prefix}"{extra}
-""")
+
+    def kafka(bootstrap: str, extra: dict[str, str] | None) -> str:
+        more = "".join(f', {key}: "{value}"' for key, value in (extra or {}).items())
+        return f'kafka: {{bootstrap.servers: "{bootstrap}"{more}}}'
+
+    alias = f"name: {source_name}, " if source_name is not None else ""
+    lines = ["groups:", f"  - name: {group}",
+             f"    source: {{{alias}{kafka(src, source_kafka)}}}",
+             f"    destination: {{{kafka(dst, destination_kafka)}}}"]
+    if group_settings:
+        lines += ["    settings:", *(f"      {key}: {value}" for key, value in group_settings.items())]
+    lines += ["    mirrors:", f"      - name: {name}", f'        whitelist: "{whitelist}"']
+    if prefix is not None:
+        lines.append(f'        prefix: "{prefix}"')
+    lines += [f"        {key}: {value}" for key, value in settings.items()]
+    path.write_text("\n" + "\n".join(lines) + "\n")
     return path
