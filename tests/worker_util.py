@@ -146,15 +146,19 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 10.0, idle: float = 
         consumer.close()
 
 
-def wait_for_count(bootstrap: str, topic: str, expected: int, timeout: float = 120.0) -> list:
-    """Read `topic` until it holds at least `expected` records (or the timeout passes)."""
+def wait_for_count(bootstrap: str, topic: str, expected: int, timeout: float = 120.0, *, distinct: bool = False,
+                   read_timeout: float = 10.0, interval: float = 1.0) -> list:
+    """Read `topic` (read_topic, read_committed) until it holds at least `expected` records, or the timeout
+    passes; the records of the last read either way (the caller asserts on them). `distinct` counts different
+    values instead of records (a killed worker may have left copies); `read_timeout` is each read's (a large
+    topic needs more than the default), `interval` the pause between reads."""
     deadline = time.monotonic() + timeout
     records: list = []
     while time.monotonic() < deadline:
-        records = read_topic(bootstrap, topic)
-        if len(records) >= expected:
+        records = read_topic(bootstrap, topic, timeout=read_timeout)
+        if len({m.value() for m in records} if distinct else records) >= expected:
             return records
-        time.sleep(1.0)
+        time.sleep(interval)
     return records
 
 
