@@ -146,15 +146,19 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 10.0, idle: float = 
         consumer.close()
 
 
-def wait_for_count(bootstrap: str, topic: str, expected: int, timeout: float = 120.0) -> list:
-    """Read `topic` until it holds at least `expected` records (or the timeout passes)."""
+def wait_for_count(bootstrap: str, topic: str, expected: int, timeout: float = 120.0, *, distinct: bool = False,
+                   read_timeout: float = 10.0, interval: float = 1.0) -> list:
+    """Read `topic` (read_topic, read_committed) until it holds at least `expected` records, or the timeout
+    passes; the records of the last read either way (the caller asserts on them). `distinct` counts different
+    values instead of records (a killed worker may have left copies); `read_timeout` is each read's (a large
+    topic needs more than the default), `interval` the pause between reads."""
     deadline = time.monotonic() + timeout
     records: list = []
     while time.monotonic() < deadline:
-        records = read_topic(bootstrap, topic)
-        if len(records) >= expected:
+        records = read_topic(bootstrap, topic, timeout=read_timeout)
+        if len({m.value() for m in records} if distinct else records) >= expected:
             return records
-        time.sleep(1.0)
+        time.sleep(interval)
     return records
 
 
@@ -207,23 +211,33 @@ def owned_partitions(worker: WorkerProcess) -> set[str]:
     return set().union(*worker.owned().values())
 
 
-def write_mirror_spec(path: Path, stack, name: str, whitelist: str, prefix: str = "m.", *, source: str | None = None,
-                      destination: str | None = None, source_kafka: dict[str, str] | None = None, **settings) -> Path:
-    """A one-mirror YAML spec from the stack's source (alias `east`) to its destination; `settings` are
-    extra mirror keys as the spec spells them (kebab-case). `source`/`destination` replace the stack's
-    bootstrap servers (a test's private broker); `source_kafka` adds source consumer settings."""
+def write_mirror_spec(path: Path, stack, name: str, whitelist: str, prefix: str | None = "m.", *,
+                      source: str | None = None, destination: str | None = None,
+                      source_kafka: dict[str, str] | None = None, destination_kafka: dict[str, str] | None = None,
+                      source_name: str | None = "east", group: str = "g", group_settings: dict | None = None,
+                      **settings) -> Path:
+    """A one-mirror YAML spec from the stack's source (alias `east`) to its destination, the tests' one spec
+    builder. `settings` are extra mirror keys as the spec spells them (kebab-case), their values YAML as written
+    (`**{"preserve-partitions": "true", "commit-interval-s": 1}`); `group_settings` likewise, the group's
+    `settings:` mapping. `source`/`destination` replace the stack's bootstrap servers (a test's private broker,
+    or any address where `stack` is None); `source_kafka`/`destination_kafka` add client settings (quoted
+    strings). `prefix=None` and `source_name=None` leave those keys out; `group` names the group."""
     src = source or stack["source"].kafka.bootstrap_servers
     dst = destination or stack["destination"].kafka.bootstrap_servers
-    extra = "".join(f"\n        {key}: {value}" for key, value in settings.items())
-    consumer = "".join(f', {key}: "{value}"' for key, value in (source_kafka or {}).items())
-    path.write_text(f"""
-groups:
-  - name: g
-    source: {{name: east, kafka: {{bootstrap.servers: "{src}"{consumer}}}}}
-    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    mirrors:
-      - name: {name}
-        whitelist: "{whitelist}"
-        prefix: "{prefix}"{extra}
-""")
+
+    def kafka(bootstrap: str, extra: dict[str, str] | None) -> str:
+        more = "".join(f', {key}: "{value}"' for key, value in (extra or {}).items())
+        return f'kafka: {{bootstrap.servers: "{bootstrap}"{more}}}'
+
+    alias = f"name: {source_name}, " if source_name is not None else ""
+    lines = ["groups:", f"  - name: {group}",
+             f"    source: {{{alias}{kafka(src, source_kafka)}}}",
+             f"    destination: {{{kafka(dst, destination_kafka)}}}"]
+    if group_settings:
+        lines += ["    settings:", *(f"      {key}: {value}" for key, value in group_settings.items())]
+    lines += ["    mirrors:", f"      - name: {name}", f'        whitelist: "{whitelist}"']
+    if prefix is not None:
+        lines.append(f'        prefix: "{prefix}"')
+    lines += [f"        {key}: {value}" for key, value in settings.items()]
+    path.write_text("\n" + "\n".join(lines) + "\n")
     return path

@@ -46,7 +46,7 @@ def call_normalised(fn: Callable, *args):
     while the consumer closes) reaches the caller of poll()/consume()/close() as a bare `KafkaError`,
     not an exception: no `except` clause catches it, and a thread that ends on it cannot even print its
     traceback. Raised again from Python it is normalised and arrives as the `KafkaException` it was
-    (tests/unit/test_client_callbacks.py)."""
+    (tests/unit/mirror_worker/clients/test_callbacks.py)."""
     try:
         return fn(*args)
     except BaseException as exc:

@@ -3,7 +3,7 @@
 `BatchMirror` takes its collaborators in its constructor (the router, the halts, the backpressure, the
 metrics, the destination's max.message.bytes per topic, two callbacks of the worker) and keeps no state of
 its own between batches: a stream's ledger, stash and pending counts live on the stream. Unit tests drive
-it alone with in-memory fakes (tests/unit/test_hot_path.py).
+it alone with in-memory fakes (tests/unit/mirror_worker/engine/test_hot_path.py).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from mirror_worker.dr.acl_admin import describe_topic_acls
 from mirror_worker.dr.acl_rules import TopicAcl
 from tests.kafka_util import create_topic, produce
 from tests.secure_kafka import authorizer_node, sasl_plain_settings
-from tests.worker_util import WorkerProcess
+from tests.worker_util import WorkerProcess, write_mirror_spec
 
 pytestmark = pytest.mark.integration
 
@@ -72,21 +72,12 @@ def _topic_acls(node, topics: set[str]) -> set[TopicAcl]:
 
 
 def _spec(path, source, destination, whitelist: str, **settings) -> str:
-    def kafka(node) -> str:
-        return json.dumps(sasl_plain_settings(node, *MIRROR))
-
-    extra = "".join(f"\n        {key}: {json.dumps(value)}" for key, value in settings.items())
-    path.write_text(f"""
-groups:
-  - name: g
-    source: {{name: east, kafka: {kafka(source)}}}
-    destination: {{kafka: {kafka(destination)}}}
-    mirrors:
-      - name: acls
-        whitelist: "{whitelist}"
-        prefix: "{PREFIX}"{extra}
-""")
-    return str(path)
+    source_kafka, destination_kafka = (sasl_plain_settings(node, *MIRROR) for node in (source, destination))
+    return str(write_mirror_spec(
+        path, None, "acls", whitelist, PREFIX,
+        source=source_kafka.pop("bootstrap.servers"), destination=destination_kafka.pop("bootstrap.servers"),
+        source_kafka=source_kafka, destination_kafka=destination_kafka,
+        **{key: json.dumps(value) for key, value in settings.items()}))
 
 
 def _sync_acls(spec: str, *flags: str) -> tuple[int, dict | None, str]:

@@ -245,7 +245,7 @@ def test_two_worker_tasks_share_the_group_a_killed_one_loses_nothing_and_a_pause
     from mirror_airflow.operators import worker as operators
     from mirror_worker.clients.groups import describe_group
     from tests.kafka_util import consume_all
-    from tests.worker_util import loss_and_duplicates, read_topic
+    from tests.worker_util import loss_and_duplicates, wait_for_count
 
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic, name, group = topic_name("afw"), f"w{uuid.uuid4().hex[:8]}", f"af-group-{uuid.uuid4().hex[:8]}"
@@ -318,10 +318,9 @@ def test_two_worker_tasks_share_the_group_a_killed_one_loses_nothing_and_a_pause
         produce_batch()
         # The pause commits what has been mirrored; it does not wait for a retry still joining the group
         # (CI run of stop 33: paused before the retried slot was assigned, partitions 1 and 3 stayed at 50).
-        copied_by = time.monotonic() + 90  # every value, not a count: the kill may have left duplicates
-        while len({m.value() for m in read_topic(dst, f"af.{topic}")}) < 400:
-            assert time.monotonic() < copied_by, "the retried worker did not mirror the last batches"
-            time.sleep(1)
+        # Every value, not a count: the kill may have left duplicates.
+        copied = wait_for_count(dst, f"af.{topic}", 400, timeout=90, distinct=True)
+        assert len({m.value() for m in copied}) >= 400, "the retried worker did not mirror the last batches"
 
         paused.set()
         stopped_at = time.monotonic()

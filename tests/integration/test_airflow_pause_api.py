@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.airflow_support import dags_folder, sync_dag_file
-from tests.unit.test_airflow_worker_supervision import GRACEFUL, ScriptWorker
+from tests.unit.mirror_airflow.operators.test_worker_supervision import GRACEFUL, ScriptWorker
 
 pytestmark = pytest.mark.integration
 

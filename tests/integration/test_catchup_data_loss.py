@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.catchup_util import catchup_summary, run_catchup
 from tests.kafka_util import consume_all, create_topic, produce
-from tests.worker_util import committed_offsets
+from tests.worker_util import committed_offsets, write_mirror_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -82,24 +82,8 @@ def test_on_data_loss_reset_copies_from_the_earliest_and_reports_the_skipped_ran
     topic = topic_name("cu-reset")
     group = f"g-{topic}"
     _backlog_with_a_gap(src, topic, group)
-    spec = tmp_path / "mirrors.yaml"
-    spec.write_text(f"""
-groups:
-  - name: local
-    source:
-      kafka:
-        bootstrap.servers: "{src}"
-    destination:
-      kafka:
-        bootstrap.servers: "{dst}"
-    mirrors:
-      - name: reset-copy
-        whitelist: "{topic}"
-        prefix: "cr."
-        preserve-partitions: true
-        group-id: "{group}"
-        on-data-loss: reset
-""")
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, "reset-copy", topic, "cr.", group="local", source_name=None,
+                             **{"preserve-partitions": "true", "group-id": f'"{group}"', "on-data-loss": "reset"})
 
     result = run_catchup("--config", str(spec), "--mirror", "reset-copy")
 

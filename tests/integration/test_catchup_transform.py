@@ -1,6 +1,6 @@
 """The catch-up applies the worker's record transform on the real stack: schema ids rewritten to the
 destination registry's (values framed by the topic's subject; keys that only look framed untouched),
-provenance headers added (routing is the worker's Router: tests/unit/test_catchup_copy.py)."""
+provenance headers added (routing is the worker's Router: tests/unit/spark_jobs/catchup/test_copy_range.py)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ import time
 from devstack.paths import ROOT
 from tests.integration.test_consistency_check import BASE_MS, KEEP, SCRIPT, Run, run_check
 from tests.kafka_util import create_topic, produce
+from tests.worker_util import write_mirror_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -21,20 +22,10 @@ PARTITIONS, KEYS, VERSIONS = 3, 20, 3
 COMPACT = {"cleanup.policy": "compact", "retention.ms": "-1"}
 
 
-def check_mirror(stack, tmp_path, name: str, whitelist: str, prefix: str, *options: str) -> Run:
-    """The check of one mirror of a spec (as the verify DAG runs it), with the job's default mode."""
-    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    spec = tmp_path / "mirrors.yaml"
-    spec.write_text(f"""
-groups:
-  - name: g
-    source: {{kafka: {{bootstrap.servers: "{src}"}}}}
-    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    mirrors:
-      - name: {name}
-        whitelist: "{whitelist}"
-        prefix: "{prefix}"
-""" + "".join(f"        {option}\n" for option in options))
+def check_mirror(stack, tmp_path, name: str, whitelist: str, prefix: str, **settings) -> Run:
+    """The check of one mirror of a spec (as the verify DAG runs it), with the job's default mode; `settings`:
+    the mirror's extra keys (write_mirror_spec's)."""
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, name, whitelist, prefix, source_name=None, **settings)
     report, started = tmp_path / f"{name}.json", time.monotonic()
     proc = subprocess.run([sys.executable, *SCRIPT, "--config", str(spec), "--mirror", name, "--report", str(report)],
                           cwd=ROOT, capture_output=True, text=True, timeout=480)
@@ -88,7 +79,7 @@ def test_a_mirror_without_preserved_partitions_has_no_false_altered_records(stac
     copies = [{**r, "partition": 0} for r in source] + [{**r, "partition": 0} for r in reversed(ties)]
     copies[-1] = {**copies[-1], "value": b"tie-changed"}             # the copy of partition 0's tie differs
     produce(dst, f"n.{topic}", copies)
-    run = check_mirror(stack, tmp_path, "ties", topic, "n.", "preserve-partitions: false")
+    run = check_mirror(stack, tmp_path, "ties", topic, "n.", **{"preserve-partitions": "false"})
     assert run.rc == 1, run.stderr[-2000:]
     assert {p: run.counts(topic, p)["altered"] for p in range(PARTITIONS)} == {0: 1, 1: 0, 2: 0}
     assert run.report["totals"]["missing"] == 0 and run.report["totals"]["duplicated"] == 0

@@ -13,7 +13,9 @@ from mirror_worker.exactly_once.positions import POSITIONS_GROUP
 from tests.integration.test_consistency_check import run_check, zero_counts
 from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic
-from tests.worker_util import WorkerProcess, by_partition, loss_and_duplicates, read_topic, write_properties
+from tests.worker_util import (
+    WorkerProcess, by_partition, loss_and_duplicates, read_topic, wait_for_count, write_properties,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -27,17 +29,6 @@ def _positions(bootstrap: str, group: str, topic: str) -> dict[int, int]:
         return {tp.partition: tp.offset for tp in result}
     finally:
         consumer.close()
-
-
-def _wait_until_mirrored(dst: str, topic: str, expected: int, timeout: float = 180.0) -> list:
-    deadline = time.monotonic() + timeout
-    records: list = []
-    while time.monotonic() < deadline:
-        records = read_topic(dst, topic)
-        if len(records) >= expected:
-            return records
-        time.sleep(1.0)
-    return records
 
 
 @pytest.mark.spark  # checked by the consistency check
@@ -74,7 +65,7 @@ def test_ten_kill9_leave_every_record_exactly_once_in_order(stack, tmp_path, top
         final.wait_for_log("start positions", timeout=90)
         source = read_topic(src, topic)
         assert len(source) == 24_000
-        mirrored = _wait_until_mirrored(dst, topic, len(source))
+        mirrored = wait_for_count(dst, topic, len(source), timeout=180)
         time.sleep(2)  # anything beyond the expected count would show up as a duplicate now
         mirrored = read_topic(dst, topic)
         assert final.terminate() == 0, final.stderr[-2000:]
@@ -120,7 +111,7 @@ def test_exactly_once_resumes_from_destination_positions_not_source_group(stack,
     produce(src, topic, [{"key": f"k{i}".encode(), "value": f"first-{i}".encode()} for i in range(400)])
     worker = WorkerProcess(args, tmp_path, "eos2-a")
     try:
-        assert len(_wait_until_mirrored(dst, topic, 400, timeout=60)) == 400
+        assert len(wait_for_count(dst, topic, 400, timeout=60)) == 400
         assert worker.terminate() == 0, worker.stderr[-2000:]
     finally:
         worker.stop_quietly()
@@ -133,7 +124,7 @@ def test_exactly_once_resumes_from_destination_positions_not_source_group(stack,
     produce(src, topic, [{"key": f"k{i}".encode(), "value": f"second-{i}".encode()} for i in range(100)])
     worker = WorkerProcess(args, tmp_path, "eos2-b")
     try:
-        mirrored = _wait_until_mirrored(dst, topic, 500, timeout=60)
+        mirrored = wait_for_count(dst, topic, 500, timeout=60)
         time.sleep(2)
         mirrored = read_topic(dst, topic)
         assert worker.terminate() == 0, worker.stderr[-2000:]

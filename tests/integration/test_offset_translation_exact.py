@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, Producer
 
 from devstack.paths import ROOT
 from tests.kafka_util import commit_offsets, create_topic, produce
-from tests.worker_util import WorkerProcess, read_topic, wait_for_count, write_mirror_spec
+from tests.worker_util import WorkerProcess, wait_for_count, write_mirror_spec
 
 pytestmark = pytest.mark.integration
 
@@ -145,16 +145,6 @@ def _produce_paced(src: str, topic: str, stop: threading.Event, errors: list) ->
         errors.append(exc)
 
 
-def _wait_all_mirrored(dst: str, topic: str, timeout: float = 180.0) -> list:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        records = read_topic(dst, topic, timeout=30)
-        if len({m.value() for m in records}) == PARTITIONS * PER_PARTITION:
-            return records
-        time.sleep(1.0)
-    raise AssertionError(f"not every source record reached {topic} within {timeout}s")
-
-
 def test_groups_miss_nothing_after_a_kill_9_and_restart(stack, topic_name, tmp_path):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic, mirror, spec = _mirrored_topic(stack, topic_name, tmp_path, "xk", commit_interval_s=3)
@@ -167,16 +157,18 @@ def test_groups_miss_nothing_after_a_kill_9_and_restart(stack, topic_name, tmp_p
         first.wait_started()
         producer.start()
         # Killed while records flow: what it produced since its last commit is sent again by the restart.
-        deadline = time.monotonic() + 120
-        while len(read_topic(dst, f"x.{topic}", timeout=30)) < PARTITIONS * PER_PARTITION // 2:
-            assert time.monotonic() < deadline, "the first worker mirrored too little"
-            time.sleep(0.5)
+        half = PARTITIONS * PER_PARTITION // 2
+        assert len(wait_for_count(dst, f"x.{topic}", half, timeout=120, read_timeout=30, interval=0.5)) >= half, \
+            "the first worker mirrored too little"
         first.kill()
         second = WorkerProcess(args, tmp_path, name="second")
         second.wait_started(timeout=120)
         producer.join(120)
         assert not errors, errors[:3]
-        records = _wait_all_mirrored(dst, f"x.{topic}")
+        records = wait_for_count(dst, f"x.{topic}", PARTITIONS * PER_PARTITION, timeout=180, distinct=True,
+                                 read_timeout=30)
+        assert len({m.value() for m in records}) == PARTITIONS * PER_PARTITION, \
+            f"not every source record reached x.{topic} within 180.0s"
         assert second.terminate() == 0
     finally:
         stop.set()

@@ -13,7 +13,8 @@ import pytest
 
 from tests.kafka_util import create_topic, produce, topic_exists
 from tests.worker_util import (
-    WorkerProcess, by_partition, committed_offsets, read_topic, record_tuple, wait_for_count, write_properties,
+    WorkerProcess, by_partition, committed_offsets, read_topic, record_tuple, wait_for_count, write_mirror_spec,
+    write_properties,
 )
 
 pytestmark = pytest.mark.integration
@@ -319,20 +320,8 @@ def test_preserve_order_and_fixed_topic_creation_from_the_spec(stack, topic_name
     topic = topic_name("order")
     create_topic(src, topic, partitions=4)
     produce(src, topic, [{"value": f"{i % 4}:{i // 4}".encode(), "partition": i % 4} for i in range(400)])
-    spec = tmp_path / "mirrors.yaml"
-    spec.write_text(f"""
-groups:
-  - name: g
-    source: {{name: east, kafka: {{bootstrap.servers: "{src}"}}}}
-    destination: {{kafka: {{bootstrap.servers: "{dst}"}}}}
-    settings:
-      preserve-order: true
-      topic-creation: {{partitions: 2, replication-factor: 1}}
-    mirrors:
-      - name: ordered
-        whitelist: "{topic}"
-        prefix: "o."
-""")
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, "ordered", topic, "o.", group_settings={
+        "preserve-order": "true", "topic-creation": "{partitions: 2, replication-factor: 1}"})
     worker = WorkerProcess(["--config", str(spec), "--mirror", "ordered"], tmp_path)
     try:
         mirrored = wait_for_count(dst, f"o.{topic}", 400)

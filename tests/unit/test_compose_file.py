@@ -314,7 +314,7 @@ def test_the_image_installs_the_whole_distribution_so_airflow_registers_the_prov
 
 
 def test_the_compose_demo_mirror_maps_two_worker_tasks(monkeypatch):
-    from tests.unit.test_airflow_dagbag import _dagbag
+    from tests.unit.mirror_airflow.test_dagbag import _dagbag
 
     bag = _dagbag(ROOT / "dags", ROOT / "config" / "mirrors.compose.yaml", monkeypatch)
     assert bag.import_errors == {}

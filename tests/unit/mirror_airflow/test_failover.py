@@ -13,7 +13,7 @@ from mirror_airflow.failover import (
     report_markdown, select_groups,
 )
 from mirror_worker.dr.offset_translation import GroupActiveError
-from tests.unit.test_airflow_dagbag import HEAD, _dagbag, _structure, dags_dir  # noqa: F401  (fixture)
+from tests.unit.mirror_airflow.test_dagbag import HEAD, _dagbag, _structure, dags_dir  # noqa: F401  (fixture)
 
 FAILOVER = {"impact": ["approve"], "approve": ["stop_mirror"], "stop_mirror": ["apply_offsets"],
             "apply_offsets": ["report"], "report": []}

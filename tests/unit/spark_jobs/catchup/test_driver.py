@@ -9,7 +9,7 @@ import pytest
 
 from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_until
 from spark_jobs.catchup_driver import DriverCopy, SparkStarter, copy_on_driver, left_for_spark
-from tests.unit.test_catchup_copy import TASK, RangeConsumer, RecordingProducer, _log
+from tests.unit.spark_jobs.catchup.test_copy_range import TASK, RangeConsumer, RecordingProducer, _log
 
 SETTINGS = CopySettings(consumer={}, producer={})
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spark_jobs.check_compacted import compare_latest
-from tests.unit.test_consistency_logic import rows
+from tests.unit.spark_jobs.check.test_job import rows
 
 pytestmark = pytest.mark.spark
 
@@ -72,7 +72,7 @@ def test_without_preserved_partitions_a_key_is_looked_for_in_any_destination_par
 def test_ties_between_source_partitions_are_not_altered_without_preserved_partitions(spark):
     """Same key and timestamp in two source partitions (a producer that did not partition by key): the mirror
     wrote them to one destination partition in whatever order it consumed them."""
-    from tests.unit.test_consistency_logic import check as check_records, copy, summary_of
+    from tests.unit.spark_jobs.check.test_job import check as check_records, copy, summary_of
 
     ts = 1_714_521_600_000
     src = [("t", 0, 5, b"k", b"from-p0", [], ts), ("t", 1, 3, b"k", b"from-p1", [], ts),

@@ -7,7 +7,7 @@ import pytest
 
 from spark_jobs import check_digests as cd
 from spark_jobs.report import render_html
-from tests.unit.test_consistency_logic import copy, rows, source_partition
+from tests.unit.spark_jobs.check.test_job import copy, rows, source_partition
 
 WINDOW = 4                                          # offsets 0-3, 4-7, 8-9 for a 10-record partition
 TOPIC_MAP = {"dst.t": "t"}

@@ -11,7 +11,7 @@ from mirror_worker.exactly_once.transactions import ProducerFenced
 from spark_jobs import catchup_eos
 from spark_jobs.catchup_copy import CopySettings, copy_range
 from spark_jobs.catchup_eos import ExactlyOnce, Fenced, copy_exactly_once
-from tests.unit.test_catchup_copy import TASK, RangeConsumer, RecordingProducer, _log
+from tests.unit.spark_jobs.catchup.test_copy_range import TASK, RangeConsumer, RecordingProducer, _log
 
 EOS = ExactlyOnce("orders-mirror", "east", "orders-mirror.mirror.eos-positions", {}, 5.0, commit_every=4)
 SETTINGS = CopySettings(consumer={}, producer={"acks": "all"}, destination_cluster_id="dst", exactly_once=EOS)

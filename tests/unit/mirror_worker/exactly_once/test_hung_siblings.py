@@ -17,7 +17,7 @@ import pytest
 from mirror_worker.exactly_once import transactions as transactions_module
 from mirror_worker.exactly_once.positions import Owner
 from mirror_worker.exactly_once.transactions import PartitionTransactions, TransactionAborted, TransactionPending
-from tests.unit.test_exactly_once_commit_calls import MemoryStore, TimingOutProducer
+from tests.unit.mirror_worker.exactly_once.test_commit_calls import MemoryStore, TimingOutProducer
 
 K0, K1, K2 = ("t", 0), ("t", 1), ("t", 2)
 

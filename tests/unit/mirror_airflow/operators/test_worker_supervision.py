@@ -115,7 +115,7 @@ def test_the_worker_stops_gracefully_when_the_task_process_is_killed(tmp_path):
     )
     task_script = f"""
 import tests.airflow_support
-from tests.unit.test_airflow_worker_supervision import ScriptWorker
+from tests.unit.mirror_airflow.operators.test_worker_supervision import ScriptWorker
 ScriptWorker(script={worker_script!r}, task_id="w").execute({{"params": {{}}}})
 """
     task = subprocess.Popen([sys.executable, "-c", task_script], cwd=ROOT, stdout=subprocess.DEVNULL,

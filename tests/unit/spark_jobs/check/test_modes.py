@@ -11,7 +11,7 @@ from spark_jobs.check_plan import CheckPlan
 from spark_jobs.job_config import JobTarget
 from spark_jobs.report import render_html
 from spark_jobs.stable_offsets import OpenTransaction
-from tests.unit.test_consistency_logic import parse
+from tests.unit.spark_jobs.check.test_job import parse
 
 
 @pytest.mark.parametrize("configs, mode, reason", [

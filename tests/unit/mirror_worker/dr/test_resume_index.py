@@ -11,7 +11,7 @@ import pytest
 from mirror_worker.dr.resume_index import IncrementalFinder, PartitionIndex, Run
 from mirror_worker.dr.resume_search import OFFSET_SYNC, PROVENANCE, PROVENANCE_END, ResumeFinder, ResumePoint
 from tests.unit.fakes import FakeDestinationPartitions
-from tests.unit.test_resume_search import SOURCE, TOPIC, _destination, _header, _random_destination
+from tests.unit.mirror_worker.dr.test_resume_search import SOURCE, TOPIC, _destination, _header, _random_destination
 
 
 def _full(records, committed, sync_offset=None, low=None):

@@ -20,6 +20,7 @@ from mirror_worker.dr.resume_index import IncrementalFinder
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.metrics import MirrorMetrics
 from tests.unit.fakes import FakeDestinationPartitions, FakeFuture
+from tests.worker_util import write_mirror_spec
 
 SOURCE_TOPIC, TOPIC = "orders", "src.orders"
 
@@ -259,16 +260,8 @@ def test_the_spec_refuses_a_sync_without_preserve_partitions_and_bad_regexes():
 
 
 def test_the_command_refuses_a_mirror_without_preserve_partitions(tmp_path, capsys):
-    spec = tmp_path / "mirrors.yaml"
-    spec.write_text("""
-groups:
-  - name: g
-    source: {name: east, kafka: {bootstrap.servers: "127.0.0.1:1"}}
-    destination: {kafka: {bootstrap.servers: "127.0.0.1:2"}}
-    mirrors:
-      - name: m
-        whitelist: "orders"
-""")
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", None, "m", "orders", None, source="127.0.0.1:1",
+                             destination="127.0.0.1:2")
     assert main(["sync-group-offsets", "--config", str(spec), "--mirror", "m"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("mirror_worker: mirror 'm': offset translation needs preserve-partitions")

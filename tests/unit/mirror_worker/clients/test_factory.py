@@ -9,7 +9,7 @@ import pytest
 
 from mirror_worker.clients import factory
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 PLANES = [ROOT / "mirror_worker", ROOT / "spark_jobs", ROOT / "plugins" / "mirror_airflow", ROOT / "dags"]
 CLIENT_CLASSES = {"Consumer", "Producer", "AdminClient", "DeserializingConsumer", "SerializingProducer"}
 # client_config.check_librdkafka makes clients that never connect: librdkafka judges settings there.

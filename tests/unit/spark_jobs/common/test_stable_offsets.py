@@ -56,16 +56,10 @@ def test_spark_reads_the_source_as_the_worker_and_the_destination_committed(sett
 
 
 def test_a_spec_that_reads_uncommitted_is_followed(tmp_path):
-    spec = tmp_path / "mirrors.yaml"
-    spec.write_text("""
-groups:
-  - name: g
-    source: {name: east, kafka: {bootstrap.servers: "s:1", isolation.level: read_uncommitted}}
-    destination: {kafka: {bootstrap.servers: "d:1"}}
-    mirrors:
-      - name: m
-        whitelist: "t"
-""")
+    from tests.worker_util import write_mirror_spec
+
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", None, "m", "t", None, source="s:1", destination="d:1",
+                             source_kafka={"isolation.level": "read_uncommitted"})
     args = argparse.Namespace(config=str(spec), mirror="m", source_bootstrap=None, destination_bootstrap=None,
                               topics="t", prefix=None, group_id=None)
     target = target_from_args(args)
