@@ -5,7 +5,7 @@
         [--from-timestamp T] [--to-timestamp T | --offsets orders:0:100-200,orders:1:0-50]
 
 (or `--config mirrors.yaml --mirror NAME`.) Through spark-submit, give the driver the jars
-`spark_jobs.session.kafka_connector_jars()` lists (`--jars`: the Kafka connector's and the digest reader).
+`spark_jobs.common.session.kafka_connector_jars()` lists (`--jars`: the Kafka connector's and the digest reader).
 
 Window: by default every source record from the low watermark to the last stable offset (LSO) of each
 partition, read read_committed as the worker reads (read_uncommitted up to the high watermark when the
@@ -40,23 +40,23 @@ with magic byte 0 and at least 5 bytes long compares without its schema id, byte
 provenance header is left out of the header comparison, header order counts), out of order (first
 copies, taken in destination order, whose source offset is below the highest one seen before them).
 
-Digests first (spark_jobs/check_digests.py): per source partition and window of --digest-window offsets
+Digests first (spark_jobs/check/digests.py): per source partition and window of --digest-window offsets
 both sides are reduced to a count and a multiset hash; the comparison above runs record by record only
 over the differing windows, and over whole partitions whose order is not proven or that have destination
 records needing positional mapping. The counts are the same as a record-by-record run (a differing window
 passes for an equal one with a chance of about 2^-64). The report's `digest` section says, per partition,
 how many windows were verified by digest and which offsets record by record. Spark plans the digest pass
 as one task per (side, partition, offset range); each task reads its range with the Kafka Java consumer
-and the job's client settings, hashes the records on the JVM (spark_jobs/check_jvm.py,
+and the job's client settings, hashes the records on the JVM (spark_jobs/check/jvm.py,
 java/check/src/mirror/check/) and returns only sums per window, compared on the driver
-(spark_jobs/check_digest_rows.py). `--digest-reader librdkafka` reads and hashes in Python with librdkafka
-instead (spark_jobs/check_rdkafka.py, about half the speed, no jar needed), `--digest-reader spark` with
+(spark_jobs/check/digest_rows.py). `--digest-reader librdkafka` reads and hashes in Python with librdkafka
+instead (spark_jobs/check/rdkafka.py, about half the speed, no jar needed), `--digest-reader spark` with
 Spark's Kafka source (slower still). The record-by-record path always reads through Spark's Kafka source.
 
 Compacted topics are compared instead by the latest value of each key of the window and the latest copy
-of that key on the destination (spark_jobs/check_compacted.py). `--mode auto` (the default) picks that
+of that key on the destination (spark_jobs/check/compacted.py). `--mode auto` (the default) picks that
 mode for each source topic whose cleanup.policy includes `compact`, and every record for the others;
-`--mode records` or `--mode compacted` forces one mode for all (spark_jobs/check_modes.py). The report
+`--mode records` or `--mode compacted` forces one mode for all (spark_jobs/check/modes.py). The report
 names each topic's mode and why (`modes`).
 
 Writes the JSON report at --report and an HTML summary beside it (.html). Exit 0: consistent,
@@ -80,24 +80,24 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from mirror_worker.batch_api import configure_logging
-from spark_jobs.check_compacted import compare_latest
-from spark_jobs.check_digests import (
+from spark_jobs.check.compacted import compare_latest
+from spark_jobs.check.digests import (
     DIGEST_WINDOW, PartitionDigest, compare_digests, destination_spans, digest_pass, digest_summary, recheck_spans,
 )
-from spark_jobs.check_jvm import JvmReaderMissing, windows_on_jvm
-from spark_jobs.check_modes import AUTO, COMPACTED, MODES
-from spark_jobs.check_plan import CheckPlan, plan_check
-from spark_jobs.check_rdkafka import ReadFailed
-from spark_jobs.check_rdkafka_spark import windows_with_librdkafka
-from spark_jobs.check_records import (  # noqa: F401  (re-exported: the job's exact path)
+from spark_jobs.check.jvm import JvmReaderMissing, windows_on_jvm
+from spark_jobs.check.modes import AUTO, COMPACTED, MODES
+from spark_jobs.check.plan import CheckPlan, plan_check
+from spark_jobs.check.rdkafka import ReadFailed
+from spark_jobs.check.rdkafka_spark import windows_with_librdkafka
+from spark_jobs.check.records import (  # noqa: F401  (re-exported: the job's exact path)
     KINDS, MAPPED_COLUMNS, MAX_EXAMPLES, PARTITION_FIELDS, compare, fingerprint, map_by_position, map_to_source,
     normalise_headers, normalise_schema_id, offending_examples, record_outcomes, split_by_provenance, summarise,
     with_out_of_order,
 )
-from spark_jobs.check_window import CheckWindow, Ranges, source_ranges, window_from_args  # noqa: F401
-from spark_jobs.job_config import JobInputError, base_parser
-from spark_jobs.report import write_report
-from spark_jobs.session import THROUGHPUT_JVM_OPTIONS, create_session
+from spark_jobs.check.report import write_report
+from spark_jobs.check.window import CheckWindow, Ranges, source_ranges, window_from_args  # noqa: F401
+from spark_jobs.common.job_config import JobInputError, base_parser
+from spark_jobs.common.session import THROUGHPUT_JVM_OPTIONS, create_session
 
 PROG = "consistency_check"
 MAX_RECORDS_PER_SPARK_PARTITION = 50_000        # the exact path (sorts and joins)
@@ -239,12 +239,12 @@ def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, li
 
 
 def check_topics(spark: SparkSession, plan: CheckPlan) -> dict:
-    """The report over every topic of the plan, each compared in its mode (spark_jobs/check_modes.py)."""
+    """The report over every topic of the plan, each compared in its mode (spark_jobs/check/modes.py)."""
     by_key = [t for t in plan.topics if plan.mode_of(t) == COMPACTED]
     partitions, examples, digest = [], {}, None
     if len(by_key) < len(plan.topics):
         partitions, examples, digest = run_check(spark, plan.only([t for t in plan.topics if t not in by_key]))
-    if by_key:  # the latest value per key (spark_jobs/check_compacted.py)
+    if by_key:  # the latest value per key (spark_jobs/check/compacted.py)
         keys = plan.only(by_key)
         rows, key_examples = compare_latest(
             read_kafka(spark, keys.target.spark_options("source"), keys.source_ranges),
@@ -261,7 +261,7 @@ def check_topics(spark: SparkSession, plan: CheckPlan) -> dict:
 
 
 def run_check(spark: SparkSession, plan: CheckPlan) -> tuple[list[dict], dict[str, list[str]], dict]:
-    """Digests per window first (spark_jobs/check_digests.py), then record by record where they differ:
+    """Digests per window first (spark_jobs/check/digests.py), then record by record where they differ:
     (partition rows, examples, the report's digest section)."""
     target, window = plan.target, plan.digest_window
     started = time.monotonic()
