@@ -374,7 +374,7 @@ def test_the_project_zip_holds_the_jobs_and_the_workers_code(tmp_path):
     from spark_jobs.common.session import project_zip
 
     names = zipfile.ZipFile(project_zip(tmp_path / "code.zip")).namelist()
-    assert {"spark_jobs/__init__.py", "spark_jobs/catchup/__main__.py", "spark_jobs/catchup/job.py",
+    assert {"spark_jobs/__init__.py", "spark_jobs/api.py", "spark_jobs/catchup/__main__.py", "spark_jobs/catchup/job.py",
             "spark_jobs/check/__main__.py", "spark_jobs/check/job.py", "spark_jobs/common/session.py",
             "spark_jobs/consistency_check.py", "mirror_worker/__init__.py", "mirror_worker/__main__.py"} <= set(names)
     assert any(n.startswith("mirror_worker/") and n.count("/") == 2 for n in names)  # its sub-packages too

@@ -16,7 +16,7 @@ With a driver that does not run on the Airflow worker (cluster deploy mode) ther
 task then fails or succeeds as spark-submit does, without the distinction.
 
 The jobs' code goes with the submission: a zip of the installed mirror_worker and spark_jobs packages
-(spark_jobs.common.session.project_zip), built when the task runs, on --py-files (spark-submit puts it on the driver's
+(spark_jobs.api.project_zip), built when the task runs, on --py-files (spark-submit puts it on the driver's
 and the executors' Python path), so a cluster that has never seen the package runs them.
 """
 
@@ -103,7 +103,7 @@ class MirrorSparkJob(SparkSubmitOperator):
 
     def prepare(self, context) -> None:
         """Jars, code, outcome file and arguments, decided when the task runs (looked up on the worker host)."""
-        from spark_jobs.common.session import APPLICATION_FILE_ENV, kafka_connector_jars, project_zip
+        from spark_jobs.api import APPLICATION_FILE_ENV, kafka_connector_jars, project_zip
 
         self.jars = ",".join(kafka_connector_jars())
         stem = self.job.rpartition(".")[2]
@@ -172,7 +172,7 @@ class ConsistencyCheckOperator(MirrorSparkJob):
         self.report_path: Path | None = None
 
     def prepare(self, context) -> None:
-        from spark_jobs.common.session import THROUGHPUT_JVM_OPTIONS
+        from spark_jobs.api import THROUGHPUT_JVM_OPTIONS
 
         # The driver JVM reads and hashes the records (spark_jobs/check/jvm.py): spark-submit starts it with the
         # collector the job picks when it starts its own JVM. The DAG's own conf wins.
