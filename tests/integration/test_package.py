@@ -106,6 +106,9 @@ def test_the_wheel_installed_elsewhere_imports_from_its_venv_and_runs_the_spark_
     # The check's JVM digest reader ships in the package and is listed with the connector jars.
     packaged.python("-c", "from spark_jobs.common.session import CHECK_JAR; assert CHECK_JAR.is_file(), CHECK_JAR")
     assert "sync-schemas" in packaged.run(packaged.bin / "kafka-mirror-sync-schemas", "--help").stdout
+    # The jobs' console scripts (pyproject.toml: spark_jobs.catchup.job:main, spark_jobs.check.job:main).
+    for script, usage in (("kafka-mirror-catchup", "--from-timestamp"), ("kafka-mirror-consistency-check", "--report")):
+        assert usage in packaged.run(packaged.bin / script, "--help").stdout
 
 
 def test_the_installed_worker_mirrors_records_on_the_stack(packaged, stack, topic_name, tmp_path):
