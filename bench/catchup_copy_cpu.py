@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.catchup_copy_cpu [--records 2000000] [--size 100] [--threads 1,4] [--repeats 2]
 
 Preloads one topic (6 partitions) into `source`, then per repeat runs the worker (`bench.catchup_throughput`'s
-measure_worker) and `spark_jobs.catchup_copy.copy_task` over the 6 whole ranges in this process, on each
+measure_worker) and `spark_jobs.api.copy_task` over the 6 whole ranges in this process, on each
 thread count (the driver's copy: one range per thread at a time), each into a destination topic of its own.
 The copy's CPU is this process's (librdkafka's threads included); the worker's, its process's. Prints one
 JSON line per run; writes nothing.
@@ -26,16 +26,14 @@ from bench.catchup_throughput import measure_worker, preload
 from bench.common import bench_stack
 from bench.worker_throughput import PARTITIONS
 from mirror_worker.batch_api import consumer_settings, producer_settings
-from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_task
+from spark_jobs.api import COPY_CONSUMER, CopySettings, CopyTask, copy_task
 
 
 def copy_settings(src: str, dst: str, group: str) -> CopySettings:
-    """The catch-up's client settings (spark_jobs.catchup.reader_conf / producer_conf) for plain clusters."""
-    from spark_jobs.catchup import _COPY_CONSUMER
-
+    """The catch-up's client settings (spark_jobs.catchup.job.reader_conf / producer_conf) for plain clusters."""
     consumer = {**consumer_settings({"bootstrap.servers": src, "group.id": group}, "bench"),
                 "enable.auto.offset.store": False, "enable.partition.eof": True, "auto.offset.reset": "error",
-                "isolation.level": "read_committed", **_COPY_CONSUMER}
+                "isolation.level": "read_committed", **COPY_CONSUMER}
     return CopySettings(consumer=consumer, producer=producer_settings({"bootstrap.servers": dst}, "bench", 100_000),
                         progress_interval_s=3600)
 

@@ -8,7 +8,7 @@ core. Then, on that same topic, each with its own group and destination prefix:
 - the mirror worker (`python -m mirror_worker`, at-least-once, --preserve.partitions), timed as in
   bench/worker_throughput.py: from its first mirrored record until the destination holds them all
   (its start-up left out), and from its launch;
-- spark_jobs/catchup.py once per Spark master: end to end (process launch to exit, Spark start-up
+- `python -m spark_jobs.catchup` once per Spark master: end to end (process launch to exit, Spark start-up
   included: the goal), the copy phase (its summary: from the first record copied to the last, the driver's
   copy while Spark starts and Spark's tasks after it), the Spark start-up time (the session; null when the
   driver copied everything first) and the driver's share of the records.

@@ -113,7 +113,7 @@ else
   mark spark "$spark_stamp"
 fi
 
-# The consistency check's digest reader (java/check/, spark_jobs/check_jvm.py), built into the package
+# The consistency check's digest reader (java/check/, spark_jobs/check/jvm.py), built into the package
 # (spark_jobs/jars/, git-ignored) so that a wheel built afterwards ships it and the installed package finds it.
 check_stamp=$(stamp_of java/check/src/mirror/check/*.java scripts/build-check-jar.sh requirements.txt)
 rm -f "$CACHE/spark/jars/mirror-check.jar"  # where it was built before: a stale copy there would win

@@ -1,4 +1,5 @@
-"""Running spark_jobs/catchup.py as operators do (a process of its own) and reading its JSON summary."""
+"""Running the catch-up (`python -m spark_jobs.catchup`) as operators do (a process of its own) and reading its
+JSON summary."""
 
 from __future__ import annotations
 

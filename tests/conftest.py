@@ -196,7 +196,7 @@ def topic_name():
 @pytest.fixture(scope="session")
 def spark():
     """One local SparkSession for the whole session (start-up costs seconds on two cores)."""
-    from spark_jobs.session import create_session
+    from spark_jobs.common.session import create_session
 
     session = create_session("kafka-mirror-tests", extra_conf={"spark.ui.enabled": "false"})
     yield session

@@ -222,8 +222,8 @@ def cli_parsers() -> list[tuple[str, argparse.ArgumentParser]]:
     from mirror_airflow.dag_factory import build_parser as dag_factory_parser
     from mirror_worker.commands.cli import build_parser as worker_parser
     from mirror_worker.commands.main import subcommand_parser
-    from spark_jobs.catchup import build_parser as catchup_parser
-    from spark_jobs.consistency_check import build_parser as check_parser
+    from spark_jobs.catchup.job import build_parser as catchup_parser
+    from spark_jobs.check.job import build_parser as check_parser
 
     parsers = [("python -m mirror_worker", worker_parser())]
     parsers += _subcommands(subcommand_parser()[0])

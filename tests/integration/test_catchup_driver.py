@@ -1,4 +1,4 @@
-"""The catch-up's driver copies ranges while Spark starts and hands the rest to Spark (spark_jobs/catchup_driver.py),
+"""The catch-up's driver copies ranges while Spark starts and hands the rest to Spark (spark_jobs/catchup/driver.py),
 on the real stack: ranges split between the driver and Spark copy every record exactly as a Spark-only copy
 does (nothing missing, nothing twice, order and headers kept, group offsets or exactly-once positions at the
 range ends), and a backlog the driver finishes first does not wait for Spark."""

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from devstack.paths import ROOT
 from mirror_worker.policy.provenance import PROVENANCE_HEADER, provenance_value
-from spark_jobs.session import kafka_connector_jars
+from spark_jobs.common.session import kafka_connector_jars
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import by_partition, read_topic
 

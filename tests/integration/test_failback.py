@@ -98,7 +98,7 @@ def _consumer_group_moving_back(spec: Path, back: str, west: str, topic: str) ->
 
 
 def _consistency_check(spec: Path, mirror: str, tmp_path: Path) -> dict:
-    """The verify DAG's job for `mirror` (spark_jobs/consistency_check.py); its JSON report."""
+    """The verify DAG's job for `mirror` (spark_jobs/check/job.py); its JSON report."""
     report = tmp_path / f"check-{mirror}.json"
     result = subprocess.run([sys.executable, "-m", "spark_jobs.consistency_check", "--config", str(spec), "--mirror",
                              mirror, "--report", str(report)], cwd=ROOT, capture_output=True, text=True, timeout=480)

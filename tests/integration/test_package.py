@@ -74,8 +74,10 @@ def packaged(tmp_path_factory) -> Packaged:
           "-w", str(wheels)], base, dict(os.environ))
     [wheel] = wheels.glob("kafka_mirror-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for module in ("mirror_worker/__main__.py", "spark_jobs/catchup.py", "spark_jobs/consistency_check.py",
-                   "mirror_airflow/get_provider_info.py", "spark_jobs/jars/mirror-check.jar"):
+    for module in ("mirror_worker/__main__.py", "spark_jobs/catchup/__main__.py", "spark_jobs/catchup/job.py",
+                   "spark_jobs/check/__main__.py", "spark_jobs/check/job.py", "spark_jobs/consistency_check.py",
+                   "spark_jobs/common/session.py", "mirror_airflow/get_provider_info.py",
+                   "spark_jobs/jars/mirror-check.jar"):
         assert module in names, f"{module} is not in {wheel.name}"
 
     packaged = Packaged(base)
@@ -98,11 +100,15 @@ def test_the_wheel_installed_elsewhere_imports_from_its_venv_and_runs_the_spark_
                                        "[m.__file__ for m in (mirror_worker, spark_jobs, mirror_airflow)]))").stdout)
     site = str(packaged.venv)
     assert all(path.startswith(site) for path in where), where
-    for job, usage in (("spark_jobs.catchup", "--from-timestamp"), ("spark_jobs.consistency_check", "--report")):
+    for job, usage in (("spark_jobs.catchup", "--from-timestamp"), ("spark_jobs.consistency_check", "--report"),
+                       ("spark_jobs.check", "--report")):
         assert usage in packaged.python("-m", job, "--help").stdout
     # The check's JVM digest reader ships in the package and is listed with the connector jars.
-    packaged.python("-c", "from spark_jobs.session import CHECK_JAR; assert CHECK_JAR.is_file(), CHECK_JAR")
+    packaged.python("-c", "from spark_jobs.common.session import CHECK_JAR; assert CHECK_JAR.is_file(), CHECK_JAR")
     assert "sync-schemas" in packaged.run(packaged.bin / "kafka-mirror-sync-schemas", "--help").stdout
+    # The jobs' console scripts (pyproject.toml: spark_jobs.catchup.job:main, spark_jobs.check.job:main).
+    for script, usage in (("kafka-mirror-catchup", "--from-timestamp"), ("kafka-mirror-consistency-check", "--report")):
+        assert usage in packaged.run(packaged.bin / script, "--help").stdout
 
 
 def test_the_installed_worker_mirrors_records_on_the_stack(packaged, stack, topic_name, tmp_path):

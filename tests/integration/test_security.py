@@ -281,7 +281,7 @@ def test_airflow_kafka_hook_connects_with_the_connection_login_and_password(secu
 @pytest.mark.spark
 def test_spark_reads_a_sasl_ssl_scram_cluster_from_the_mirror_spec_settings(secure, secrets_file, spark, topic_name):
     """The Spark jobs' Kafka client is Java's: spark_options turns the spec's librdkafka settings back."""
-    from spark_jobs.job_config import JobTarget
+    from spark_jobs.common.job_config import JobTarget
 
     node, certs = secure
     topic = _topic_with_records(node, topic_name("secure-spark"), 60)
@@ -321,7 +321,7 @@ def test_catchup_copies_and_commits_between_sasl_ssl_clusters_with_passwords_in_
     for secret in (SOURCE_PASSWORD, DEST_PASSWORD):
         assert secret not in result.stdout + result.stderr
 
-    # The consistency check of the same mirror: its JVM digest reader (spark_jobs/check_jvm.py) and its
+    # The consistency check of the same mirror: its JVM digest reader (spark_jobs/check/jvm.py) and its
     # exact path reach both sides through SASL_SSL with the same settings and secrets.
     report = tmp_path / "check.json"
     check = subprocess.run([sys.executable, "-m", "spark_jobs.consistency_check", "--config", str(spec), "--mirror",

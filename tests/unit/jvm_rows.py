@@ -1,5 +1,5 @@
 """The JVM digest reader's window rows (java/check/src/mirror/check/WindowRows.java) behind the signatures of
-spark_jobs/check_rdkafka.py's source_window_rows and destination_window_rows, through one long-lived
+spark_jobs/check/rdkafka.py's source_window_rows and destination_window_rows, through one long-lived
 `java mirror.check.RowsCli` process (no Kafka, no Spark): the same unit tests then hold both readers."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pyspark
 
-from spark_jobs.check_jvm import scope_json
-from spark_jobs.session import kafka_connector_jars
+from spark_jobs.check.jvm import scope_json
+from spark_jobs.common.session import kafka_connector_jars
 
 
 def _b64(data: bytes | None) -> str | None:

@@ -1,7 +1,7 @@
 """The import graphs, read with ast: the worker's packages form layers and none imports a higher one; the
 planes form layers too (the worker, the Spark jobs, the Airflow provider, the DAGs; the local stack, the
 benchmarks); no cycle anywhere; and each plane reaches another only through that plane's documented surface
-(`mirror_worker.api`, `mirror_worker.batch_api`).
+(`mirror_worker.api`, `mirror_worker.batch_api`, `spark_jobs.api`).
 
 Imports inside functions count (a lazy import still couples two modules). Imports under `if TYPE_CHECKING:`
 never run, but they couple two modules as much as any other: the layer and cycle checks count them too; the
@@ -232,8 +232,8 @@ WORKER_SURFACES = {
 }
 
 
-def worker_imports(folders) -> dict[str, set[str]]:
-    """{file: the mirror_worker modules it imports}, imports inside functions and type-only ones included."""
+def worker_imports(folders, package: str = "mirror_worker") -> dict[str, set[str]]:
+    """{file: the `package` modules it imports}, imports inside functions and type-only ones included."""
     found = {}
     for folder in folders:
         for path in sorted(folder.rglob("*.py")):
@@ -241,11 +241,11 @@ def worker_imports(folders) -> dict[str, set[str]]:
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.Import):
                     targets |= {alias.name for alias in node.names}
-                elif isinstance(node, ast.ImportFrom) and not node.level and node.module == "mirror_worker":
-                    targets |= {f"mirror_worker.{alias.name}" for alias in node.names}  # from package import module
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module == package:
+                    targets |= {f"{package}.{alias.name}" for alias in node.names}  # from package import module
                 elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                     targets.add(node.module)
-            targets = {t for t in targets if t == "mirror_worker" or t.startswith("mirror_worker.")}
+            targets = {t for t in targets if t == package or t.startswith(package + ".")}
             if targets:
                 found[str(path.relative_to(folder.parent))] = targets
     return found
@@ -290,3 +290,44 @@ def test_the_surface_names_what_it_loads_and_each_name_is_there(surface):
         assert f"`{name}`" in module.__doc__, f"{surface}'s docstring does not name {name}"
     with pytest.raises(AttributeError, match="no attribute 'worker'"):
         module.worker  # noqa: B018 - an internal name is not part of the surface
+
+
+# --- the batch plane's surface ------------------------------------------------------------------------------
+# The other planes reach the Spark jobs only through `spark_jobs.api` (the operators name the job modules by string,
+# which is no import). docs/hooks (it documents the jobs' parsers) and tests/ are no plane.
+SPARK_SURFACE = "spark_jobs.api"
+SPARK_SURFACE_USERS = [ROOT / "plugins", ROOT / "dags", ROOT / "devstack", ROOT / "bench"]
+
+
+def test_the_spark_surface_check_sees_internal_imports(tmp_path):
+    (tmp_path / "side").mkdir()
+    (tmp_path / "side" / "op.py").write_text(
+        "from spark_jobs.api import project_zip\nfrom spark_jobs import common\n"
+        "def f():\n    from spark_jobs.catchup.copy_range import copy_task\n    import spark_jobs.check.job\n")
+    (tmp_path / "side" / "ok.py").write_text("from spark_jobs.api import kafka_connector_jars\nimport spark_jobs.api\n")
+    assert outside_the_surface(worker_imports([tmp_path / "side"], "spark_jobs"), {SPARK_SURFACE}) == {
+        "side/op.py": {"spark_jobs.common", "spark_jobs.catchup.copy_range", "spark_jobs.check.job"}}
+
+
+@pytest.mark.parametrize("folder", SPARK_SURFACE_USERS, ids=lambda folder: folder.name)
+def test_each_plane_imports_the_spark_jobs_only_through_their_surface(folder):
+    imports = worker_imports([folder], "spark_jobs")
+    if folder.name in ("plugins", "bench"):  # the operators and the copy benchmark: the check would see them
+        assert imports, f"{folder.name}/ imports nothing of spark_jobs: the check would see nothing"
+    assert outside_the_surface(imports, {SPARK_SURFACE}) == {}
+
+
+def test_the_spark_surface_names_each_name_it_serves_and_imports_no_pyspark():
+    import subprocess
+    import sys
+
+    import spark_jobs.api as api
+
+    for name in api.__all__:
+        assert getattr(api, name) is not None
+        assert f"`{name}`" in api.__doc__, f"spark_jobs.api's docstring does not name {name}"
+    probe = ("import sys, spark_jobs.api; print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark'"
+             " or m.startswith(('spark_jobs.check', 'spark_jobs.catchup.job'))))")
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == "[]", f"importing spark_jobs.api loads {loaded}"

@@ -16,7 +16,7 @@ With a driver that does not run on the Airflow worker (cluster deploy mode) ther
 task then fails or succeeds as spark-submit does, without the distinction.
 
 The jobs' code goes with the submission: a zip of the installed mirror_worker and spark_jobs packages
-(spark_jobs.session.project_zip), built when the task runs, on --py-files (spark-submit puts it on the driver's
+(spark_jobs.api.project_zip), built when the task runs, on --py-files (spark-submit puts it on the driver's
 and the executors' Python path), so a cluster that has never seen the package runs them.
 """
 
@@ -103,7 +103,7 @@ class MirrorSparkJob(SparkSubmitOperator):
 
     def prepare(self, context) -> None:
         """Jars, code, outcome file and arguments, decided when the task runs (looked up on the worker host)."""
-        from spark_jobs.session import APPLICATION_FILE_ENV, kafka_connector_jars, project_zip
+        from spark_jobs.api import APPLICATION_FILE_ENV, kafka_connector_jars, project_zip
 
         self.jars = ",".join(kafka_connector_jars())
         stem = self.job.rpartition(".")[2]
@@ -172,9 +172,9 @@ class ConsistencyCheckOperator(MirrorSparkJob):
         self.report_path: Path | None = None
 
     def prepare(self, context) -> None:
-        from spark_jobs.session import THROUGHPUT_JVM_OPTIONS
+        from spark_jobs.api import THROUGHPUT_JVM_OPTIONS
 
-        # The driver JVM reads and hashes the records (spark_jobs/check_jvm.py): spark-submit starts it with the
+        # The driver JVM reads and hashes the records (spark_jobs/check/jvm.py): spark-submit starts it with the
         # collector the job picks when it starts its own JVM. The DAG's own conf wins.
         self.conf = {"spark.driver.extraJavaOptions": THROUGHPUT_JVM_OPTIONS, **(self.conf or {})}
         super().prepare(context)
@@ -202,7 +202,7 @@ def catchup_line(summary: dict | None) -> str | None:
     if not summary:
         return None
     startup = summary.get("spark_startup_s")
-    # None: the driver copied everything while Spark was starting (spark_jobs/catchup_driver.py).
+    # None: the driver copied everything while Spark was starting (spark_jobs/catchup/driver.py).
     spark = f"Spark start-up {startup} s" if startup is not None else "copied before Spark was up"
     line = (f"{summary.get('records', 0):,} records in {summary.get('seconds', 0)} s "
             f"({summary.get('msgs_per_s', 0):,} msgs/s end to end, {summary.get('copy_phase_msgs_per_s', 0):,} "

@@ -234,7 +234,7 @@ class FakeSparkSubmit:
             Path(args[args.index("--summary") + 1]).write_text(json.dumps(self.report))
         Path(args[1]).write_text(json.dumps({"job": args[2], "exit_code": self.exit_code}))
         application = (kwargs.get("env") or {}).get("MIRROR_SPARK_APPLICATION_FILE")
-        if application:  # as spark_jobs.session.record_application
+        if application:  # as spark_jobs.common.session.record_application
             Path(application).write_text(json.dumps({"app_id": "local-1", "master": "local[2]", "ui": None,
                                                      "event_log": "file:/e/local-1"}))
         self.stdout = iter(["spark-submit output\n"])
@@ -371,11 +371,12 @@ def test_spark_launcher_records_the_jobs_exit_code(tmp_path, body, code):
 def test_the_project_zip_holds_the_jobs_and_the_workers_code(tmp_path):
     import zipfile
 
-    from spark_jobs.session import project_zip
+    from spark_jobs.common.session import project_zip
 
     names = zipfile.ZipFile(project_zip(tmp_path / "code.zip")).namelist()
-    assert {"spark_jobs/__init__.py", "spark_jobs/catchup.py", "spark_jobs/consistency_check.py",
-            "mirror_worker/__init__.py", "mirror_worker/__main__.py"} <= set(names)
+    assert {"spark_jobs/__init__.py", "spark_jobs/api.py", "spark_jobs/catchup/__main__.py", "spark_jobs/catchup/job.py",
+            "spark_jobs/check/__main__.py", "spark_jobs/check/job.py", "spark_jobs/common/session.py",
+            "spark_jobs/consistency_check.py", "mirror_worker/__init__.py", "mirror_worker/__main__.py"} <= set(names)
     assert any(n.startswith("mirror_worker/") and n.count("/") == 2 for n in names)  # its sub-packages too
     assert not [n for n in names if n.endswith((".pyc", ".jar")) or "__pycache__" in n]
 

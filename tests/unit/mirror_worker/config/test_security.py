@@ -273,7 +273,7 @@ def test_java_security_settings_round_trip(certs):
 
 
 def test_spark_options_carry_java_security_keys():
-    from spark_jobs.job_config import JobTarget
+    from spark_jobs.common.job_config import JobTarget
 
     target = JobTarget("s:1", "d:2", ("t",), source_settings={
         "bootstrap.servers": "s:1", "group.id": "g", "security.protocol": "SASL_PLAINTEXT",

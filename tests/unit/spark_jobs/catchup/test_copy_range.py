@@ -1,4 +1,4 @@
-"""The catch-up's per-task copy loop (spark_jobs/catchup_copy.py) and its routing, with in-memory fakes."""
+"""The catch-up's per-task copy loop (spark_jobs/catchup/copy_range.py) and its routing, with in-memory fakes."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from confluent_kafka import KafkaError
 from mirror_worker.policy.naming import PrefixPolicy
 from mirror_worker.policy.provenance import PROVENANCE_HEADER, provenance_value
 from mirror_worker.schemas import wire_format
-from spark_jobs.catchup_copy import CopyFailed, CopySettings, CopyTask, copy_range
-from spark_jobs.catchup_spark import copy_tasks_for
-from spark_jobs.job_config import JobTarget
+from spark_jobs.catchup.copy_range import CopyFailed, CopySettings, CopyTask, copy_range
+from spark_jobs.catchup.spark import copy_tasks_for
+from spark_jobs.common.job_config import JobTarget
 from tests.unit.fakes import FakeError, FakeMessage
 
 
@@ -157,10 +157,11 @@ def test_an_id_the_source_registry_does_not_know_fails_the_task_before_any_commi
 
 
 def test_a_tasks_copy_failure_is_reported_by_its_own_line_not_sparks_wrapper():
-    from spark_jobs.catchup import failure_line
+    from spark_jobs.catchup.job import failure_line
 
     wrapped = Exception("An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
-                        '  File "catchup_copy.py", line 1\nspark_jobs.catchup_copy.CopyFailed: orders[2] offset 10: '
+                        '  File "copy_range.py", line 1\n'
+                        'spark_jobs.catchup.copy_range.CopyFailed: orders[2] offset 10: '
                         "schema id 9 is in no subject of the source registry; not committed\n")
     assert failure_line(wrapped) == ("CopyFailed: orders[2] offset 10: schema id 9 is in no subject of the source "
                                      "registry; not committed")

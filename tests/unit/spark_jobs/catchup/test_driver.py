@@ -1,5 +1,5 @@
-"""The catch-up's driver copy while Spark starts (spark_jobs/catchup_driver.py) and a range stopped early
-(catchup_copy.copy_until), with in-memory fakes: parts in sequence, nothing skipped or copied twice."""
+"""The catch-up's driver copy while Spark starts (spark_jobs/catchup/driver.py) and a range stopped early
+(copy_range.copy_until), with in-memory fakes: parts in sequence, nothing skipped or copied twice."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_until
-from spark_jobs.catchup_driver import DriverCopy, SparkStarter, copy_on_driver, left_for_spark
+from spark_jobs.catchup.copy_range import CopySettings, CopyTask, copy_until
+from spark_jobs.catchup.driver import DriverCopy, SparkStarter, copy_on_driver, left_for_spark
 from tests.unit.spark_jobs.catchup.test_copy_range import TASK, RangeConsumer, RecordingProducer, _log
 
 SETTINGS = CopySettings(consumer={}, producer={})
@@ -189,7 +189,7 @@ def test_threads_copy_each_range_once_and_a_failure_stops_the_others_at_their_ne
 
 
 def test_lines_of_the_driver_threads_never_run_into_one(capsys):
-    from spark_jobs.catchup_copy import stderr_line
+    from spark_jobs.catchup.copy_range import stderr_line
 
     threads = [threading.Thread(target=lambda n=n: [stderr_line(f"catchup: line {n}") for _ in range(200)])
                for n in range(4)]

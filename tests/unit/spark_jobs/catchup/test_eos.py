@@ -1,4 +1,4 @@
-"""Catch-up on an exactly-once mirror (spark_jobs/catchup_eos.py): transactions with the worker's positions,
+"""Catch-up on an exactly-once mirror (spark_jobs/catchup/eos.py): transactions with the worker's positions,
 start after fencing, a worker's takeover, with in-memory fakes."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 
 from mirror_worker.exactly_once.transactions import ProducerFenced
-from spark_jobs import catchup_eos
-from spark_jobs.catchup_copy import CopySettings, copy_range
-from spark_jobs.catchup_eos import ExactlyOnce, Fenced, copy_exactly_once
+from spark_jobs.catchup import eos as catchup_eos
+from spark_jobs.catchup.copy_range import CopySettings, copy_range
+from spark_jobs.catchup.eos import ExactlyOnce, Fenced, copy_exactly_once
 from tests.unit.spark_jobs.catchup.test_copy_range import TASK, RangeConsumer, RecordingProducer, _log
 
 EOS = ExactlyOnce("orders-mirror", "east", "orders-mirror.mirror.eos-positions", {}, 5.0, commit_every=4)

@@ -3,8 +3,8 @@
 from types import SimpleNamespace
 
 from mirror_worker.config.librdkafka import producer_settings
-from spark_jobs.catchup import copy_settings
-from spark_jobs.job_config import JobTarget
+from spark_jobs.catchup.job import copy_settings
+from spark_jobs.common.job_config import JobTarget
 
 
 def _producer(settings: dict, limits: dict | None) -> dict:

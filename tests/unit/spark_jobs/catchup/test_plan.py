@@ -9,10 +9,11 @@ import argparse
 import pytest
 
 from mirror_worker.engine import data_loss
-from spark_jobs import catchup, catchup_plan
-from spark_jobs.catchup_plan import plan_ranges
-from spark_jobs.job_config import target_from_args
-from spark_jobs.kafka_meta import KafkaMeta
+from spark_jobs.catchup import job as catchup
+from spark_jobs.catchup import plan as catchup_plan
+from spark_jobs.catchup.plan import plan_ranges
+from spark_jobs.common.job_config import target_from_args
+from spark_jobs.common.kafka_meta import KafkaMeta
 
 WATERMARKS = {"t": {0: (20, 30)}}
 

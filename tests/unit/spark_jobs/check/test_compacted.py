@@ -1,11 +1,11 @@
-"""The consistency check's compacted mode (spark_jobs/check_compacted.py): the latest value per key; and
-positional mapping without preserved partitions (spark_jobs/check_records.py)."""
+"""The consistency check's compacted mode (spark_jobs/check/compacted.py): the latest value per key; and
+positional mapping without preserved partitions (spark_jobs/check/records.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_jobs.check_compacted import compare_latest
+from spark_jobs.check.compacted import compare_latest
 from tests.unit.spark_jobs.check.test_job import rows
 
 pytestmark = pytest.mark.spark

@@ -1,8 +1,8 @@
-"""The digest comparison on the driver (spark_jobs/check_digest_rows.py), from rows per window."""
+"""The digest comparison on the driver (spark_jobs/check/digest_rows.py), from rows per window."""
 
 from __future__ import annotations
 
-from spark_jobs.check_digest_rows import POSITIONAL, destination_spans, order_by_shift, partition_digests
+from spark_jobs.check.digest_rows import POSITIONAL, destination_spans, order_by_shift, partition_digests
 
 TOPICS = ["t"]
 

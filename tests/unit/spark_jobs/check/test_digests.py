@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from spark_jobs import check_digests as cd
-from spark_jobs.report import render_html
+from spark_jobs.check import digests as cd
+from spark_jobs.check.report import render_html
 from tests.unit.spark_jobs.check.test_job import copy, rows, source_partition
 
 WINDOW = 4                                          # offsets 0-3, 4-7, 8-9 for a 10-record partition

@@ -7,10 +7,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from spark_jobs import check_window
-from spark_jobs import consistency_check as cc
-from spark_jobs.job_config import JobInputError, JobTarget
-from spark_jobs.report import render_html, write_report
+from spark_jobs.check import window as check_window
+from spark_jobs.check import job as cc
+from spark_jobs.common.job_config import JobInputError, JobTarget
+from spark_jobs.check.report import render_html, write_report
 
 BASE = datetime(2024, 5, 1, tzinfo=timezone.utc)
 BASE_MS = int(BASE.timestamp() * 1000)

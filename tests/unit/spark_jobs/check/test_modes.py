@@ -1,16 +1,16 @@
-"""The consistency check's mode per topic (spark_jobs/check_modes.py): chosen from each source topic's
+"""The consistency check's mode per topic (spark_jobs/check/modes.py): chosen from each source topic's
 cleanup.policy under --mode auto, forced by --mode records|compacted; narrowed plans; the report names them."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_jobs import consistency_check as cc
-from spark_jobs.check_modes import TopicMode, choose_modes, topic_modes
-from spark_jobs.check_plan import CheckPlan
-from spark_jobs.job_config import JobTarget
-from spark_jobs.report import render_html
-from spark_jobs.stable_offsets import OpenTransaction
+from spark_jobs.check import job as cc
+from spark_jobs.check.modes import TopicMode, choose_modes, topic_modes
+from spark_jobs.check.plan import CheckPlan
+from spark_jobs.check.report import render_html
+from spark_jobs.common.job_config import JobTarget
+from spark_jobs.common.stable_offsets import OpenTransaction
 from tests.unit.spark_jobs.check.test_job import parse
 
 

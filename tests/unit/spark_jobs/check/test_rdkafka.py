@@ -1,6 +1,6 @@
 """The digest pass's readers with in-memory records (no servers): reading a range with librdkafka and
-normalising (spark_jobs/check_rdkafka.py), and the aggregates per window of both sides, each test run
-against both implementations: librdkafka's Python (check_rdkafka.py) and the JVM's
+normalising (spark_jobs/check/rdkafka.py), and the aggregates per window of both sides, each test run
+against both implementations: librdkafka's Python (spark_jobs/check/rdkafka.py) and the JVM's
 (java/check/src/mirror/check/WindowRows.java, through tests/unit/jvm_rows.py)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError
 
-from spark_jobs import check_rdkafka
-from spark_jobs.check_rdkafka import (
+from spark_jobs.check import rdkafka as check_rdkafka
+from spark_jobs.check.rdkafka import (
     POSITIONAL, DestinationScope, ProvenanceRule, ReadFailed, normalised, read_range, split_headers,
 )
-from spark_jobs.check_rdkafka_spark import ReadTask, plan_tasks
+from spark_jobs.check.rdkafka_spark import ReadTask, plan_tasks
 from tests.unit.fakes import FakeError, FakeMessage
 from tests.unit.jvm_rows import JvmRows
 

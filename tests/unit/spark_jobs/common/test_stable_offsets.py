@@ -8,8 +8,8 @@ import argparse
 import pytest
 
 from mirror_worker.clients.log_ends import reads_committed
-from spark_jobs.job_config import JobTarget, target_from_args
-from spark_jobs.stable_offsets import LogEnds, OpenTransaction, isolation_option, open_transactions, reachable
+from spark_jobs.common.job_config import JobTarget, target_from_args
+from spark_jobs.common.stable_offsets import LogEnds, OpenTransaction, isolation_option, open_transactions, reachable
 
 ENDS = {
     ("t", 0): LogEnds(0, 22, 27),    # a transaction open from offset 22

@@ -24,7 +24,7 @@ import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
 
 /**
- * The digest pass read on the JVM (spark_jobs/check_jvm.py is the Python side): Spark runs one task per
+ * The digest pass read on the JVM (spark_jobs/check/jvm.py is the Python side): Spark runs one task per
  * (side, partition, offset range); each task reads its range with one Kafka Java consumer, hashes every
  * record (RecordDigest) and returns only its rows per window (WindowRows), compared on the Python driver.
  *
@@ -38,7 +38,7 @@ public final class DigestTasks {
 
     /**
      * Runs `tasks` (a JSON list of [side, topic, partition, start, end]) as one Spark job with `settings`
-     * (JSON, see spark_jobs/check_jvm.py) and returns {"source": rows, "destination": rows, "task":
+     * (JSON, see spark_jobs/check/jvm.py) and returns {"source": rows, "destination": rows, "task":
      * [[seconds, cpu seconds], ...]} as JSON. A task that cannot read its whole range fails (Spark retries it).
      */
     public static String run(JavaSparkContext context, String tasks, String settings) throws Exception {

@@ -7,7 +7,7 @@ import net.jpountz.xxhash.XXHash64;
 import net.jpountz.xxhash.XXHashFactory;
 
 /**
- * A record's 64-bit hash for the digest pass, the JVM twin of spark_jobs/check_rdkafka.py's record hash:
+ * A record's 64-bit hash for the digest pass, the JVM twin of spark_jobs/check/rdkafka.py's record hash:
  * (source offset, normalised key, normalised value, headers in order without the provenance header).
  *
  * Normalisation as the exact path compares records: a key or value of 5 bytes or more starting with magic

@@ -14,12 +14,12 @@ import org.apache.kafka.common.header.Headers;
 /**
  * Aggregates per window of one partition's records, fed in offset order (keys and values as the consumer's
  * ByteBufferDeserializer hands them over: views, not copies): the rows of
- * spark_jobs/check_rdkafka.py's SOURCE_WINDOWS and DESTINATION_WINDOWS, with this package's record hash in
+ * spark_jobs/check/rdkafka.py's SOURCE_WINDOWS and DESTINATION_WINDOWS, with this package's record hash in
  * lo (a wrapping 64-bit sum: equal multisets give equal sums) and 0 in hi.
  */
 final class WindowRows {
     static final String PROVENANCE_HEADER = "mirror.source";   // mirror_worker/provenance.py
-    static final long POSITIONAL = -1;                         // spark_jobs/check_digest_rows.py
+    static final long POSITIONAL = -1;                         // spark_jobs/check/digest_rows.py
     static final long MAX_PARTITION = Integer.MAX_VALUE;
 
     private WindowRows() {}

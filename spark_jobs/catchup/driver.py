@@ -3,7 +3,7 @@
 Spark's start-up (JVM, SparkContext, Python workers) takes 4-15 s on two cores, as long as the worker needs
 for millions of records. So the driver does not wait for it: it starts the session on a thread
 (`SparkStarter`) and meanwhile copies ranges itself, with the very code Spark's tasks run
-(catchup_copy.copy_task: the worker's client settings, transform, commits and exactly-once transactions).
+(copy_range.copy_task: the worker's client settings, transform, commits and exactly-once transactions).
 
 Invariants (per source partition: no gap, no overlap, order kept):
 - The driver copies the largest ranges first, a few at once (threads: librdkafka's fetches and deliveries
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_task, stderr_event, stderr_line, warm_up
+from spark_jobs.catchup.copy_range import CopySettings, CopyTask, copy_task, stderr_event, stderr_line, warm_up
 
 log = logging.getLogger("spark_jobs.catchup")
 
@@ -92,7 +92,7 @@ class SparkStarter:
 
 
 def _create_session(master: str | None):
-    from spark_jobs.session import create_session, launched_by_spark_submit
+    from spark_jobs.common.session import create_session, launched_by_spark_submit
 
     # The executors' Python workers import spark_jobs and mirror_worker: installed beside pyspark, or shipped
     # with --py-files (the Airflow operators, mirror_airflow/operators/spark.py).

@@ -1,5 +1,5 @@
 """The consistency check's exact path: source and destination records fingerprinted, destination records
-mapped back to source coordinates, and one outcome per source record (see spark_jobs/consistency_check.py
+mapped back to source coordinates, and one outcome per source record (see spark_jobs/check/job.py
 for the rules). Pure DataFrame transformations: no I/O."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 task per range (what is left of it), and the job's progress.
 
 Spark plans, schedules and retries the ranges it is handed; each task reads and writes with librdkafka
-(spark_jobs/catchup_copy.py), the driver's copy with the same code (spark_jobs/catchup_driver.py). Where a record goes is decided here, once per partition, by the worker's
+(spark_jobs/catchup/copy_range.py), the driver's copy with the same code (spark_jobs/catchup/driver.py). Where a record goes is decided here, once per partition, by the worker's
 `Router`; schema ids are mapped by the worker's `SchemaSyncer` (when the mirror syncs schemas) before any
 task starts, and an id a task meets that is not mapped yet by the same code where the task runs. While the tasks run, a thread on the driver logs the whole job's progress from the destination's
 log ends (records written since the copy started, rate, time left).
@@ -18,10 +18,10 @@ import threading
 import time
 
 from mirror_worker.batch_api import Router, rewritten_fields
-from spark_jobs.catchup_copy import CopySettings, CopyTask, copy_tasks, stderr_line
-from spark_jobs.catchup_driver import SparkStarter, copy_on_driver, left_for_spark
-from spark_jobs.catchup_plan import Range
-from spark_jobs.job_config import JobTarget
+from spark_jobs.catchup.copy_range import CopySettings, CopyTask, copy_tasks, stderr_line
+from spark_jobs.catchup.driver import SparkStarter, copy_on_driver, left_for_spark
+from spark_jobs.catchup.plan import Range
+from spark_jobs.common.job_config import JobTarget
 
 log = logging.getLogger("spark_jobs.catchup")
 
@@ -154,7 +154,7 @@ def copy_with_spark(starter: SparkStarter, tasks: list[CopyTask], settings: Copy
                     progress: DestinationProgress | None, driver_limit: int | None = None,
                     driver_threads: int = 1) -> dict:
     """Copy the ranges: on the driver while `starter` starts Spark, then what is left with one Spark task per
-    range (catchup_driver.py). Per range (records, seconds, cpu seconds), and the times of each phase."""
+    range (driver.py). Per range (records, seconds, cpu seconds), and the times of each phase."""
     left: list[CopyTask] = []
     try:
         with progress if progress is not None else contextlib.nullcontext():

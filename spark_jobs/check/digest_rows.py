@@ -1,5 +1,5 @@
 """The digest pass's comparison, on the driver, over the rows per window of both sides (however they were
-read: spark_jobs/check_digests.py with Spark's Kafka source, spark_jobs/check_rdkafka.py with librdkafka).
+read: spark_jobs/check/digests.py with Spark's Kafka source, spark_jobs/check/rdkafka.py with librdkafka).
 
 The rows are aggregates per (source topic, partition, window) and destination partition, never per
 record: their number grows with the offsets checked divided by the window (5 million offsets in windows

@@ -1,5 +1,5 @@
 """How the consistency check compares each topic: every record (`records`) or the latest value per key
-(`compacted`, spark_jobs/check_compacted.py).
+(`compacted`, spark_jobs/check/compacted.py).
 
 `--mode auto` (the default) decides per source topic from its `cleanup.policy`: a policy that includes
 `compact` (`compact`, `compact,delete`) means the topic is compacted, so the source and the destination drop

@@ -8,12 +8,12 @@ import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spark_jobs.check_digests import DIGEST_WINDOW
-from spark_jobs.check_modes import AUTO, TopicMode, topic_modes
-from spark_jobs.check_window import CheckWindow, Ranges, source_ranges
-from spark_jobs.job_config import JobInputError, JobTarget, target_from_args
-from spark_jobs.kafka_meta import KafkaMeta, resolve_topics
-from spark_jobs.stable_offsets import OpenTransaction, open_transactions, reachable
+from spark_jobs.check.digests import DIGEST_WINDOW
+from spark_jobs.check.modes import AUTO, TopicMode, topic_modes
+from spark_jobs.check.window import CheckWindow, Ranges, source_ranges
+from spark_jobs.common.job_config import JobInputError, JobTarget, target_from_args
+from spark_jobs.common.kafka_meta import KafkaMeta, resolve_topics
+from spark_jobs.common.stable_offsets import OpenTransaction, open_transactions, reachable
 
 METADATA_TIMEOUT_S = 8.0
 
@@ -33,7 +33,7 @@ class CheckPlan:
     report: Path
     open_transactions: list[OpenTransaction] = field(default_factory=list)   # source partitions stopped at their LSO
     digest_window: int = DIGEST_WINDOW                  # source offsets per digest window
-    mode: str = AUTO                                    # as asked: auto, records or compacted (check_modes.py)
+    mode: str = AUTO                                    # as asked: auto, records or compacted (modes.py)
     digest_reader: str = "jvm"                          # or "librdkafka", "spark" (consistency_check --digest-reader)
     modes: dict[str, TopicMode] = field(default_factory=dict)   # source topic -> how it is compared
 

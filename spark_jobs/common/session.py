@@ -14,10 +14,10 @@ import zipfile
 from pathlib import Path
 
 # The connector jars fetched by `make setup` (java/spark/pom.xml); SPARK_KAFKA_JARS overrides.
-_DEFAULT_JARS_DIR = Path(__file__).resolve().parents[1] / ".cache" / "spark" / "jars"
+_DEFAULT_JARS_DIR = Path(__file__).resolve().parents[2] / ".cache" / "spark" / "jars"
 # The consistency check's JVM digest reader ships in the package (`make setup` compiles it there before a wheel
 # is built, pyproject.toml's package data); MIRROR_CHECK_JAR overrides, an empty value leaves it out.
-CHECK_JAR = Path(__file__).resolve().parent / "jars" / "mirror-check.jar"
+CHECK_JAR = Path(__file__).resolve().parents[1] / "jars" / "mirror-check.jar"  # spark_jobs/jars/
 
 # A driver JVM that only schedules Python tasks (the catch-up: its tasks read and write with librdkafka) starts
 # on about half the CPU with the client compiler only and the serial collector. Measured on 2 busy cores: 5.8
@@ -25,7 +25,7 @@ CHECK_JAR = Path(__file__).resolve().parent / "jars" / "mirror-check.jar"
 # source: the consistency check), which want the optimising compiler.
 LIGHT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
-# A driver JVM whose tasks read and hash records (the consistency check's digest pass, spark_jobs/check_jvm.py)
+# A driver JVM whose tasks read and hash records (the consistency check's digest pass, spark_jobs/check/jvm.py)
 # allocates a buffer per record, which the default G1 collects at a high CPU cost on few cores. Measured on 2
 # busy cores, 5M records of 1 KiB: the check took 17.2 s with G1, 12.6 s with the throughput collector.
 THROUGHPUT_JVM_OPTIONS = "-XX:+UseParallelGC"

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from spark_jobs.job_config import JobInputError, epoch_ms
+from spark_jobs.common.job_config import JobInputError, epoch_ms
 
 log = logging.getLogger("spark_jobs.consistency_check")
 

@@ -12,8 +12,8 @@ from mirror_worker.batch_api import (
     admin_client, committed_positions, connection_settings, list_offsets, log_bounds, reads_committed, topic_ids,
 )
 from mirror_worker.batch_api import consumer as kafka_consumer
-from spark_jobs.job_config import JobInputError, JobTarget
-from spark_jobs.stable_offsets import LogEnds
+from spark_jobs.common.job_config import JobInputError, JobTarget
+from spark_jobs.common.stable_offsets import LogEnds
 
 _quiet = logging.getLogger("spark_jobs.librdkafka")
 _quiet.addHandler(logging.NullHandler())

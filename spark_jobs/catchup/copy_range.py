@@ -11,7 +11,7 @@ its commit: a rerun copies the range again from its start.
 
 The range is done when the consumer reaches a record at or past the end, or the partition end (EOF) at or
 past it: aborted records and transaction markers have offsets but are never delivered. The driver's copy
-(catchup_driver.py) may also stop a range early, at a batch boundary: the part copied so far is flushed and
+(driver.py) may also stop a range early, at a batch boundary: the part copied so far is flushed and
 committed exactly as a whole range is, and the rest is handed to Spark as a range of its own.
 """
 
@@ -26,7 +26,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from mirror_worker.batch_api import mirrored_headers, provenance_value, take_available, wire_format
-from spark_jobs.catchup_eos import copy_exactly_once
+from spark_jobs.catchup.eos import copy_exactly_once
+
+# A task's consumer reads one partition: fewer, larger fetches than the worker's 1 MB per partition (its
+# prefetch stays bounded by the worker's queued.max.messages.kbytes). The job's reader_conf adds it last.
+COPY_CONSUMER = {"max.partition.fetch.bytes": str(16 << 20)}
 
 
 class CopyFailed(Exception):
@@ -60,9 +64,9 @@ class CopySettings:
     provenance: tuple[str, str] | None = None   # (source alias, source cluster id) when the mirror adds the header
     skip_origin: bool = False                   # origin-records: skip (a failback pair), else such a record fails
     id_headers: dict = field(default_factory=dict)  # source framing header -> destination's
-    schemas: object | None = None               # maps an id first met mid-copy (catchup_spark.OnDemandSchemas)
+    schemas: object | None = None               # maps an id first met mid-copy (spark.OnDemandSchemas)
     batch: int = 10_000
-    exactly_once: object | None = None          # catchup_eos.ExactlyOnce for an exactly-once mirror
+    exactly_once: object | None = None          # eos.ExactlyOnce for an exactly-once mirror
     progress_interval_s: float = 5.0
     stall_timeout_s: float = 120.0
     flush_timeout_s: float = 300.0

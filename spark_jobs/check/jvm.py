@@ -1,13 +1,13 @@
 """The digest pass read on the JVM, Python's side: Spark plans one task per (side, partition, offset range)
-(check_rdkafka_spark.plan_tasks), the JVM tasks read with the Kafka Java consumer and hash the records
+(rdkafka_spark.plan_tasks), the JVM tasks read with the Kafka Java consumer and hash the records
 (java/check/src/mirror/check/DigestTasks.java), and only rows per window come back, of the shapes of
-check_rdkafka.SOURCE_WINDOWS and DESTINATION_WINDOWS, compared on the driver (check_digest_rows.py).
+rdkafka.SOURCE_WINDOWS and DESTINATION_WINDOWS, compared on the driver (digest_rows.py).
 
-Why: the librdkafka reader (check_rdkafka.py) spends about 2 CPU-microseconds of Python per record and
+Why: the librdkafka reader (rdkafka.py) spends about 2 CPU-microseconds of Python per record and
 side, which kept the check under 200K source records per second per core on this machine; the JVM tasks
 hash a record in a fraction of that. The jar is built by `make setup` (scripts/setup.sh) into the package
-(spark_jobs/jars/, shipped in its wheel), and session.kafka_connector_jars lists it after the connector jars,
-so every way the check is submitted (spark-submit --jars, the Airflow operator) ships it.
+(spark_jobs/jars/, shipped in its wheel), and spark_jobs.common.session.kafka_connector_jars lists it after
+the connector jars, so every way the check is submitted (spark-submit --jars, the Airflow operator) ships it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import logging
 
-from spark_jobs.check_rdkafka import DestinationScope
-from spark_jobs.check_rdkafka_spark import plan_tasks, scopes_for
+from spark_jobs.check.rdkafka import DestinationScope
+from spark_jobs.check.rdkafka_spark import plan_tasks, scopes_for
 
 log = logging.getLogger("spark_jobs.consistency_check")
 
@@ -39,7 +39,7 @@ def java_consumer_settings(spark_options: dict[str, str]) -> dict[str, str]:
 
 
 def scope_json(scope: DestinationScope) -> dict:
-    """A destination topic's scope (check_rdkafka_spark.scopes_for) as DigestTasks.destination reads it."""
+    """A destination topic's scope (rdkafka_spark.scopes_for) as DigestTasks.destination reads it."""
     return {"t": scope.t, "source_topic": scope.rule.source_topic, "cluster_id": scope.rule.source_cluster_id,
             "ranges": [[p, start, end] for p, (start, end) in sorted(scope.ranges.items())]}
 
@@ -57,7 +57,7 @@ def settings_json(plan, fetch: dict[str, str]) -> str:
 
 
 def windows_on_jvm(spark, plan, records_per_task: int, fetch: dict[str, str]) -> tuple[list[tuple], list[tuple]]:
-    """(source rows, destination rows) per window of a check_plan.CheckPlan, read and hashed on the JVM, the
+    """(source rows, destination rows) per window of a plan.CheckPlan, read and hashed on the JVM, the
     consumers fetching as `fetch` says (the `kafka.`-prefixed options the pass gives Spark's reader)."""
     from py4j.java_gateway import JavaClass
 

@@ -15,7 +15,7 @@ from mirror_worker.batch_api import (
     ConfigError, IdentityPolicy, NamingPolicy, PrefixPolicy, connection_settings, consumer_settings,
     java_security_settings, producer_settings, reads_committed, resets_to_earliest,
 )
-from spark_jobs.stable_offsets import isolation_option
+from spark_jobs.common.stable_offsets import isolation_option
 
 
 class JobInputError(Exception):

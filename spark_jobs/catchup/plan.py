@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mirror_worker.batch_api import StartDecision, Verdict, decide_start
-from spark_jobs.job_config import JobInputError, epoch_ms
+from spark_jobs.common.job_config import JobInputError, epoch_ms
 
 Range = tuple[str, int, int, int]  # (topic, partition, start, end)
 Position = tuple[int, str | None]  # (offset, topic id the commit carries, if any)

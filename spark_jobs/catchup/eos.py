@@ -84,7 +84,7 @@ class Fenced(Exception):
 def copy_exactly_once(task, settings, consumer, errors: list, copy_range):
     """Copy `task`'s range through the partition's transactional producer; what `copy_range` returns.
 
-    `copy_range` is catchup_copy.copy_range or copy_until (passed in: that module imports this one). A range
+    `copy_range` is copy_range.copy_range or copy_until (passed in: that module imports this one). A range
     the driver stopped early (copy_until) ends with a transaction holding the position it stopped at: the
     part handed to Spark starts there, and its task reads that position after fencing, as any task does.
     """

@@ -1,6 +1,6 @@
 """The digest pass's reading with librdkafka, Spark's side: Spark plans and schedules one task per (side,
-partition, offset range); each task reads its range with one librdkafka consumer (spark_jobs/check_rdkafka.py)
-and returns only aggregates per window, compared on the driver (spark_jobs/check_digest_rows.py).
+partition, offset range); each task reads its range with one librdkafka consumer (spark_jobs/check/rdkafka.py)
+and returns only aggregates per window, compared on the driver (spark_jobs/check/digest_rows.py).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from spark_jobs import check_rdkafka
-from spark_jobs.check_rdkafka import (
+from spark_jobs.check import rdkafka as check_rdkafka
+from spark_jobs.check.rdkafka import (
     DestinationScope, ProvenanceRule, ReadFailed, destination_window_rows, read_range, seed_probe, source_window_rows,
 )
 
@@ -131,7 +131,7 @@ def window_rows(spark, tasks: list[ReadTask], settings: ReadSettings) -> tuple[l
 
 
 def windows_with_librdkafka(spark, plan, records_per_task: int):
-    """(source rows, destination rows) per window of a check_plan.CheckPlan, read with librdkafka."""
+    """(source rows, destination rows) per window of a plan.CheckPlan, read with librdkafka."""
     target = plan.target
     settings = ReadSettings(
         # Client settings (TLS, SASL) from the job's own target; the destination is read as its consumers

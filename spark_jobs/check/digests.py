@@ -37,11 +37,11 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from mirror_worker.batch_api import HEADER_SIZE, MAGIC_BYTE, PROVENANCE_HEADER
-from spark_jobs.check_digest_rows import (  # noqa: F401  (PartitionDigest, destination_spans: re-exported)
+from spark_jobs.check.digest_rows import (  # noqa: F401  (PartitionDigest, destination_spans: re-exported)
     MAX_LISTED_WINDOWS, POSITIONAL, PartitionDigest, destination_spans, partition_digests,
 )
-from spark_jobs.check_records import normalise_headers, provenance_header, with_provenance
-from spark_jobs.check_window import Ranges
+from spark_jobs.check.records import normalise_headers, provenance_header, with_provenance
+from spark_jobs.check.window import Ranges
 
 DIGEST_WINDOW = 50_000
 OUTSIDE = -2                          # the window of copies whose source offset is outside the checked range
@@ -267,7 +267,7 @@ def compare_digests(source_rows: list, destination_rows: list, topics: list[str]
                     source_cluster_id: str | None, ranges: Ranges, window: int, read_destination,
                     ) -> dict[tuple[str, int], PartitionDigest]:
     """`digest_pass` from the two sides' rows per window (of `source_windows` and `destination_windows`,
-    however read: see also spark_jobs/check_rdkafka.py), compared on the driver (check_digest_rows.py);
+    however read: see also spark_jobs/check/rdkafka.py), compared on the driver (digest_rows.py);
     `read_destination` (destination ranges -> Kafka rows) reads destination partitions again where the
     order needs the exact check of `task_segments`."""
     out = partition_digests(source_rows, destination_rows, topics, ranges)

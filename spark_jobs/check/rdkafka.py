@@ -1,11 +1,11 @@
 """The digest pass's reading with librdkafka, a task's side: read one partition's offset range and reduce its
-records to aggregates per window (Spark's side: spark_jobs/check_rdkafka_spark.py).
+records to aggregates per window (Spark's side: spark_jobs/check/rdkafka_spark.py).
 
 Why: Spark's Kafka source turns every record into a JVM row and the digests into JVM expressions; a task
 that hashes the records as librdkafka hands them over reads both sides several times faster.
 
-The rows have the shapes of `check_digests.source_windows` (SOURCE_WINDOWS) and
-`check_digests.destination_windows` (DESTINATION_WINDOWS), so the comparison, the order proof and the
+The rows have the shapes of `digests.source_windows` (SOURCE_WINDOWS) and
+`digests.destination_windows` (DESTINATION_WINDOWS), so the comparison, the order proof and the
 exact path that follow are those of the Spark Kafka source's digest pass.
 
 Record hash. Python's `hash` of (source offset, normalised key, normalised value, headers in order without
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from mirror_worker.batch_api import HEADER_SIZE, PROVENANCE_HEADER, take_available
-from spark_jobs.check_digest_rows import POSITIONAL
+from spark_jobs.check.digest_rows import POSITIONAL
 
 FRAMED = 0                         # the tag of a schema-registry framed key or value (its body follows)
 FRAMING_SIZE = HEADER_SIZE        # magic byte + 4-byte schema id
@@ -84,7 +84,7 @@ def record_hash(source_offset: int, key, value, headers: tuple) -> int:
 
 @dataclass(frozen=True)
 class ProvenanceRule:
-    """Which provenance headers the exact path uses (check_records.with_provenance): five ':'-separated
+    """Which provenance headers the exact path uses (records.with_provenance): five ':'-separated
     fields naming the source topic this destination topic mirrors, the source cluster (or no cluster) and
     a partition and offset in decimal. Anything else maps to no source record here (the record is
     positional; its partition then goes to the exact path whole, which decides with its own rule)."""

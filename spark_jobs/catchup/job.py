@@ -5,17 +5,17 @@
         --topics a,b --group.id G [--prefix P] [--from-offsets topic:partition:offset,...] [--on-data-loss reset]
 
 1. Per source partition, a range [start, end): start is the mirror group's committed offset, or given
-   offsets/timestamps, taken through the worker's own `decide_start` (see catchup_plan.py; with no
+   offsets/timestamps, taken through the worker's own `decide_start` (see plan.py; with no
    committed offset the partition starts as the worker would, by its auto.offset.reset); end is the
    last stable offset (LSO) when the job starts, as the worker's read_committed consumer sees it: the
    high watermark unless a transaction is open, then the first offset of the oldest open one. Such a
    partition is named on stderr, in the log and under "open_transactions" in the JSON summary.
 2. While Spark starts (seconds: JVM, SparkContext, Python workers), the driver copies ranges itself, the
    largest first (`--driver-threads` at once), with the very code of Spark's tasks, and hands what is left to Spark at a batch boundary
-   once Spark is ready (catchup_driver.py: a partition's parts are copied and committed strictly in
+   once Spark is ready (driver.py: a partition's parts are copied and committed strictly in
    sequence; `--driver-copy-limit` bounds the driver's share, 0 leaves every range to Spark; a backlog the
    driver finishes first never waits for Spark). Spark plans, schedules and retries the rest: one Spark
-   task per source partition range (catchup_spark.py). Each task reads its range with librdkafka (spark_jobs/catchup_copy.py: assigned at
+   task per source partition range (spark.py). Each task reads its range with librdkafka (spark_jobs/catchup/copy_range.py: assigned at
    the start, batches of 10,000, read_committed unless the mirror's source settings say
    isolation.level=read_uncommitted, exactly as the worker reads: aborted records and transaction markers
    are skipped), and writes it with the worker's producer settings and the worker's record transform:
@@ -69,16 +69,16 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from mirror_worker.batch_api import CatchupLease, committed_reader, failback_start, fitted_to_topics
-from spark_jobs.catchup_copy import CopySettings
-from spark_jobs.catchup_driver import SparkStarter
-from spark_jobs.catchup_eos import ExactlyOnce, destination_positions, expired_line, exactly_once_for
-from spark_jobs.catchup_plan import Range, parse_offsets, parse_timestamp, plan_ranges
-from spark_jobs.catchup_spark import (
+from spark_jobs.catchup.copy_range import COPY_CONSUMER, CopySettings
+from spark_jobs.catchup.driver import SparkStarter
+from spark_jobs.catchup.eos import ExactlyOnce, destination_positions, expired_line, exactly_once_for
+from spark_jobs.catchup.plan import Range, parse_offsets, parse_timestamp, plan_ranges
+from spark_jobs.catchup.spark import (
     DestinationProgress, copy_tasks_for, copy_with_spark, on_demand_schemas, schema_fields,
 )
-from spark_jobs.job_config import JobInputError, JobTarget, base_parser, target_from_args
-from spark_jobs.kafka_meta import KafkaMeta, resolve_topics
-from spark_jobs.stable_offsets import open_transactions, reachable
+from spark_jobs.common.job_config import JobInputError, JobTarget, base_parser, target_from_args
+from spark_jobs.common.kafka_meta import KafkaMeta, resolve_topics
+from spark_jobs.common.stable_offsets import open_transactions, reachable
 
 log = logging.getLogger("spark_jobs.catchup")
 
@@ -89,10 +89,6 @@ _COPY_PRODUCER = {
     "message.timeout.ms": "300000",            # the task fails (a rerun copies the range again) instead of waiting forever
     "queue.buffering.max.messages": "200000",
 }
-
-# A task's consumer reads one partition: fewer, larger fetches than the worker's 1 MB per partition (its
-# prefetch stays bounded by the worker's queued.max.messages.kbytes).
-_COPY_CONSUMER = {"max.partition.fetch.bytes": str(16 << 20)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -302,7 +298,7 @@ def reader_conf(target: JobTarget) -> dict:
     isolation = "read_committed" if target.reads_committed else "read_uncommitted"
     conf = {**target.source_settings, **commit_conf(target), "enable.auto.offset.store": False,
             "enable.partition.eof": True, "auto.offset.reset": "error", "isolation.level": isolation,
-            **_COPY_CONSUMER}
+            **COPY_CONSUMER}
     conf.pop("group.instance.id", None)
     if not target.group_id:
         conf["group.id"] = "mirror-catchup-reader"

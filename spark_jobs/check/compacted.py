@@ -28,7 +28,7 @@ from itertools import chain
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.check_records import MAX_EXAMPLES, fingerprint
+from spark_jobs.check.records import MAX_EXAMPLES, fingerprint
 
 COMPACTED_KINDS = ("missing", "altered")
 
