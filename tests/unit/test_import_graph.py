@@ -331,3 +331,22 @@ def test_the_spark_surface_names_each_name_it_serves_and_imports_no_pyspark():
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
                             check=True).stdout.strip()
     assert loaded == "[]", f"importing spark_jobs.api loads {loaded}"
+
+
+# The Spark jobs' rooms: common/ at the bottom; catchup/ and check/ on it, apart from each other; the entry
+# modules and the surface on top.
+SPARK_LAYERS = [
+    ("common", ["spark_jobs.common"]),
+    ("catchup", ["spark_jobs.catchup"]),
+    ("check", ["spark_jobs.check"]),
+    ("entries and surface", ["spark_jobs.api", "spark_jobs.consistency_check", "spark_jobs"]),
+]
+
+
+def test_the_spark_jobs_rooms_form_layers_and_the_two_jobs_stay_apart():
+    graph = import_graph(ROOT / "spark_jobs")
+    assert unlayered(graph, SPARK_LAYERS) == []
+    assert upward_imports(graph, SPARK_LAYERS) == []
+    between = [f"{m} -> {t}" for m, targets in graph.items() for t in targets
+               if {layer_of(m, SPARK_LAYERS), layer_of(t, SPARK_LAYERS)} == {1, 2}]
+    assert between == []

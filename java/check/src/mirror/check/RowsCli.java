@@ -13,7 +13,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 
 /**
- * WindowRows without Kafka or Spark, for the unit tests (tests/unit/test_consistency_jvm.py): one JSON
+ * WindowRows without Kafka or Spark, for the unit tests (tests/unit/jvm_rows.py, tests/unit/spark_jobs/check/test_rdkafka.py): one JSON
  * request per stdin line ({"side", the scope, "records": [[offset, key, value, [[name, value], ...]], ...]},
  * bytes in base64, null as null), one JSON list of rows per stdout line.
  */
