@@ -191,6 +191,13 @@ class Airflow:
         return values[name]
 
 
+# How long one REST call may take. 30 s was too short on a loaded 2-core machine: in a `make test` whose other
+# test groups were starting Kafka, Spark and a second Airflow, the api-server took 156 s to become healthy and
+# then left its first /auth/token unanswered for 30 s (the browser test and the Celery test failed so, and
+# passed when run alone).
+REQUEST_TIMEOUT_S = 120
+
+
 class AirflowApi:
     """The few public REST calls (`/api/v2`) that the demo and the tests need."""
 
@@ -200,17 +207,17 @@ class AirflowApi:
         self._session = requests.Session()
 
     def _authorize(self) -> None:
-        response = self._session.post(f"{self.url}/auth/token", json=self._credentials, timeout=30)
+        response = self._session.post(f"{self.url}/auth/token", json=self._credentials, timeout=REQUEST_TIMEOUT_S)
         response.raise_for_status()
         self._session.headers["Authorization"] = f"Bearer {response.json()['access_token']}"
 
     def request(self, method: str, path: str, **kwargs) -> requests.Response:
         if "Authorization" not in self._session.headers:
             self._authorize()
-        response = self._session.request(method, f"{self.url}/api/v2{path}", timeout=30, **kwargs)
+        response = self._session.request(method, f"{self.url}/api/v2{path}", timeout=REQUEST_TIMEOUT_S, **kwargs)
         if response.status_code == 401:  # the token expired
             self._authorize()
-            response = self._session.request(method, f"{self.url}/api/v2{path}", timeout=30, **kwargs)
+            response = self._session.request(method, f"{self.url}/api/v2{path}", timeout=REQUEST_TIMEOUT_S, **kwargs)
         return response
 
     def dag(self, dag_id: str) -> dict | None:

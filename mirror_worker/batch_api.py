@@ -13,7 +13,8 @@ transactions.
 - routing, naming and provenance (policy): `IdentityPolicy`, `NamingPolicy`, `PrefixPolicy`, `Router`,
   `PROVENANCE_HEADER`, `mirrored_headers`, `provenance_value`
 - topics and schemas: destination topics, schema-id rewriting: `DestinationTopics`, `describe_topics`, `topic_ids`,
-  `TopicConfigs`, `describe_explicit_configs`, `wire_format`, `HEADER_SIZE`, `MAGIC_BYTE`, `rewritten_fields`, `syncers_for`
+  `TopicConfigs`, `describe_explicit_configs`, `wire_format`, `HEADER_SIZE`, `MAGIC_BYTE`, `rewritten_fields`,
+  `syncers_for`
 - exactly-once transactions and positions: `POSITIONS_GROUP`, `Owner`, `PartitionTransactions`, `ProducerFenced`,
   `TransactionAborted`
 - the copy's decisions: where a partition starts (data loss), taking what a consumer holds, the hand-over:

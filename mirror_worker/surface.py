@@ -19,7 +19,8 @@ def resolve(home: str, attribute: str):
         return importlib.import_module(f"{home}.{attribute}")
 
 
-def lazy_names(surface: str, homes: dict[str, tuple[str, str]]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+def lazy_names(surface: str,
+               homes: dict[str, tuple[str, str]]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """`__getattr__` and `__dir__` for the surface module named `surface`, serving `homes`."""
     names = sorted(homes)
 

@@ -15,8 +15,8 @@
    once Spark is ready (driver.py: a partition's parts are copied and committed strictly in
    sequence; `--driver-copy-limit` bounds the driver's share, 0 leaves every range to Spark; a backlog the
    driver finishes first never waits for Spark). Spark plans, schedules and retries the rest: one Spark
-   task per source partition range (spark.py). Each task reads its range with librdkafka (spark_jobs/catchup/copy_range.py: assigned at
-   the start, batches of 10,000, read_committed unless the mirror's source settings say
+   task per source partition range (spark.py). Each task reads its range with librdkafka (copy_range.py:
+   assigned at the start, batches of 10,000, read_committed unless the mirror's source settings say
    isolation.level=read_uncommitted, exactly as the worker reads: aborted records and transaction markers
    are skipped), and writes it with the worker's producer settings and the worker's record transform:
    routing (`Router`: preserve-partitions, preserve-order, or the key), headers (`mirrored_headers`:

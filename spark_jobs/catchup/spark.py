@@ -2,10 +2,11 @@
 task per range (what is left of it), and the job's progress.
 
 Spark plans, schedules and retries the ranges it is handed; each task reads and writes with librdkafka
-(spark_jobs/catchup/copy_range.py), the driver's copy with the same code (spark_jobs/catchup/driver.py). Where a record goes is decided here, once per partition, by the worker's
-`Router`; schema ids are mapped by the worker's `SchemaSyncer` (when the mirror syncs schemas) before any
-task starts, and an id a task meets that is not mapped yet by the same code where the task runs. While the tasks run, a thread on the driver logs the whole job's progress from the destination's
-log ends (records written since the copy started, rate, time left).
+(copy_range.py), the driver's copy with the same code (driver.py). Where a record goes is decided here, once per
+partition, by the worker's `Router`; schema ids are mapped by the worker's `SchemaSyncer` (when the mirror syncs
+schemas) before any task starts, and an id a task meets that is not mapped yet by the same code where the task runs.
+While the tasks run, a thread on the driver logs the whole job's progress from the destination's log ends (records
+written since the copy started, rate, time left).
 """
 
 from __future__ import annotations

@@ -79,7 +79,8 @@ def import_graph(package_dir: Path | list[Path] = PACKAGE_DIR, type_only: bool =
                 if node.level:
                     base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
                 # `from pkg import module` depends on that module (and on pkg only for names pkg defines)
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                           for alias in node.names]
             else:
                 continue
             edges |= {t for t in targets if t in modules and t != name}
