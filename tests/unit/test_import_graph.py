@@ -168,7 +168,7 @@ PLANE_LAYERS = [
     ("worker", ["mirror_worker"]),
     ("batch", ["spark_jobs"]),
     ("airflow provider", ["mirror_airflow"]),
-    ("dags", ["mirror_dashboard_plugin", "mirror__audit", "mirror__demo", "mirror_spec_check"]),
+    ("dags", ["mirror_dashboard_plugin", *(path.stem for path in (ROOT / "dags").glob("*.py"))]),
     ("local stack", ["devstack"]),
     ("benchmarks", ["bench"]),
 ]
