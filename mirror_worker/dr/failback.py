@@ -31,7 +31,7 @@ from mirror_worker.policy.provenance import is_copy_from
 log = logging.getLogger("mirror_worker")
 
 
-class SourceStream(Protocol):
+class FailbackStream(Protocol):
     """What failback reads of one of the worker's source clusters (`engine.source_stream.SourceStream`)."""
 
     alias: str
@@ -74,7 +74,7 @@ class FailbackStart:
     `remote_topic(topic)`: the mirror's destination topic of a source topic.
     """
 
-    def __init__(self, destination_cluster_id: str, reader_for: Callable[[SourceStream], object], label: dict,
+    def __init__(self, destination_cluster_id: str, reader_for: Callable[[FailbackStream], object], label: dict,
                  window: int = 1000, remote_topic: Callable[[str], str] | None = None) -> None:
         self.destination_cluster_id = destination_cluster_id
         self.reader_for = reader_for
@@ -83,7 +83,7 @@ class FailbackStart:
         self.window = window
         self._readers: dict[str, object] = {}
 
-    def __call__(self, stream: SourceStream, topic: str, partition: int, low: int, high: int) -> int:
+    def __call__(self, stream: FailbackStream, topic: str, partition: int, low: int, high: int) -> int:
         reader = self._readers.get(stream.alias)
         if reader is None:
             reader = self._readers[stream.alias] = self.reader_for(stream)
@@ -107,7 +107,7 @@ def worker_failback_start(config, destination_cluster_id: str, label: dict) -> F
         return None
     settings = {source.name: source.consumer for source in config.sources}
 
-    def reader_for(stream: SourceStream):
+    def reader_for(stream: FailbackStream):
         return committed_reader(settings[stream.alias], stream.admin, f"{config.group_id}.failback-start",
                                 config.startup_timeout_s, where=f"source {stream.alias!r}")
 

@@ -233,7 +233,7 @@ WORKER_SURFACES = {
 }
 
 
-def worker_imports(folders, package: str = "mirror_worker") -> dict[str, set[str]]:
+def plane_imports(folders, package: str = "mirror_worker") -> dict[str, set[str]]:
     """{file: the `package` modules it imports}, imports inside functions and type-only ones included."""
     found = {}
     for folder in folders:
@@ -262,16 +262,8 @@ def test_the_surface_check_sees_internal_imports(tmp_path):
         "from mirror_worker.api import ConfigError\nfrom mirror_worker import groups\n"
         "def f():\n    from mirror_worker.config.spec import read_spec\n")
     (tmp_path / "side" / "ok.py").write_text("from mirror_worker.api import read_spec\n")
-    assert outside_the_surface(worker_imports([tmp_path / "side"])) == {
+    assert outside_the_surface(plane_imports([tmp_path / "side"])) == {
         "side/op.py": {"mirror_worker.groups", "mirror_worker.config.spec"}}
-
-
-@pytest.mark.parametrize("folder", sorted(WORKER_SURFACES), ids=lambda folder: folder.name)
-def test_each_plane_imports_the_worker_only_through_its_surface(folder):
-    imports = worker_imports([folder])
-    if folder.name != "dags":  # the DAG files import the provider only
-        assert imports, f"{folder.name}/ imports nothing of the worker: the check would see nothing"
-    assert outside_the_surface(imports, WORKER_SURFACES[folder]) == {}
 
 
 @pytest.mark.parametrize("surface", ["api", "batch_api"])
@@ -306,16 +298,25 @@ def test_the_spark_surface_check_sees_internal_imports(tmp_path):
         "from spark_jobs.api import project_zip\nfrom spark_jobs import common\n"
         "def f():\n    from spark_jobs.catchup.copy_range import copy_task\n    import spark_jobs.check.job\n")
     (tmp_path / "side" / "ok.py").write_text("from spark_jobs.api import kafka_connector_jars\nimport spark_jobs.api\n")
-    assert outside_the_surface(worker_imports([tmp_path / "side"], "spark_jobs"), {SPARK_SURFACE}) == {
+    assert outside_the_surface(plane_imports([tmp_path / "side"], "spark_jobs"), {SPARK_SURFACE}) == {
         "side/op.py": {"spark_jobs.common", "spark_jobs.catchup.copy_range", "spark_jobs.check.job"}}
 
 
-@pytest.mark.parametrize("folder", SPARK_SURFACE_USERS, ids=lambda folder: folder.name)
-def test_each_plane_imports_the_spark_jobs_only_through_their_surface(folder):
-    imports = worker_imports([folder], "spark_jobs")
-    if folder.name in ("plugins", "bench"):  # the operators and the copy benchmark: the check would see them
-        assert imports, f"{folder.name}/ imports nothing of spark_jobs: the check would see nothing"
-    assert outside_the_surface(imports, {SPARK_SURFACE}) == {}
+# (package, importing folder, the package's modules that folder may import, whether it must import some: a
+# folder that imports nothing would pass the check without being seen).
+PLANE_SURFACES = [
+    *(("mirror_worker", folder, allowed, folder.name != "dags") for folder, allowed in WORKER_SURFACES.items()),
+    *(("spark_jobs", folder, {SPARK_SURFACE}, folder.name in ("plugins", "bench")) for folder in SPARK_SURFACE_USERS),
+]
+
+
+@pytest.mark.parametrize("package, folder, allowed, imports_some", PLANE_SURFACES,
+                         ids=lambda value: value.name if isinstance(value, Path) else None)
+def test_each_plane_imports_another_only_through_its_surface(package, folder, allowed, imports_some):
+    imports = plane_imports([folder], package)
+    if imports_some:
+        assert imports, f"{folder.name}/ imports nothing of {package}: the check would see nothing"
+    assert outside_the_surface(imports, allowed) == {}
 
 
 def test_the_spark_surface_names_each_name_it_serves_and_imports_no_pyspark():
