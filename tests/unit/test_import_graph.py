@@ -256,16 +256,6 @@ def outside_the_surface(imports: dict[str, set[str]], allowed: set[str] = frozen
     return {path: targets - allowed for path, targets in imports.items() if targets - allowed}
 
 
-def test_the_surface_check_sees_internal_imports(tmp_path):
-    (tmp_path / "side").mkdir()
-    (tmp_path / "side" / "op.py").write_text(
-        "from mirror_worker.api import ConfigError\nfrom mirror_worker import groups\n"
-        "def f():\n    from mirror_worker.config.spec import read_spec\n")
-    (tmp_path / "side" / "ok.py").write_text("from mirror_worker.api import read_spec\n")
-    assert outside_the_surface(plane_imports([tmp_path / "side"])) == {
-        "side/op.py": {"mirror_worker.groups", "mirror_worker.config.spec"}}
-
-
 @pytest.mark.parametrize("surface", ["api", "batch_api"])
 def test_the_surface_names_what_it_loads_and_each_name_is_there(surface):
     import importlib
@@ -292,14 +282,23 @@ SPARK_SURFACE = "spark_jobs.api"
 SPARK_SURFACE_USERS = [ROOT / "plugins", ROOT / "dags", ROOT / "devstack", ROOT / "bench"]
 
 
-def test_the_spark_surface_check_sees_internal_imports(tmp_path):
+@pytest.mark.parametrize("package, surface, outside, inside, expected", [
+    ("mirror_worker", SURFACE,
+     "from mirror_worker.api import ConfigError\nfrom mirror_worker import groups\n"
+     "def f():\n    from mirror_worker.config.spec import read_spec\n",
+     "from mirror_worker.api import read_spec\n",
+     {"mirror_worker.groups", "mirror_worker.config.spec"}),
+    ("spark_jobs", SPARK_SURFACE,
+     "from spark_jobs.api import project_zip\nfrom spark_jobs import common\n"
+     "def f():\n    from spark_jobs.catchup.copy_range import copy_task\n    import spark_jobs.check.job\n",
+     "from spark_jobs.api import kafka_connector_jars\nimport spark_jobs.api\n",
+     {"spark_jobs.common", "spark_jobs.catchup.copy_range", "spark_jobs.check.job"}),
+])
+def test_the_surface_check_sees_internal_imports(tmp_path, package, surface, outside, inside, expected):
     (tmp_path / "side").mkdir()
-    (tmp_path / "side" / "op.py").write_text(
-        "from spark_jobs.api import project_zip\nfrom spark_jobs import common\n"
-        "def f():\n    from spark_jobs.catchup.copy_range import copy_task\n    import spark_jobs.check.job\n")
-    (tmp_path / "side" / "ok.py").write_text("from spark_jobs.api import kafka_connector_jars\nimport spark_jobs.api\n")
-    assert outside_the_surface(plane_imports([tmp_path / "side"], "spark_jobs"), {SPARK_SURFACE}) == {
-        "side/op.py": {"spark_jobs.common", "spark_jobs.catchup.copy_range", "spark_jobs.check.job"}}
+    (tmp_path / "side" / "op.py").write_text(outside)
+    (tmp_path / "side" / "ok.py").write_text(inside)
+    assert outside_the_surface(plane_imports([tmp_path / "side"], package), {surface}) == {"side/op.py": expected}
 
 
 # (package, importing folder, the package's modules that folder may import, whether it must import some: a
