@@ -140,6 +140,7 @@ class ManagedProcess:
         self.pid_file.write_text(f"{proc.pid}\n")
         # Keep a reference so that the child is reaped if it dies while we are still alive.
         _children[proc.pid] = proc
+        _note_started(self.home)
         return proc.pid
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -186,6 +187,36 @@ class ManagedProcess:
 
 
 _children: dict[int, subprocess.Popen] = {}
+
+# Where a test process notes the home of each server it starts (one line each): the test run's controller
+# (tests/conftest.py) kills, from these, what a test process that crashed left running. Unset: nothing noted.
+STARTED_LOG_ENV = "DEVSTACK_STARTED_LOG"
+
+
+def _note_started(home: Path) -> None:
+    path = os.environ.get(STARTED_LOG_ENV)
+    if path:
+        with open(path, "a") as log:
+            log.write(f"{home}\n")
+
+
+def kill_started(log: Path, keep: Path | None = None) -> list[str]:
+    """SIGKILL every server noted in `log` (STARTED_LOG_ENV) that still runs, but those under `keep`; returns
+    their names (homes). A server is found by its home's pid file and trusted only while its command line
+    names the home, as everywhere here."""
+    killed = []
+    try:
+        homes = dict.fromkeys(line.strip() for line in log.read_text().splitlines() if line.strip())
+    except FileNotFoundError:
+        return killed
+    for home in homes:
+        if keep is not None and Path(home).is_relative_to(keep):
+            continue
+        process = ManagedProcess("left running", Path(home))
+        if process.is_running():
+            process.kill()
+            killed.append(home)
+    return killed
 
 
 def _process_table() -> dict[int, tuple[int, int]]:

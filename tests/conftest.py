@@ -29,6 +29,7 @@ import pytest
 
 from devstack import Stack, paths
 from devstack.kafka_cluster import FaultStack
+from devstack.process import STARTED_LOG_ENV, kill_started
 from tests.airflow_support import airflow_api_server, airflow_db  # noqa: F401  (first: configures Airflow before it is imported)
 
 # Set by the controller of an xdist run before it starts its workers (they inherit it): their shared folder.
@@ -48,13 +49,36 @@ def _worker_shared(config) -> Path | None:
 def pytest_configure(config):
     if not _is_xdist_worker(config) and getattr(config.option, "numprocesses", None):
         os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="kafka-mirror-tests-")
+    shared = _worker_shared(config)
+    if shared:  # the servers this process starts are noted, for _kill_left_running
+        os.environ[STARTED_LOG_ENV] = str(shared / f"started-{config.workerinput['workerid']}.log")
+
+
+def _kill_left_running(shared: Path, worker: str = "*") -> None:
+    """SIGKILL the servers a test process started and left running (the shared stack's aside): after it
+    crashed (pytest-timeout ends a test process that overran; its fixtures' teardowns never ran), six brokers of
+    a fault stack went on taking the CPU the rest of the run needed, the next test overran too, and a CI run
+    crashed two processes this way and ran out of its time."""
+    for log in shared.glob(f"started-{worker}.log"):
+        for home in kill_started(log, keep=shared / "stack"):
+            print(f"\nkilled a server left running by {log.stem.removeprefix('started-')}: {home}", flush=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist, in the controller: a test process went down; one that crashed leaves its servers behind."""
+    shared = os.environ.get(SHARED_ENV)
+    if error and shared:
+        _kill_left_running(Path(shared), node.gateway.id)
 
 
 def pytest_unconfigure(config):
     shared = os.environ.get(SHARED_ENV)
     if _is_xdist_worker(config) or not shared:
         return
-    # Every worker has ended: stop the stack one of them started (if any), then drop the folder.
+    # Every worker has ended: stop what one left running, and the stack one of them started (if any), then
+    # drop the folder.
+    _kill_left_running(Path(shared))
     if (Path(shared) / "stack").is_dir():
         Stack(Path(shared) / "stack").down()
     shutil.rmtree(shared, ignore_errors=True)

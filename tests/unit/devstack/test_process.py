@@ -96,3 +96,20 @@ def test_exited_follows_the_exit_status_of_a_process_started_here(tmp_path):
         time.sleep(0.05)
     assert proc.exited() and not proc.is_running()
     assert "exited with status 0" in proc.exit_report()
+
+
+def test_the_servers_a_test_process_left_running_are_killed_from_its_log_but_those_kept(tmp_path, monkeypatch):
+    from devstack.process import STARTED_LOG_ENV, kill_started
+
+    log = tmp_path / "started-gw3.log"
+    monkeypatch.setenv(STARTED_LOG_ENV, str(log))
+    left, kept, stopped = (ManagedProcess(name, tmp_path / name) for name in ("left", "stack/kept", "stopped"))
+    pids = [process.start(["bash", "-c", f"sleep 300 # {process.home}"]) for process in (left, kept, stopped)]
+    stopped.stop(timeout=1.0)  # its test's teardown ran: nothing to kill
+    try:
+        assert log.read_text().split() == [str(p.home) for p in (left, kept, stopped)]
+        assert kill_started(log, keep=tmp_path / "stack") == [str(left.home)]
+        assert not is_alive(pids[0]) and kept.is_running()
+    finally:
+        kept.stop(timeout=1.0)
+        left.stop(timeout=1.0)
