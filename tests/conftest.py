@@ -195,6 +195,11 @@ def stack(request, tmp_path_factory) -> Stack:
         own.down()
 
 
+# The fault stack of this process while it is up (fault_stack), and whether it was stopped after the last test
+# that needed it (pytest_runtest_teardown).
+_fault_stacks: dict[str, FaultStack | bool] = {}
+
+
 @pytest.fixture(scope="session")
 def fault_stack(tmp_path_factory) -> FaultStack:
     """Three-node `source` and `destination` clusters behind Toxiproxy, for the tests that kill brokers and
@@ -202,9 +207,32 @@ def fault_stack(tmp_path_factory) -> FaultStack:
     own = FaultStack(tmp_path_factory.mktemp("fault-stack"))
     try:
         own.up()
+        _fault_stacks.update(stack=own, stopped=False)
         yield own
     finally:
-        own.down()
+        if not _fault_stacks.get("stopped"):
+            own.down()
+        _fault_stacks.clear()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A fault stack stopped after the fault tests comes back for a later one (a run without test processes
+    keeps collection order, in which other tests come between them)."""
+    if "fault_stack" in item.fixturenames and _fault_stacks.get("stopped"):
+        _fault_stacks["stack"].up()
+        _fault_stacks["stopped"] = False
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """The fault stack stops once the next test does not need it (after this test's own fixtures were torn
+    down: the fault tests' `clusters` restarts brokers a test left down): its six brokers and proxy took ~13 %
+    of the two cores while idle, and the fault tests, one scheduling group, end long before the run does."""
+    if "stack" in _fault_stacks and not _fault_stacks["stopped"] and (
+            nextitem is None or "fault_stack" not in nextitem.fixturenames):
+        _fault_stacks["stack"].down()
+        _fault_stacks["stopped"] = True
 
 
 @pytest.fixture
