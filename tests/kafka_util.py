@@ -83,6 +83,15 @@ def commit_offsets(bootstrap: str, topic: str, group: str, positions: dict[int, 
         consumer.close()
 
 
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """{partition: high watermark} of `topic` now."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets", "enable.auto.commit": False})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
 def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list:
     """Read `expected` records from the beginning of `topic` (no group commits)."""
     consumer = Consumer({

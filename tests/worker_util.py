@@ -86,15 +86,15 @@ class WorkerProcess:
         self.wait_for_log("mirror started", timeout)
         self.wait_for_log("partitions assigned", timeout)
 
-    def terminate(self, timeout: float = EXIT_BOUND_S) -> int:
-        """SIGTERM, then the exit status; a worker still running after `timeout` fails the test with the
-        stack of each of its threads and its last log lines (it is killed for them)."""
-        self.proc.send_signal(signal.SIGTERM)
+    def terminate(self, timeout: float = EXIT_BOUND_S, sig: signal.Signals = signal.SIGTERM) -> int:
+        """SIGTERM (or `sig`), then the exit status; a worker still running after `timeout` fails the test with
+        the stack of each of its threads and its last log lines (it is killed for them)."""
+        self.proc.send_signal(sig)
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             logs = "\n".join(json.dumps(entry) for entry in self.logs()[-15:])
-            raise AssertionError(f"worker still running {timeout:.0f}s after SIGTERM; last logs:\n{logs}\n"
+            raise AssertionError(f"worker still running {timeout:.0f}s after {sig.name}; last logs:\n{logs}\n"
                                  f"stacks:\n{self.stacks()[-6000:]}") from None
 
     def kill(self) -> None:

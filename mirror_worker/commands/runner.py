@@ -26,7 +26,7 @@ from mirror_worker.metrics import MirrorMetrics
 log = logging.getLogger("mirror_worker")
 
 def run_worker(config: MirrorConfig, index: int = 0) -> int:
-    """One worker in this process, until SIGTERM/SIGINT or a fatal error."""
+    """One worker in this process, until SIGTERM, SIGINT or SIGHUP, or a fatal error."""
     metrics = MirrorMetrics(config.name)
     worker = MirrorWorker(config, metrics, stream_index=index)
 
@@ -34,8 +34,7 @@ def run_worker(config: MirrorConfig, index: int = 0) -> int:
         log.info("stop requested", extra={"mirror": config.name, "signal": signal.Signals(signum).name})
         worker.state.request_stop()  # the shutdown clock starts here, for a flush under way too
 
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    _handle_stops(request_stop)
     # A forked --num.streams child starts with these blocked (see run_processes): a stop sent meanwhile
     # is pending and arrives here, at this process's own handler.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
@@ -105,7 +104,17 @@ def _tune_gc() -> None:
     gc.set_threshold(100_000, 50, 100)
 
 
-_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+# The stops that flush and commit: a pause or failover (TERM), Ctrl-C (INT), the terminal the worker was started
+# from closing (HUP: its default action killed the worker with neither; MirrorMaker's JVM runs its shutdown
+# hooks on it).
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+def _handle_stops(handler) -> None:
+    for stop in _STOP_SIGNALS:
+        if stop == signal.SIGHUP and signal.getsignal(stop) == signal.SIG_IGN:
+            continue  # started under nohup: hang-ups are to be ignored, as asked
+        signal.signal(stop, handler)
 
 
 def _child(config_json: str, index: int, parent: int) -> None:
@@ -177,8 +186,7 @@ def run_processes(config: MirrorConfig) -> int:
     # Stops are held while the children start: a forked child would otherwise run the parent's handler
     # until run_worker installs its own; it unblocks them then. The parent's pending stop arrives below.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    _handle_stops(request_stop)
     try:
         for child in children:
             child.start()

@@ -1,4 +1,4 @@
-"""`python -m mirror_worker translate-offsets --config SPEC --mirror NAME --group G [--source ALIAS] [--apply]`.
+"""`python -m mirror_worker translate-offsets --config SPEC --mirror NAME --group G [--source ALIAS] [--apply [--rewind]]`.
 
 Translates a source consumer group's offsets to the destination (failover), see dr/offset_translation.py.
 Exit codes: 0 done, 1 runtime error (group active, cluster unreachable), 2 bad input.
@@ -23,6 +23,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--source", metavar="ALIAS", help="source cluster (when the mirror has several)")
     parser.add_argument("--apply", action="store_true",
                         help="write the offsets to GROUP on the destination (only when it has no active member)")
+    parser.add_argument("--rewind", action="store_true",
+                        help="with --apply: also move GROUP back where its destination offset is ahead of the translation "
+                             "(it consumed there since an earlier failover and reads those records again; the report "
+                             "lists each partition). Without it such partitions are left where they are")
     parser.set_defaults(run=run)
 
 
@@ -33,15 +37,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not args.group.strip():
             raise ConfigError("--group: must not be empty")
+        if args.rewind and not args.apply:
+            raise ConfigError("--rewind: only with --apply")
         config = select_mirror(Path(args.config), args.mirror)
         translation.source_cluster(config, args.source)
     except ConfigError as exc:
         return fail(str(exc), EXIT_BAD_INPUT)
     try:
         translations = translation.translate_group(config, args.group, args.source)
+        behind = {}
         if args.apply:
-            translation.apply_group_offsets(config, args.group, translation.translated_offsets(translations))
+            behind = translation.apply_group_offsets(config, args.group, translation.translated_offsets(translations),
+                                                     rewind=args.rewind)
     except (MirrorError, KafkaException) as exc:
         return fail(str(exc), EXIT_FATAL)
-    print(json.dumps(translation.report(config, args.group, translations, args.apply), indent=2), flush=True)
+    print(json.dumps(translation.report(config, args.group, translations, args.apply, behind, args.rewind), indent=2),
+          flush=True)
     return EXIT_OK

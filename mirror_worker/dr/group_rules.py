@@ -130,6 +130,13 @@ class GroupPlan:
         return dict(Counter(self.skip_codes))
 
 
+def moves_back(previous: int | None, offset: int) -> bool:
+    """Writing `offset` would move a destination group back from `previous`, its commit there: after a failover
+    the group consumes on the destination while the source's commits stay frozen, so a translation made again
+    (a second run of the failover, the worker's group sync) is behind what it already read."""
+    return previous is not None and previous > offset
+
+
 def plan_group(group: str, translations: list[Translation], untranslated: list[Untranslated],
                current: dict[tuple[str, int], int], blocked: str | None) -> GroupPlan:
     """What to write to `group` on the destination.
@@ -144,7 +151,7 @@ def plan_group(group: str, translations: list[Translation], untranslated: list[U
         if blocked is not None:
             plan.skipped.append(PartitionOutcome(translation, previous, blocked))
             plan.skip_codes.append(GROUP_ACTIVE)
-        elif previous is not None and previous > translation.offset:
+        elif moves_back(previous, translation.offset):
             plan.skipped.append(PartitionOutcome(translation, previous, (
                 f"destination offset {previous} is ahead of the translation {translation.offset}: never rewound")))
             plan.skip_codes.append(DESTINATION_AHEAD)

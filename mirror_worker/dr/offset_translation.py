@@ -26,6 +26,7 @@ from mirror_worker.clients import factory
 from mirror_worker.clients.groups import describe_group
 from mirror_worker.config.model import MirrorConfig, SourceCluster
 from mirror_worker.dr.failback_translation import failback_resume_point
+from mirror_worker.dr.group_rules import moves_back
 from mirror_worker.dr.offset_syncs import OffsetSync, PartitionTranslation, translate_positions
 from mirror_worker.dr.resume_search import ResumeFinder, ResumePoint, SourcePartition, siblings
 from mirror_worker.exceptions import ConfigError, MirrorError
@@ -306,8 +307,13 @@ def translated_offsets(failovers: list[PartitionFailover]) -> dict[tuple[str, in
             for f in failovers if f.resume is not None}
 
 
-def apply_group_offsets(config: MirrorConfig, group: str, offsets: dict[tuple[str, int], int], timeout: float = 30.0) -> None:
-    """Write `offsets` to `group` on the destination; refused while the group has active members."""
+def apply_group_offsets(config: MirrorConfig, group: str, offsets: dict[tuple[str, int], int], timeout: float = 30.0,
+                        rewind: bool = False) -> dict[tuple[str, int], tuple[int, int]]:
+    """Write `offsets` to `group` on the destination; refused while the group has active members.
+
+    A partition the group already committed past its translation there (it consumed on after an earlier
+    failover: the source's commits are frozen since) is left where it is unless `rewind`. Returns those
+    partitions, {(topic, partition): (the group's offset there, the translation)}: left, or moved back."""
     admin = _admin(config.producer)
     try:
         description = describe_group(admin, group, timeout)
@@ -318,7 +324,11 @@ def apply_group_offsets(config: MirrorConfig, group: str, offsets: dict[tuple[st
             f"destination group {group!r} has {len(description.members)} active member(s): stop its consumers "
             "before applying translated offsets"
         )
-    write_group_offsets(admin, group, offsets, timeout)
+    current = group_offsets(admin, group, "the destination", timeout, sorted(offsets)) if offsets else {}
+    behind = {key: (current[key], offset) for key, offset in offsets.items() if moves_back(current.get(key), offset)}
+    write_group_offsets(admin, group, offsets if rewind else {k: o for k, o in offsets.items() if k not in behind},
+                        timeout)
+    return behind
 
 
 def write_group_offsets(admin, group: str, offsets: dict[tuple[str, int], int], timeout: float = 30.0) -> None:
@@ -336,9 +346,12 @@ def write_group_offsets(admin, group: str, offsets: dict[tuple[str, int], int], 
         raise TranslationError(f"offsets of group {group!r} not written: {'; '.join(failed)}")
 
 
-def report(config: MirrorConfig, group: str, failovers: list[PartitionFailover], applied: bool) -> dict:
+def report(config: MirrorConfig, group: str, failovers: list[PartitionFailover], applied: bool,
+           behind: dict[tuple[str, int], tuple[int, int]] | None = None, rewound: bool = False) -> dict:
     """`method`: how the offset was found (resume_search: provenance, provenance-end, offset-sync);
-    `may_reread`: at most that many records from `offset` to `end_offset` were already read on the source."""
+    `may_reread`: at most that many records from `offset` to `end_offset` were already read on the source.
+    `behind`: apply_group_offsets's partitions whose translation is behind the group's destination offset,
+    listed under `ahead_on_destination` as kept there, or (`rewound`) moved back: the records it reads again."""
     return {
         "mirror": config.name,
         "group": group,
@@ -356,5 +369,10 @@ def report(config: MirrorConfig, group: str, failovers: list[PartitionFailover],
             {"source_topic": f.sync.source_topic, "partition": f.sync.partition, "source_offset": f.sync.committed,
              "reason": f.reason}
             for f in failovers if f.resume is None
+        ],
+        "ahead_on_destination": [
+            {"topic": topic, "partition": partition, "destination_offset": current, "translation": offset,
+             "action": "rewound" if rewound else "kept", "records_read_again": current - offset if rewound else 0}
+            for (topic, partition), (current, offset) in sorted((behind or {}).items())
         ],
     }

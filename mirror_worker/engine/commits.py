@@ -38,12 +38,14 @@ class CommitCycle:
     """Flush (or commit transactions), then commit the checkpoint taken before it.
 
     `streams` is the worker's list of sources (read at each commit); `producers()` returns every producer
-    records are handed to; `sync_producer` writes the offset syncs when `offset_sync_writer` is set.
+    records are handed to; `sync_producer()` returns the producer that writes the offset syncs when
+    `offset_sync_writer` is set: asked at each write, since the worker replaces its producers (fit_batches) and a
+    replaced one is neither polled nor flushed any more.
     """
 
     def __init__(self, streams: list[SourceStream], producers: Callable[[], list], metrics: MirrorMetrics,
                  label: dict, state: RunState, clock: Callable[[], float], exactly_once: bool,
-                 offset_sync_writer: OffsetSyncWriter | None = None, sync_producer=None,
+                 offset_sync_writer: OffsetSyncWriter | None = None, sync_producer: Callable[[], object] = lambda: None,
                  hold_consumers: Callable[[], object] | None = None, release_consumers: Callable[[], None] | None = None,
                  positions_keepalive_s: float = 3600.0, on_wait: Callable[[], None] = lambda: None) -> None:
         self.streams = streams
@@ -166,7 +168,7 @@ class CommitCycle:
         if self.offset_sync_writer is None:
             return
         try:
-            syncs, errors = self.offset_sync_writer.write(self.sync_producer, stream.alias, positions, stream.topic_ids)
+            syncs, errors = self.offset_sync_writer.write(self.sync_producer(), stream.alias, positions, stream.topic_ids)
         except (KafkaException, BufferError, TimeoutError) as exc:
             syncs, errors = [], {"*": str(exc) or type(exc).__name__}
         if errors:

@@ -182,7 +182,7 @@ class MirrorWorker:
         cfg = self.config
         self.commits = CommitCycle(
             self.streams, self.producer_set.all, self.metrics, self._label, self.state, self.clock, cfg.exactly_once,
-            offset_sync_writer, self.producers[0] if self.producers else self.heartbeat_producer,
+            offset_sync_writer, lambda: self.producers[0] if self.producers else self.heartbeat_producer,
             hold_consumers=self.backpressure.hold_consumers, release_consumers=self.backpressure.release_consumers,
             positions_keepalive_s=self.positions_keepalive_s, on_wait=self.stalls.check,
         )

@@ -6,11 +6,11 @@ name a registry by its role ("source 'dc1'", "destination") instead.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
-from confluent_kafka.schema_registry.common._httpx_compat import httpx  # the HTTP library the client uses
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from mirror_worker.exceptions import SchemaRegistryUnavailable, UnknownSchemaId
@@ -118,7 +118,7 @@ class Registry:
             if exc.http_status_code == _NOT_FOUND:
                 raise _Missing() from None
             raise SchemaRegistryUnavailable(f"{self.role} schema registry: {self._scrub(str(exc))}") from None
-        except (httpx.HTTPError, OSError) as exc:
+        except _TRANSPORT_ERRORS as exc:
             raise SchemaRegistryUnavailable(
                 f"{self.role} schema registry unreachable: {self._scrub(f'{exc.__class__.__name__}: {exc}')}"
             ) from None
@@ -127,6 +127,22 @@ class Registry:
         for secret in self._secret_parts:
             text = text.replace(secret, "***")
         return text
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """What the registry client raises when the registry cannot be reached, by public names only: the client
+    uses httpx2 where it is installed, else httpx (its private `_httpx_compat` chooses, and is absent from
+    some releases), so both are looked up; OSError covers sockets and TLS."""
+    errors: list[type[BaseException]] = [OSError]
+    for name in ("httpx2", "httpx"):
+        try:
+            errors.append(importlib.import_module(name).HTTPError)
+        except ImportError:
+            continue
+    return tuple(errors)
+
+
+_TRANSPORT_ERRORS = _transport_errors()
 
 
 class _Missing(Exception):

@@ -118,20 +118,24 @@ def stderr_event(event: dict) -> None:
 
 def copy_range(task: CopyTask, settings: CopySettings, consumer, producer, errors: list,
                clock: Callable[[], float] = time.monotonic, emit: Callable[[dict], None] = stderr_event,
-               checkpoint: Callable[[int], None] | None = None, checkpoint_every: int = 0) -> int:
+               checkpoint: Callable[[int], None] | None = None, checkpoint_every: int = 0,
+               checkpoint_every_s: float = 0.0) -> int:
     """Copy `task`'s range from `consumer` to `producer`, flush, commit its end; the records copied.
 
     `errors` collects the producer's delivery errors (its on_delivery callback appends to it). With a
     `checkpoint` (exactly-once: commit the open transaction with the position given), it is called after a
-    batch once `checkpoint_every` records were copied since the last one, and at the end instead of the flush.
+    batch once `checkpoint_every` records were copied since the last one, or `checkpoint_every_s` seconds went by
+    with records copied (a transaction must commit within its timeout however slowly records come), and at the
+    end instead of the flush.
     """
-    return copy_until(task, settings, consumer, producer, errors, clock, emit, checkpoint, checkpoint_every)[0]
+    return copy_until(task, settings, consumer, producer, errors, clock, emit, checkpoint, checkpoint_every,
+                      checkpoint_every_s=checkpoint_every_s)[0]
 
 
 def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, errors: list,
                clock: Callable[[], float] = time.monotonic, emit: Callable[[dict], None] = stderr_event,
                checkpoint: Callable[[int], None] | None = None, checkpoint_every: int = 0,
-               stop: Callable[[], bool] | None = None) -> tuple[int, int]:
+               stop: Callable[[], bool] | None = None, checkpoint_every_s: float = 0.0) -> tuple[int, int]:
     """copy_range that `stop` may end early, after any batch: (records copied, the end committed).
 
     Stopped at offset X, [start, X) is flushed (or checkpointed) and X committed, as if the range ended there:
@@ -152,6 +156,7 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
     eof = KafkaError._PARTITION_EOF
     position, copied, waits = task.start, 0, 0
     checkpointed, checkpointed_at = 0, None
+    checkpoint_due = clock() + checkpoint_every_s if checkpoint_every_s else float("inf")
     stalled_at = clock() + settings.stall_timeout_s
     while position < end:
         batch = take_available(consumer, settings.batch, 1.0)
@@ -206,9 +211,11 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
         poll(0)
         if errors:
             break
-        if checkpoint is not None and copied - checkpointed >= checkpoint_every:
+        if checkpoint is not None and copied > checkpointed and (
+                copied - checkpointed >= checkpoint_every or clock() >= checkpoint_due):
             checkpoint(position)
             checkpointed, checkpointed_at = copied, position
+            checkpoint_due = clock() + checkpoint_every_s if checkpoint_every_s else float("inf")
         progress.report(copied, position)
         if stop is not None and position < end and stop():
             end = position  # a batch boundary: every record below it was produced, none past it

@@ -28,8 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from spark_jobs.catchup.copy_range import CopySettings, CopyTask, copy_task, stderr_event, stderr_line, warm_up
+from spark_jobs.common.job_config import JobInputError
 
 log = logging.getLogger("spark_jobs.catchup")
+
+# Spark keeps one attempt's result of a task, not one attempt's writes: a speculative second attempt of a range
+# would copy its records to the destination again (at-least-once: beyond the documented duplicate bound;
+# exactly-once: two attempts fencing each other's transactions). So the catch-up turns speculation off whatever
+# the cluster's defaults say, and refuses a session in which it is still on (one already running in the process).
+NO_SPECULATION = {"spark.speculation": "false"}
 
 Key = tuple[str, int]
 
@@ -59,6 +66,7 @@ class SparkStarter:
     def _run(self) -> None:
         try:
             session = self.create(self.master)
+            refuse_speculation(session)
             with self.lock:
                 self.startup_s = round(self.clock() - self.started, 2)
                 self.session = session
@@ -91,6 +99,14 @@ class SparkStarter:
             session.stop()
 
 
+def refuse_speculation(session) -> None:
+    """JobInputError when the session runs speculative tasks (NO_SPECULATION says why)."""
+    if session.sparkContext.getConf().get("spark.speculation", "false").strip().lower() == "true":
+        session.stop()
+        raise JobInputError("spark.speculation is true in the catch-up's Spark session: a speculative task would copy "
+                            "its range a second time; set spark.speculation=false for the catch-up")
+
+
 def _create_session(master: str | None):
     from spark_jobs.common.session import create_session, launched_by_spark_submit
 
@@ -99,7 +115,7 @@ def _create_session(master: str | None):
     # The tasks read with librdkafka: no Kafka connector jars, a JVM that only schedules them; no UI to start,
     # unless the submission says (the operators keep it for a cluster's runs).
     return create_session("mirror-catchup", master=master, kafka_source=False, light_jvm=True,
-                          extra_conf={} if launched_by_spark_submit() else {"spark.ui.enabled": "false"})
+                          extra_conf={**NO_SPECULATION, **({} if launched_by_spark_submit() else {"spark.ui.enabled": "false"})})
 
 
 @dataclass

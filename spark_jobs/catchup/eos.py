@@ -9,8 +9,8 @@ So, for an exactly-once mirror, the catch-up:
   existed and expired halts the job for that partition, as it halts the worker's;
 - copies each partition through the worker's `PartitionTransactions`, with the worker's transactional.id
   for that partition: its `init_transactions` fences a worker that holds the partition (aborting its open
-  transaction); records and the position commit in one transaction, every `commit_every` records and at
-  the range end, so a failed task leaves a position that says exactly what was copied. A worker started
+  transaction); records and the position commit in one transaction, every `commit_every` records or
+  `commit_every_s` seconds and at the range end, so a failed task leaves a position that says exactly what was copied. A worker started
   during the catch-up exits on seeing the catch-up's lease (mirror_worker/engine/catchup_lease.py); one that could
   not check the lease fences the task instead, whose next commit fails: the two never both write a range;
 - reads the position again after fencing: when a worker moved it past the plan's start between the plan
@@ -36,6 +36,9 @@ class ExactlyOnce:
     group_settings: dict            # the destination connection: the positions group lives there
     timeout_s: float = 30.0
     commit_every: int = 100_000     # records per transaction: bounds what a failed task leaves uncommitted
+    # and seconds: a transaction commits well within librdkafka's transaction.timeout.ms (60 s) however slowly
+    # records come (large records, quotas, a WAN), or the coordinator aborts it and the task fails as "fenced".
+    commit_every_s: float = 10.0
     group_id: str = ""              # with the source cluster id: the owner the worker writes with its positions
     source_cluster_id: str = ""
 
@@ -102,7 +105,7 @@ def copy_exactly_once(task, settings, consumer, errors: list, copy_range):
         start = min(max(task.start, found[0]), task.end) if found is not None else task.start
         return copy_range(replace(task, start=start), settings, consumer, transactions.producers[key], errors,
                           checkpoint=lambda position: transactions.commit(key, position, eos.timeout_s),
-                          checkpoint_every=eos.commit_every)
+                          checkpoint_every=eos.commit_every, checkpoint_every_s=eos.commit_every_s)
     except ProducerFenced as exc:
         raise Fenced(f"{where}: a worker took the partition over during the catch-up ({exc}); what the catch-up "
                      "committed stays, the worker continues from its position") from None

@@ -14,8 +14,8 @@ from confluent_kafka import Consumer, TopicPartition
 from devstack.paths import ROOT
 from mirror_worker.config.spec import select_mirror
 from mirror_worker.dr.offset_translation import read_offset_syncs, translate_group, translate_group_offsets
-from tests.kafka_util import commit_offsets, create_topic, produce
-from tests.worker_util import WorkerProcess, wait_for_count, write_mirror_spec
+from tests.kafka_util import commit_offsets, create_topic, end_offsets, produce
+from tests.worker_util import WorkerProcess, committed_offsets, wait_for_count, write_mirror_spec
 
 pytestmark = pytest.mark.integration
 
@@ -174,6 +174,24 @@ def test_consumer_fails_over_with_translated_offsets(stack, topic_name, tmp_path
         consumer.close()
     _check_resume(_read_from(dst, f"dr.{topic}", {p: 0 for p in range(PARTITIONS)}, group=group), committed, syncs,
                   2 * ROUND)
+
+    # The application consumed on to the end there. A second run of the failover (the runbook's advice after a
+    # failed run) translates the frozen source commits again: behind the group, which is left where it is
+    # (it was moved back, issue 43 defect 5), unless --rewind says so, with what that re-reads.
+    ends = end_offsets(dst, f"dr.{topic}", PARTITIONS)
+    commit_offsets(dst, f"dr.{topic}", group, ends)
+    again = _cli("--config", str(spec), "--mirror", mirror, "--group", group, "--apply")
+    assert again.returncode == 0, again.stderr
+    assert committed_offsets(dst, group, f"dr.{topic}", PARTITIONS) == ends
+    kept = json.loads(again.stdout)["ahead_on_destination"]
+    assert [(o["partition"], o["destination_offset"], o["translation"], o["action"]) for o in kept] == [
+        (p, ends[p], offsets[(f"dr.{topic}", p)], "kept") for p in range(PARTITIONS)]
+    rewound = _cli("--config", str(spec), "--mirror", mirror, "--group", group, "--apply", "--rewind")
+    assert rewound.returncode == 0, rewound.stderr
+    assert [o["records_read_again"] for o in json.loads(rewound.stdout)["ahead_on_destination"]] == [
+        ends[p] - offsets[(f"dr.{topic}", p)] for p in range(PARTITIONS)]
+    assert committed_offsets(dst, group, f"dr.{topic}", PARTITIONS) == {
+        p: offsets[(f"dr.{topic}", p)] for p in range(PARTITIONS)}
 
 
 def test_an_upstream_hops_provenance_headers_place_no_group(stack, topic_name, tmp_path):

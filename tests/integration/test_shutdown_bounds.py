@@ -5,13 +5,21 @@ Each test starts its own broker for the side that goes down; the shared stack is
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
 
 from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic, private_kafka, produce
-from tests.worker_util import WorkerProcess, loss_and_duplicates, read_topic, wait_for_count, write_mirror_spec
+from tests.worker_util import (
+    WorkerProcess,
+    committed_offsets,
+    loss_and_duplicates,
+    read_topic,
+    wait_for_count,
+    write_mirror_spec,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +59,26 @@ def test_sigterm_with_the_source_cluster_down_exits_within_the_shutdown_timeout(
         assert [e for e in worker.logs() if e.get("msg") == "mirror stopped"], worker.stderr[-2000:]
     finally:
         worker.stop_quietly()
+
+
+def test_a_hangup_stops_like_sigterm_with_every_copied_record_committed(stack, tmp_path, topic_name):
+    """The terminal a worker was started from closes (SIGHUP): flush, commit, exit 0, as on SIGTERM and SIGINT.
+    SIGHUP used to kill it with neither (exit -1); nothing is committed before the stop here (a 600 s commit
+    interval), so the final commit is what is counted."""
+    stop = signal.SIGHUP
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("hangup")
+    create_topic(src, topic, partitions=2)
+    produce(src, topic, [{"value": f"v-{i}".encode(), "partition": i % 2} for i in range(200)])
+    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", stack, src, dst, topic, {}, commit_interval_s=600), tmp_path)
+    try:
+        worker.wait_started(90)
+        assert len(wait_for_count(dst, f"b.{topic}", 200, timeout=60)) == 200
+        assert worker.terminate(timeout=SHUTDOWN_TIMEOUT_S + 10, sig=stop) == 0, worker.stderr[-2000:]
+    finally:
+        worker.stop_quietly()
+    assert [e["signal"] for e in worker.logs() if e.get("msg") == "stop requested"] == [stop.name]
+    assert committed_offsets(src, f"g-{topic}", topic, 2) == {0: 100, 1: 100}
 
 
 def test_destination_down_longer_than_max_poll_interval_keeps_group_membership(stack, private_node, tmp_path,

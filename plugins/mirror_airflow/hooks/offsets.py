@@ -49,15 +49,15 @@ class MirrorOffsetsHook(BaseHook):
 
     def translation(self, group: str, apply: bool = False) -> dict:
         """offset_translation.report of `group`; with `apply` the offsets are written first (GroupActiveError
-        while the destination group has members: nothing is written then)."""
+        while the destination group has members: nothing is written then), never moving the group back from
+        where it consumed on the destination since an earlier failover (the report's `ahead_on_destination`)."""
         from mirror_worker.api import (
             apply_group_offsets, translate_group, translated_offsets, translation_report as report,
         )
 
         failovers = translate_group(self.config, group, self.source.name)
-        if apply:
-            apply_group_offsets(self.config, group, translated_offsets(failovers), self.timeout_s)
-        return report(self.config, group, failovers, apply)
+        behind = apply_group_offsets(self.config, group, translated_offsets(failovers), self.timeout_s) if apply else {}
+        return report(self.config, group, failovers, apply, behind)
 
     def source_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """{(source topic, partition): log end as the mirror's consumer reads it (the LSO when read_committed)}."""

@@ -1,9 +1,14 @@
-"""How --num.streams children start: forked from a parent with no other thread, spawned otherwise."""
+"""How --num.streams children start (forked from a parent with no other thread, spawned otherwise), and which
+signals stop a worker cleanly."""
 
+import signal
 import subprocess
 import sys
 
+import pytest
+
 from devstack import paths
+from mirror_worker.commands import runner
 
 SCRIPT = """
 from confluent_kafka import Producer
@@ -36,3 +41,29 @@ def test_a_child_whose_parent_is_gone_already_stops_by_the_pid_watch():
     out = subprocess.run([sys.executable, "-c", WATCH], cwd=paths.ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True"]
+
+
+
+@pytest.fixture
+def handlers():
+    """The process's stop handlers, put back after the test."""
+    saved = {stop: signal.getsignal(stop) for stop in runner._STOP_SIGNALS}
+    yield
+    for stop, handler in saved.items():
+        signal.signal(stop, handler)
+
+
+def _handler(_signum, _frame):
+    pass
+
+
+def test_a_hangup_stops_the_worker_like_a_sigterm(handlers):
+    runner._handle_stops(_handler)
+    stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    assert {stop: signal.getsignal(stop) for stop in stops} == dict.fromkeys(stops, _handler)
+
+
+def test_a_worker_started_under_nohup_keeps_ignoring_hangups(handlers):
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    runner._handle_stops(_handler)
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is _handler

@@ -113,3 +113,27 @@ def test_a_batch_ended_by_an_exception_never_lets_a_commit_step_over_what_it_did
         worker.hot_path.mirror(stream, batch)
     assert worker.checkpoint_and_commit() is True
     assert stream.ledger.committed[TP] == 3
+
+
+def test_offset_syncs_go_through_the_producers_in_use_after_start_up_replaced_them(monkeypatch):
+    """Start-up replaces the producers to fit the destination topics (fit_batches: every start logs
+    `producer message.max.bytes raised`); the offset syncs went on through the replaced one, which nothing polls
+    or flushes, so a stop's last syncs were lost with the process (issue 43, defect 8)."""
+    from mirror_worker.clients import factory
+    from mirror_worker.dr.offset_syncs import OffsetSyncWriter
+    from tests.unit.fakes import FakeAdmin, FakeDestination, FakeProducer
+
+    worker, stream, consumer, first = make_worker({TP: records("t", 0, range(5))})
+    worker.assemble(FakeAdmin(watermarks=lambda tp: (0, 5)), FakeDestination(),
+                    OffsetSyncWriter("syncs", FakeAdmin(watermarks=lambda tp: (0, 5)), lambda t: f"dst.{t}"))
+    replacements = []
+    monkeypatch.setattr(factory, "producer", lambda settings: replacements.append(FakeProducer()) or replacements[-1])
+    worker.fit_batches([8_000_000])  # a destination topic taking records larger than librdkafka's 1 MB default
+    assert worker.producers == replacements and first not in worker.producers
+    stream.producers = worker.producers
+    assign(worker, stream, TP)
+    worker._consume_round(0)
+    assert worker.checkpoint_and_commit() is True
+    assert [m.topic() for m in first.queue + first.delivered] == []
+    # The assignment's sync (offset 0), the records, the commit's sync (offset 5).
+    assert [m.topic() for m in replacements[0].delivered + replacements[0].queue] == ["syncs"] + ["dst.t"] * 5 + ["syncs"]

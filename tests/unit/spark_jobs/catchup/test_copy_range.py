@@ -233,6 +233,28 @@ def test_a_stalled_range_fails_after_the_stall_timeout():
         copy_range(TASK, settings, Silent([]), RecordingProducer(), [], clock=clock, emit=lambda _e: None)
 
 
+def test_exactly_once_transactions_commit_by_time_however_slowly_records_come():
+    """Records coming at 3 per 4 s: the transaction commits once 10 s went by, long before the count bound
+    (100,000); counted only, it stayed open past librdkafka's transaction.timeout.ms (60 s) on any copy slower
+    than ~1,667 records/s, and the coordinator's abort failed the task as "fenced" (issue 43, defect 6)."""
+    from spark_jobs.catchup.eos import ExactlyOnce
+
+    now = [0.0]
+
+    class Slow(RangeConsumer):
+        def consume(self, num_messages, timeout):
+            now[0] += 4.0
+            return super().consume(num_messages, timeout)
+
+    eos = ExactlyOnce("m", "src", "positions", {})
+    checkpoints = []
+    copy_range(TASK, SETTINGS, Slow(_log(range(10, 20))), RecordingProducer(), [], clock=lambda: now[0],
+               emit=lambda _e: None, checkpoint=checkpoints.append, checkpoint_every=eos.commit_every,
+               checkpoint_every_s=eos.commit_every_s)
+    assert (eos.commit_every, eos.commit_every_s) == (100_000, 10.0)
+    assert checkpoints == [19, 20]  # 3 batches (12 s), then the range end
+
+
 def test_progress_lines_carry_copied_rate_and_time_left_then_a_done_line():
     now = [0.0]
 

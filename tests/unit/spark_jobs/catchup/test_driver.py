@@ -8,7 +8,9 @@ import threading
 import pytest
 
 from spark_jobs.catchup.copy_range import CopySettings, CopyTask, copy_until
+from spark_jobs.catchup import driver as driver_module
 from spark_jobs.catchup.driver import DriverCopy, SparkStarter, copy_on_driver, left_for_spark
+from spark_jobs.common.job_config import JobInputError
 from tests.unit.spark_jobs.catchup.test_copy_range import TASK, RangeConsumer, RecordingProducer, _log
 
 SETTINGS = CopySettings(consumer={}, producer={})
@@ -110,9 +112,13 @@ def test_every_range_done_on_the_driver_leaves_nothing_for_spark():
 
 
 class FakeSession:
-    def __init__(self):
+    def __init__(self, conf=None):
         self.stopped = False
         self.sparkContext = self
+        self.conf = dict(conf or {})
+
+    def getConf(self):
+        return self.conf
 
     defaultParallelism = 2
 
@@ -162,6 +168,24 @@ def test_a_session_that_comes_up_after_the_driver_finished_is_stopped():
     release.set()
     starter.thread.join(5)
     assert session.stopped and starter.ready.is_set()
+
+
+def test_a_session_with_speculation_on_is_refused_and_stopped():
+    session = FakeSession({"spark.speculation": "true"})
+    starter = SparkStarter(None, create=lambda master: session).start()
+    with pytest.raises(JobInputError, match=r"^spark.speculation is true in the catch-up's Spark session: .*"
+                                            r"set spark.speculation=false for the catch-up$"):
+        starter.wait()
+    assert session.stopped
+
+
+def test_the_catchup_asks_spark_for_no_speculation(monkeypatch):
+    import spark_jobs.common.session as session_module
+
+    asked = {}
+    monkeypatch.setattr(session_module, "create_session", lambda name, **kwargs: asked.update(kwargs) or FakeSession())
+    driver_module._create_session("local[1]")
+    assert asked["extra_conf"]["spark.speculation"] == "false"
 
 
 def test_driver_copy_records_add_up():
