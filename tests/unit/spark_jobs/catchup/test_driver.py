@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from spark_jobs.catchup.copy_range import CopySettings, CopyTask, copy_until
 from spark_jobs.catchup import driver as driver_module
+from spark_jobs.catchup.copy_range import CopySettings, CopyTask, copy_until
 from spark_jobs.catchup.driver import DriverCopy, SparkStarter, copy_on_driver, left_for_spark
 from spark_jobs.common.job_config import JobInputError
 from tests.unit.spark_jobs.catchup.test_copy_range import TASK, RangeConsumer, RecordingProducer, _log
