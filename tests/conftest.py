@@ -5,10 +5,9 @@ and leaves it running; otherwise it starts its own under a temporary directory a
 
 `make test` runs the suite in a few processes (pytest-xdist): most integration tests spend their time
 waiting for brokers, groups and Airflow, not computing. The processes share one stack (the first that
-needs it starts it; the controller stops it), and some kinds of test stay together on one process each
+needs it starts it; the controller stops it), and three kinds of test stay together on one process each
 (`pytest_xdist_make_scheduler`): those that start Spark (marker `spark`, the `spark` or `spark_cluster`
-fixture) in two groups (`_spark_group`: at most two Sparks at a time), those using Airflow's metadata DB (one
-`airflow db migrate` and api-server), and the browser
+fixture: one Spark at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
 tests with the Celery test (each starts an Airflow of its own) and the tests marked `exclusive`, which
 stop a shared server: an exclusive test runs while no other test runs (`pytest_runtest_protocol`), after the
 browser tests' Airflow has stopped. The fault tests (marker `faults`) also stay on one process: they share
@@ -92,7 +91,7 @@ def _group(item) -> str | None:
         # before the Celery test starts an Airflow of its own.
         return "e2e"
     if "spark" in item.fixturenames or "spark_cluster" in item.fixturenames or item.get_closest_marker("spark"):
-        return _spark_group(item)
+        return "spark"
     # Before "airflow": a fault test that also runs Airflow (the lag sensor under a cut) must not start a
     # second pair of three-node clusters in the Airflow group's process.
     if item.get_closest_marker("faults") or "fault_stack" in item.fixturenames:
@@ -102,18 +101,6 @@ def _group(item) -> str | None:
     if "packaged" in item.fixturenames:  # the venv with the wheel (tests/integration/test_package.py): built once
         return "package"
     return None
-
-
-# Where the Spark tests' second group begins: the consistency checks, the jobs' Airflow DAGs and the standalone
-# cluster. In one group the Spark tests were the run's longest chain by far (a full run on the layered tree: the
-# other three processes idle for its last ~20 of ~60 minutes); two Sparks at a time share the cores, but the chain
-# halves. (Stop 43 tried this when the chain was 29 of 31 minutes and gained nothing; the chain has doubled since.)
-_SPARK_CHECK = ("test_consistency_check", "test_airflow_verify", "test_airflow_catchup", "test_spark_cluster")
-
-
-def _spark_group(item) -> str:
-    checks = item.path.name.startswith(_SPARK_CHECK) or "check" in item.path.parent.name
-    return "spark-check" if checks else "spark"
 
 
 def pytest_collection_modifyitems(config, items):
