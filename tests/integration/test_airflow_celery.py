@@ -99,11 +99,17 @@ def test_celery_runs_a_mirrors_two_worker_tasks_on_two_hosts_and_a_pause_stops_b
         produce_batch()
         api.set_paused(dag_id, False)
 
-        # The scheduler queues both mapped tasks; each Celery worker (one slot) takes one.
-        run_id = wait_until(lambda: next((r["dag_run_id"] for r in api.dag_runs(dag_id)), None), 300,
-                            "a run of the lifecycle DAG")
-        running = wait_until(lambda: workers_when(run_id, lambda tis: all(
-            ti["state"] == "running" for ti in tis.values())), 420, "both run_worker tasks running")
+        # The scheduler queues both mapped tasks; each Celery worker (one slot) takes one. The run to follow is
+        # the one whose two tasks run: on a loaded machine a first run failed before they started (its discover
+        # task's calls to the api-server timed out) and the scheduler started the next one.
+        def both_running() -> tuple[str, dict[int, dict]] | None:
+            for run in api.dag_runs(dag_id):
+                if run["state"] == "running" and (tis := workers_when(run["dag_run_id"], lambda tis: all(
+                        ti["state"] == "running" for ti in tis.values()))):
+                    return run["dag_run_id"], tis
+            return None
+
+        run_id, running = wait_until(both_running, 720, "both run_worker tasks of a run running")
         assert {ti["hostname"] for ti in running.values()} == set(HOSTS), running
         held = wait_until(two_holders, 120, "two members of the mirror's group holding partitions")
         assert sorted(held) == [f"{group}.source.slot-{slot}.stream-0" for slot in (0, 1)]

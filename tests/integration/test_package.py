@@ -25,7 +25,9 @@ from tests.airflow_support import ROOT
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import wait_for_count, write_mirror_spec
 
-pytestmark = pytest.mark.integration
+# The first test's setup builds the wheel and a venv with pyspark and Airflow (384 s once under a full make test),
+# then it runs both Spark jobs: over pytest-timeout's 600 s in a loaded run, which ended the whole test process.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
 # What the wheel is built from: the distribution's sources, copied so that the build leaves nothing in the repo.
 SOURCES = ("pyproject.toml", "mirror_worker", "spark_jobs", "plugins/mirror_airflow")
