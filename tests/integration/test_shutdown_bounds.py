@@ -40,17 +40,27 @@ def _spec(path, stack, src: str, dst: str, topic: str, consumer: dict[str, str],
     return ["--config", str(path), "--mirror", "bounded"]
 
 
-def test_sigterm_with_the_source_cluster_down_exits_within_the_shutdown_timeout(stack, private_node, tmp_path,
-                                                                                topic_name):
-    src, dst = private_node.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    topic = topic_name("src-down")
+def _copied_uncommitted(stack, tmp_path, src: str, dst: str, topic: str, records: int) -> WorkerProcess:
+    """A worker that copied `records` records of a new two-partition topic and committed none of them (a 600 s
+    commit interval): what a stop then commits is the stop's own commit."""
     create_topic(src, topic, partitions=2)
-    produce(src, topic, [{"value": f"v-{i}".encode(), "partition": i % 2} for i in range(100)])
-    # Nothing is committed before SIGTERM: the final commit meets the stopped source.
+    produce(src, topic, [{"value": f"v-{i}".encode(), "partition": i % 2} for i in range(records)])
     worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", stack, src, dst, topic, {}, commit_interval_s=600), tmp_path)
     try:
         worker.wait_started(90)
-        assert len(wait_for_count(dst, f"b.{topic}", 100, timeout=60)) == 100
+        assert len(wait_for_count(dst, f"b.{topic}", records, timeout=60)) == records
+    except BaseException:
+        worker.stop_quietly()
+        raise
+    return worker
+
+
+def test_sigterm_with_the_source_cluster_down_exits_within_the_shutdown_timeout(stack, private_node, tmp_path,
+                                                                                topic_name):
+    src, dst = private_node.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    # Nothing is committed before SIGTERM: the final commit meets the stopped source.
+    worker = _copied_uncommitted(stack, tmp_path, src, dst, topic_name("src-down"), 100)
+    try:
         private_node.stop()
         time.sleep(2)  # the worker's clients notice: connections refused
         # Bounded: terminate() raises TimeoutExpired past the shutdown timeout and a few seconds more.
@@ -68,12 +78,8 @@ def test_a_hangup_stops_like_sigterm_with_every_copied_record_committed(stack, t
     stop = signal.SIGHUP
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("hangup")
-    create_topic(src, topic, partitions=2)
-    produce(src, topic, [{"value": f"v-{i}".encode(), "partition": i % 2} for i in range(200)])
-    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", stack, src, dst, topic, {}, commit_interval_s=600), tmp_path)
+    worker = _copied_uncommitted(stack, tmp_path, src, dst, topic, 200)
     try:
-        worker.wait_started(90)
-        assert len(wait_for_count(dst, f"b.{topic}", 200, timeout=60)) == 200
         assert worker.terminate(timeout=SHUTDOWN_TIMEOUT_S + 10, sig=stop) == 0, worker.stderr[-2000:]
     finally:
         worker.stop_quietly()
