@@ -18,7 +18,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from tests.e2e import ui
 from tests.e2e.browser import screenshot
 from tests.e2e.waits import group_members, wait_until
-from tests.kafka_util import produce
+from tests.kafka_util import end_offsets, produce
 from tests.worker_util import committed_offsets, wait_for_count
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -46,16 +46,6 @@ def _token(airflow) -> str:
                              timeout=30)
     response.raise_for_status()
     return response.json()["access_token"]
-
-
-def _source_end(bootstrap: str, topic: str, partitions: int) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dashboard-e2e-watch"})
-    try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
-    finally:
-        consumer.close()
 
 
 def _partition_rows(driver) -> dict[str, dict[str, int]]:
@@ -117,7 +107,7 @@ def test_dashboard_shows_a_running_mirror_then_its_stall(stack, airflow, e2e_mir
 
     ui.log_in(browser, airflow.url, "admin", airflow.password)
     page = f"{airflow.url}{PREFIX}/mirrors/{mirror.name}"
-    produced = _source_end(source, mirror.topic, mirror.partitions)
+    produced = sum(end_offsets(source, mirror.topic, mirror.partitions).values())
     assert produced >= 120
     seen = _page_shows(browser, page, "running", 0, produced)
     assert seen == {"state": "running", "lag": "0", "end": produced}

@@ -16,21 +16,13 @@ from confluent_kafka import Consumer, TopicPartition
 from tests.e2e import ui
 from tests.e2e.browser import screenshot
 from tests.e2e.waits import group_members, wait_until
-from tests.kafka_util import produce
+from tests.kafka_util import end_offsets, produce
 from tests.worker_util import committed_offsets, read_topic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 PER_PARTITION = 100
 RUN_S = 420  # a lifecycle run reaching its worker, or a failover run's tasks, on two shared cores
-
-
-def _source_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-watermarks"})
-    try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
-    finally:
-        consumer.close()
 
 
 def _xcom(api, dag_id: str, run_id: str, task_id: str, key: str = "return_value"):
@@ -55,7 +47,7 @@ def test_failover_approved_in_the_ui(stack, airflow, e2e_mirror, browser):
     # The mirror runs and has copied everything the source holds.
     produce(source, mirror.topic, [{"value": f"fo-{p}-{i}".encode(), "partition": p}
                                    for i in range(PER_PARTITION) for p in range(mirror.partitions)])
-    ends = _source_ends(source, mirror.topic, mirror.partitions)
+    ends = end_offsets(source, mirror.topic, mirror.partitions)
     wait_until(lambda: len(read_topic(destination, mirror.mirrored_topic)) >= sum(ends.values()), RUN_S,
                "the mirror copied the source")
     wait_until(lambda: group_members(source, mirror.group) > 0, RUN_S, "the mirror's worker in its group")
