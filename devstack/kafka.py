@@ -114,6 +114,10 @@ class KafkaNode:
     # "serial": the least CPU on two shared cores (tests, the demo); "g1": the collector and pause goal Kafka's
     # own start scripts set, with the whole heap at start as kafka-server-start.sh does (benchmarks).
     gc: str = "serial"
+    # "c2": the JVM's default tiered compilation (benchmarks, the demo); "c1": the client compiler only, for the
+    # test clusters: their brokers restart often and live minutes, so the optimising compiler's threads cost
+    # more than they return (the C2 thread took ~36 % of a fault-stack broker's CPU in a full make test).
+    jit: str = "c2"
 
     def __post_init__(self) -> None:
         self.process = ManagedProcess(f"kafka[{self.cluster}]", self.home)
@@ -215,6 +219,7 @@ class KafkaNode:
             f"-Xmx{self.heap_mb}m",
             *([f"-XX:ActiveProcessorCount={self.active_processors}"] if self.active_processors else []),
             *GC_FLAGS[self.gc](self.heap_mb),
+            *(["-XX:TieredStopAtLevel=1"] if self.jit == "c1" else []),
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.home / 'log4j2.yaml'}",
             f"-Dkafka.logs.dir={self.home}",

@@ -43,7 +43,8 @@ _REPLICATED_SETTINGS = {
 
 
 class KafkaCluster:
-    def __init__(self, name: str, home: Path, proxy: ToxiproxyServer, size: int = 3, heap_mb: int = 256) -> None:
+    def __init__(self, name: str, home: Path, proxy: ToxiproxyServer, size: int = 3, heap_mb: int = 256,
+                 jit: str = "c2") -> None:
         self.name = name
         self.home = Path(home)
         self.proxy = proxy
@@ -54,7 +55,7 @@ class KafkaCluster:
                 extra_listeners={INTER_BROKER_LISTENER: "PLAINTEXT"},
                 extra_settings=_REPLICATED_SETTINGS if replicated else {},
                 node_id=node_id, inter_broker_listener=INTER_BROKER_LISTENER,
-                active_processors=1 if replicated else None,
+                active_processors=1 if replicated else None, jit=jit,
             )
             for node_id in range(1, size + 1)
         ]
@@ -117,12 +118,13 @@ class KafkaCluster:
 
 class FaultStack:
     """A `source` and a `destination` cluster of `size` nodes each, behind one Toxiproxy (the fault tests: 3
-    nodes; bench.wan: 1)."""
+    nodes; bench.wan: 1). `jit`: the brokers' compiler (KafkaNode.jit)."""
 
-    def __init__(self, root: Path, size: int = 3, heap_mb: int = 256) -> None:
+    def __init__(self, root: Path, size: int = 3, heap_mb: int = 256, jit: str = "c2") -> None:
         self.root = Path(root).resolve()
         self.toxiproxy = ToxiproxyServer(self.root / "toxiproxy")
-        self.clusters = {name: KafkaCluster(name, self.root / name, self.toxiproxy, size, heap_mb) for name in CLUSTERS}
+        self.clusters = {name: KafkaCluster(name, self.root / name, self.toxiproxy, size, heap_mb, jit)
+                         for name in CLUSTERS}
 
     def __getitem__(self, cluster: str) -> KafkaCluster:
         return self.clusters[cluster]

@@ -8,10 +8,9 @@ waiting for brokers, groups and Airflow, not computing. The processes share one 
 needs it starts it; the controller stops it), and three kinds of test stay together on one process each
 (`pytest_xdist_make_scheduler`): those that start Spark (marker `spark`, the `spark` or `spark_cluster`
 fixture: one Spark at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
-tests with the Celery test (each starts an Airflow of its own) and the tests marked `exclusive`, which
-stop a shared server: an exclusive test runs while no other test runs (`pytest_runtest_protocol`), after the
-browser tests' Airflow has stopped. The fault tests (marker `faults`) also stay on one process: they share
-two three-node clusters of their own (`fault_stack`), started by that process once.
+tests with the Celery test (each starts an Airflow of its own). The fault tests (marker `faults`) also stay on one
+process: they share two three-node clusters of their own (`fault_stack`), started by that process once. No test
+stops a shared server: those that stop or kill a destination broker have one of their own (`outage_stack`).
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -31,6 +31,7 @@ from devstack import Stack, paths
 from devstack.kafka_cluster import FaultStack
 from devstack.process import STARTED_LOG_ENV, kill_started
 from tests.airflow_support import airflow_api_server, airflow_db  # noqa: F401  (first: configures Airflow before it is imported)
+from tests.kafka_util import private_kafka
 
 # Set by the controller of an xdist run before it starts its workers (they inherit it): their shared folder.
 SHARED_ENV = "KAFKA_MIRROR_TEST_SHARED"
@@ -86,9 +87,8 @@ def pytest_unconfigure(config):
 
 
 def _group(item) -> str | None:
-    if item.get_closest_marker("exclusive") or item.get_closest_marker("e2e") or item.get_closest_marker("celery"):
-        # After the browser tests, in collection order: their Airflow is down before a server stops, and
-        # before the Celery test starts an Airflow of its own.
+    if item.get_closest_marker("e2e") or item.get_closest_marker("celery"):
+        # The browser tests, then the Celery test: one Airflow of their own at a time.
         return "e2e"
     if "spark" in item.fixturenames or "spark_cluster" in item.fixturenames or item.get_closest_marker("spark"):
         return "spark"
@@ -143,36 +143,6 @@ def _file_lock(path: Path):
         yield  # closing the file releases the lock
 
 
-@contextlib.contextmanager
-def _servers_lock(shared: Path, exclusive: bool):
-    """Many tests share the servers; an exclusive test has them alone. The gate gives an exclusive test its
-    turn: while it waits for the running tests to end, and while it runs, no other test starts."""
-    with open(shared / "gate.lock", "a+") as gate, open(shared / "servers.lock", "a+") as servers:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        fcntl.flock(servers, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        if not exclusive:
-            fcntl.flock(gate, fcntl.LOCK_UN)
-        yield  # closing the files releases what is still held
-
-
-def _uses_own_servers(item) -> bool:
-    """The fault tests run on clusters of their own: an exclusive test need not wait for them, nor they for it."""
-    return item.get_closest_marker("faults") is not None and "stack" not in item.fixturenames
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """The servers' lock around a test's whole protocol: its setup too, where module-scoped fixtures write to the
-    shared stack (a full run's check fixture met the destination an exclusive test had killed: pytest sets up a
-    module fixture before any function-scoped one, so an autouse fixture took the lock too late)."""
-    shared = _worker_shared(item.config)
-    if not shared or _uses_own_servers(item):
-        yield
-        return
-    with _servers_lock(shared, item.get_closest_marker("exclusive") is not None):
-        yield
-
-
 @pytest.fixture(scope="session")
 def stack(request, tmp_path_factory) -> Stack:
     running = Stack(paths.default_stack_dir())
@@ -195,6 +165,15 @@ def stack(request, tmp_path_factory) -> Stack:
         own.down()
 
 
+@pytest.fixture(scope="module")
+def outage_stack(stack, tmp_path_factory) -> dict:
+    """The shared source beside a destination broker of the module's own, for the tests that stop or kill -9
+    the destination. They stopped the shared one before and so ran alone: every other test process waited
+    while one ran, and while the tests already running drained (~5 minutes of a full run)."""
+    with private_kafka(tmp_path_factory.mktemp("outage-destination")) as node:
+        yield {"source": stack["source"], "destination": SimpleNamespace(name="destination", kafka=node)}
+
+
 # The fault stack of this process while it is up (fault_stack), and whether it was stopped after the last test
 # that needed it (pytest_runtest_teardown).
 _fault_stacks: dict[str, FaultStack | bool] = {}
@@ -204,7 +183,9 @@ _fault_stacks: dict[str, FaultStack | bool] = {}
 def fault_stack(tmp_path_factory) -> FaultStack:
     """Three-node `source` and `destination` clusters behind Toxiproxy, for the tests that kill brokers and
     cut links (never the shared stack). Each test leaves the proxies without toxics and every broker up."""
-    own = FaultStack(tmp_path_factory.mktemp("fault-stack"))
+    # The client compiler only: start, a rolling restart of one cluster and a minute idle took 80-86 CPU-s
+    # against 133-143 with the default tiered compilation (two runs each, 2026-11-29; each restart compiles anew).
+    own = FaultStack(tmp_path_factory.mktemp("fault-stack"), jit="c1")
     try:
         own.up()
         _fault_stacks.update(stack=own, stopped=False)

@@ -118,7 +118,7 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0
 def private_kafka(home: Path, **broker_settings: str):
     """A started one-node cluster of the test's own (small heap), for outages and special broker configs:
     the shared stack is never stopped or reconfigured."""
-    node = KafkaNode("private", home, heap_mb=256, extra_settings=broker_settings)
+    node = KafkaNode("private", home, heap_mb=256, extra_settings=broker_settings, jit="c1")
     node.start()
     try:
         node.wait_ready(120)

@@ -8,10 +8,11 @@ import time
 
 import pytest
 
-from tests.integration.test_worker_faults import PARTITIONS, LiveProducer, mirror_workers
+from tests.integration.test_worker_faults import LiveProducer, mirror_workers
 from tests.worker_util import loss_and_duplicates, read_topic, wait_for_count
 
-pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # kill -9 of the destination broker
+# kill -9 of the destination broker: one of the module's own (outage_stack), beside the shared source
+pytestmark = pytest.mark.integration
 
 TOTAL, RATE = 30_000, 1_500  # 20 s of a steady producer
 GROUP_SETTINGS = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}
@@ -71,26 +72,26 @@ ONE_NODE_EXACTLY_ONCE_GAP = pytest.mark.skipif(
 
 
 @pytest.mark.parametrize("mode", ["at-least-once", pytest.param("exactly-once", marks=ONE_NODE_EXACTLY_ONCE_GAP)])
-def test_destination_broker_kill_9_and_restart(stack, tmp_path, topic_name, mode, record_property):
+def test_destination_broker_kill_9_and_restart(outage_stack, tmp_path, topic_name, mode, record_property):
     exactly_once = mode == "exactly-once"
     args = ["--exactly.once"] if exactly_once else []
-    with mirror_workers(stack, tmp_path, topic_name("crash"), GROUP_SETTINGS, args) as start:
+    with mirror_workers(outage_stack, tmp_path, topic_name("crash"), GROUP_SETTINGS, args) as start:
         live = LiveProducer(start.src, start.topic, total=TOTAL, rate=RATE)
         live.start()
         worker = start("worker")
         worker.wait_started()
         worker.dst, worker.topic = start.dst, start.topic
-        back = _outage(stack, worker, down_s=15)
+        back = _outage(outage_stack, worker, down_s=15)
         _verify_after(start, worker, live, back, record_property, exactly_once)
 
 
-def test_destination_down_longer_than_the_delivery_timeout(stack, tmp_path, topic_name, record_property):
+def test_destination_down_longer_than_the_delivery_timeout(outage_stack, tmp_path, topic_name, record_property):
     """message.timeout.ms 5 s, destination down 15 s: records fail delivery; none is skipped, the worker
     re-sends them from its last commit once the destination is back, by itself. Order is not asserted: a
     record that timed out just before the broker came back may land after later ones of its partition
     (librdkafka delivers those), before its resend; the worker's default (message.timeout.ms=0) never gives
     up on a record and keeps the order (the tests above)."""
-    with mirror_workers(stack, tmp_path, topic_name("timeout"), GROUP_SETTINGS, []) as start:
+    with mirror_workers(outage_stack, tmp_path, topic_name("timeout"), GROUP_SETTINGS, []) as start:
         (tmp_path / "destination.properties").write_text(
             f"bootstrap.servers={start.dst}\nmessage.timeout.ms=5000\n")
         live = LiveProducer(start.src, start.topic, total=TOTAL, rate=RATE)
@@ -98,7 +99,7 @@ def test_destination_down_longer_than_the_delivery_timeout(stack, tmp_path, topi
         worker = start("worker")
         worker.wait_started()
         worker.dst, worker.topic = start.dst, start.topic
-        back = _outage(stack, worker, down_s=15)
+        back = _outage(outage_stack, worker, down_s=15)
         _verify_after(start, worker, live, back, record_property, exactly_once=False, in_order=False)
         resends = [e for e in worker.logs() if e.get("msg") == "re-sending from the committed position"]
         assert resends, "no record timed out: the outage did not outlast message.timeout.ms"

@@ -69,9 +69,11 @@ def test_after_a_backlog_cycles_go_back_to_the_interval_at_an_ordinary_rate(stac
     interval = during_live.get("interval", 0) - after_backlog.get("interval", 0)
     catch_up = during_live.get("catch_up", 0) - after_backlog.get("catch_up", 0)
     # At ~500 msgs/s the worker is not behind: nearly every cycle keeps the interval (30 ms: ~200 in 6 s).
-    # Before the fix most were spaced for catch-up (17 interval, 36 catch-up). On a machine at load 20 (a full
-    # make test's first minutes) a worker does fall behind now and then: 29 interval, 8 catch-up.
-    assert interval >= 20 and interval >= 2 * catch_up, (after_backlog, during_live)
+    # Before the fix most were spaced for catch-up (17 interval, 36 catch-up). On a loaded machine (a full make
+    # test) cycles take longer, so fewer fit in the 6 s, and a worker does fall behind now and then: 29 interval
+    # and 8 catch-up at load 20, 18 and 3 in a CI run. The ratio tells the defect; the floor only makes it mean
+    # something.
+    assert interval >= 10 and interval >= 2 * catch_up, (after_backlog, during_live)
     # Each counted cycle is timed (observed just before it is counted: a scrape in between finds one more).
     cycles = sum(during_live.values())
     assert cycles <= durations.get("count", 0) <= cycles + 1 and durations["inf"] == durations.get("count"), (

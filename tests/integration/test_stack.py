@@ -86,9 +86,8 @@ def test_registries_are_independent(stack, topic_name):
     assert subject not in SchemaRegistryClient({"url": stack["destination"].registry.url}).get_subjects()
 
 
-@pytest.mark.exclusive  # stops the shared destination broker
-def test_broker_restart_keeps_data(stack, topic_name):
-    node = stack["destination"].kafka
+def test_broker_restart_keeps_data(outage_stack, topic_name):
+    node = outage_stack["destination"].kafka  # a stack's broker class, the test's own: it is stopped
     topic = topic_name("durable")
     create_topic(node.bootstrap_servers, topic, partitions=3)
     records = [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 3} for i in range(30)]

@@ -181,24 +181,26 @@ def test_two_workers_share_partitions_and_one_leaves(mirror, record_property):
     assert second.terminate() == 0
 
 
-@pytest.mark.exclusive  # stops the shared destination broker
-def test_destination_down_30_seconds_loses_nothing(stack, mirror, record_property):
-    live = LiveProducer(mirror.src, mirror.topic, total=20_000, rate=500)
-    live.start()
-    worker = mirror("worker")
-    worker.wait_started()
-    time.sleep(3)
-    destination = stack["destination"].kafka
-    destination.stop()
-    try:
-        time.sleep(30)
-        assert worker.proc.poll() is None, worker.stderr  # waits, never gives up on a record
-    finally:
-        destination.start()
-        destination.wait_ready()
-    live.finish()
-    _verify(mirror, 20_000, record_property)
-    assert worker.terminate() == 0
+def test_destination_down_30_seconds_loses_nothing(outage_stack, tmp_path, topic_name, record_property):
+    """The destination broker (the test's own, outage_stack) stopped for 30 s mid-stream."""
+    with mirror_workers(outage_stack, tmp_path, topic_name("fault"),
+                        {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}, []) as mirror:
+        live = LiveProducer(mirror.src, mirror.topic, total=20_000, rate=500)
+        live.start()
+        worker = mirror("worker")
+        worker.wait_started()
+        time.sleep(3)
+        destination = outage_stack["destination"].kafka
+        destination.stop()
+        try:
+            time.sleep(30)
+            assert worker.proc.poll() is None, worker.stderr  # waits, never gives up on a record
+        finally:
+            destination.start()
+            destination.wait_ready()
+        live.finish()
+        _verify(mirror, 20_000, record_property)
+        assert worker.terminate() == 0
 
 
 def test_full_queue_waits_in_order_and_keeps_group_membership(stack, tmp_path, topic_name, record_property):
