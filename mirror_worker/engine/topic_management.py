@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mirror_worker")
 
+# The lag sensor trusts the destination broker's append time of a heartbeat, not the stamp of the worker that sent it.
+HEARTBEAT_TOPIC_CONFIG = {"message.timestamp.type": "LogAppendTime"}
+
 
 class TopicManagement:
     """Which source topics are mirrored, and their destination topics kept in step.
@@ -239,8 +242,10 @@ class TopicManagement:
                 )
 
     def ensure_own_topics(self) -> None:
-        topic = self.config.heartbeat_topic
-        self.destination.ensure_internal([topic])
+        # The destination broker stamps each heartbeat as it appends it: the lag sensor then judges a heartbeat's
+        # age by that broker's clock and its own, never by this worker's (a clock ahead would hide a dead
+        # mirror, one behind would page forever). See docs/concepts/guarantees.md.
+        self.destination.ensure_internal([self.config.heartbeat_topic], HEARTBEAT_TOPIC_CONFIG)
         dead_letter = self.config.dead_letter_topic
         if dead_letter:
             # Made before any record can be refused: a dead-letter topic that does not exist turns the first

@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 
 from mirror_worker.config.model import TopicCreation
 from mirror_worker.exceptions import MirrorError
+from mirror_worker.topics.configs import ConfigChange, apply_config_changes
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +113,32 @@ class DestinationTopics:
 
     def ensure_internal(self, topics: list[str], config: dict[str, str] | None = None) -> None:
         """The worker's own one-partition topics (offset syncs, positions, heartbeats, dead letters), replicated
-        as `topic-creation`'s internal-replication-factor says."""
+        as `topic-creation`'s internal-replication-factor says. `config` is given to new topics and set on
+        existing ones that differ (best effort: a destination that refuses it is logged, not fatal)."""
         self.ensure({t: TopicInfo(t, 1, 1) for t in topics}, {t: config or {} for t in topics},
                     internal_replication_factor(self.admin, self.creation, self.timeout))
+        if config:
+            self._align_configs(topics, config)
+
+    def _align_configs(self, topics: list[str], config: dict[str, str]) -> None:
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+        changes: dict[str, list[ConfigChange]] = {}
+        errors: dict[str, str] = {}
+        for resource, future in self.admin.describe_configs(resources, request_timeout=self.timeout).items():
+            try:
+                current = future.result(self.timeout)
+            except KafkaException as exc:
+                errors[resource.name] = exc.args[0].str()
+                continue
+            changes[resource.name] = [ConfigChange(name, current[name].value if name in current else None, value)
+                                      for name, value in config.items()
+                                      if name not in current or current[name].value != value]
+        errors.update(apply_config_changes(self.admin, changes, self.timeout))
+        for topic, error in errors.items():
+            log.warning("topic config not set", extra={"topic": topic, "config": config, "error": error})
+        for topic, topic_changes in changes.items():
+            if topic_changes and topic not in errors:
+                log.info("set topic config", extra={"topic": topic, "config": {c.name: c.new for c in topic_changes}})
 
     def _grow(self, to_grow: dict[str, NewPartitions], before: dict[str, int]) -> dict[str, str]:
         failures = {}

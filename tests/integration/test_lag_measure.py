@@ -1,18 +1,24 @@
 """The lag sensor's measurements on the real stack: committed offsets vs watermarks per source partition
-(at-least-once and exactly-once positions) and the newest heartbeat per source."""
+(at-least-once and exactly-once positions), the newest heartbeat per source and whose clock times it."""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from mirror_airflow.lag.measure import measure_partitions, newest_heartbeats
+from mirror_airflow.lag.rules import Limits, Status, evaluate
+from mirror_worker.config.model import TopicCreation
 from mirror_worker.config.spec import select_mirror
+from mirror_worker.engine.topic_management import TopicManagement
 from mirror_worker.exactly_once.positions import POSITIONS_GROUP
+from mirror_worker.topics.admin import DestinationTopics
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import write_mirror_spec
 
@@ -86,7 +92,7 @@ def test_newest_heartbeat_per_source_within_the_lookback(stack, topic_name, tmp_
     beats = topic_name("beats")
     create_topic(dst, beats, partitions=1)
     mirror = _mirror(tmp_path, stack, "unused", **{"heartbeat-topic": beats})
-    assert newest_heartbeats(mirror, lookback_s=60) == {"east": None}  # empty topic
+    assert newest_heartbeats(mirror, lookback_s=60) == {"east": []}  # empty topic
 
     now_ms = int(time.time() * 1000)
 
@@ -96,5 +102,45 @@ def test_newest_heartbeat_per_source_within_the_lookback(stack, topic_name, tmp_
 
     produce(dst, beats, [beat(mirror.name, now_ms - 600_000), beat(mirror.name, now_ms - 20_000),
                          beat(mirror.name, now_ms - 10_000), beat("another", now_ms - 1_000)])
-    assert newest_heartbeats(mirror, lookback_s=60) == {"east": (now_ms - 10_000) / 1000}
-    assert newest_heartbeats(mirror, lookback_s=5) == {"east": None}  # only another mirror's beat is that recent
+    [newest] = newest_heartbeats(mirror, lookback_s=60)["east"]
+    # A CreateTime topic (made here, not by the worker): no broker stamp, only the producer's.
+    assert (newest.offset, newest.worker_time, newest.broker_time) == (2, (now_ms - 10_000) / 1000, None)
+    assert newest_heartbeats(mirror, lookback_s=5) == {"east": []}  # only another mirror's beat is that recent
+
+
+def _timestamp_type(bootstrap: str, topic: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values()
+    return future.result(30)["message.timestamp.type"].value
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-topic", "topic-of-an-older-worker"])
+def test_heartbeats_are_timed_by_the_destination_broker_not_the_worker_clock(stack, topic_name, tmp_path, existing):
+    dst = stack["destination"].kafka.bootstrap_servers
+    beats = topic_name("beatclock")
+    if existing:
+        create_topic(dst, beats, partitions=1)  # as a worker before this change made it: CreateTime
+    mirror = _mirror(tmp_path, stack, "unused", **{"heartbeat-topic": beats})
+    # The worker's own start-up step, on the real destination.
+    TopicManagement.ensure_own_topics(SimpleNamespace(
+        config=mirror, destination=DestinationTopics(AdminClient({"bootstrap.servers": dst}), TopicCreation(), False)))
+    assert _timestamp_type(dst, beats) == "LogAppendTime"
+
+    # A worker whose clock runs an hour ahead sends a heartbeat (value and record timestamp from its clock, as
+    # Housekeeping.send_heartbeats does), then dies.
+    sent = time.time()
+    ahead_ms = int((sent + 3600) * 1000)
+    value = {"mirror": mirror.name, "source": "east", "worker": "fast-clock:1", "timestamp_ms": ahead_ms}
+    produce(dst, beats, [{"key": f"{mirror.name}/east".encode(), "value": json.dumps(value).encode(),
+                          "timestamp": ahead_ms}])
+    heartbeats = newest_heartbeats(mirror, lookback_s=600)
+    [newest] = heartbeats["east"]
+    assert newest.worker_time == ahead_ms / 1000
+    assert abs(newest.broker_time - sent) < 30  # the destination broker's append time, not the worker's stamp
+    limits = Limits(max_latency_s=300, max_clock_skew_s=60)
+    # Now: alive by the broker's time; the worker's clock is named in a warning, not a page.
+    now = evaluate({}, heartbeats, time.time(), limits)
+    assert now.status is Status.WARN and now.findings[0].where == "worker fast-clock:1"
+    # 400 s of silence later (the sensor's clock moved on): stale, although the worker's stamp is still in the future.
+    later = evaluate({}, heartbeats, time.time() + 400, limits)
+    assert later.status is Status.LATENCY and "replication latency" in later.summary()

@@ -9,6 +9,7 @@
         stop-after-seconds: 300        # STOP: the offset has not moved this long while there is lag
         max-lag-records: null          # LAG: absolute threshold per partition
         max-latency-seconds: 300       # LATENCY: newest heartbeat older than this (null: off)
+        max-clock-skew-seconds: 60     # SKEW: newest heartbeat stamped further ahead of the sensor's clock
         fail-on-warn: false
         measure-timeout-seconds: 30
         deferrable: true               # false: poke in reschedule mode (no triggerer needed)
@@ -37,6 +38,9 @@ class LagSettings(KebabModel):
                                       "was always lag (at most the window)")
     max_lag_records: int | None = Field(None, ge=0, description="LAG: the latest lag exceeds this")
     max_latency_seconds: float | None = Field(300.0, gt=0, description="LATENCY: the newest heartbeat is older than this")
+    max_clock_skew_seconds: float = Field(60.0, gt=0, description="SKEW: the newest heartbeat is stamped more than "
+                                          "this ahead of the sensor's clock; WARN: a worker's stamp is this far "
+                                          "from the destination broker's")
     fail_on_warn: bool = Field(False, description="WARN fails the task too (else it is logged)")
     measure_timeout_seconds: float = Field(30.0, gt=0, description="timeout of one measurement")
     deferrable: bool = Field(True, description="defer to the triggerer while the window fills; false: poke in "
@@ -50,7 +54,8 @@ class LagSettings(KebabModel):
 
     def limits(self) -> Limits:
         return Limits(allowed_lag=self.allowed_lag, stop_after_s=self.stop_after_seconds,
-                      max_lag_records=self.max_lag_records, max_latency_s=self.max_latency_seconds)
+                      max_lag_records=self.max_lag_records, max_latency_s=self.max_latency_seconds,
+                      max_clock_skew_s=self.max_clock_skew_seconds)
 
 
 def build_lag_dag(mirror: MirrorConfig, lag: dict, alerts: dict, *, spec_path, **dag_kwargs) -> DAG:

@@ -4,8 +4,10 @@
   the mirror group's committed offset and the partition's log start and end (the last stable offset
   for a read_committed consumer). The group is only read (OffsetFetch), never joined. In exactly-once mode positions live on the destination, in the
   positions group keyed by (destination topic, source partition) — see mirror_worker/exactly_once/transactions.py.
-- Latency: the newest heartbeat the worker wrote to the destination's heartbeat topic for this mirror,
-  per source (key `<mirror>/<source>`, JSON value with `timestamp_ms`), searched back `lookback_s`.
+- Latency: each worker's newest heartbeat (by offset) on the destination's heartbeat topic for this mirror,
+  per source (key `<mirror>/<source>`, JSON value with `worker` and `timestamp_ms`), searched back `lookback_s`.
+  The worker makes that topic LogAppendTime, so each record also carries the destination broker's append
+  time, which the rules trust over the worker's stamp.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from __future__ import annotations
 import json
 import time
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_END, TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaException, TopicPartition
 
-from mirror_airflow.lag.rules import PartitionKey, Sample
+from mirror_airflow.lag.rules import Heartbeat, PartitionKey, Sample
 from mirror_worker.api import (
     POSITIONS_GROUP, MirrorConfig, admin_client, describe_topics, legacy_positions_group, log_bounds, reads_committed,
     side_consumer,
@@ -78,16 +80,17 @@ def _committed(mirror: MirrorConfig, alias: str, consumer: Consumer, partitions:
     return found
 
 
-def newest_heartbeats(mirror: MirrorConfig, lookback_s: float, timeout: float = 30.0) -> dict[str, float | None]:
-    """Per source alias: the newest heartbeat time (epoch seconds) of the last `lookback_s`, or None."""
-    newest: dict[str, float | None] = {source.name: None for source in mirror.sources}
-    keys = {f"{mirror.name}/{alias}".encode(): alias for alias in newest}
+def newest_heartbeats(mirror: MirrorConfig, lookback_s: float, timeout: float = 30.0) -> dict[str, list[Heartbeat]]:
+    """Per source alias: each worker's newest heartbeat of the last `lookback_s` (none found: an empty list)."""
+    found: dict[str, dict[str, Heartbeat]] = {source.name: {} for source in mirror.sources}
+    none_found: dict[str, list[Heartbeat]] = {alias: [] for alias in found}
+    keys = {f"{mirror.name}/{alias}".encode(): alias for alias in found}
     topic = mirror.heartbeat_topic
     consumer = _reader(mirror.heartbeat_producer or mirror.producer, "kafka-mirror-lag-sensor")
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
         if metadata is None or metadata.error is not None or not metadata.partitions:
-            return newest
+            return none_found
         since_ms = int((time.time() - lookback_s) * 1000)
         starts = consumer.offsets_for_times([TopicPartition(topic, p, since_ms) for p in metadata.partitions],
                                             timeout=timeout)
@@ -98,7 +101,7 @@ def newest_heartbeats(mirror: MirrorConfig, lookback_s: float, timeout: float = 
             if tp.offset != OFFSET_END and 0 <= tp.offset < high:
                 ends[tp.partition] = high
         if not ends:
-            return newest
+            return none_found
         consumer.assign([tp for tp in starts if tp.partition in ends])
         deadline = time.monotonic() + timeout
         while ends and time.monotonic() < deadline:
@@ -113,16 +116,24 @@ def newest_heartbeats(mirror: MirrorConfig, lookback_s: float, timeout: float = 
                 alias = keys.get(msg.key())
                 if alias is None:
                     continue
-                try:
-                    stamp = json.loads(msg.value())["timestamp_ms"] / 1000.0
-                except (ValueError, KeyError, TypeError):
-                    continue
-                if newest[alias] is None or stamp > newest[alias]:
-                    newest[alias] = stamp
+                if (beat := _heartbeat(msg)) is not None:
+                    found[alias][beat.worker] = beat  # read in offset order: the last one read is the newest
         if ends:
             raise MeasurementError(f"mirror {mirror.name}: reading heartbeats from {topic} timed out")
     except KafkaException as exc:
         raise MeasurementError(f"mirror {mirror.name}: heartbeat read failed: {exc.args[0]}") from None
     finally:
         consumer.close()
-    return newest
+    return {alias: list(by_worker.values()) for alias, by_worker in found.items()}
+
+
+def _heartbeat(msg) -> Heartbeat | None:
+    try:
+        value = json.loads(msg.value())
+        worker_time = value["timestamp_ms"] / 1000.0
+        worker = str(value.get("worker", "?"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    kind, stamp = msg.timestamp()
+    # Only a LogAppendTime record's timestamp is the broker's; a CreateTime one is the worker's clock again.
+    return Heartbeat(worker, msg.offset(), worker_time, stamp / 1000.0 if kind == TIMESTAMP_LOG_APPEND_TIME else None)

@@ -3,14 +3,16 @@
 A sample is one measurement of one source partition: when it was taken, the mirror group's committed
 offset (the next record to mirror) and the partition's low/high watermarks. Each rule is a free function
 of a partition's window (oldest first), `now` and the mirror's `Limits`; it returns the reason it fires,
-or None. `evaluate` applies every rule to every partition, adds the heartbeat latency check of each
-source and returns the worst status with its reasons.
+or None. `evaluate` applies every rule to every partition, adds the heartbeat checks of each source and
+returns the worst status with its reasons.
 
     OK          nothing fires
     WARN        the lag never shrinks over the window (it may still be small): a warning, not a failure
     REWIND      a committed offset went backwards
     LAG         the latest lag exceeds max-lag-records
     LATENCY     the newest heartbeat is older than max-latency-seconds, or there is none
+    SKEW        the newest heartbeat is stamped more than max-clock-skew-seconds ahead of the sensor's clock:
+                its age cannot be judged (a clock from the future would hide a dead mirror)
     STALL       the committed offset did not move over the whole window while lag stayed above allowed-lag
     STOP        commits stopped: the offset has not moved for stop-after-seconds while there is lag
 """
@@ -30,6 +32,7 @@ class Status(str, Enum):
     REWIND = "REWIND"
     LAG = "LAG"
     LATENCY = "LATENCY"
+    SKEW = "SKEW"
     STALL = "STALL"
     STOP = "STOP"
 
@@ -63,6 +66,33 @@ class Limits:
     stop_after_s: float = 120.0
     max_lag_records: int | None = None
     max_latency_s: float | None = None
+    max_clock_skew_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """One worker's newest heartbeat record (by offset) for one source, read back from the destination."""
+
+    worker: str  # "host:pid" as the record names it
+    offset: int  # its place in the heartbeat topic: the latest by offset was written last, whatever it is stamped
+    worker_time: float  # the worker's wall clock when it sent the record (epoch seconds)
+    broker_time: float | None = None  # the destination broker's append time (a LogAppendTime topic), else None
+
+    @property
+    def time(self) -> float:
+        # The broker's stamp when there is one: the age then rests on the destination broker's clock and the
+        # sensor's (one pair, usually both NTP-kept servers), and the worker's clock drops out.
+        return self.worker_time if self.broker_time is None else self.broker_time
+
+    @property
+    def clock(self) -> str:
+        return "the destination broker" if self.broker_time is not None else f"worker {self.worker}"
+
+
+def newest_heartbeat(beats: Sequence[Heartbeat]) -> Heartbeat | None:
+    """The heartbeat written last. By offset, not by stamp: one stamp from the future must not mask the
+    later ones (a worker whose clock ran ahead and then died, or was corrected)."""
+    return max(beats, key=lambda b: b.offset, default=None)
 
 
 Rule = Callable[[Sequence[Sample], float, Limits], "str | None"]
@@ -117,16 +147,43 @@ def rule_max_lag(window: Sequence[Sample], now: float, limits: Limits) -> str | 
     return None
 
 
-def latency_reason(newest_heartbeat: float | None, now: float, limits: Limits) -> str | None:
-    """The LATENCY rule of one source: `newest_heartbeat` is its newest heartbeat time (s), None if none."""
+def latency_reason(beats: Sequence[Heartbeat], now: float, limits: Limits) -> tuple[Status, str] | None:
+    """The LATENCY (or SKEW) rule of one source over its workers' newest heartbeats (none: empty)."""
     if limits.max_latency_s is None:
         return None
-    if newest_heartbeat is None:
-        return "no recent heartbeat"
-    latency = now - newest_heartbeat
+    newest = newest_heartbeat(beats)
+    if newest is None:
+        return Status.LATENCY, "no recent heartbeat"
+    ahead = newest.time - now
+    if ahead > limits.max_clock_skew_s:
+        return Status.SKEW, (f"newest heartbeat stamped {ahead:.0f}s ahead of the sensor's clock by {newest.clock} "
+                             f"(> {limits.max_clock_skew_s:g}s allowed): its age cannot be judged")
+    latency = now - newest.time
     if latency > limits.max_latency_s:
-        return f"replication latency {latency:.0f}s > max {limits.max_latency_s:g}s"
+        trusted = "" if newest.broker_time is not None else \
+            f" (by worker {newest.worker}'s clock: the heartbeat topic is not LogAppendTime)"
+        return Status.LATENCY, f"replication latency {latency:.0f}s > max {limits.max_latency_s:g}s{trusted}"
     return None
+
+
+def worker_clock_reasons(heartbeats: Mapping[str, Sequence[Heartbeat]], limits: Limits) -> dict[str, str]:
+    """Per worker whose stamp differs from the broker's append time by more than max-clock-skew-seconds: why.
+    A WARN only: with broker stamps the ages do not use the worker's clock, so a skewed worker must not page
+    (a clock behind would otherwise page for as long as it stays behind)."""
+    newest: dict[str, Heartbeat] = {}
+    for beats in heartbeats.values():
+        for beat in beats:
+            if beat.broker_time is not None and (beat.worker not in newest or beat.offset > newest[beat.worker].offset):
+                newest[beat.worker] = beat
+    reasons = {}
+    for worker, beat in sorted(newest.items()):
+        skew = beat.worker_time - beat.broker_time
+        if abs(skew) > limits.max_clock_skew_s:
+            # Behind may also be a heartbeat that waited in the producer (a broker outage); ahead is only the clock.
+            side = "ahead of" if skew > 0 else "behind"
+            reasons[worker] = (f"clock {abs(skew):.0f}s {side} the destination broker's "
+                               f"(> {limits.max_clock_skew_s:g}s); heartbeat ages use the broker's time")
+    return reasons
 
 
 PARTITION_RULES: dict[Status, Rule] = {
@@ -140,7 +197,7 @@ PARTITION_RULES: dict[Status, Rule] = {
 
 @dataclass(frozen=True)
 class Finding:
-    where: str  # "source/topic/partition" or "source" for latency
+    where: str  # "source/topic/partition", "source" for latency, "worker host:pid" for its clock
     status: Status
     reasons: tuple[str, ...]
     lag: int | None = None
@@ -171,19 +228,21 @@ def evaluate_partition(window: Sequence[Sample], now: float, limits: Limits) -> 
 
 def evaluate(
     windows: Mapping[PartitionKey, Sequence[Sample]],
-    heartbeats: Mapping[str, float | None],
+    heartbeats: Mapping[str, Sequence[Heartbeat]],
     now: float,
     limits: Limits,
 ) -> Evaluation:
-    """The worst status over every partition's window and every source's newest heartbeat."""
+    """The worst status over every partition's window and every source's heartbeats (each worker's newest)."""
     findings: list[Finding] = []
     for (source, topic, partition), window in windows.items():
         status, reasons = evaluate_partition(window, now, limits)
         if status is not Status.OK:
             findings.append(Finding(f"{source}/{topic}/{partition}", status, reasons, window[-1].lag))
-    for source, newest in heartbeats.items():
-        if reason := latency_reason(newest, now, limits):
-            findings.append(Finding(source, Status.LATENCY, (reason,)))
+    for source, beats in heartbeats.items():
+        if fired := latency_reason(beats, now, limits):
+            findings.append(Finding(source, fired[0], (fired[1],)))
+    for worker, reason in worker_clock_reasons(heartbeats, limits).items():
+        findings.append(Finding(f"worker {worker}", Status.WARN, (reason,)))
     findings.sort(key=lambda f: (-f.status.severity, -(f.lag or 0), f.where))
     worst = findings[0].status if findings else Status.OK
     return Evaluation(worst, tuple(findings))

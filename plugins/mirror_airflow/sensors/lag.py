@@ -22,7 +22,9 @@ from pathlib import Path
 from airflow.sdk import BaseSensorOperator, Variable
 from airflow.sdk.exceptions import AirflowException
 
-from mirror_airflow.lag.rules import Evaluation, Limits, PartitionKey, Sample, Status, covers, evaluate, merge_windows
+from mirror_airflow.lag.rules import (
+    Evaluation, Limits, PartitionKey, Sample, Status, covers, evaluate, merge_windows, newest_heartbeat,
+)
 from mirror_airflow.triggers.lag import MirrorLagTrigger, decode_windows, encode_windows
 from mirror_worker.api import MirrorConfig
 
@@ -157,7 +159,8 @@ class MirrorLagSensor(BaseSensorOperator):
         for finding in evaluation.findings:
             self.log.info("mirror %s %s %s: %s", self.mirror_name, finding.where, finding.status.value,
                           "; ".join(finding.reasons))
-        latency = {s: (None if t is None else round(now - t, 1)) for s, t in heartbeats.items()}
+        newest = {source: newest_heartbeat(beats) for source, beats in heartbeats.items()}
+        latency = {source: (None if beat is None else round(now - beat.time, 1)) for source, beat in newest.items()}
         total_lag = sum(w[-1].lag for w in windows.values() if w)
         self.log.info("mirror %s: %s over %d partitions, total lag %d, latency %s", self.mirror_name,
                       evaluation.status.value, len(windows), total_lag, latency)

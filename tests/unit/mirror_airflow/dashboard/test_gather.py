@@ -13,7 +13,7 @@ from mirror_airflow.dashboard.gather import (
 )
 from mirror_airflow.dashboard.sources import halt_lines, halt_reasons, latest_report, parse_metrics, spec_mirrors
 from mirror_airflow.dashboard.store import HistoryStore, Verdict
-from mirror_airflow.lag.rules import Evaluation, Finding, Limits, Sample, Status
+from mirror_airflow.lag.rules import Evaluation, Finding, Heartbeat, Limits, Sample, Status
 
 KEY_A, KEY_B = ("east", "orders", 0), ("east", "orders", 1)
 
@@ -292,23 +292,18 @@ def test_lag_sensor_runs_write_their_samples_and_verdicts(tmp_path, monkeypatch)
 
     from mirror_airflow.lag import measure as lag_measure
     from mirror_airflow.sensors import lag as sensors
-    from mirror_worker.config.model import build_mirror_config
+    from tests.unit.mirror_airflow.lag.sensor_util import orders_lag_sensor
 
     monkeypatch.setenv("MIRROR_DASHBOARD_DB", str(tmp_path / "h.sqlite"))
     kept = {}
     monkeypatch.setattr(sensors.Variable, "get", staticmethod(lambda key, default=None: kept.get(key, default)))
     monkeypatch.setattr(sensors.Variable, "set", staticmethod(lambda key, value, description=None: kept.update({key: value})))
-    monkeypatch.setattr(lag_measure, "newest_heartbeats", lambda mirror, lookback, timeout: {"east": time.time()})
+    monkeypatch.setattr(lag_measure, "newest_heartbeats", lambda mirror, lookback, timeout: {
+        "east": [Heartbeat("w:1", 0, time.time(), time.time())]})
     committed = {"offset": 5}
     monkeypatch.setattr(lag_measure, "measure_partitions", lambda mirror, timeout: [
         (("east", "orders.a", 0), Sample(time.time(), committed["offset"], 20))])
-    mirror = build_mirror_config({
-        "name": "orders", "group_id": "kafka-mirror.orders", "whitelist": "orders\\..*",
-        "sources": [{"name": "east", "consumer": {"bootstrap.servers": "127.0.0.1:1"}}],
-        "producer": {"bootstrap.servers": "127.0.0.1:2"}})
-    sensor = sensors.MirrorLagSensor(task_id="check_lag", spec_path="/specs/mirrors.yaml", mirror_name="orders",
-                                     limits=Limits(max_lag_records=100), window_s=600, sample_interval_s=30)
-    sensor._config = mirror  # as read from the spec when the task runs
+    sensor = orders_lag_sensor(Limits(max_lag_records=100))
     sensor._judge(sensor._observe())
     store = HistoryStore()
     assert [s.lag for s in store.samples("orders")[("east", "orders.a", 0)]] == [15]

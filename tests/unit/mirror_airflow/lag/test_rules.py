@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mirror_airflow.lag.rules import (
-    PARTITION_RULES, Limits, Sample, Status, covers, evaluate, evaluate_partition, latency_reason, merge_windows,
+    PARTITION_RULES, Heartbeat, Limits, Sample, Status, covers, evaluate, evaluate_partition, latency_reason,
+    merge_windows, newest_heartbeat, worker_clock_reasons,
 )
 
 NOW = 1000.0
@@ -53,20 +54,59 @@ def test_every_rule_on_every_case(name):
     assert len(reasons) == len(expected_fired)
 
 
+def beat(ago: float, *, offset: int = 0, worker_ahead: float = 0.0, broker: bool = True, worker: str = "w:1"):
+    """A heartbeat appended `ago` s before NOW by a worker whose clock is `worker_ahead` s off.
+    broker: the topic is LogAppendTime (the record carries the broker's append time)."""
+    return Heartbeat(worker, offset, NOW - ago + worker_ahead, NOW - ago if broker else None)
+
+
+LA, SK = Status.LATENCY, Status.SKEW
 LATENCY_CASES = [
-    # (newest heartbeat seconds before now or None, max latency, fires)
-    (5, 60, False),
-    (61, 60, True),
-    (None, 60, True),
-    (None, None, False),  # no latency limit configured
-    (3600, None, False),
+    # (each worker's newest heartbeat, max latency, status fired or None)
+    ([beat(5)], 60, None),
+    ([beat(61)], 60, LA),
+    ([], 60, LA),
+    ([], None, None),  # no latency limit configured
+    ([beat(3600)], None, None),
+    # The broker's append time decides: the worker's clock is not used for the age.
+    ([beat(5, worker_ahead=-600)], 60, None),  # worker 10 min behind, mirror alive
+    ([beat(400, worker_ahead=3600)], 60, LA),  # worker an hour ahead, dead for 400 s
+    # A CreateTime topic: the worker's stamp is all there is; from the future beyond the bound it cannot be judged.
+    ([beat(400, worker_ahead=3600, broker=False)], 60, SK),
+    ([beat(5, worker_ahead=30, broker=False)], 60, None),  # within the bound: fresh
+    ([beat(5, worker_ahead=-600, broker=False)], 60, LA),  # behind: stale, as far as the worker's stamp tells
+    ([beat(0, worker_ahead=3600)], 60, None),  # a worker ahead but the broker's stamp is now
+    # The broker's own clock ahead of the sensor's: SKEW too.
+    ([Heartbeat("w:1", 0, NOW + 3600, NOW + 3600)], 60, SK),
+    # Newest by offset, not by stamp: worker b (correct clock, offset 7) wrote after worker a (from the future).
+    ([beat(700, offset=3, worker_ahead=3600, broker=False, worker="a:1"),
+      beat(400, offset=7, broker=False, worker="b:1")], 60, LA),
 ]
 
 
-@pytest.mark.parametrize("ago,max_latency,fires", LATENCY_CASES)
-def test_latency_rule(ago, max_latency, fires):
-    newest = None if ago is None else NOW - ago
-    assert bool(latency_reason(newest, NOW, Limits(max_latency_s=max_latency))) is fires
+@pytest.mark.parametrize("beats,max_latency,fires", LATENCY_CASES)
+def test_latency_rule(beats, max_latency, fires):
+    fired = latency_reason(beats, NOW, Limits(max_latency_s=max_latency, max_clock_skew_s=60))
+    assert (fired and fired[0]) == fires
+    assert fires is not SK or "ahead of the sensor's clock" in fired[1]
+
+
+def test_newest_heartbeat_is_the_last_written():
+    assert newest_heartbeat([]) is None
+    honest, future = beat(10, offset=9), beat(20, offset=4, worker_ahead=3600)
+    assert newest_heartbeat([future, honest]) is honest
+
+
+def test_worker_clock_skew_is_a_warning_naming_the_worker():
+    heartbeats = {"east": [beat(5, offset=1, worker_ahead=-600, worker="a:1"), beat(5, offset=2, worker="b:1")],
+                  "west": [beat(5, offset=3, worker_ahead=120, worker="c:1"),
+                           beat(5, offset=4, broker=False, worker="d:1")]}
+    reasons = worker_clock_reasons(heartbeats, Limits(max_clock_skew_s=60))
+    assert sorted(reasons) == ["a:1", "c:1"]  # d:1 has no broker stamp to compare with
+    assert reasons["a:1"].startswith("clock 600s behind") and reasons["c:1"].startswith("clock 120s ahead of")
+    result = evaluate({}, heartbeats, NOW, Limits(max_latency_s=60, max_clock_skew_s=60))
+    assert result.status is Status.WARN and not result.status.failing
+    assert [f.where for f in result.findings] == ["worker a:1", "worker c:1"]
 
 
 def test_evaluate_reports_the_worst_status_and_worst_partitions_first():
@@ -75,14 +115,14 @@ def test_evaluate_reports_the_worst_status_and_worst_partitions_first():
         ("src", "orders", 1): CASES["stopped: offset fixed with lag for longer than stop-after"][0],
         ("src", "orders", 2): CASES["caught up, idle"][0],
     }
-    result = evaluate(windows, {"src": NOW - 400}, NOW, Limits(**{**LIMITS.__dict__, "max_latency_s": 60}))
+    result = evaluate(windows, {"src": [beat(400)]}, NOW, Limits(**{**LIMITS.__dict__, "max_latency_s": 60}))
     assert result.status is Status.STOP and result.status.failing
     assert [(f.where, f.status) for f in result.findings] == [
         ("src/orders/1", Status.STOP), ("src", Status.LATENCY), ("src/orders/0", Status.WARN),
     ]
     assert result.summary(limit=2).startswith("STOP: src/orders/1 STOP: no commit for 300s")
     assert result.summary(limit=2).endswith("(+1 more)")
-    healthy = evaluate({("src", "orders", 2): windows[("src", "orders", 2)]}, {"src": NOW - 1}, NOW, LIMITS)
+    healthy = evaluate({("src", "orders", 2): windows[("src", "orders", 2)]}, {"src": [beat(1)]}, NOW, LIMITS)
     assert healthy.status is Status.OK and not healthy.status.failing and healthy.summary() == "OK"
     assert not Status.WARN.failing
 

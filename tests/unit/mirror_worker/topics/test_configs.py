@@ -145,3 +145,47 @@ def test_max_message_bytes_waits_for_a_broker_that_has_not_learnt_of_a_new_topic
     assert admin.asked == [["new", "old"], ["new"]]
     with pytest.raises(KafkaException):  # another error is not waited out
         DestinationTopics(Admin(KafkaError.TOPIC_AUTHORIZATION_FAILED), TopicCreation(), False).max_message_bytes(["new"])
+
+
+def test_an_internal_topics_config_is_set_on_an_existing_topic_and_a_refusal_is_only_logged(caplog):
+    """The heartbeat topic of an older worker is CreateTime: it is made LogAppendTime (the lag sensor then times
+    heartbeats by the destination broker); a destination that refuses the change leaves the worker running."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from mirror_worker.config.model import TopicCreation
+    from mirror_worker.topics.admin import DestinationTopics
+
+    class Future:
+        def __init__(self, value=None, error: int | None = None) -> None:
+            self.value, self.error = value, error
+
+        def result(self, timeout=None):
+            if self.error is not None:
+                raise KafkaException(KafkaError(self.error))
+            return self.value
+
+    class Admin:
+        def __init__(self, current: dict[str, str], refuse: bool) -> None:
+            self.current, self.refuse, self.altered = current, refuse, []
+
+        def describe_configs(self, resources, request_timeout=None):
+            return {r: Future({"message.timestamp.type": SimpleNamespace(value=self.current[r.name])}) for r in resources}
+
+        def incremental_alter_configs(self, resources, request_timeout=None):
+            self.altered += [(r.name, [(e.name, e.value) for e in r.incremental_configs]) for r in resources]
+            refusal = KafkaError.TOPIC_AUTHORIZATION_FAILED if self.refuse else None
+            return {r: Future(error=refusal) for r in resources}
+
+    wanted = {"message.timestamp.type": "LogAppendTime"}
+    admin = Admin({"beats": "CreateTime"}, refuse=False)
+    DestinationTopics(admin, TopicCreation(), False)._align_configs(["beats"], wanted)
+    assert admin.altered == [("beats", [("message.timestamp.type", "LogAppendTime")])]
+    done = Admin({"beats": "LogAppendTime"}, refuse=False)
+    DestinationTopics(done, TopicCreation(), False)._align_configs(["beats"], wanted)
+    assert done.altered == []  # nothing asked of a topic already right (no AlterConfigs permission needed)
+    caplog.clear()
+    refused = Admin({"beats": "CreateTime"}, refuse=True)
+    DestinationTopics(refused, TopicCreation(), False)._align_configs(["beats"], wanted)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == ["topic config not set"]
