@@ -6,7 +6,8 @@ when first asked for (`mirror_worker.surface`): an executor that only checks rec
 transactions.
 
 - Kafka clients (the one place that builds them) and look-ups made with them: `admin_client`, `consumer`,
-  `producer`, `active_members`, `committed_positions`, `list_offsets`, `log_bounds`, `reads_committed`
+  `producer`, `active_members`, `committed_positions`, `list_offsets`, `log_bounds`, `reads_committed`; a
+  record's headers, read once (`read_headers`, `UnreadableHeaders`)
 - client settings, as the worker resolves them: `KAFKA_MAX_MESSAGE_BYTES`, `batch_size_for`, `connection_settings`,
   `consumer_settings`, `fitted_to_topics`, `producer_settings`, `CONSUMER_DEFAULTS`, `PRODUCER_DEFAULTS`,
   `java_security_settings`, `TopicCreation`, `select_mirror`
@@ -32,6 +33,7 @@ from mirror_worker.surface import lazy_names
 if TYPE_CHECKING:  # the same names, for readers and type checkers (the import graph counts these edges)
     from mirror_worker.clients.factory import admin_client, consumer, producer
     from mirror_worker.clients.groups import active_members, committed_positions
+    from mirror_worker.clients.headers import UnreadableHeaders, read_headers
     from mirror_worker.clients.log_ends import list_offsets, log_bounds, reads_committed
     from mirror_worker.config.librdkafka import (
         CONSUMER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, PRODUCER_DEFAULTS, batch_size_for, connection_settings,
@@ -67,6 +69,8 @@ _HOME = {
     "producer": ("mirror_worker.clients.factory", "producer"),
     "active_members": ("mirror_worker.clients.groups", "active_members"),
     "committed_positions": ("mirror_worker.clients.groups", "committed_positions"),
+    "read_headers": ("mirror_worker.clients.headers", "read_headers"),
+    "UnreadableHeaders": ("mirror_worker.clients.headers", "UnreadableHeaders"),
     "list_offsets": ("mirror_worker.clients.log_ends", "list_offsets"),
     "log_bounds": ("mirror_worker.clients.log_ends", "log_bounds"),
     "reads_committed": ("mirror_worker.clients.log_ends", "reads_committed"),

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror_worker.clients import factory
 from mirror_worker.clients.groups import describe_group
+from mirror_worker.clients.headers import UnreadableHeaders, read_headers
 from mirror_worker.config.model import MirrorConfig, SourceCluster
 from mirror_worker.dr.failback_translation import failback_resume_point
 from mirror_worker.dr.group_rules import moves_back
@@ -200,7 +201,14 @@ class PartitionReader:
                     deadline = time.monotonic() + self.timeout  # a timeout without progress only
                     if msg.offset() >= end:
                         return
-                    yield msg.offset(), _provenance(msg.headers())
+                    try:
+                        provenance = _provenance(read_headers(msg))
+                    except UnreadableHeaders:
+                        # A header name the client cannot read (clients/headers.py): its provenance cannot
+                        # be read either, so it is placed as a record without one (the worker never writes
+                        # such a record: it halts at one).
+                        provenance = None
+                    yield msg.offset(), provenance
                     if msg.offset() + 1 >= end:
                         return
         finally:

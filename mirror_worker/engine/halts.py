@@ -9,6 +9,7 @@ from typing import Protocol
 
 from confluent_kafka import KafkaException, TopicPartition
 
+from mirror_worker.clients.headers import UnreadableHeaders, read_headers
 from mirror_worker.engine.delivery import RunDelivery
 from mirror_worker.engine.ledger import OffsetLedger
 from mirror_worker.metrics import MirrorMetrics
@@ -50,7 +51,12 @@ class Halts:
         labels = {**self.label, "source": stream.alias, "topic": topic}
         self.metrics.records_consumed.labels(**labels).inc()
         if self.dead_letter_topic and not force_halt:
-            headers = list(msg.headers() or []) + [
+            try:
+                headers = read_headers(msg)
+            except UnreadableHeaders as exc:  # a dead letter without its headers would not be the record
+                self.halt(stream, topic, partition, offset, f"{reason}; {exc}")
+                return
+            headers = list(headers or []) + [
                 (PROVENANCE_HEADER, provenance_value(stream.alias, stream.cluster_id, topic, partition, offset)),
                 ("mirror.error", reason.encode()),
             ]

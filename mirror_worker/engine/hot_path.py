@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException
 
+from mirror_worker.clients.headers import UnreadableHeaders, read_headers
 from mirror_worker.engine.backpressure import Backpressure
 from mirror_worker.engine.delivery import RunDelivery
 from mirror_worker.engine.halts import Halts
@@ -105,7 +106,13 @@ class BatchMirror:
                 key = msg.key()
                 value = msg.value()
                 size = (len(key) if key else 0) + (len(value) if value else 0)
-                headers = msg.headers()
+                try:
+                    headers = read_headers(msg)
+                except UnreadableHeaders as exc:
+                    # Not copyable as it is (clients/headers.py): only this partition stops, at this record.
+                    self.halts.refuse(stream, msg, str(exc), force_halt=True)
+                    skip = True
+                    continue
                 timestamp = msg.timestamp()[1]
                 if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
                     timestamp = 0

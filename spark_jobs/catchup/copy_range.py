@@ -25,7 +25,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from mirror_worker.batch_api import mirrored_headers, provenance_value, take_available, wire_format
+from mirror_worker.batch_api import (
+    UnreadableHeaders, mirrored_headers, provenance_value, read_headers, take_available, wire_format,
+)
 from spark_jobs.catchup.eos import copy_exactly_once
 
 # A task's consumer reads one partition: fewer, larger fetches than the worker's 1 MB per partition (its
@@ -177,7 +179,13 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
             if offset >= end:
                 position = end
                 break
-            key, value, headers = msg.key(), msg.value(), msg.headers()
+            try:
+                headers = read_headers(msg)
+            except UnreadableHeaders as exc:
+                # Not copyable as it is: the range stops here, before its commit, as the worker's partition
+                # halts at this record; a rerun stops here again.
+                raise CopyFailed(f"{task.topic}[{task.partition}] offset {offset}: {exc}") from None
+            key, value = msg.key(), msg.value()
             timestamp = msg.timestamp()[1]
             if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
                 timestamp = 0

@@ -22,13 +22,20 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from mirror_worker.batch_api import HEADER_SIZE, PROVENANCE_HEADER, take_available
+from mirror_worker.batch_api import HEADER_SIZE, PROVENANCE_HEADER, UnreadableHeaders, read_headers, take_available
 from spark_jobs.check.digest_rows import POSITIONAL
 
 FRAMED = 0                         # the tag of a schema-registry framed key or value (its body follows)
 FRAMING_SIZE = HEADER_SIZE        # magic byte + 4-byte schema id
 MAX_PARTITION = 2**31 - 1          # Spark's try_cast to INT / BIGINT: larger numbers do not parse
 MAX_OFFSET = 2**63 - 1
+# A record whose headers librdkafka's Python client cannot read (a header name that is not UTF-8:
+# mirror_worker/clients/headers.py): hashed with this in their place, which no readable header list equals
+# (those hold (name, value) pairs), so the record never matches a copy and its window differs; a destination
+# record of that kind has no readable provenance and is placed as one without (POSITIONAL). The exact path
+# compares that window with Spark's Kafka source, whose Java client decodes such a name with replacement
+# characters instead of failing.
+UNREADABLE_HEADERS = (-1,)
 
 # s_lo / lo: the exact sum of the window's record hashes (`record_hash`, a Python int of any size) and
 # s_hi / hi: 0 here; Spark's reader sums the two 32-bit halves of xxhash64 instead. Rows of one reader are
@@ -162,17 +169,22 @@ def source_window_rows(batches: Iterable[list], t: int, p: int, window: int, com
                     _merge_source(rows, w, n, total, beyond)
                 w, n, total, beyond = o // window, 0, 0, 0
                 w_end = (w + 1) * window
-            key, value, headers = m.key(), m.value(), m.headers()
+            key, value = m.key(), m.value()
             # `normalised` and `split_headers`, inlined (the hot loop)
             if key and key[0] == 0 and len(key) >= FRAMING_SIZE:
                 key = (FRAMED, key[FRAMING_SIZE:])
             if value and value[0] == 0 and len(value) >= FRAMING_SIZE:
                 value = (FRAMED, value[FRAMING_SIZE:])
-            if headers:
-                headers = ((headers[0],) if len(headers) == 1 and headers[0][0] != PROVENANCE_HEADER
-                           else split_headers(headers)[0])
+            try:
+                headers = read_headers(m)
+            except UnreadableHeaders:
+                headers = UNREADABLE_HEADERS
             else:
-                headers = ()
+                if headers:
+                    headers = ((headers[0],) if len(headers) == 1 and headers[0][0] != PROVENANCE_HEADER
+                               else split_headers(headers)[0])
+                else:
+                    headers = ()
             n += 1
             total += hash((o, key, value, headers))             # `record_hash`
             if o >= limit:
@@ -215,7 +227,10 @@ def destination_window_rows(batches: Iterable[list], dp: int, scope: Destination
     for records in batches:
         for m in records:
             o = m.offset()
-            headers = m.headers()
+            try:
+                headers = read_headers(m)
+            except UnreadableHeaders:
+                headers = None  # no readable provenance: placed as a record without one (UNREADABLE_HEADERS)
             provenance = None
             if headers:                          # `split_headers`, with the worker's usual lists inlined
                 last = headers[-1]

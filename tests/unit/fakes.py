@@ -462,3 +462,21 @@ class FakeOffsetsAdmin:
             offset = earliest if spec == OffsetSpec.earliest() else latest
             out[tp] = FakeFuture(TopicPartition(tp.topic, tp.partition, offset))
         return out
+
+
+class UnreadableHeadersMessage(FakeMessage):
+    """A record with a header name that is not UTF-8, as confluent-kafka hands it over: `headers()` raises
+    SystemError (from a UnicodeDecodeError); called again, the real client returns a list holding a NULL tuple
+    (touching it crashes the interpreter), so here a second call fails the test."""
+
+    NAME = b"\xff\xfetrace"
+
+    def headers(self):
+        if getattr(self, "_read", False):
+            raise AssertionError(f"{self!r}: headers() called twice")
+        self._read = True
+        try:
+            self.NAME.decode()
+        except UnicodeDecodeError as exc:
+            raise SystemError("<method 'headers' of 'confluent_kafka.cimpl.Message' objects> returned a result "
+                              "with an exception set") from exc

@@ -311,3 +311,13 @@ def test_partition_reader_names_a_missing_destination_partition():
 
     with pytest.raises(MissingPartitionError, match=r"^x\.t\[4\] does not exist on the destination$"):
         PartitionReader(None, Admin()).bounds(TOPIC, 4)
+
+
+def test_partition_reader_reads_a_record_whose_header_name_is_not_utf8_as_one_without_provenance():
+    """Issue #43: confluent-kafka cannot read such headers (clients/headers.py); the translation goes on."""
+    from mirror_worker.dr.offset_translation import PartitionReader
+    from tests.unit.fakes import FakeLogConsumer, FakeOffsetsAdmin, UnreadableHeadersMessage
+
+    log = _log([(1, 10)]) + [UnreadableHeadersMessage(TOPIC, 0, 2)] + _log([(3, 11)])
+    reader = PartitionReader(FakeLogConsumer({(TOPIC, 0): log}), FakeOffsetsAdmin({(TOPIC, 0): (1, 4)}), timeout=1.0)
+    assert list(reader.records(TOPIC, 0, 1, 4)) == [(1, _header(10)), (2, None), (3, _header(11))]

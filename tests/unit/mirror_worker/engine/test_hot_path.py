@@ -20,7 +20,7 @@ from mirror_worker.policy.naming import PrefixPolicy
 from mirror_worker.policy.routing import Router
 from mirror_worker.schemas import wire_format
 from mirror_worker.schemas.framing import TopicFraming
-from tests.unit.fakes import FakeAdmin, FakeConsumer, FakeDestination, FakeMessage
+from tests.unit.fakes import FakeAdmin, FakeConsumer, FakeDestination, FakeMessage, UnreadableHeadersMessage
 
 
 class FakeProducer:
@@ -173,3 +173,41 @@ def test_the_hot_path_alone_routes_adds_provenance_and_halts_a_record_over_the_d
     assert stream.ledger.next_offsets == {("t", 3): 11, ("t", 4): 1}
     assert stream.pending["t"][:2] == [2, 4]                        # records, key and value bytes handed over
     assert not refused and not consume_errors
+
+
+@pytest.mark.parametrize("dead_letter_topic", [None, "dlq"])
+def test_a_header_name_that_is_not_utf8_halts_only_its_partition_at_that_record(dead_letter_topic, capsys):
+    """Issue #43 defect 1: the record cannot be copied as it is (not even dead-lettered: its headers cannot be
+    read); its partition halts there with one line, the other partitions' records are copied, nothing raises."""
+    worker = _worker(dead_letter_topic=dead_letter_topic)
+    producer = FakeProducer()
+    worker.producers.append(producer)
+    stream = _stream(worker, worker.producers)
+    stream.consumer = FakeConsumer()
+    stream.assigned = {("t", 0), ("t", 1)}
+    batch = [FakeMessage("t", 0, 10, value=b"a"), UnreadableHeadersMessage("t", 0, 11), FakeMessage("t", 0, 12),
+             FakeMessage("t", 1, 3, value=b"b", headers=[("h", b"1")]), FakeMessage("t", 1, 4, value=b"c")]
+    worker.hot_path.mirror(stream, batch)
+    assert [(q[1], q[2]) for q in producer.queue] == [(0, b"a"), (1, b"b"), (1, b"c")]
+    assert {k: h.offset for k, h in stream.ledger.halted.items()} == {("t", 0): 11}
+    assert stream.consumer.paused == {("t", 0)}
+    assert stream.ledger.next_offsets == {("t", 0): 11, ("t", 1): 5}
+    # (the JSON log line goes to stderr too once a test before this one has configured logging)
+    assert [line for line in capsys.readouterr().err.splitlines() if line.startswith("mirror_worker:")] == [
+        "mirror_worker: partition t[0] of source 'src' halted at offset 11: header name b'\\xff\\xfetrace' is not "
+        "UTF-8: the Kafka client cannot read it, so it cannot be copied"]
+
+
+def test_a_refused_record_whose_headers_cannot_be_read_is_halted_not_dead_lettered():
+    """Halts.refuse reads the headers for the dead letter: a dead letter without them would not be the record."""
+    worker = _worker(dead_letter_topic="dlq")
+    producer = FakeProducer()
+    worker.producers.append(producer)
+    stream = _stream(worker, worker.producers)
+    stream.consumer = FakeConsumer()
+    worker.halts.refuse(stream, UnreadableHeadersMessage("t", 2, 7), "record of 9 bytes exceeds destination")
+    assert not producer.queue
+    halt = stream.ledger.halted[("t", 2)]
+    assert (halt.offset, halt.reason) == (7, "record of 9 bytes exceeds destination; header name "
+                                             "b'\\xff\\xfetrace' is not UTF-8: the Kafka client cannot read it, "
+                                             "so it cannot be copied")

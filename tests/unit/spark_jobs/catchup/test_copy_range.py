@@ -11,7 +11,7 @@ from mirror_worker.schemas import wire_format
 from spark_jobs.catchup.copy_range import CopyFailed, CopySettings, CopyTask, copy_range
 from spark_jobs.catchup.spark import copy_tasks_for
 from spark_jobs.common.job_config import JobTarget
-from tests.unit.fakes import FakeError, FakeMessage
+from tests.unit.fakes import FakeError, FakeMessage, UnreadableHeadersMessage
 
 
 class RangeConsumer:
@@ -114,6 +114,18 @@ def test_an_unmapped_schema_id_fails_the_task_before_any_commit():
         copy_range(CopyTask("orders", 2, 10, 11, "cu.orders", 2, frame_values=True), settings, consumer,
                    RecordingProducer(), [], emit=lambda _e: None)
     assert consumer.calls == []
+
+
+def test_a_header_name_that_is_not_utf8_fails_the_task_at_that_record_before_any_commit():
+    """Issue #43: the record cannot be copied as it is (mirror_worker/clients/headers.py): one line naming it."""
+    log = _log(range(10, 13)) + [UnreadableHeadersMessage("orders", 2, 13)] + _log(range(14, 20))
+    consumer, producer = RangeConsumer(log), RecordingProducer()
+    with pytest.raises(CopyFailed) as failed:
+        copy_range(TASK, SETTINGS, consumer, producer, [], emit=lambda _e: None)
+    assert str(failed.value) == ("orders[2] offset 13: header name b'\\xff\\xfetrace' is not UTF-8: the Kafka "
+                                 "client cannot read it, so it cannot be copied")
+    assert [p[3] for p in producer.produced] == [b"v10", b"v11", b"v12"]
+    assert consumer.calls == []  # nothing committed: a rerun stops at the same record
 
 
 class FakeSchemas:

@@ -13,7 +13,7 @@ from spark_jobs.check.rdkafka import (
     POSITIONAL, DestinationScope, ProvenanceRule, ReadFailed, normalised, read_range, split_headers,
 )
 from spark_jobs.check.rdkafka_spark import ReadTask, plan_tasks
-from tests.unit.fakes import FakeError, FakeMessage
+from tests.unit.fakes import FakeError, FakeMessage, UnreadableHeadersMessage
 from tests.unit.jvm_rows import JvmRows
 
 PROV = "mirror.source"
@@ -190,3 +190,20 @@ def test_source_tasks_are_cut_on_window_edges_and_destination_tasks_anywhere():
     assert sorted((t.start, t.end) for t in tasks if t.side == "source") == [(3, 8), (8, 16), (16, 24), (24, 25)]
     assert sorted((t.start, t.end) for t in tasks if t.side == "destination") == [(0, 10), (10, 20), (20, 25)]
     assert tasks[0].end - tasks[0].start == 10 and ReadTask("source", "s", 0, 3, 8) in tasks
+
+
+def test_a_record_whose_header_name_is_not_utf8_counts_as_a_difference_on_either_side():
+    """Issue #43: confluent-kafka cannot read such headers (mirror_worker/clients/headers.py). A source record of
+    that kind never matches a copy: its window differs, whatever the destination holds (here: nothing, as the
+    worker halts there, or a copy whose headers read); on the destination one has no readable provenance."""
+    records = [source(o) for o in range(4)]
+    odd = UnreadableHeadersMessage("s", 0, 2, key=b"k", value=b"v2")
+    source_rows = check_rdkafka.source_window_rows([records[:2] + [odd, records[3]]], 0, 0, WINDOW, None)
+    assert [r[3] for r in source_rows] == [4]  # counted, not left out
+    without = check_rdkafka.destination_window_rows([[copy(r, r.offset()) for r in records if r.offset() != 2]],
+                                                    0, scope())
+    with_copy = check_rdkafka.destination_window_rows([[copy(r, r.offset()) for r in records]], 0, scope())
+    assert counts(source_rows) != counts(without, 4) and counts(source_rows) != counts(with_copy, 4)
+    dest_odd = UnreadableHeadersMessage("d", 0, 7)
+    rows = check_rdkafka.destination_window_rows([[dest_odd]], 3, scope())
+    assert [(r[1], r[2], r[3], r[4]) for r in rows] == [(3, POSITIONAL, 3, 1)]
