@@ -28,10 +28,16 @@ def write_properties(path: Path, settings: dict[str, str]) -> str:
 EXIT_BOUND_S = MirrorConfig.model_fields["shutdown_timeout_s"].default + CLOSE_GRACE_S + 10
 
 
+def _default_hangup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 class WorkerProcess:
     """One `python -m mirror_worker` process with its stdout (JSON logs) and stderr in files."""
 
-    def __init__(self, args: list[str], workdir: Path, name: str = "worker") -> None:
+    def __init__(self, args: list[str], workdir: Path, name: str = "worker", from_a_terminal: bool = False) -> None:
+        """`from_a_terminal`: the worker starts with SIGHUP at its default, as from a shell, even when the test run
+        itself is under nohup (whose SIG_IGN a child inherits, and the worker keeps: runner._handle_stops)."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.stdout_path = workdir / f"{name}.{time.monotonic_ns()}.out"
         self.stderr_path = self.stdout_path.with_suffix(".err")
@@ -41,6 +47,7 @@ class WorkerProcess:
                 cwd=ROOT, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                 # PYTHONFAULTHANDLER: SIGABRT prints every thread's stack (`stacks`, for a worker that hangs).
                 env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
+                preexec_fn=_default_hangup if from_a_terminal else None,
             )
 
     @property

@@ -45,7 +45,8 @@ def _copied_uncommitted(stack, tmp_path, src: str, dst: str, topic: str, records
     commit interval): what a stop then commits is the stop's own commit."""
     create_topic(src, topic, partitions=2)
     produce(src, topic, [{"value": f"v-{i}".encode(), "partition": i % 2} for i in range(records)])
-    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", stack, src, dst, topic, {}, commit_interval_s=600), tmp_path)
+    worker = WorkerProcess(_spec(tmp_path / "mirrors.yaml", stack, src, dst, topic, {}, commit_interval_s=600), tmp_path,
+                           from_a_terminal=True)
     try:
         worker.wait_started(90)
         assert len(wait_for_count(dst, f"b.{topic}", records, timeout=60)) == records

@@ -58,6 +58,7 @@ def _handler(_signum, _frame):
 
 
 def test_a_hangup_stops_the_worker_like_a_sigterm(handlers):
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as from a terminal (this run may be under nohup: SIG_IGN)
     runner._handle_stops(_handler)
     stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
     assert {stop: signal.getsignal(stop) for stop in stops} == dict.fromkeys(stops, _handler)
