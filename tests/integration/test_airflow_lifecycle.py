@@ -81,7 +81,9 @@ def test_airflow_runs_each_mapped_worker_task_with_its_map_index_as_slot(stack, 
     monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(spec))
     render(spec, dags_folder())
 
-    run = mirror_dags(name, spec)[f"mirror__{name}"].test(run_conf={"stop_after_s": 8})
+    # Each worker runs 25 s from its launch: at load 26 (a full make test) the second took over 8 s to start,
+    # was stopped before it joined the group, and only slot 0 was listed.
+    run = mirror_dags(name, spec)[f"mirror__{name}"].test(run_conf={"stop_after_s": 25})
 
     assert run.state == DagRunState.SUCCESS
     workers = {ti.map_index: ti.state for ti in run.get_task_instances() if ti.task_id == "run_worker"}
