@@ -7,7 +7,7 @@ and leaves it running; otherwise it starts its own under a temporary directory a
 waiting for brokers, groups and Airflow, not computing. The processes share one stack (the first that
 needs it starts it; the controller stops it), and three kinds of test stay together on one process each
 (`pytest_xdist_make_scheduler`): those that start Spark (marker `spark`, the `spark` or `spark_cluster`
-fixture: one Spark at a time), those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
+fixture), in two groups, the second handed out last (LATE_SPARK_GROUP); those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
 tests with the Celery test (each starts an Airflow of its own). The fault tests (marker `faults`) also stay on one
 process: they share two three-node clusters of their own (`fault_stack`), started by that process once. No test
 stops a shared server: those that stop or kill a destination broker have one of their own (`outage_stack`).
