@@ -97,6 +97,9 @@ GC_FLAGS = {
 }
 
 
+JIT_FLAGS = {"c2": [], "c1": ["-XX:TieredStopAtLevel=1"]}
+
+
 @dataclass
 class KafkaNode:
     """A KRaft node with its data under `home`: a single-node cluster, or one node of a `Quorum`."""
@@ -219,7 +222,7 @@ class KafkaNode:
             f"-Xmx{self.heap_mb}m",
             *([f"-XX:ActiveProcessorCount={self.active_processors}"] if self.active_processors else []),
             *GC_FLAGS[self.gc](self.heap_mb),
-            *(["-XX:TieredStopAtLevel=1"] if self.jit == "c1" else []),
+            *JIT_FLAGS[self.jit],
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.home / 'log4j2.yaml'}",
             f"-Dkafka.logs.dir={self.home}",

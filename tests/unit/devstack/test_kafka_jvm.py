@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from devstack import kafka, paths
 from devstack.kafka import KafkaNode
 
 
 def _argv(monkeypatch, tmp_path, **fields) -> list[str]:
     libs = tmp_path / "libs"
-    libs.mkdir()
+    libs.mkdir(parents=True)
     (libs / "kafka_2.13-4.0.0.jar").touch()
     monkeypatch.setattr(paths, "KAFKA_LIBS", libs)
     monkeypatch.setattr(kafka, "find_java", lambda _version: "java")
@@ -25,3 +27,10 @@ def test_g1_takes_kafkas_start_script_flags(monkeypatch, tmp_path):
     argv = _argv(monkeypatch, tmp_path, gc="g1")
     assert {"-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Xms768m", "-Xmx768m"} <= set(argv)
     assert "-XX:+UseSerialGC" not in argv and "-Xms64m" not in argv
+
+
+def test_the_client_compiler_only_when_asked(monkeypatch, tmp_path):
+    assert "-XX:TieredStopAtLevel=1" not in _argv(monkeypatch, tmp_path / "a")  # benchmarks, make run: both
+    assert "-XX:TieredStopAtLevel=1" in _argv(monkeypatch, tmp_path / "b", jit="c1")  # the test clusters
+    with pytest.raises(KeyError):
+        _argv(monkeypatch, tmp_path / "c", jit="fast")
