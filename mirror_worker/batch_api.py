@@ -7,7 +7,8 @@ transactions.
 
 - Kafka clients (the one place that builds them) and look-ups made with them: `admin_client`, `consumer`,
   `producer`, `active_members`, `committed_positions`, `list_offsets`, `log_bounds`, `reads_committed`; a
-  record's headers, read once (`read_headers`, `UnreadableHeaders`)
+  record's headers, read once (`read_headers`, `UnreadableHeaders`); the timestamp a copy is produced with
+  (`produced_timestamp`, `expected_destination_timestamp`, `EPOCH_ZERO_STAMP_MS`)
 - client settings, as the worker resolves them: `KAFKA_MAX_MESSAGE_BYTES`, `batch_size_for`, `connection_settings`,
   `consumer_settings`, `fitted_to_topics`, `producer_settings`, `CONSUMER_DEFAULTS`, `PRODUCER_DEFAULTS`,
   `java_security_settings`, `TopicCreation`, `select_mirror`
@@ -35,6 +36,9 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
     from mirror_worker.clients.groups import active_members, committed_positions
     from mirror_worker.clients.headers import UnreadableHeaders, read_headers
     from mirror_worker.clients.log_ends import list_offsets, log_bounds, reads_committed
+    from mirror_worker.clients.timestamps import (
+        EPOCH_ZERO_STAMP_MS, expected_destination_timestamp, produced_timestamp,
+    )
     from mirror_worker.config.librdkafka import (
         CONSUMER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, PRODUCER_DEFAULTS, batch_size_for, connection_settings,
         consumer_settings, fitted_to_topics, producer_settings,
@@ -70,6 +74,9 @@ _HOME = {
     "active_members": ("mirror_worker.clients.groups", "active_members"),
     "committed_positions": ("mirror_worker.clients.groups", "committed_positions"),
     "read_headers": ("mirror_worker.clients.headers", "read_headers"),
+    "produced_timestamp": ("mirror_worker.clients.timestamps", "produced_timestamp"),
+    "expected_destination_timestamp": ("mirror_worker.clients.timestamps", "expected_destination_timestamp"),
+    "EPOCH_ZERO_STAMP_MS": ("mirror_worker.clients.timestamps", "EPOCH_ZERO_STAMP_MS"),
     "UnreadableHeaders": ("mirror_worker.clients.headers", "UnreadableHeaders"),
     "list_offsets": ("mirror_worker.clients.log_ends", "list_offsets"),
     "log_bounds": ("mirror_worker.clients.log_ends", "log_bounds"),
