@@ -140,7 +140,7 @@ class FakeProducer:
     """A bounded queue: produce() raises BufferError when `capacity` records are in flight.
 
     Deliveries happen on poll()/flush() unless `stalled` (destination down); a record for which
-    `refuse(record)` is true is reported with an error instead, to the record's own on_delivery if it
+    `refuse(record)` is true is reported with an error (`refusal`) instead, to the record's own on_delivery if it
     was produced with one (the worker's RunDelivery), else to the producer's.
     """
 
@@ -153,6 +153,7 @@ class FakeProducer:
         self.delivered: list[FakeMessage] = []
         self.stalled = False
         self.refuse = lambda record: False
+        self.refusal = FakeError(KafkaError.MSG_SIZE_TOO_LARGE, "refused")
         self.produce_error: KafkaException | None = None
 
     def produce(self, topic, value=None, key=None, partition=-1, timestamp=0, headers=None, on_delivery=None) -> None:
@@ -169,7 +170,7 @@ class FakeProducer:
             return
         for record in self.queue:
             if self.refuse(record):
-                (record.report or self.on_delivery)(FakeError(KafkaError.MSG_SIZE_TOO_LARGE, "refused"), record)
+                (record.report or self.on_delivery)(self.refusal, record)
             else:
                 (self.in_transaction if self.transactional else self.delivered).append(record)
         self.queue = []
@@ -257,10 +258,14 @@ class FakeTopicDescription:
 
 
 class FakeFuture:
-    def __init__(self, value) -> None:
-        self.value = value
+    """A done admin future: its `value`, or a KafkaException of `error` (a KafkaError code)."""
+
+    def __init__(self, value=None, error: int | None = None) -> None:
+        self.value, self.error = value, error
 
     def result(self, timeout=None):
+        if self.error is not None:
+            raise KafkaException(KafkaError(self.error))
         return self.value
 
 
