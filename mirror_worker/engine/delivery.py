@@ -43,7 +43,8 @@ def refusal_reason(err: KafkaError, msg, now_ms: int) -> str:
     INVALID_TIMESTAMP: the destination topic does not take the record's CreateTime this far from its broker's
     clock (Kafka 4 takes one hour ahead by default, while a 3.x source took any). The worker raises new topics'
     limits to the source's (topics/timestamp_limits.py); a topic that existed, or a clock further off, needs an
-    operator. A record ahead of `now_ms` (this worker's clock, a fair guess of the broker's) names `after`.
+    operator. librdkafka reports a refused record without its timestamp (measured, test_topic_sync.py): the
+    line then names both settings; a reported timestamp ahead of `now_ms` names `after`, one behind `before`.
     """
     reason = f"destination refused the record: {err.str()}"
     if err.code() != KafkaError.INVALID_TIMESTAMP:

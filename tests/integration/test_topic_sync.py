@@ -183,3 +183,38 @@ def test_a_record_stamped_hours_ahead_is_mirrored_to_a_kafka_4_destination(stack
         assert worker.proc.poll() is None, worker.stderr
     finally:
         worker.stop_quietly()
+
+
+def test_an_existing_destination_topic_halts_naming_the_setting_until_config_sync_raises_it(stack, topic_name,
+                                                                                            tmp_path):
+    """A destination topic made before the worker (Kafka 4's one hour) and config sync off: the partition halts,
+    and the halt line names the setting to raise. Config sync on: the worker raises it, and the record arrives."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, accepts_any = topic_name("tsexisting"), "9223372036854775807"
+    remote = f"dc.{topic}"
+    create_topic(src, topic, partitions=1, config={"message.timestamp.after.max.ms": accepts_any})
+    create_topic(dst, remote, partitions=1)
+    ahead = int(time.time() * 1000) + 2 * 3_600_000
+    produce(src, topic, [{"value": b"ahead", "timestamp": ahead}])
+    flags = [*_flags(stack, tmp_path, f"g-{topic}"), "--whitelist", topic, "--prefix", "dc."]
+    worker = WorkerProcess([*flags, "--config.sync.interval.ms", "0"], tmp_path)
+    try:
+        halted = worker.wait_for_log("partition halted")
+        # librdkafka reports the refused record without its timestamp: both settings are named.
+        assert halted["reason"] == (
+            "destination refused the record: Broker: Invalid timestamp: raise message.timestamp.after.max.ms (a "
+            "record ahead of the broker's clock) or message.timestamp.before.max.ms (behind it) on destination "
+            f"topic {remote}"), halted["reason"]
+        assert f"halted at offset 0: {halted['reason']}" in worker.stderr
+    finally:
+        worker.stop_quietly()
+    worker = WorkerProcess([*flags, "--config.sync.interval.ms", "2000"], tmp_path)
+    try:
+        worker.wait_started()
+        mirrored = wait_for_count(dst, remote, 1, timeout=60)
+        assert [(m.value(), m.timestamp()[1]) for m in mirrored] == [(b"ahead", ahead)]
+        synced = [(e["topic"], e["config"], e["new"]) for e in worker.logs() if e.get("msg") == "topic config synced"]
+        assert synced == [(remote, "message.timestamp.after.max.ms", accepts_any)]
+        assert "partition halted" not in [e.get("msg") for e in worker.logs()], worker.stderr
+    finally:
+        worker.stop_quietly()

@@ -63,7 +63,9 @@ def test_a_record_stamped_beyond_the_destination_limit_halts_with_the_setting_to
     assert worker.checkpoint_and_commit() is True and worker.fatal is None
     assert stream.ledger.halted[TP].offset == 0 and consumer.commits == []
     line = [s for s in capsys.readouterr().err.splitlines() if "halted at offset 0" in s]
-    assert len(line) == 1 and line[0].endswith("raise message.timestamp.after.max.ms on destination topic dst.t"), line
+    assert len(line) == 1 and line[0].endswith(
+        "Broker: Invalid timestamp: raise message.timestamp.after.max.ms (a record ahead of the broker's clock) or "
+        "message.timestamp.before.max.ms (behind it) on destination topic dst.t"), line
 
 
 def test_an_upstream_provenance_header_never_decides_which_partition_halts():
