@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from confluent_kafka import KafkaError
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError
 
 from mirror_worker.clients.callbacks import call_normalised
 
@@ -35,6 +35,27 @@ _UNDELIVERED = {
     KafkaError.TRANSACTION_ABORTABLE, KafkaError._FATAL, KafkaError._FENCED, KafkaError._STATE,
     KafkaError._INCONSISTENT,
 }
+
+
+def refusal_reason(err: KafkaError, msg, now_ms: int) -> str:
+    """Why a refused record halts its partition, naming what to change on the destination when it is a setting.
+
+    INVALID_TIMESTAMP: the destination topic does not take the record's CreateTime this far from its broker's
+    clock (Kafka 4 takes one hour ahead by default, while a 3.x source took any). The worker raises new topics'
+    limits to the source's (topics/timestamp_limits.py); a topic that existed, or a clock further off, needs an
+    operator. librdkafka reports a refused record without its timestamp (measured, test_topic_sync.py): the
+    line then names both settings; a reported timestamp ahead of `now_ms` names `after`, one behind `before`.
+    """
+    reason = f"destination refused the record: {err.str()}"
+    if err.code() != KafkaError.INVALID_TIMESTAMP:
+        return reason
+    kind, stamp = msg.timestamp()
+    if kind == TIMESTAMP_NOT_AVAILABLE:
+        return (f"{reason}: raise message.timestamp.after.max.ms (a record ahead of the broker's clock) or "
+                f"message.timestamp.before.max.ms (behind it) on destination topic {msg.topic()}")
+    ahead = stamp > now_ms
+    return (f"{reason}: its timestamp {stamp} is {abs(stamp - now_ms)} ms {'ahead of' if ahead else 'behind'} the "
+            f"clock; raise message.timestamp.{'after' if ahead else 'before'}.max.ms on destination topic {msg.topic()}")
 
 
 def undelivered(err: KafkaError) -> bool:

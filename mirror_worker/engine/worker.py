@@ -47,7 +47,7 @@ from mirror_worker.engine.cadence import Backlog, next_cycle_at
 from mirror_worker.engine.catchup_lease import CatchupCheck
 from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.consume import take_available
-from mirror_worker.engine.delivery import RunDelivery, undelivered
+from mirror_worker.engine.delivery import RunDelivery, refusal_reason, undelivered
 from mirror_worker.engine.halts import Halts
 from mirror_worker.engine.housekeeping import Housekeeping
 from mirror_worker.engine.hot_path import BatchMirror
@@ -403,7 +403,7 @@ class MirrorWorker:
             self.halts.resend(run.stream, run.topic, run.partition, run.first_offset, f"not delivered: {err.str()}")
             self.commits.purge_requested = not self.config.exactly_once
             return
-        reason = f"destination refused the record: {err.str()}"
+        reason = refusal_reason(err, msg, int(time.time() * 1000))  # wall clock, as the broker judges timestamps
         if msg.topic() == self.config.dead_letter_topic:
             reason = f"dead-letter topic refused a record: {err.str()}"
         if (run.topic, run.partition) not in run.stream.assigned:

@@ -19,11 +19,12 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from mirror_worker.exceptions import ConfigError
+from mirror_worker.topics.timestamp_limits import effective_values, widened_limits
 
 log = logging.getLogger("mirror_worker")
 
 # MirrorMaker 2's DefaultConfigPropertyFilter default (`config.properties.exclude`), as regexes, plus Kafka 4's
-# timestamp limits.
+# timestamp limits (raised where the source accepts more, never copied: timestamp_limits.py).
 DEFAULT_EXCLUDED_CONFIGS = (
     r"follower\.replication\.throttled\.replicas",  # names broker ids of the source cluster
     r"leader\.replication\.throttled\.replicas",    # idem
@@ -88,18 +89,30 @@ def _source_of(entry: ConfigEntry) -> ConfigSource:
     return ConfigSource(getattr(entry.source, "value", entry.source))
 
 
-def describe_explicit_configs(admin: AdminClient, topics: list[str], timeout: float = 30.0) -> dict[str, TopicConfigs]:
-    """{topic: explicit configs}; topics that vanished meanwhile are left out."""
+def describe_config_entries(admin: AdminClient, topics: list[str], timeout: float = 30.0) -> dict[str, dict[str, ConfigEntry]]:
+    """{topic: every config entry, broker defaults included}; topics that vanished meanwhile are left out."""
     if not topics:
         return {}
     resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
     result = {}
     for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
         try:
-            result[resource.name] = explicit_configs(future.result(timeout))
+            result[resource.name] = future.result(timeout)
         except KafkaException as exc:
             log.warning("topic configs not readable", extra={"topic": resource.name, "error": exc.args[0].str()})
     return result
+
+
+def describe_explicit_configs(admin: AdminClient, topics: list[str], timeout: float = 30.0) -> dict[str, TopicConfigs]:
+    """{topic: explicit configs}; topics that vanished meanwhile are left out."""
+    return {topic: explicit_configs(entries) for topic, entries in describe_config_entries(admin, topics, timeout).items()}
+
+
+def plan_limit_changes(source: TopicConfigs, destination: TopicConfigs, explicit: TopicConfigs) -> list[ConfigChange]:
+    """SET operations raising the destination's timestamp limits to what the source accepts (`source`,
+    `destination`: effective configs; `explicit`: the destination's own); none on a destination before 3.6."""
+    return [ConfigChange(name, explicit.get(name), value)
+            for name, value in sorted((widened_limits(source, destination) or {}).items())]
 
 
 def apply_config_changes(admin: AdminClient, changes: dict[str, list[ConfigChange]], timeout: float = 30.0) -> dict[str, str]:
@@ -123,16 +136,23 @@ def apply_config_changes(admin: AdminClient, changes: dict[str, list[ConfigChang
 
 def sync_topic_configs(source_admin: AdminClient, destination_admin: AdminClient, mapping: dict[str, str],
                        excluded: re.Pattern, timeout: float = 30.0) -> tuple[dict[str, list[ConfigChange]], dict[str, str]]:
-    """Copy each source topic's configs to its destination topic (mapping: source -> destination).
+    """Copy each source topic's configs to its destination topic (mapping: source -> destination), and raise
+    the destination's timestamp limits where the source accepts more.
 
     Returns (changes applied per destination topic, errors per destination topic).
     """
-    sources = describe_explicit_configs(source_admin, sorted(mapping), timeout)
-    destinations = describe_explicit_configs(destination_admin, sorted({mapping[t] for t in sources}), timeout)
-    plans = {
-        mapping[topic]: plan_config_changes(configs, destinations[mapping[topic]], excluded)
-        for topic, configs in sources.items() if mapping[topic] in destinations
-    }
+    sources = describe_config_entries(source_admin, sorted(mapping), timeout)
+    destinations = describe_config_entries(destination_admin, sorted({mapping[t] for t in sources}), timeout)
+    plans = {}
+    for topic, entries in sources.items():
+        remote = destinations.get(mapping[topic])
+        if remote is None:
+            continue
+        explicit = explicit_configs(remote)
+        plans[mapping[topic]] = sorted(
+            plan_config_changes(explicit_configs(entries), explicit, excluded)
+            + plan_limit_changes(effective_values(entries), effective_values(remote), explicit),
+            key=lambda change: change.name)
     plans = {topic: changes for topic, changes in plans.items() if changes}
     errors = apply_config_changes(destination_admin, plans, timeout)
     return {t: c for t, c in plans.items() if t not in errors}, errors

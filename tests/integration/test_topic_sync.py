@@ -151,3 +151,70 @@ def test_timestamp_limits_are_not_copied_so_old_records_are_still_mirrored(stack
         assert not {"message.timestamp.before.max.ms", "message.timestamp.after.max.ms"} & set(copied), copied
     finally:
         worker.stop_quietly()
+
+
+def test_a_record_stamped_hours_ahead_is_mirrored_to_a_kafka_4_destination(stack, topic_name, tmp_path):
+    """Issue 43 defect 4: a source that accepts any timestamp (a 3.x broker, here a topic set so) holds a record
+    stamped two hours ahead (a drifting producer clock); a destination topic created with Kafka 4's default
+    (one hour ahead at most) refused it, and its partition halted for good. The worker now creates the
+    destination topic taking what the source took, config sync on or off (here off)."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, accepts_any = topic_name("tsahead"), "9223372036854775807"
+    create_topic(src, topic, partitions=1, config={"message.timestamp.after.max.ms": accepts_any})
+    now_ms = int(time.time() * 1000)
+    stamps = [now_ms, now_ms + 2 * 3_600_000, now_ms + 1]
+    produce(src, topic, [{"value": f"r-{i}".encode(), "timestamp": stamp} for i, stamp in enumerate(stamps)])
+    worker = WorkerProcess([*_flags(stack, tmp_path, f"g-{topic}"), "--whitelist", topic, "--prefix", "dc.",
+                            "--config.sync.interval.ms", "0"], tmp_path)
+    remote = f"dc.{topic}"
+    try:
+        worker.wait_started()
+        halted = [e for e in worker.logs() if e.get("msg") == "partition halted"]
+        mirrored = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not halted and len(mirrored) < 3:
+            mirrored = wait_for_count(dst, remote, 3, timeout=5)
+            halted = [e for e in worker.logs() if e.get("msg") == "partition halted"]
+        assert not halted, halted[0]["reason"]
+        assert [(m.value(), m.timestamp()[1]) for m in mirrored] == [
+            (f"r-{i}".encode(), stamp) for i, stamp in enumerate(stamps)]
+        created = describe_explicit_configs(AdminClient({"bootstrap.servers": dst}), [remote])[remote]
+        assert created == {"message.timestamp.after.max.ms": accepts_any}  # before.max.ms: Kafka 4 takes any
+        assert worker.proc.poll() is None, worker.stderr
+    finally:
+        worker.stop_quietly()
+
+
+def test_an_existing_destination_topic_halts_naming_the_setting_until_config_sync_raises_it(stack, topic_name,
+                                                                                            tmp_path):
+    """A destination topic made before the worker (Kafka 4's one hour) and config sync off: the partition halts,
+    and the halt line names the setting to raise. Config sync on: the worker raises it, and the record arrives."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, accepts_any = topic_name("tsexisting"), "9223372036854775807"
+    remote = f"dc.{topic}"
+    create_topic(src, topic, partitions=1, config={"message.timestamp.after.max.ms": accepts_any})
+    create_topic(dst, remote, partitions=1)
+    ahead = int(time.time() * 1000) + 2 * 3_600_000
+    produce(src, topic, [{"value": b"ahead", "timestamp": ahead}])
+    flags = [*_flags(stack, tmp_path, f"g-{topic}"), "--whitelist", topic, "--prefix", "dc."]
+    worker = WorkerProcess([*flags, "--config.sync.interval.ms", "0"], tmp_path)
+    try:
+        halted = worker.wait_for_log("partition halted")
+        # librdkafka reports the refused record without its timestamp: both settings are named.
+        assert halted["reason"] == (
+            "destination refused the record: Broker: Invalid timestamp: raise message.timestamp.after.max.ms (a "
+            "record ahead of the broker's clock) or message.timestamp.before.max.ms (behind it) on destination "
+            f"topic {remote}"), halted["reason"]
+        assert f"halted at offset 0: {halted['reason']}" in worker.stderr
+    finally:
+        worker.stop_quietly()
+    worker = WorkerProcess([*flags, "--config.sync.interval.ms", "2000"], tmp_path)
+    try:
+        worker.wait_started()
+        mirrored = wait_for_count(dst, remote, 1, timeout=60)
+        assert [(m.value(), m.timestamp()[1]) for m in mirrored] == [(b"ahead", ahead)]
+        synced = [(e["topic"], e["config"], e["new"]) for e in worker.logs() if e.get("msg") == "topic config synced"]
+        assert synced == [(remote, "message.timestamp.after.max.ms", accepts_any)]
+        assert "partition halted" not in [e.get("msg") for e in worker.logs()], worker.stderr
+    finally:
+        worker.stop_quietly()

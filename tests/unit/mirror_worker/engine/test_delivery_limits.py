@@ -101,3 +101,40 @@ def test_halting_a_run_at_its_first_offset_never_commits_past_a_refused_record_o
     run(_Err(), _DeliveredMsg())  # whichever record of 100..129 was refused
     assert ledger.committable(checkpoint) == {}
     assert ledger.halted[key].offset == 100
+
+
+NOW_MS = 1_800_000_000_000
+
+
+@pytest.mark.parametrize("stamp, setting, said", [
+    (NOW_MS + 7_200_000, "message.timestamp.after.max.ms", "7200000 ms ahead of"),   # a source clock ahead
+    (NOW_MS - 86_400_000, "message.timestamp.before.max.ms", "86400000 ms behind"),  # an old record
+])
+def test_a_timestamp_refusal_names_the_destination_setting_to_raise(stamp, setting, said):
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
+
+    from mirror_worker.engine.delivery import refusal_reason
+    from tests.unit.fakes import FakeError, FakeMessage
+
+    refused = FakeMessage("dc.orders", 0, -1, timestamp=stamp)
+    assert refused.timestamp()[0] == TIMESTAMP_CREATE_TIME
+    reason = refusal_reason(FakeError(KafkaError.INVALID_TIMESTAMP, "Broker: Invalid timestamp"), refused, NOW_MS)
+    assert reason == (f"destination refused the record: Broker: Invalid timestamp: its timestamp {stamp} is {said} "
+                      f"the clock; raise {setting} on destination topic dc.orders")
+
+
+def test_a_timestamp_refusal_without_a_timestamp_names_both_settings_and_other_refusals_are_as_before():
+    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError
+
+    from mirror_worker.engine.delivery import refusal_reason
+    from tests.unit.fakes import FakeError
+
+    class Unstamped(_DeliveredMsg):
+        def timestamp(self):
+            return (TIMESTAMP_NOT_AVAILABLE, -1)
+
+    reason = refusal_reason(FakeError(KafkaError.INVALID_TIMESTAMP, "Broker: Invalid timestamp"), Unstamped(), NOW_MS)
+    assert "raise message.timestamp.after.max.ms" in reason and "message.timestamp.before.max.ms" in reason
+    assert reason.endswith("on destination topic dst")
+    other = refusal_reason(FakeError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large"), Unstamped(), 0)
+    assert other == "destination refused the record: Broker: Message size too large"

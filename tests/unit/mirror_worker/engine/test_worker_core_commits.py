@@ -48,6 +48,26 @@ def test_a_delivery_error_halts_its_own_partition_at_or_before_the_refused_offse
     assert all(TP not in commit for commit in consumer.commits)
 
 
+def test_a_record_stamped_beyond_the_destination_limit_halts_with_the_setting_to_raise(capsys):
+    """Issue 43 defect 4: a Kafka 4 destination refuses a record stamped over an hour ahead (INVALID_TIMESTAMP).
+    The partition halts (never a silent skip), and the halt line names the destination topic's setting."""
+    import time
+
+    ahead = int(time.time() * 1000) + 2 * 3_600_000
+    logs = {TP: [FakeMessage("t", 0, o, timestamp=ahead if o == 1 else 1_000) for o in range(3)]}
+    worker, stream, consumer, producer = make_worker(logs)
+    assign(worker, stream, TP)
+    producer.refusal = FakeError(KafkaError.INVALID_TIMESTAMP, "Broker: Invalid timestamp")
+    producer.refuse = lambda record: record.timestamp()[1] == ahead
+    worker._consume_round(0)
+    assert worker.checkpoint_and_commit() is True and worker.fatal is None
+    assert stream.ledger.halted[TP].offset == 0 and consumer.commits == []
+    line = [s for s in capsys.readouterr().err.splitlines() if "halted at offset 0" in s]
+    assert len(line) == 1 and line[0].endswith(
+        "Broker: Invalid timestamp: raise message.timestamp.after.max.ms (a record ahead of the broker's clock) or "
+        "message.timestamp.before.max.ms (behind it) on destination topic dst.t"), line
+
+
 def test_an_upstream_provenance_header_never_decides_which_partition_halts():
     upstream = [("mirror.source", b"src:other-cluster:elsewhere:7:123")]
     logs = {TP: [FakeMessage("t", 0, o, b"k", f"t-0-{o}".encode(), upstream) for o in range(3)]}
