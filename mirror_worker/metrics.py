@@ -79,6 +79,11 @@ class MirrorMetrics:
             "mirror_records_skipped", "Records not mirrored on purpose (origin: they came from the destination)",
             labels + ["reason"], registry=self.registry,
         )
+        self.records_restamped = Counter(
+            "mirror_records_restamped",
+            "Source records stamped at the epoch (CreateTime 0) produced 1 ms later: librdkafka reads 0 as now",
+            labels, registry=self.registry,
+        )
         self.dead_lettered = Counter("mirror_records_dead_lettered", "Records sent to the dead-letter topic", labels, registry=self.registry)
         self.schemas_registered = Counter(
             "mirror_schemas_registered", "Schema versions registered on the destination registry", ["mirror"],

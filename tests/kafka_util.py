@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -9,7 +10,11 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from devstack.jdk import find_java
 from devstack.kafka import KafkaNode
+from devstack.paths import KAFKA_LIBS
+
+_PRODUCE_AT = Path(__file__).parent / "java" / "ProduceAt.java"
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None,
@@ -72,6 +77,14 @@ def produce(bootstrap: str, topic: str, records: list[dict]) -> None:
     remaining = producer.flush(30)
     if remaining or errors:
         raise KafkaException(f"produce to {topic} failed: {remaining} undelivered, errors {errors[:3]}")
+
+
+def produce_at(bootstrap: str, topic: str, partition: int, records: list[tuple[str, int]]) -> None:
+    """(value, CreateTime) records written by the Java client, which takes a timestamp of 0 as it is:
+    librdkafka, behind `produce`, reads 0 as "now"."""
+    subprocess.run([find_java(17), "-cp", f"{KAFKA_LIBS}/*", str(_PRODUCE_AT), bootstrap, topic, str(partition),
+                    *(f"{value}@{timestamp}" for value, timestamp in records)],
+                   check=True, capture_output=True, timeout=120)
 
 
 def commit_offsets(bootstrap: str, topic: str, group: str, positions: dict[int, int]) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -16,6 +18,16 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from devstack.paths import ROOT
 from mirror_worker.commands.runner import CLOSE_GRACE_S
 from mirror_worker.config.model import MirrorConfig
+
+
+def scrape_metric(url: str, name: str, **labels: str) -> float:
+    """The sum of `name`'s samples on a worker's metrics endpoint having `labels`; 0 when there is none."""
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    total = 0.0
+    for match in re.finditer(rf'^{re.escape(name)}\{{([^}}]*)\}} (\S+)$', text, re.M):
+        if all(f'{k}="{v}"' in match.group(1) for k, v in labels.items()):
+            total += float(match.group(2))
+    return total
 
 
 def write_properties(path: Path, settings: dict[str, str]) -> str:

@@ -2,17 +2,20 @@
 
 `BatchMirror` takes its collaborators in its constructor (the router, the halts, the backpressure, the
 metrics, the destination's max.message.bytes per topic, two callbacks of the worker) and keeps no state of
-its own between batches: a stream's ledger, stash and pending counts live on the stream. Unit tests drive
+its own between batches (but which partitions' epoch-stamped records it has logged): a stream's ledger, stash
+and pending counts live on the stream. Unit tests drive
 it alone with in-memory fakes (tests/unit/mirror_worker/engine/test_hot_path.py).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException
 
 from mirror_worker.clients.headers import UnreadableHeaders, read_headers
+from mirror_worker.clients.timestamps import produced_timestamp
 from mirror_worker.engine.backpressure import Backpressure
 from mirror_worker.engine.delivery import RunDelivery
 from mirror_worker.engine.halts import Halts
@@ -22,6 +25,7 @@ from mirror_worker.policy.provenance import mirrored_headers, provenance_value
 from mirror_worker.policy.routing import Router
 from mirror_worker.schemas import wire_format
 
+log = logging.getLogger("mirror_worker")
 
 class BatchMirror:
     """Hands batches of one stream to the producers (`mirror`): routing, headers, schema ids, limits, room."""
@@ -42,6 +46,7 @@ class BatchMirror:
         self.provenance_headers = provenance_headers
         self.rewrite_ids = rewrite_ids                    # schema-id-rewrite is not "off"
         self.skip_origin = skip_origin                    # origin-records: skip (a failback pair), else halt
+        self._restamp_logged: set[tuple[str, str, int]] = set()  # (source, topic, partition): logged once each
 
     def mirror(self, stream: SourceStream, batch: list) -> None:
         """The hot path: hand every record of `batch` to its producer, in order, per partition.
@@ -114,8 +119,8 @@ class BatchMirror:
                     skip = True
                     continue
                 timestamp = msg.timestamp()[1]
-                if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
-                    timestamp = 0
+                if timestamp <= 0:  # none (the producer stamps it) or the epoch (1 ms): clients/timestamps.py
+                    timestamp = self._restamp(stream, msg, timestamp)
                 if provenance or headers:
                     headers = self._headers(stream, msg, headers, destination_cluster_id, dest_topic)
                     if headers is False:
@@ -194,6 +199,20 @@ class BatchMirror:
                 labels = {**self._label, "source": stream.alias, "topic": topic}
                 self.metrics.records_consumed.labels(**labels).inc(counts[0] - records)
                 self.metrics.bytes_consumed.labels(**labels).inc(counts[1] - size)
+
+    def _restamp(self, stream: SourceStream, msg, timestamp: int) -> int:
+        """The timestamp to produce a record without one (-1) or stamped at the epoch (0) with; the latter counted."""
+        if timestamp == 0:
+            topic, partition = msg.topic(), msg.partition()
+            self.metrics.records_restamped.labels(**self._label, source=stream.alias, topic=topic).inc()
+            where = (stream.alias, topic, partition)
+            if where not in self._restamp_logged:
+                self._restamp_logged.add(where)
+                log.warning("record stamped at the epoch produced 1 ms later (librdkafka reads 0 as now); "
+                            "counted in mirror_records_restamped, logged once per partition",
+                            extra={**self._label, "source": stream.alias, "topic": topic, "partition": partition,
+                                   "offset": msg.offset()})
+        return produced_timestamp(timestamp)
 
     def _headers(self, stream: SourceStream, msg, headers, destination_cluster_id: str, destination_topic: str):
         """Copy headers, check for a cycle, add provenance. False means: the record was refused."""

@@ -26,7 +26,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from mirror_worker.batch_api import (
-    UnreadableHeaders, mirrored_headers, provenance_value, read_headers, take_available, wire_format,
+    UnreadableHeaders,
+    mirrored_headers,
+    produced_timestamp,
+    provenance_value,
+    read_headers,
+    take_available,
+    wire_format,
 )
 from spark_jobs.catchup.eos import copy_exactly_once
 
@@ -156,7 +162,7 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
     id_headers = dict(settings.id_headers) if task.frame_keys or task.frame_values else None
     frame_keys, frame_values, rewrite, framed = task.frame_keys, task.frame_values, wire_format.rewrite, wire_format.is_framed
     eof = KafkaError._PARTITION_EOF
-    position, copied, waits = task.start, 0, 0
+    position, copied, waits, restamped = task.start, 0, 0, 0
     checkpointed, checkpointed_at = 0, None
     checkpoint_due = clock() + checkpoint_every_s if checkpoint_every_s else float("inf")
     stalled_at = clock() + settings.stall_timeout_s
@@ -187,8 +193,9 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
                 raise CopyFailed(f"{task.topic}[{task.partition}] offset {offset}: {exc}") from None
             key, value = msg.key(), msg.value()
             timestamp = msg.timestamp()[1]
-            if timestamp < 0:  # TIMESTAMP_NOT_AVAILABLE: let the producer stamp it
-                timestamp = 0
+            if timestamp <= 0:  # none: the producer stamps it; the epoch: 1 ms (clients/timestamps.py), counted
+                restamped += timestamp == 0
+                timestamp = produced_timestamp(timestamp)
             if provenance or headers:
                 headers = mirrored_headers(headers, provenance and provenance_value(
                     provenance[0], provenance[1], task.topic, task.partition, offset), cluster, task.topic,
@@ -237,7 +244,7 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
     if settings.commit:
         commit_range(consumer, [TopicPartition(task.topic, task.partition, end, task.topic_id)])
     progress.report(copied, end, done=True, event="partition done" if end == task.end else "partition handed over",
-                    producer_waits=waits)
+                    producer_waits=waits, **({"restamped_epoch_zero": restamped} if restamped else {}))
     return copied, end
 
 

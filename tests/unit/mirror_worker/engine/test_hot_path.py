@@ -28,9 +28,11 @@ class FakeProducer:
 
     def __init__(self):
         self.queue = []
+        self.timestamps = []
 
     def produce(self, topic, value, key, partition, timestamp=0, headers=None, on_delivery=None):
         self.queue.append((topic, partition, value, on_delivery, headers))
+        self.timestamps.append(timestamp)
 
     def __len__(self):
         return len(self.queue)
@@ -173,6 +175,23 @@ def test_the_hot_path_alone_routes_adds_provenance_and_halts_a_record_over_the_d
     assert stream.ledger.next_offsets == {("t", 3): 11, ("t", 4): 1}
     assert stream.pending["t"][:2] == [2, 4]                        # records, key and value bytes handed over
     assert not refused and not consume_errors
+
+
+def test_records_stamped_at_the_epoch_go_out_one_millisecond_later_counted_and_logged_once_per_partition(caplog):
+    """Issue 43 defect 9: librdkafka reads a produce timestamp of 0 as "now"."""
+    worker = _worker()
+    producer = FakeProducer()
+    stream = _stream(worker, [producer])
+    batch = [FakeMessage("t", 3, 10, timestamp=0), FakeMessage("t", 3, 11, timestamp=None),
+             FakeMessage("t", 3, 12, timestamp=0), FakeMessage("t", 4, 0, timestamp=0), FakeMessage("t", 4, 1)]
+    with caplog.at_level("WARNING", logger="mirror_worker"):
+        worker.hot_path.mirror(stream, batch)
+        worker.hot_path.mirror(stream, [FakeMessage("t", 3, 13, timestamp=0)])
+    assert producer.timestamps == [1, 0, 1, 1, 1_000, 1]
+    restamped = worker.metrics.records_restamped.labels(mirror="m", source="src", topic="t")._value.get()
+    assert restamped == 4
+    logged = [(r.partition, r.offset) for r in caplog.records if r.getMessage().startswith("record stamped at the epoch")]
+    assert logged == [(3, 10), (4, 0)]
 
 
 @pytest.mark.parametrize("dead_letter_topic", [None, "dlq"])

@@ -82,6 +82,17 @@ def test_copies_exactly_the_range_in_order_then_flushes_then_commits_its_end():
     assert calls == [("flush", 10), ("commit", [("orders", 2, 20, "id-orders")])]
 
 
+def test_records_stamped_at_the_epoch_go_out_one_millisecond_later_and_are_counted():
+    """Issue 43 defect 9: librdkafka reads 0 as "now"; a record without a timestamp is the producer's to stamp."""
+    log = [FakeMessage("orders", 2, 10, timestamp=0), FakeMessage("orders", 2, 11, timestamp=None),
+           FakeMessage("orders", 2, 12, timestamp=5), FakeMessage("orders", 2, 13, timestamp=0)]
+    producer, events = RecordingProducer(), []
+    copy_range(CopyTask("orders", 2, 10, 14, "cu.orders", 2), SETTINGS, RangeConsumer(log), producer, [],
+               emit=events.append)
+    assert [ts for *_, ts in producer.produced] == [1, 0, 5, 1]
+    assert events[-1]["event"] == "partition done" and events[-1]["restamped_epoch_zero"] == 2
+
+
 def test_a_range_ending_in_markers_or_aborted_records_ends_at_the_partition_end():
     # Offsets 15..19 are transaction markers / aborted records: never delivered; EOF at 20 closes the range.
     consumer = RangeConsumer(_log([10, 11, 12, 14]), log_end=20)
