@@ -134,7 +134,7 @@ class BatchMirror:
                 elif id_map is not None:
                     if watch and ((not frame_keys and wire_format.is_framed(key))
                                   or (not frame_values and wire_format.is_framed(value))):
-                        frame_keys, frame_values = schemas.recheck_framing(stream, msg, timestamp)
+                        frame_keys, frame_values = schemas.recheck_framing(stream, msg)
                         watch = not (frame_keys and frame_values)
                         skip = (topic, partition) in halted  # a subject found now may conflict
                         if skip:

@@ -13,7 +13,7 @@ from mirror_worker.engine.halts import HaltableStream, Halts
 from mirror_worker.exceptions import SchemaConflict, UnknownSchemaId
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.schemas import wire_format
-from mirror_worker.schemas.framing import needs_recheck, rewritten_fields
+from mirror_worker.schemas.framing import MAX_ANSWERED_IDS, RECHECK_INTERVAL_S, needs_recheck, rewritten_fields
 
 if TYPE_CHECKING:
     from mirror_worker.schemas.sync import SchemaSyncer
@@ -37,6 +37,9 @@ class SchemaGate:
         self.label = label
         self.alias = alias
         self.conflicts: dict[str, str] = {}  # topic -> why it is not mirrored
+        # topic -> schema ids that looked framed in a field without a subject, a look at the registry made for each
+        self._answered: dict[str, set[int]] = {}
+        self._by_interval: set[str] = set()  # topics past MAX_ANSWERED_IDS (logged once)
 
     @property
     def id_headers(self) -> dict[bytes, bytes]:
@@ -46,20 +49,33 @@ class SchemaGate:
         """Whether the topic's keys and values are rewritten, from what is known of its subjects."""
         return rewritten_fields(self.rewrite_mode, self.syncer.framing.get(topic))
 
-    def recheck_framing(self, stream: HaltableStream, msg, timestamp_ms: int) -> tuple[bool, bool]:
-        """`msg`'s key or value looks framed where its topic had no subject: look again if it may have one now.
+    def recheck_framing(self, stream: HaltableStream, msg) -> tuple[bool, bool]:
+        """`msg`'s key or value looks framed where its topic had no subject: look again if its id is new here.
 
-        A conflict found here halts `msg`'s partition at `msg`: the records of its run before it are handed
+        Decided by the record's schema ids and the registry, not by its timestamp (schemas/framing.py). A
+        conflict found here halts `msg`'s partition at `msg`: the records of its run before it are handed
         over already (exactly-once commits them with that position), the ledger does not count them yet.
         """
         topic = msg.topic()
         framing = self.syncer.framing.get(topic)
-        if needs_recheck(framing, timestamp_ms, time.time() * 1000):
+        keys, values = (framing.keys, framing.values) if framing is not None else (False, False)
+        ids = [wire_format.schema_id(data) for framed, data in ((keys, msg.key()), (values, msg.value()))
+               if not framed and wire_format.is_framed(data)]
+        answered = self._answered.setdefault(topic, set())
+        if needs_recheck(framing, ids, answered, time.monotonic()):
             try:
                 framing = self.syncer.recheck_topic(topic)
             except SchemaConflict as exc:
                 self.conflict(stream, topic, str(exc), at=msg)
             self._count_ids()
+            room = MAX_ANSWERED_IDS - len(answered)
+            answered.update(ids[:max(room, 0)])
+            if room < len(ids) and topic not in self._by_interval:
+                self._by_interval.add(topic)
+                log.warning("schema framing: more distinct ids look framed than the worker remembers; the "
+                            "registry is asked again at most once per interval", extra={
+                                **self.label, "source": self.alias, "topic": topic, "ids": MAX_ANSWERED_IDS,
+                                "interval_s": RECHECK_INTERVAL_S})
         return rewritten_fields(self.rewrite_mode, framing)
 
     def sync_topics(self, stream: HaltableStream, topics: list[str]) -> None:

@@ -5,10 +5,15 @@ field is framed. With `schema-id-rewrite: auto` (the default) a topic's keys are
 registry has `<topic>-key`, its values when it has `<topic>-value` (the topic-name strategy schema sync
 copies); `force` treats every key and value that looks framed as framed; `off` rewrites nothing.
 
-Subjects are looked up when the topic is first mirrored. A subject registered later is seen on demand: a
-key (value) that looks framed in a field without a subject re-checks the registry when the record is newer
-than the last check (producers register a schema before they write with it), at most once per
-RECHECK_INTERVAL_S per topic, so a raw topic costs one registry request per interval at most.
+Subjects are looked up when the topic is first mirrored. A subject registered later is seen on demand, decided
+by the bytes and the registry, never by a clock: a key (value) that looks framed in a field without a subject
+makes the worker look at the registry again when its schema id is one not met before in that topic. A producer
+registers its subject before it writes with the id the registry gave it, so the first record that uses a new
+subject carries an id the topic had not shown: that record triggers the look, whatever its timestamp (event
+time, a backfill, a replay; the record's CreateTime decided this before, and such records kept the source's ids).
+Ids already answered are remembered per topic, so a raw topic whose bytes happen to look framed costs one registry
+request per distinct id, up to MAX_ANSWERED_IDS; past that (random bytes) the topic is looked at again at most once
+per RECHECK_INTERVAL_S, as every topic was before, and the worker says so once.
 """
 
 from __future__ import annotations
@@ -19,18 +24,16 @@ from typing import Literal
 RewriteMode = Literal["auto", "off", "force"]
 
 RECHECK_INTERVAL_S = 1.0
-# Producer clocks may run behind the worker's: a record stamped up to this much before a check may still
-# have been written after the subject it uses was registered.
-CLOCK_SKEW_MS = 1000
+MAX_ANSWERED_IDS = 1024  # per topic: ids a look at the registry found no subject for
 
 
 @dataclass(frozen=True)
 class TopicFraming:
-    """Whether the topic has a key / value subject, as of `checked_at_ms` (wall clock)."""
+    """Whether the topic has a key / value subject, as of `checked_at` (the worker's monotonic clock, seconds)."""
 
     keys: bool
     values: bool
-    checked_at_ms: float
+    checked_at: float
 
 
 def rewritten_fields(mode: RewriteMode, framing: TopicFraming | None) -> tuple[bool, bool]:
@@ -42,12 +45,17 @@ def rewritten_fields(mode: RewriteMode, framing: TopicFraming | None) -> tuple[b
     return framing.keys, framing.values
 
 
-def needs_recheck(framing: TopicFraming | None, record_timestamp_ms: int, now_ms: float) -> bool:
-    """A field without a subject holds a record that looks framed: ask the registry again?"""
+def needs_recheck(framing: TopicFraming | None, schema_ids: list[int], answered: set[int], now: float) -> bool:
+    """Fields without a subject hold values framed with `schema_ids`: ask the registry again?
+
+    `answered`: the ids of this topic that earlier looks were made for (at most MAX_ANSWERED_IDS).
+    """
     if framing is None:
         return True
     if framing.keys and framing.values:
         return False
-    if record_timestamp_ms and record_timestamp_ms < framing.checked_at_ms - CLOCK_SKEW_MS:
-        return False  # written before the last check, which would have seen a subject registered before it
-    return now_ms - framing.checked_at_ms >= RECHECK_INTERVAL_S * 1000
+    if any(i not in answered for i in schema_ids):
+        if len(answered) < MAX_ANSWERED_IDS:
+            return True
+        return now - framing.checked_at >= RECHECK_INTERVAL_S  # too many ids to remember: by the interval
+    return False

@@ -159,24 +159,24 @@ class SchemaSyncer:
         """Copy the topic's key and value subjects; returns schemas registered. SchemaConflict if not possible."""
         before = self.registered
         remote = self.policy.remote_topic(topic)
-        checked_at_ms = time.time() * 1000
+        checked_at = time.monotonic()
         try:
             keys, values = (self.sync_subject(topic + suffix, remote + suffix) for suffix in SUBJECT_SUFFIXES)
         except SubjectConflict as exc:
             raise SchemaConflict(topic, str(exc)) from None
-        self.framing[topic] = TopicFraming(keys, values, checked_at_ms)
+        self.framing[topic] = TopicFraming(keys, values, checked_at)
         return self.registered - before
 
     def recheck_topic(self, topic: str) -> TopicFraming:
         """Look again for the subjects the topic lacked; a new one is synced before it is used."""
         known = self.framing.get(topic)
-        checked_at_ms = time.time() * 1000
+        checked_at = time.monotonic()
         missing = [suffix for suffix, present in zip(SUBJECT_SUFFIXES, (known.keys, known.values) if known else (False, False))
                    if not present]
         if any(self.source.has_subject(topic + suffix) for suffix in missing):
             self.sync_topic(topic)
         else:
-            self.framing[topic] = TopicFraming(bool(known and known.keys), bool(known and known.values), checked_at_ms)
+            self.framing[topic] = TopicFraming(bool(known and known.keys), bool(known and known.values), checked_at)
         return self.framing[topic]
 
     def destination_header(self, topic: str, source_id: int) -> bytes:

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 
 import pytest
-from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from mirror_worker.schemas import wire_format
+from mirror_worker.schemas.framing import RECHECK_INTERVAL_S
 from tests.integration.test_schema_sync import ORDER_V1, _client, _pad_destination_ids, _worker_args
 from tests.kafka_util import create_topic, produce
-from tests.worker_util import WorkerProcess, read_topic, wait_for_count, write_mirror_spec
+from tests.worker_util import WorkerProcess, wait_for_count, write_mirror_spec
 
 pytestmark = pytest.mark.integration
 
@@ -112,6 +113,38 @@ def test_a_value_subject_registered_while_mirroring_starts_the_rewrite(stack, to
     finally:
         assert worker.terminate() == 0, worker.stderr
     assert halts == []
+    destination_id = _destination_id(stack, f"fr.{topic}-value")
+    assert destination_id != wire_format.schema_id(values[0])
+    assert [m.value() for m in mirrored] == raw + [wire_format.header(destination_id) + v[5:] for v in values]
+
+
+def test_a_subject_registered_later_is_used_for_records_stamped_in_the_past(stack, topic_name, tmp_path):
+    """Issue 43 defect 2: records carrying event time (a backfill, a replay, Kafka Streams) were stamped before the
+    worker last looked for the topic's subjects, so it never looked again and copied them with the source's
+    schema id, which names an unrelated destination schema. Framing is now decided by the record's schema id and
+    the registry: an id not met before in the topic makes the worker look again, whatever the record's time."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("backfill")
+    create_topic(src, topic, partitions=1)
+    raw = [wire_format.header(UNKNOWN_ID) + b"before any subject"]
+    produce(src, topic, [{"value": v} for v in raw])
+    _pad_destination_ids(stack)
+
+    worker = WorkerProcess(_worker_args(stack, tmp_path, f"g-{topic}", "--whitelist", topic, "--prefix", "fr."),
+                           tmp_path)
+    try:
+        worker.wait_started()
+        assert [m.value() for m in wait_for_count(dst, f"fr.{topic}", 1, timeout=60)] == raw
+        time.sleep(2 * RECHECK_INTERVAL_S)  # the worker's last look is behind it, as in a long-running mirror
+        values = _avro_values(stack, topic, 0, 5)  # the producer registers <topic>-value, then writes
+        an_hour_ago = int(time.time() * 1000) - 3_600_000
+        produce(src, topic, [{"value": v, "timestamp": an_hour_ago + i} for i, v in enumerate(values)])
+        mirrored = wait_for_count(dst, f"fr.{topic}", 6, timeout=60)
+        halts = _halts(worker)
+    finally:
+        assert worker.terminate() == 0, worker.stderr
+    assert halts == []
+    assert [m.value() for m in mirrored[1:]] != values, "copied with the source's schema ids"
     destination_id = _destination_id(stack, f"fr.{topic}-value")
     assert destination_id != wire_format.schema_id(values[0])
     assert [m.value() for m in mirrored] == raw + [wire_format.header(destination_id) + v[5:] for v in values]

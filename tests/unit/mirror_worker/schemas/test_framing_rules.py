@@ -6,11 +6,17 @@ import pytest
 
 from mirror_worker.config.model import build_mirror_config
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.schemas.framing import CLOCK_SKEW_MS, RECHECK_INTERVAL_S, TopicFraming, needs_recheck, rewritten_fields
+from mirror_worker.schemas.framing import (
+    MAX_ANSWERED_IDS,
+    RECHECK_INTERVAL_S,
+    TopicFraming,
+    needs_recheck,
+    rewritten_fields,
+)
 
-VALUES_ONLY = TopicFraming(keys=False, values=True, checked_at_ms=1_000_000)
-BOTH = TopicFraming(keys=True, values=True, checked_at_ms=1_000_000)
-INTERVAL_MS = RECHECK_INTERVAL_S * 1000
+VALUES_ONLY = TopicFraming(keys=False, values=True, checked_at=1_000.0)
+BOTH = TopicFraming(keys=True, values=True, checked_at=1_000.0)
+FULL = set(range(MAX_ANSWERED_IDS))
 
 
 @pytest.mark.parametrize("mode, framing, expected", [
@@ -25,18 +31,23 @@ def test_rewritten_fields(mode, framing, expected):
     assert rewritten_fields(mode, framing) == expected
 
 
-@pytest.mark.parametrize("framing, record_ts, now, expected", [
-    (None, 5, 5, True),
-    (BOTH, 2_000_000, 2_000_000, False),  # nothing left to find
-    # written before the last check (beyond the skew allowance): that check would have seen its subject
-    (VALUES_ONLY, 1_000_000 - CLOCK_SKEW_MS - 1, 1_000_000 + INTERVAL_MS, False),
-    (VALUES_ONLY, 1_000_000 - CLOCK_SKEW_MS + 1, 1_000_000 + INTERVAL_MS, True),
-    (VALUES_ONLY, 1_500_000, 1_000_000 + INTERVAL_MS, True),
-    (VALUES_ONLY, 1_000_000 + 10, 1_000_000 + INTERVAL_MS - 1, False),  # at most once per interval
-    (VALUES_ONLY, 0, 1_000_000 + INTERVAL_MS, True),  # no timestamp: only the interval holds it back
+@pytest.mark.parametrize("framing, ids, answered, now, expected", [
+    (None, [5], set(), 1_000.0, True),
+    (BOTH, [5], set(), 2_000.0, False),  # nothing left to find
+    # An id the topic had not shown asks again at once, however recent the last look (and whatever the record's
+    # timestamp: issue 43 defect 2); an id already answered does not, however long ago.
+    (VALUES_ONLY, [5], set(), 1_000.0, True),
+    (VALUES_ONLY, [5], {7}, 1_000.0, True),
+    (VALUES_ONLY, [5, 7], {5}, 1_000.0, True),
+    (VALUES_ONLY, [5], {5}, 1_000.0 + 3_600, False),
+    (VALUES_ONLY, [5, 7], {5, 7}, 1_000.0 + 3_600, False),
+    # Too many ids to remember (random bytes): at most once per interval.
+    (VALUES_ONLY, [-1], FULL, 1_000.0 + RECHECK_INTERVAL_S - 0.01, False),
+    (VALUES_ONLY, [-1], FULL, 1_000.0 + RECHECK_INTERVAL_S, True),
+    (VALUES_ONLY, [0], FULL, 1_000.0 + 3_600, False),  # remembered
 ])
-def test_needs_recheck(framing, record_ts, now, expected):
-    assert needs_recheck(framing, record_ts, now) is expected
+def test_needs_recheck(framing, ids, answered, now, expected):
+    assert needs_recheck(framing, ids, answered, now) is expected
 
 
 BASE = {
