@@ -9,7 +9,8 @@ of the copy themselves, have their own surface: `mirror_worker.batch_api`.
   `MirrorConfig`, `SLOT_FLAG` (the worker's slot flag)
 - Kafka clients and their settings: `admin_client`, `consumer`, `side_consumer`, `producer` (the one place that
   builds them); `connection_settings`, `consumer_settings`, `producer_settings`, `settings_from_connection`
-- topics and schemas: `describe_topics`, `DestinationTopics`, `sync_mirror_schemas`
+- topics and schemas: `describe_topics`, `DestinationTopics`, `creation_configs`, `exclusion_pattern`,
+  `sync_mirror_schemas`
 - consumer groups and log ends: `group_ids`, `active_members`, `held_partitions`, `list_offsets`, `log_bounds`, `reads_committed`
 - failover: `source_cluster`, `translate_group`, `translated_offsets`, `apply_group_offsets`,
   `translation_report`, `failed_over`, `mark_failed_over`, `refuse_if_failed_over`, `unmark`, `mark_topic`
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
     from mirror_worker.logs import configure_logging
     from mirror_worker.schemas.sync import sync_mirror_schemas
     from mirror_worker.topics.admin import DestinationTopics, describe_topics
+    from mirror_worker.topics.configs import creation_configs, exclusion_pattern
 
 # name -> (home module, its name there)
 _HOME = {
@@ -62,6 +64,8 @@ _HOME = {
     "settings_from_connection": ("mirror_worker.config.librdkafka", "settings_from_connection"),
     "describe_topics": ("mirror_worker.topics.admin", "describe_topics"),
     "DestinationTopics": ("mirror_worker.topics.admin", "DestinationTopics"),
+    "creation_configs": ("mirror_worker.topics.configs", "creation_configs"),
+    "exclusion_pattern": ("mirror_worker.topics.configs", "exclusion_pattern"),
     "sync_mirror_schemas": ("mirror_worker.schemas.sync", "sync_mirror_schemas"),
     "group_ids": ("mirror_worker.clients.groups", "group_ids"),
     "active_members": ("mirror_worker.clients.groups", "active_members"),

@@ -15,6 +15,7 @@ transactions.
 - routing, naming and provenance (policy): `IdentityPolicy`, `NamingPolicy`, `PrefixPolicy`, `Router`,
   `PROVENANCE_HEADER`, `mirrored_headers`, `provenance_value`
 - topics and schemas: destination topics, schema-id rewriting: `DestinationTopics`, `describe_topics`, `topic_ids`,
+  `creation_configs`, `exclusion_pattern`,
   `TopicConfigs`, `describe_explicit_configs`, `wire_format`, `HEADER_SIZE`, `MAGIC_BYTE`, `rewritten_fields`,
   `syncers_for`
 - exactly-once transactions and positions: `POSITIONS_GROUP`, `Owner`, `PartitionTransactions`, `ProducerFenced`,
@@ -64,7 +65,7 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
     from mirror_worker.schemas.wire_format import HEADER_SIZE, MAGIC_BYTE
     from mirror_worker.schemas.sync import syncers_for
     from mirror_worker.topics.admin import DestinationTopics, describe_topics, topic_ids
-    from mirror_worker.topics.configs import TopicConfigs, describe_explicit_configs
+    from mirror_worker.topics.configs import TopicConfigs, creation_configs, describe_explicit_configs, exclusion_pattern
 
 # name -> (home module, its name there)
 _HOME = {
@@ -100,6 +101,8 @@ _HOME = {
     "mirrored_headers": ("mirror_worker.policy.provenance", "mirrored_headers"),
     "provenance_value": ("mirror_worker.policy.provenance", "provenance_value"),
     "DestinationTopics": ("mirror_worker.topics.admin", "DestinationTopics"),
+    "creation_configs": ("mirror_worker.topics.configs", "creation_configs"),
+    "exclusion_pattern": ("mirror_worker.topics.configs", "exclusion_pattern"),
     "describe_topics": ("mirror_worker.topics.admin", "describe_topics"),
     "topic_ids": ("mirror_worker.topics.admin", "topic_ids"),
     "TopicConfigs": ("mirror_worker.topics.configs", "TopicConfigs"),

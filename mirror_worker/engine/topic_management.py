@@ -20,17 +20,9 @@ from mirror_worker.policy.naming import check_mapping
 from mirror_worker.policy.routing import Router
 from mirror_worker.topics.admin import DestinationTopics, TopicInfo, describe_topics, outgrown_topics
 from mirror_worker.topics.configs import (
-    copied_configs,
-    describe_config_entries,
+    creation_configs,
     exclusion_pattern,
-    explicit_configs,
     sync_topic_configs,
-)
-from mirror_worker.topics.timestamp_limits import (
-    describe_broker_defaults,
-    effective_values,
-    knows_limits,
-    widened_limits,
 )
 
 if TYPE_CHECKING:
@@ -202,31 +194,15 @@ class TopicManagement:
                         **self.label, "topic": topic, "error": exc.args[0].str()})
 
     def _creation_configs(self, stream: SourceStream, topics: list[str]) -> dict[str, dict[str, str]]:
-        """{destination topic: the configs it is created with}: the source's copied configs (config sync on), and
-        the timestamp limits raised to what the source accepts, config sync on or off: a topic created without
-        them may refuse the source's records (Kafka 4 defaults to one hour ahead) and halt their partition."""
+        """{destination topic: the configs it is created with} (topics/configs.py creation_configs); why the
+        timestamp limits cannot be raised is said once per reason."""
         remote = self.router.policy.remote_topic
-        copying = bool(self.config.config_sync_interval_ms)
-        defaults = self._new_topic_limits()
-        configs = {}
-        for topic, entries in describe_config_entries(stream.admin, topics).items():
-            wanted = copied_configs(explicit_configs(entries), self.exclusions) if copying else {}
-            if defaults is not None:
-                wanted.update(widened_limits(effective_values(entries), defaults) or {})
-            configs[remote(topic)] = wanted
-        return configs
-
-    def _new_topic_limits(self) -> dict[str, str] | None:
-        """The timestamp limits a new destination topic gets, None when they cannot be set (said once per reason):
-        a destination before Kafka 3.6 does not know them, and refuses to create a topic that names them."""
-        defaults, why = describe_broker_defaults(self.admin)
-        if defaults is not None and not knows_limits(defaults):
-            defaults, why = None, ("destination brokers do not know message.timestamp.before.max.ms / after.max.ms "
-                                   "(Kafka before 3.6): their message.timestamp.difference.max.ms applies")
-        if defaults is None and why != self.limits_unknown:
+        configs, why = creation_configs(stream.admin, self.admin, {t: remote(t) for t in topics},
+                                        bool(self.config.config_sync_interval_ms), self.exclusions)
+        if why is not None and why != self.limits_unknown:
             log.warning("destination timestamp limits not raised at topic creation", extra={**self.label, "reason": why})
-        self.limits_unknown = why if defaults is None else None
-        return defaults
+        self.limits_unknown = why
+        return configs
 
     def sync_configs(self, only: dict[str, list[str]] | None = None) -> None:
         """Set on each destination topic the source configs it lacks or holds differently (SET only)."""

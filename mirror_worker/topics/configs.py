@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.topics.timestamp_limits import effective_values, widened_limits
+from mirror_worker.topics.timestamp_limits import effective_values, new_topic_limits, widened_limits
 
 log = logging.getLogger("mirror_worker")
 
@@ -132,6 +132,26 @@ def apply_config_changes(admin: AdminClient, changes: dict[str, list[ConfigChang
         except KafkaException as exc:
             errors[resource.name] = exc.args[0].str()
     return errors
+
+
+def creation_configs(source_admin: AdminClient, destination_admin: AdminClient, mapping: dict[str, str],
+                     copying: bool, excluded: re.Pattern, timeout: float = 30.0,
+                     ) -> tuple[dict[str, TopicConfigs], str | None]:
+    """What each destination topic (mapping: source -> destination) is created with, by the worker, the catch-up
+    and the Airflow task alike: the source's copied configs when config sync is on, and the timestamp limits
+    raised to what the source accepts, config sync on or off (a topic created without them may refuse the
+    source's records, Kafka 4 defaulting to one hour ahead, and halt their partitions).
+
+    Returns ({destination topic: configs}, None) or, when the limits cannot be raised, (..., why not).
+    """
+    defaults, why = new_topic_limits(destination_admin, timeout)
+    configs = {}
+    for topic, entries in describe_config_entries(source_admin, sorted(mapping), timeout).items():
+        wanted = copied_configs(explicit_configs(entries), excluded) if copying else {}
+        if defaults is not None:
+            wanted.update(widened_limits(effective_values(entries), defaults) or {})
+        configs[mapping[topic]] = wanted
+    return configs, (why if defaults is None else None)
 
 
 def sync_topic_configs(source_admin: AdminClient, destination_admin: AdminClient, mapping: dict[str, str],

@@ -88,3 +88,13 @@ def describe_broker_defaults(admin: AdminClient, timeout: float = 30.0) -> tuple
     except KafkaException as exc:
         return None, f"destination broker configs not readable: {exc.args[0].str()}"
     return topic_defaults(effective_values(entries)), ""
+
+
+def new_topic_limits(admin: AdminClient, timeout: float = 30.0) -> tuple[dict[str, str] | None, str]:
+    """(the timestamp limits a new topic of this cluster gets, ""), or (None, why they cannot be raised at creation):
+    a cluster before Kafka 3.6 does not know them, and refuses to create a topic that names them."""
+    defaults, why = describe_broker_defaults(admin, timeout)
+    if defaults is not None and not knows_limits(defaults):
+        return None, ("destination brokers do not know message.timestamp.before.max.ms / after.max.ms "
+                      "(Kafka before 3.6): their message.timestamp.difference.max.ms applies")
+    return defaults, why

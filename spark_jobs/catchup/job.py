@@ -154,17 +154,31 @@ def check_not_failed_over(target: JobTarget) -> None:
 
 def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list[str]) -> dict[str, int]:
     """Creates (or grows) the destination topics as the worker does; returns their max.message.bytes."""
-    from mirror_worker.batch_api import DestinationTopics, TopicCreation, admin_client, describe_topics
+    from mirror_worker.batch_api import (
+        DestinationTopics,
+        TopicCreation,
+        admin_client,
+        creation_configs,
+        describe_topics,
+        exclusion_pattern,
+    )
 
     admin = admin_client(target.connection("destination"), whole=True)
     infos = describe_topics(source.consumer)
     mirror = target.mirror
     exactly_once = mirror is not None and mirror.exactly_once
-    # As the worker creates them: the spec's topic creation settings; exactly-once keys positions by source
-    # partition on the destination topic (it needs the room) and keeps its compacted positions topic.
+    # As the worker creates them: the spec's topic creation settings, with the worker's configs (the source's
+    # when config sync is on, the timestamp limits raised to the source's always); exactly-once keys positions by
+    # source partition on the destination topic (it needs the room) and keeps its compacted positions topic.
     destination = DestinationTopics(admin, mirror.topic_creation if mirror is not None else TopicCreation(),
                                     target.preserve_partitions or exactly_once)
-    destination.ensure({target.destination_topic(t): infos[t] for t in topics})
+    configs, why = creation_configs(
+        admin_client(target.connection("source"), whole=True), admin,
+        {t: target.destination_topic(t) for t in topics}, bool(mirror is not None and mirror.config_sync_interval_ms),
+        exclusion_pattern(mirror.config_sync_exclude if mirror is not None else []))
+    if why is not None:
+        log.warning("destination timestamp limits not raised at topic creation: %s", why)
+    destination.ensure({target.destination_topic(t): infos[t] for t in topics}, configs)
     if exactly_once:
         destination.ensure_internal([mirror.positions_topic], {"cleanup.policy": "compact"})
     return destination.max_message_bytes([target.destination_topic(t) for t in topics])

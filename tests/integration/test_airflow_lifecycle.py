@@ -168,16 +168,20 @@ def test_a_crashing_worker_fails_the_task_and_alerts_on_call(stack, topic_name, 
 
 
 def test_discover_and_ensure_through_airflow_connections(stack, topic_name, tmp_path, monkeypatch):
-    """`airflow: {source-conn-id, destination-conn-id}`: the tasks' clients come from Kafka connections."""
+    """`airflow: {source-conn-id, destination-conn-id}`: the tasks' clients come from Kafka connections.
+    The topics are created as the worker creates them: one whose source takes any timestamp gets a destination
+    that does too (issue 43 defect 4: created at Kafka 4's default, it refused a record two hours ahead)."""
     from confluent_kafka.admin import AdminClient
 
     from mirror_airflow.operators.topics import DiscoverTopicsOperator, EnsureDestinationTopicsOperator
     from mirror_worker.topics.admin import describe_topics
+    from mirror_worker.topics.configs import describe_explicit_configs
 
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     base = topic_name("conn")
-    for suffix, partitions in (("a", 3), ("b", 1)):
-        create_topic(src, f"{base}.{suffix}", partitions=partitions)
+    accepts_any = "9223372036854775807"
+    for suffix, partitions, config in (("a", 3, {"message.timestamp.after.max.ms": accepts_any}), ("b", 1, None)):
+        create_topic(src, f"{base}.{suffix}", partitions=partitions, config=config)
     create_topic(src, f"other-{base}", partitions=1)
     for conn, bootstrap in (("KAFKA_SRC_IT", src), ("KAFKA_DST_IT", dst)):
         monkeypatch.setenv(f"AIRFLOW_CONN_{conn}", json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}))
@@ -201,6 +205,9 @@ def test_discover_and_ensure_through_airflow_connections(stack, topic_name, tmp_
     assert counts == {f"af.{base}.a": 3, f"af.{base}.b": 1}
     on_destination = describe_topics(AdminClient({"bootstrap.servers": dst}))
     assert on_destination[f"af.{base}.a"].partitions == 3
+    created = describe_explicit_configs(AdminClient({"bootstrap.servers": dst}), [f"af.{base}.a", f"af.{base}.b"])
+    assert created[f"af.{base}.a"].get("message.timestamp.after.max.ms") == accepts_any, created
+    assert "message.timestamp.after.max.ms" not in created[f"af.{base}.b"], created
 
 
 def test_sync_schemas_copies_the_discovered_topics_subjects(stack, topic_name, tmp_path):

@@ -4,12 +4,13 @@ no overlap, a rerun copies nothing, and bad input exits 2 with one line."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from confluent_kafka import Producer
 
 from tests.catchup_util import catchup_summary, run_catchup
-from tests.kafka_util import create_topic
+from tests.kafka_util import create_topic, produce_at
 from tests.worker_util import WorkerProcess, by_partition, committed_offsets, read_topic, wait_for_count, write_properties
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -81,6 +82,25 @@ def test_catchup_then_worker_continues_without_gap_or_overlap(stack, topic_name,
         expected = [(m.key(), m.value(), m.headers(), m.timestamp()) for m in source[partition]]
         got = [(m.key(), m.value(), m.headers(), m.timestamp()) for m in destination[partition]]
         assert got == expected  # record by record: nothing missing, nothing twice, same order
+
+
+def test_catchup_keeps_timestamps_ahead_of_the_destination_and_at_the_epoch(stack, topic_name, tmp_path):
+    """Issue 43 defects 4 and 9, the catch-up's side: a source that takes any timestamp holds a record stamped two
+    hours ahead, and one stamped at the epoch. The catch-up creates the destination topic as the worker does
+    (taking what the source took: created at Kafka 4's default it refused the record and the job failed), and
+    the epoch record goes out 1 ms after the epoch, not at the time it was copied."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, accepts_any = topic_name("cutimes"), "9223372036854775807"
+    create_topic(src, topic, partitions=1, config={"message.timestamp.after.max.ms": accepts_any})
+    now_ms = int(time.time() * 1000)
+    stamps = [now_ms, now_ms + 2 * 3_600_000, 0]
+    produce_at(src, topic, 0, [(f"r-{i}", stamp) for i, stamp in enumerate(stamps)])
+    result = run_catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst,
+                         "--topics", topic, "--group.id", f"g-{topic}", "--prefix", "cu.")
+    assert result.returncode == 0, result.stderr[-3000:]
+    mirrored = wait_for_count(dst, f"cu.{topic}", 3, timeout=60)
+    assert [(m.value(), m.timestamp()[1]) for m in mirrored] == [
+        (b"r-0", now_ms), (b"r-1", now_ms + 2 * 3_600_000), (b"r-2", 1)]
 
 
 def test_catchup_refuses_while_the_mirror_runs(stack, topic_name, tmp_path):

@@ -58,11 +58,13 @@ class MirrorOperator(BaseOperator):
 
         wanted = self.mirror.topic_filter()
         selected: dict = {}
+        self.selected_from = {}  # source topic -> the admin client of the source its info came from
         for source, admin in self.source_admins():
             topics = describe_topics(admin)
             for name in wanted.select(topics):
                 info = topics[name]
                 if name not in selected or info.partitions > selected[name].partitions:
                     selected[name] = info
+                    self.selected_from[name] = admin
             self.log.info("source %s: %d topic(s), %d selected", source, len(topics), len(wanted.select(topics)))
         return selected

@@ -24,7 +24,7 @@ class EnsureDestinationTopicsOperator(MirrorOperator):
         self.discover_task_id = discover_task_id
 
     def execute(self, context) -> dict[str, int]:
-        from mirror_worker.api import DestinationTopics
+        from mirror_worker.api import DestinationTopics, creation_configs, exclusion_pattern
 
         mapping = context["ti"].xcom_pull(task_ids=self.discover_task_id) or {}
         if not mapping:
@@ -33,8 +33,19 @@ class EnsureDestinationTopicsOperator(MirrorOperator):
         infos = self.selected_source_topics()
         wanted = {mapping[name]: infos[name] for name in mapping if name in infos}
         cfg = self.mirror
-        destination = DestinationTopics(self.destination_admin(), cfg.topic_creation,
-                                        cfg.preserve_partitions or cfg.exactly_once)
-        counts = destination.ensure(wanted)
+        admin = self.destination_admin()
+        destination = DestinationTopics(admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once)
+        # Created as the worker creates them (its configs, the timestamp limits raised to the source's), each
+        # topic described on the source its info came from.
+        configs: dict = {}
+        for source_admin in {id(a): a for a in self.selected_from.values()}.values():
+            made, why = creation_configs(
+                source_admin, admin,
+                {n: mapping[n] for n in mapping if n in infos and self.selected_from[n] is source_admin},
+                bool(cfg.config_sync_interval_ms), exclusion_pattern(cfg.config_sync_exclude))
+            configs.update(made)
+            if why is not None:
+                self.log.warning("destination timestamp limits not raised at topic creation: %s", why)
+        counts = destination.ensure(wanted, configs)
         self.log.info("destination topics ready: %s", counts)
         return counts

@@ -9,7 +9,13 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import ConfigEntry, ConfigSource
 
-from mirror_worker.topics.configs import ConfigChange, exclusion_pattern, plan_limit_changes, sync_topic_configs
+from mirror_worker.topics.configs import (
+    ConfigChange,
+    creation_configs,
+    exclusion_pattern,
+    plan_limit_changes,
+    sync_topic_configs,
+)
 from mirror_worker.topics.timestamp_limits import (
     ACCEPTS_ANY,
     AFTER,
@@ -161,3 +167,17 @@ def test_a_destination_before_3_6_gets_topics_without_the_limits_said_once(caplo
         assert worker.topics._creation_configs(stream, ["t"]) == {"dst.t": {}}
     said = [r for r in caplog.records if r.getMessage() == "destination timestamp limits not raised at topic creation"]
     assert len(said) == 1 and "before 3.6" in said[0].reason
+
+
+@pytest.mark.parametrize("copying", [False, True])
+def test_the_catch_up_and_the_airflow_task_create_topics_with_the_workers_configs(copying):
+    """`creation_configs`, the one rule the worker, the catch-up and EnsureDestinationTopicsOperator share."""
+    source = ConfigsAdmin({"t": _entries({**KAFKA_3_5, "retention.ms": "5"}, explicit=("retention.ms",)),
+                           "u": _entries(KAFKA_4)})
+    configs, why = creation_configs(source, ConfigsAdmin(broker=KAFKA_4_BROKER), {"t": "dc.t", "u": "dc.u"}, copying,
+                                    exclusion_pattern())
+    assert why is None
+    assert configs == {"dc.t": {**({"retention.ms": "5"} if copying else {}), AFTER: ANY}, "dc.u": {}}
+    configs, why = creation_configs(source, ConfigsAdmin(broker={"log.message.timestamp.difference.max.ms": ANY}),
+                                    {"t": "dc.t"}, False, exclusion_pattern())
+    assert configs == {"dc.t": {}} and "before 3.6" in why
