@@ -47,8 +47,10 @@ def package_version() -> str:
 
 
 def fail(message: str, code: int) -> int:
-    """One line on stderr (secrets redacted); returns `code`."""
-    print(redact_text(f"mirror_worker: {message}"), file=sys.stderr, flush=True)
+    """One line on stderr (secrets redacted), one per line of `message` (several problems, e.g. one per
+    unreachable cluster); returns `code`."""
+    lines = message.splitlines() or [""]
+    print(redact_text("\n".join(f"mirror_worker: {line}" for line in lines)), file=sys.stderr, flush=True)
     return code
 
 
