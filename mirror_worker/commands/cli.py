@@ -84,7 +84,8 @@ def build_parser(prog: str = MODULE_COMMAND) -> argparse.ArgumentParser:
     add("--name", dest="name", default=None, metavar="NAME", help="mirror name (default: mirror)")
     add("--config", dest="spec", metavar="FILE", help="YAML mirror spec instead of the flags above")
     add("--mirror", dest="mirror", metavar="NAME", help="with --config: the mirror to run")
-    add("--version", action="version", version=f"{DISTRIBUTION} {package_version()}")
+    add("--version", action="version", version=f"{DISTRIBUTION} {package_version()}",
+        help="print the installed kafka-mirror version and exit")
     return parser
 
 
