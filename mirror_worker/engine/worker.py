@@ -138,11 +138,13 @@ class MirrorWorker:
         cfg = self.config
         self.admin = factory.worker_admin_client(self.clients.client(cfg.producer, cluster=DESTINATION),
                                                  "the destination")
-        # Every cluster in one wait, so that each one unreachable is named; the sources' probes go after it.
+        # Every cluster in one wait, so that each one unreachable is named (clients/first_contact.py). A source is
+        # asked through a short-lived admin client; its stream's clients come later and find it answering.
         sources = [Probe(factory.admin_client(self.clients.client(connection_settings(s.consumer), cluster=s.name),
                                               whole=True), f"source {s.name!r}", s.name) for s in cfg.sources]
         self.destination_cluster_id = self.clients.cluster_ids(
             [Probe(self.admin, "destination", DESTINATION), *sources], cfg.startup_timeout_s)[0]
+        del sources  # the probes' connections close here
         if not cfg.exactly_once:
             for _ in range(cfg.num_producers):
                 self.producers.append(factory.producer(self._producer_settings(cfg.producer)))
