@@ -17,6 +17,11 @@ class UnreachableClusterError(ConfigError):
     """A cluster did not answer within the bounded start-up wait."""
 
 
+class StoppedBeforeStart(MirrorError):
+    """A stop (SIGTERM, SIGINT, SIGHUP) came while the worker was still waiting for its clusters: nothing was
+    consumed or committed yet; the command exits as for any clean stop."""
+
+
 class ClusterRefusedError(ConfigError):
     """A cluster refused the worker's credentials (SASL) or the TLS handshake failed."""
 

@@ -5,22 +5,26 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import time
+import threading
 from collections.abc import Callable
 from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
 from mirror_worker.clients.factory import librdkafka_log
+from mirror_worker.clients.first_contact import Probe, first_contact
+from mirror_worker.clients.fold import REPEATS_FIELD, RepeatFold, kind_of
 from mirror_worker.clients.health import DESTINATION, ClientHealth
-from mirror_worker.exceptions import ClusterRefusedError, UnreachableClusterError
 from mirror_worker.metrics import MirrorMetrics
 
 log = logging.getLogger("mirror_worker")
 
 
 class Stoppable(Protocol):
-    """What the callbacks need of the worker's run state (`engine.run_state.RunState`): a way to stop it."""
+    """What the callbacks need of the worker's run state (`engine.run_state.RunState`): a way to stop it, and
+    whether a stop was asked for (the first contact gives up waiting then)."""
+
+    stop_event: threading.Event
 
     def fail(self, reason: str) -> None: ...
 
@@ -77,7 +81,10 @@ class ClientSettings:
         self.state = state
         self.on_delivery_error = on_delivery_error
         self.health = health or ClientHealth(metrics, label)
-        self.refused: str | None = None  # the last authentication or TLS failure reported by a client
+        # The last authentication or TLS failure reported by each cluster's clients (by ClientSettings.client's
+        # `cluster`), for the first contact to stop waiting on it.
+        self.refused: dict[str | None, str] = {}
+        self.repeats = RepeatFold()  # the client errors logged (clients/fold.py)
 
     def client(self, settings: dict, stats_source: str | None = None, cluster: str | None = None) -> dict:
         """`stats_source`: the cluster (a source's name, or DESTINATION) whose health and lag this client's
@@ -96,28 +103,33 @@ class ClientSettings:
         return {**self.client(settings, DESTINATION), "delivery.report.only.error": True,
                 "on_delivery": client_callback(self.on_delivery_error), **(fitted or {})}
 
-    def cluster_id(self, client, what: str, timeout_s: float) -> str:
+    def cluster_id(self, client, what: str, timeout_s: float, cluster: str | None = None) -> str:
         """The cluster's id, within timeout_s; refused credentials or certificates fail at once."""
-        deadline = time.monotonic() + timeout_s
-        self.refused = None
-        while True:
-            try:
-                return client.list_topics(timeout=max(0.1, min(2.0, deadline - time.monotonic()))).cluster_id or ""
-            except KafkaException as exc:
-                error = exc.args[0].str()
-            client.poll(0)  # serves error_cb, which sees why the connection failed
-            if self.refused:
-                raise ClusterRefusedError(f"{what} cluster refused the connection: {self.refused}")
-            if time.monotonic() >= deadline:
-                raise UnreachableClusterError(f"{what} cluster unreachable within {timeout_s:.0f}s: {error}")
+        return self.cluster_ids([Probe(client, what, cluster)], timeout_s)[0]
+
+    def cluster_ids(self, probes: list[Probe], timeout_s: float) -> list[str]:
+        """Each probe's cluster id, all in one bounded wait that a stop ends (clients/first_contact.py)."""
+        for probe in probes:
+            self.refused.pop(probe.cluster, None)
+        if any(p.cluster is None for p in probes):
+            self.refused.clear()
+        return first_contact(probes, timeout_s, self._refusal, self.state.stop_event.is_set)
+
+    def _refusal(self, cluster: str | None) -> str | None:
+        """Why `cluster` refused the connection; a probe that does not name its cluster takes any refusal."""
+        return self.refused.get(cluster) if cluster is not None else next(iter(self.refused.values()), None)
 
     def _on_client_error(self, err: KafkaError, cluster: str | None = None) -> None:
         if err.fatal():
             self.state.fail(f"fatal client error: {err.str()}")
         if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
-            self.refused = err.str()
+            self.refused[cluster] = err.str()
+        folded = self.repeats.admit((cluster, err.code(), kind_of(err.str())))
+        if folded is None:
+            return  # the same failure was logged less than a minute ago (clients/fold.py)
         log.warning("client error", extra={**self.label, **({"cluster": cluster} if cluster else {}),
-                                            "error": err.str(), "code": err.name()})
+                                            "error": err.str(), "code": err.name(),
+                                            **({REPEATS_FIELD: folded} if folded else {})})
 
     def _on_stats(self, cluster: str, stats_json: str, interval_s: float) -> None:
         """The cluster's health as this client sees it; a consumer's: the per-partition lag of its assignment."""

@@ -16,9 +16,12 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror_worker.clients.coordinator_admin import CoordinatorProcess, IsolatingAdmin
+from mirror_worker.clients.fold import FoldRepeats
 from mirror_worker.config.librdkafka import connection_settings
 
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
+# A cluster that is down makes librdkafka log each reconnection: the first of a kind is kept, and one a minute.
+librdkafka_log.addFilter(FoldRepeats())
 
 
 def _with_log(settings: dict, overrides: dict | None) -> dict:

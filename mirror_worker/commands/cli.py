@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from mirror_worker.commands.base import OneLineParser
+from mirror_worker.commands.base import DISTRIBUTION, MODULE_COMMAND, OneLineParser, package_version
 from mirror_worker.config.librdkafka import consumer_settings, producer_settings
 from mirror_worker.config.membership import SLOT_ENV, SLOT_FLAG, parse_slot
 from mirror_worker.config.model import MirrorConfig, build_mirror_config
@@ -23,9 +23,10 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = MODULE_COMMAND) -> argparse.ArgumentParser:
+    """The classic flags' parser; `prog`: the command as run (base.command_name), for the usage line."""
     parser = OneLineParser(
-        prog="python -m mirror_worker",
+        prog=prog,
         allow_abbrev=False,
         description="Mirror topics from one or more source Kafka clusters into a destination cluster.",
     )
@@ -83,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--name", dest="name", default=None, metavar="NAME", help="mirror name (default: mirror)")
     add("--config", dest="spec", metavar="FILE", help="YAML mirror spec instead of the flags above")
     add("--mirror", dest="mirror", metavar="NAME", help="with --config: the mirror to run")
+    add("--version", action="version", version=f"{DISTRIBUTION} {package_version()}",
+        help="print the installed kafka-mirror version and exit")
     return parser
 
 
@@ -95,8 +98,8 @@ _CLI_FIELDS = (
 )
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+def parse_args(argv: list[str], prog: str = MODULE_COMMAND) -> argparse.Namespace:
+    return build_parser(prog).parse_args(argv)
 
 
 def config_from_args(args: argparse.Namespace) -> MirrorConfig:

@@ -12,40 +12,45 @@ from __future__ import annotations
 import sys
 
 from mirror_worker.commands import sync_acls, sync_group_offsets, sync_schemas, translate_offsets
-from mirror_worker.commands.base import EXIT_BAD_INPUT, OneLineParser, fail
+from mirror_worker.commands.base import DISTRIBUTION, EXIT_BAD_INPUT, MODULE_COMMAND, OneLineParser, command_name, fail
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.logs import configure_logging
 
 
-def subcommand_parser() -> tuple[OneLineParser, set[str]]:
-    """The subcommands' parser and their names."""
-    parser = OneLineParser(prog="python -m mirror_worker", allow_abbrev=False)
+def subcommand_parser(prog: str = MODULE_COMMAND) -> tuple[OneLineParser, set[str]]:
+    """The subcommands' parser and their names; `prog`: the command as run (base.command_name)."""
+    parser = OneLineParser(prog=prog, allow_abbrev=False)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in (sync_schemas, translate_offsets, sync_acls, sync_group_offsets):
         command.add_parser(subparsers)
+    if prog.startswith(f"{DISTRIBUTION}-"):  # run as its own console script, `kafka-mirror-sync-schemas`
+        for name, sub in subparsers.choices.items():
+            if prog == f"{DISTRIBUTION}-{name}":
+                sub.prog = prog
     return parser, set(subparsers.choices)
 
 
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
     argv = sys.argv[1:] if argv is None else argv
-    parser, commands = subcommand_parser()
+    prog = command_name()
+    parser, commands = subcommand_parser(prog)
     if argv and argv[0] in commands:
         try:
             args = parser.parse_args(argv)
         except ConfigError as exc:
             return fail(str(exc), EXIT_BAD_INPUT)
         return args.run(args)
-    return run_mirror(argv)
+    return run_mirror(argv, prog)
 
 
-def run_mirror(argv: list[str]) -> int:
+def run_mirror(argv: list[str], prog: str = MODULE_COMMAND) -> int:
     """The worker: classic flags or `--config SPEC --mirror NAME`; one process or --num.streams processes."""
     from mirror_worker.commands.cli import config_from_args, parse_args
     from mirror_worker.commands.runner import run_processes, run_worker
 
     try:
-        config = config_from_args(parse_args(argv))
+        config = config_from_args(parse_args(argv, prog))
     except ConfigError as exc:
         return fail(str(exc), EXIT_BAD_INPUT)
     if config.process_count > 1:

@@ -8,7 +8,7 @@ dotted keys in plain dicts (`ClientSettings`), checked by `config/librdkafka.py`
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import (
     AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, ValidationError, field_validator,
@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from mirror_worker.config.membership import check_instance_id
+from mirror_worker.config.unknown_keys import unknown_key
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.policy.filter import ReverseTopicFilter, TopicFilter
 from mirror_worker.policy.naming import ExplicitMapPolicy, IdentityPolicy, InversePolicy, NamingPolicy, PrefixPolicy
@@ -340,7 +341,8 @@ class MirrorConfig(_Strict):
 
 
 def build_mirror_config(fields: dict, where: str = "", key_style=str) -> MirrorConfig:
-    """Validate `fields` into a MirrorConfig; the first problem becomes a one-line ConfigError.
+    """Validate `fields` into a MirrorConfig; the problem becomes a one-line ConfigError: every unknown key
+    (with the known key it is likely a typo of), else the first other problem.
 
     `key_style` spells field names as the input did (the YAML spec uses kebab-case).
     """
@@ -350,14 +352,39 @@ def build_mirror_config(fields: dict, where: str = "", key_style=str) -> MirrorC
         config.naming_policy()
         return config
     except ValidationError as exc:
-        raise ConfigError(_first_error(exc, where, key_style)) from None
+        raise ConfigError(_error_line(exc, where, key_style)) from None
 
 
-def _first_error(exc: ValidationError, where: str, key_style) -> str:
-    error = exc.errors()[0]
-    location = ".".join(key_style(p) if isinstance(p, str) else str(p) for p in error["loc"])
-    message = re.sub(r"^(Value error|Assertion failed), ", "", error["msg"])
-    if error["type"] == "extra_forbidden":
-        message = "unknown key"
+def _error_line(exc: ValidationError, where: str, key_style) -> str:
     prefix = f"{where}: " if where else ""
+    errors = exc.errors()
+    unknown = [e["loc"] for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:  # all of them at once: a typo is fixed in one go, not one run per typo
+        return prefix + "; ".join(sorted(
+            unknown_key(_location(loc, key_style), _known_at(MirrorConfig, loc[:-1], key_style)) for loc in unknown))
+    error = errors[0]
+    location = _location(error["loc"], key_style)
+    message = re.sub(r"^(Value error|Assertion failed), ", "", error["msg"])
     return f"{prefix}{location}: {message}" if location else f"{prefix}{message}"
+
+
+def _location(loc: tuple, key_style) -> str:
+    return ".".join(key_style(p) if isinstance(p, str) else str(p) for p in loc)
+
+
+def _known_at(model: type[BaseModel], path: tuple, key_style) -> list[str]:
+    """The keys the model nested at `path` (e.g. `topic_creation`) takes, spelled as the input spells them."""
+    for part in path:
+        if isinstance(part, int):
+            continue  # a list's index: the list's items are the model
+        field = model.model_fields.get(part)
+        model = _model_in(field.annotation) if field is not None else None
+        if model is None:
+            return []
+    return [key_style(name) for name in model.model_fields]
+
+
+def _model_in(annotation) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for m in map(_model_in, get_args(annotation)) if m is not None), None)

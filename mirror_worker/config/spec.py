@@ -35,6 +35,7 @@ import yaml
 
 from mirror_worker.config.librdkafka import consumer_settings, producer_settings, setting_value
 from mirror_worker.config.model import MirrorConfig, build_mirror_config
+from mirror_worker.config.unknown_keys import unknown_keys
 from mirror_worker.exceptions import ConfigError
 
 _TOP_KEYS = {"group-id-prefix", "groups"}
@@ -274,6 +275,6 @@ def _client_dict(value, where: str) -> dict[str, str]:
 def _reject_unknown(mapping, allowed: set[str], where: str) -> None:
     if not isinstance(mapping, dict):
         raise ConfigError(f"{where}: a mapping is expected")
-    unknown = sorted(set(map(str, mapping)) - allowed)
+    unknown = set(map(str, mapping)) - allowed
     if unknown:
-        raise ConfigError(f"{where}: {unknown[0]}: unknown key")
+        raise ConfigError(f"{where}: {unknown_keys(unknown, allowed)}")

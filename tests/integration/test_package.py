@@ -30,7 +30,7 @@ from tests.worker_util import wait_for_count, write_mirror_spec
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
 # What the wheel is built from: the distribution's sources, copied so that the build leaves nothing in the repo.
-SOURCES = ("pyproject.toml", "mirror_worker", "spark_jobs", "plugins/mirror_airflow")
+SOURCES = ("pyproject.toml", "LICENSE", "mirror_worker", "spark_jobs", "plugins/mirror_airflow")
 
 
 def _run(argv: list, cwd: Path, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -72,7 +72,7 @@ def test_unknown_spec_key_names_mirror_and_key(stack, tmp_path):
                           "whitelist: orders\n        queue-sise: 10"))
     result = _run(["--config", str(spec), "--mirror", "m1"])
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [f"mirror_worker: {spec}: mirror 'm1': queue-sise: unknown key"]
+    assert result.stderr.strip().splitlines() == [f"mirror_worker: {spec}: mirror 'm1': queue-sise: unknown key (did you mean queue-size?)"]
 
 
 def test_unreachable_source_after_a_bounded_wait_produces_nothing(stack, tmp_path, topic_name):

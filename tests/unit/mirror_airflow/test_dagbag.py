@@ -87,7 +87,7 @@ def test_dag_ids_and_tasks_per_mirror(tmp_path, dags_dir, monkeypatch):
 
 
 @pytest.mark.parametrize("broken, key", [
-    ('      - name: broken\n        whitelistt: "x"\n', "whitelistt: unknown key"),
+    ('      - name: broken\n        whitelistt: "x"\n', "whitelistt: unknown key (did you mean whitelist?)"),
     ('      - name: broken\n        whitelist: "x"\n        airflow: {worker-retrys: 1}\n', "airflow.worker-retrys: unknown key"),
     ('      - name: broken\n        whitelist: "x"\n        num-streams: 0\n', "num-streams: Input should be greater than or equal to 1"),
     ('      - name: broken\n        whitelist: "x"\n        airflow: {lag: {no-such: 1}}\n', "airflow.lag: no-such: unknown key"),

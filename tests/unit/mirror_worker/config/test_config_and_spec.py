@@ -139,7 +139,7 @@ def test_spec_merges_group_settings_and_isolates_broken_mirrors(tmp_path):
     users = entries["users"].config
     assert users.preserve_partitions is False and users.group_id == "custom-users"
     assert entries["broken"].config is None
-    assert entries["broken"].error.endswith("mirror 'broken': preserve-partitionz: unknown key")
+    assert entries["broken"].error.endswith("mirror 'broken': preserve-partitionz: unknown key (did you mean preserve-partitions?)")
     assert entries["paused"].enabled is False
     # A quoted boolean is refused (bool("false") is true): the mirror is shown invalid, never run or skipped.
     assert entries["quoted"].enabled is True and entries["quoted"].config is None
