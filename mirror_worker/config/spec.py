@@ -276,8 +276,8 @@ def _client_dict(value, where: str, cluster: dict) -> dict[str, str]:
     """A kafka mapping as client settings, with its cluster's `allow-insecure` for the posture check."""
     if not isinstance(value, dict) or not value.get("bootstrap.servers"):
         raise ConfigError(f"{where}: bootstrap.servers is required")
-    settings = {str(k): setting_value(v) for k, v in value.items()}
-    opt_ins = _opt_ins(cluster, where)
+    settings = {str(k): setting_value(v) for k, v in value.items() if k != ALLOW_INSECURE_KEY}
+    opt_ins = _opt_ins(cluster, where) | allowed_insecure(value.get(ALLOW_INSECURE_KEY), where)
     if opt_ins:
         settings[ALLOW_INSECURE_KEY] = ",".join(sorted(opt_ins))
     return settings

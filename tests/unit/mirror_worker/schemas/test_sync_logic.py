@@ -192,7 +192,8 @@ def test_spec_registries_per_source_and_destination(tmp_path):
     spec.write_text(json.dumps({"groups": [{
         "name": "g",
         "sources": [
-            {"name": "a", "kafka": {"bootstrap.servers": "h:1"}, "schema-registry-url": "http://reg-a"},
+            {"name": "a", "kafka": {"bootstrap.servers": "h:1"}, "schema-registry-url": "http://reg-a",
+             "allow-insecure": ["http-registry"]},
             {"name": "b", "kafka": {"bootstrap.servers": "h:2"}},
         ],
         "destination": {"kafka": {"bootstrap.servers": "h:3"}, "schema-registry-url": "https://reg-dst"},
@@ -229,6 +230,7 @@ def test_sync_schemas_bad_input_exits_2(tmp_path, capsys, registries, argv, erro
     destination = {"kafka": {"bootstrap.servers": "h:2"}}
     if registries:
         source["schema-registry-url"], destination["schema-registry-url"] = "http://a", "http://b"
+        source["allow-insecure"] = destination["allow-insecure"] = ["http-registry"]
     spec.write_text(json.dumps({"groups": [{"name": "g", "source": source, "destination": destination,
                                             "mirrors": [{"name": "m", "whitelist": "t"}]}]}))
     config = [] if argv == [] else ["--config", str(spec)]
