@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from mirror_worker import redaction
@@ -82,13 +84,14 @@ def test_a_spec_is_held_to_the_secrets_directory_once_the_host_names_one(secrets
 def test_the_issues_connection_is_refused_with_one_line_and_nothing_resolved(monkeypatch):
     """The review's connection: login and client.id naming Airflow's own secrets."""
     monkeypatch.delenv("MIRROR_SECRETS_DIRS", raising=False)
-    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", "demo-fernet-key-value")
+    fernet = f"fernet-{uuid.uuid4().hex}"
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", fernet)
     extra = {"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}
     for login, more in (("${env:AIRFLOW__CORE__FERNET_KEY}", {}),
                         ("u", {"client.id": "${env:AIRFLOW__CORE__FERNET_KEY}"}),
                         ("u", {"ssl.key.password": "${env:AIRFLOW__CORE__FERNET_KEY}"})):
         with pytest.raises(ConfigError) as err:
             settings_from_connection(login, "pw-123", {**extra, **more}, "Airflow connection 'k'")
-        assert "\n" not in str(err.value) and "demo-fernet-key-value" not in str(err.value)
+        assert "\n" not in str(err.value) and fernet not in str(err.value)
         assert str(err.value).startswith("Airflow connection 'k': ")
-    assert redaction.redact_text("demo-fernet-key-value") == "demo-fernet-key-value"  # never read, never registered
+    assert redaction.redact_text(fernet) == fernet  # never read, so never registered as a secret
