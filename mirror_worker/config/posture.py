@@ -98,8 +98,7 @@ def enforce(weaknesses: list[str], allowed: frozenset[str], where: str) -> None:
             if (where, name) in _logged:
                 continue
             _logged.add((where, name))
-        log.warning("insecure setting accepted (%s: %s): %s", ALLOW_INSECURE_KEY, name, OPT_INS[name],
-                    extra={"where": where})
+        log.warning("%s: insecure setting accepted (%s: %s): %s", where, ALLOW_INSECURE_KEY, name, OPT_INS[name])
 
 
 def check_client(settings: dict[str, str], allowed: frozenset[str], where: str) -> None:

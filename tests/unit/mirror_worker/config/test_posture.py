@@ -54,7 +54,8 @@ def test_refused_with_one_line_naming_the_opt_in_accepted_and_logged_once_with_i
             out = consumer_settings({**settings, "allow-insecure": "cleartext-sasl"}, "w1")
     assert "allow-insecure" not in out and out["security.protocol"] == "SASL_PLAINTEXT"
     assert [r.getMessage() for r in caplog.records] == [
-        "insecure setting accepted (allow-insecure: cleartext-sasl): SASL credentials over SASL_PLAINTEXT (sent in clear)"]
+        "w1: insecure setting accepted (allow-insecure: cleartext-sasl): SASL credentials over SASL_PLAINTEXT "
+        "(sent in clear)"]
 
 
 def test_an_empty_hostname_algorithm_is_none_and_refused():
