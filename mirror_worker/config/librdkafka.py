@@ -13,7 +13,7 @@ import re
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from mirror_worker.config.placeholders import PLACEHOLDER, PlaceholderRule, resolve_placeholders
+from mirror_worker.config.placeholders import PLACEHOLDER, PlaceholderRule, check_host_reach, resolve_placeholders
 from mirror_worker.config.posture import ALLOW_INSECURE_KEY, allowed_insecure, check_client
 from mirror_worker.config.security import translate_security
 from mirror_worker.exceptions import ConfigError
@@ -262,7 +262,7 @@ def settings_from_connection(login: str | None, password: str | None, extra: dic
     `extra` holds the client config (as the Kafka provider's connections do; Java-style keys allowed);
     the connection's login and password become the SASL credentials. Placeholders follow the connection
     rule (config/placeholders.py: off unless the host names secrets directories, never `env`, never in
-    the login). The result is librdkafka settings, ready for consumer_settings/producer_settings with
+    the login), and so do private key files; keys that run code on the host are refused. The result is librdkafka settings, ready for consumer_settings/producer_settings with
     `placeholders=PlaceholderRule.connection()`; it keeps the extra's `allow-insecure` for them.
     """
     extra = dict(extra or {})
@@ -285,7 +285,9 @@ def settings_from_connection(login: str | None, password: str | None, extra: dic
         raise ConfigError(f"{where}: bootstrap.servers is required in extra")
     if opt_ins:
         settings[ALLOW_INSECURE_KEY] = ",".join(sorted(opt_ins))
-    translated = translate_java_settings(settings, where, PlaceholderRule.connection())
+    rule = PlaceholderRule.connection()
+    check_host_reach(settings, rule, where)
+    translated = translate_java_settings(settings, where, rule)
     return {**translated, **({ALLOW_INSECURE_KEY: ",".join(sorted(opt_ins))} if opt_ins else {})}
 
 

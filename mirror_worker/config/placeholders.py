@@ -124,6 +124,28 @@ def allowed_path(path: Path, rule: PlaceholderRule, where: str) -> Path:
     return real
 
 
+# What a connection's settings may make librdkafka do on the host beyond placeholders: run a command or load a
+# library (refused from a connection), read private key material (only inside the secrets directories: a
+# connection pointed at the host's own client key would present the host's identity to any cluster).
+_RUNS_ON_HOST = ("sasl.kerberos.kinit.cmd", "plugin.library.paths", "ssl.engine.location")
+_KEY_FILES = ("ssl.key.location", "ssl.keystore.location", "ssl.certificate.location", "sasl.kerberos.keytab")
+
+
+def check_host_reach(settings: dict[str, str], rule: PlaceholderRule, where: str) -> None:
+    """For settings from an Airflow connection: refuse keys that run code on the host, and key files outside
+    the rule's directories (one line each)."""
+    for key in _RUNS_ON_HOST:
+        if settings.get(key):
+            raise ConfigError(f"{where}: {key} runs or loads code on the host: not accepted from a connection")
+    for key in _KEY_FILES:
+        if not settings.get(key):
+            continue
+        if rule.dirs == ():
+            raise ConfigError(f"{where}: {key}: a connection's key files are read only inside "
+                              f"{SECRETS_DIRS_VARIABLE}, which this host does not set")
+        allowed_path(Path(str(settings[key])), rule, f"{where}: {key}")
+
+
 def _from_file(provider: str, path: Path, name: str, where: str, rule: PlaceholderRule) -> str:
     if provider == "file":
         real = allowed_path(path, rule, where)

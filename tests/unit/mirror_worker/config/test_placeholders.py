@@ -95,3 +95,17 @@ def test_the_issues_connection_is_refused_with_one_line_and_nothing_resolved(mon
         assert "\n" not in str(err.value) and fernet not in str(err.value)
         assert str(err.value).startswith("Airflow connection 'k': ")
     assert redaction.redact_text(fernet) == fernet  # never read, so never registered as a secret
+
+
+def test_a_connection_neither_runs_code_nor_reads_key_files_outside_the_secrets_directory(secrets, monkeypatch):
+    base = {"bootstrap.servers": "b:9093", "security.protocol": "SSL"}
+    monkeypatch.delenv("MIRROR_SECRETS_DIRS", raising=False)
+    for key in ("sasl.kerberos.kinit.cmd", "plugin.library.paths", "ssl.engine.location"):
+        with pytest.raises(ConfigError, match=f"^k: {key} runs or loads code on the host: not accepted from a connection$"):
+            settings_from_connection(None, None, {**base, key: "/tmp/x"}, "k")
+    with pytest.raises(ConfigError, match="^k: ssl.key.location: a connection's key files are read only inside "
+                                          "MIRROR_SECRETS_DIRS, which this host does not set$"):
+        settings_from_connection(None, None, {**base, "ssl.key.location": f"{secrets}/dir/token"}, "k")
+    monkeypatch.setenv("MIRROR_SECRETS_DIRS", str(secrets))
+    with pytest.raises(ConfigError, match="^k: ssl.keystore.location: /etc/ssl/private/host.p12 is outside the secrets"):
+        settings_from_connection(None, None, {**base, "ssl.keystore.location": "/etc/ssl/private/host.p12"}, "k")
