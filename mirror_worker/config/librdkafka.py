@@ -262,7 +262,8 @@ def settings_from_connection(login: str | None, password: str | None, extra: dic
     `extra` holds the client config (as the Kafka provider's connections do; Java-style keys allowed);
     the connection's login and password become the SASL credentials. Placeholders follow the connection
     rule (config/placeholders.py: off unless the host names secrets directories, never `env`, never in
-    the login), and so do private key files; keys that run code on the host are refused. The result is librdkafka settings, ready for consumer_settings/producer_settings with
+    the login), and so do private key files; keys that run code on the host are refused. The result is
+    librdkafka settings, ready for consumer_settings/producer_settings with
     `placeholders=PlaceholderRule.connection()`; it keeps the extra's `allow-insecure` for them.
     """
     extra = dict(extra or {})

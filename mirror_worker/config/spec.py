@@ -246,6 +246,8 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
     _reject_unknown(destination, _DESTINATION_KEYS, f"{where}: destination")
     queue_size = int(fields.get("queue_size", 10_000)) if str(fields.get("queue_size", "")).isdigit() else 10_000
     _check_registry(destination.get("schema-registry-url"), destination, f"{where}: destination schema-registry-url")
+    _check_registry(fields.get("destination_schema_registry_url"), destination,
+                    f"{where}: destination-schema-registry-url")
     producer = producer_settings(
         _client_dict(destination.get("kafka"), f"{where}: destination kafka", destination),
         f"{where}: destination kafka", queue_size,
