@@ -9,6 +9,7 @@ it is written — which also catches a password echoed inside a librdkafka or py
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from collections.abc import Mapping
@@ -96,6 +97,19 @@ def redact_text(text: str) -> str:
         if escaped != secret and escaped in text:
             text = text.replace(escaped, REDACTED)
     return _INLINE.sub(lambda m: m.group("key") + REDACTED, text)
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts a record's message where it is made, whatever handler then writes it (Airflow's task log,
+    a test's caplog): librdkafka's lines name the client (`client.id#producer-1`) and echo settings, and
+    reach handlers that do not go through logs.JsonFormatter."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact_text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, ()
+        return True
 
 
 def forget_secrets() -> None:

@@ -96,7 +96,8 @@ def make_certificates(directory: Path) -> Certificates:
 
 def secure_node(home: Path, certs: Certificates, plain_users: dict[str, str] | None = None,
                 heap_mb: int = 320) -> KafkaNode:
-    """A KafkaNode with a SASL_SSL listener; not started. PLAIN users live in the broker's JAAS line."""
+    """A KafkaNode with a SASL_SSL listener (and the same users on SASL_PLAINTEXT); not started. PLAIN users live
+    in the broker's JAAS line."""
     mechanisms = ("SCRAM-SHA-512", "SCRAM-SHA-256")
     settings = {
         "sasl.enabled.mechanisms": ",".join(mechanisms + ("PLAIN",)),
@@ -104,13 +105,17 @@ def secure_node(home: Path, certs: Certificates, plain_users: dict[str, str] | N
         "listener.name.sasl_ssl.ssl.keystore.location": str(certs.broker_pem),
         **{f"listener.name.sasl_ssl.{m.lower()}.sasl.jaas.config": SCRAM_LOGIN for m in mechanisms},
         "listener.name.sasl_ssl.plain.sasl.jaas.config": _plain_login(plain_users),
+        # The same users in clear (SASL_PLAINTEXT): what config/posture.py refuses without its opt-in.
+        **{f"listener.name.sasl_plaintext.{m.lower()}.sasl.jaas.config": SCRAM_LOGIN for m in mechanisms},
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": _plain_login(plain_users),
         "listener.name.ssl.ssl.keystore.type": "PEM",
         "listener.name.ssl.ssl.keystore.location": str(certs.broker_pem),
         "listener.name.ssl.ssl.truststore.type": "PEM",
         "listener.name.ssl.ssl.truststore.location": str(certs.ca_pem),
         "listener.name.ssl.ssl.client.auth": "required",
     }
-    return KafkaNode("secure", home, heap_mb=heap_mb, extra_listeners={"SASL_SSL": "SASL_SSL", "SSL": "SSL"},
+    return KafkaNode("secure", home, heap_mb=heap_mb,
+                     extra_listeners={"SASL_SSL": "SASL_SSL", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT"},
                      extra_settings=settings)
 
 

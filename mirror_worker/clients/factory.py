@@ -18,8 +18,13 @@ from confluent_kafka.admin import AdminClient
 from mirror_worker.clients.coordinator_admin import CoordinatorProcess, IsolatingAdmin
 from mirror_worker.clients.fold import FoldRepeats
 from mirror_worker.config.librdkafka import connection_settings
+from mirror_worker.redaction import RedactingFilter
 
 librdkafka_log = logging.getLogger("mirror_worker.librdkafka")
+# Every client's librdkafka lines (the worker's, through clients/callbacks.py, and the hooks') are redacted
+# here, as the project's own logs are: the handler that writes them may be Airflow's (issue 46: a secret
+# client.id printed raw).
+librdkafka_log.addFilter(RedactingFilter())
 # A cluster that is down makes librdkafka log each reconnection: the first of a kind is kept, and one a minute.
 librdkafka_log.addFilter(FoldRepeats())
 

@@ -10,6 +10,7 @@ from mirror_worker.commands.base import DISTRIBUTION, MODULE_COMMAND, OneLinePar
 from mirror_worker.config.librdkafka import consumer_settings, producer_settings
 from mirror_worker.config.membership import SLOT_ENV, SLOT_FLAG, parse_slot
 from mirror_worker.config.model import MirrorConfig, build_mirror_config
+from mirror_worker.config.posture import ALLOW_INSECURE_KEY, allowed_insecure, check_url
 from mirror_worker.config.properties import load_properties
 from mirror_worker.exceptions import ConfigError
 
@@ -148,6 +149,7 @@ def _mirror_config(args: argparse.Namespace) -> MirrorConfig:
     queue_size = args.queue_size if args.queue_size is not None else 10_000
     producer = producer_settings(load_properties(args.producer_config), f"--producer.config {args.producer_config}", queue_size,
                                  exactly_once=bool(args.exactly_once))
+    _check_registries(args)
     fields = {k: getattr(args, k) for k in _CLI_FIELDS if getattr(args, k) is not None}
     fields.update(
         name=name,
@@ -166,3 +168,14 @@ def _mirror_config(args: argparse.Namespace) -> MirrorConfig:
         path = args.timings_producer_config
         fields["heartbeat_producer"] = producer_settings(load_properties(path), f"--timings.producer.config {path}", 1000)
     return build_mirror_config(fields, where="flags")
+
+
+def _check_registries(args) -> None:
+    """An http:// registry off loopback needs `allow-insecure=http-registry` in the properties of its side's
+    cluster (every --consumer.config for the source's, --producer.config for the destination's)."""
+    sides = [(args.schema_registry_url, args.consumer_configs, "--schema.registry.url"),
+             (args.destination_schema_registry_url, [args.producer_config], "--destination.schema.registry.url")]
+    for url, paths, flag in sides:
+        for path in paths if url else ():
+            opt_ins = allowed_insecure(load_properties(path).get(ALLOW_INSECURE_KEY), f"{flag} ({path})")
+            check_url(url, "http-registry", opt_ins, f"{flag} ({path})")

@@ -13,7 +13,9 @@ import re
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from mirror_worker.config.security import resolve_placeholders, translate_security
+from mirror_worker.config.placeholders import PLACEHOLDER, PlaceholderRule, check_host_reach, resolve_placeholders
+from mirror_worker.config.posture import ALLOW_INSECURE_KEY, allowed_insecure, check_client
+from mirror_worker.config.security import translate_security
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.redaction import REDACTED, is_secret_key, redact_text, register_secrets
 
@@ -87,15 +89,21 @@ PRODUCER_DEFAULTS = {
 }
 
 
-def translate_java_settings(settings: dict[str, str], where: str) -> dict[str, str]:
+def translate_java_settings(settings: dict[str, str], where: str,
+                            placeholders: PlaceholderRule | None = None) -> dict[str, str]:
     """Map Java-client keys onto librdkafka's; reject what cannot work at all.
 
-    `${file:...}` placeholders are resolved first and security keys translated (config/security.py); every
-    secret value is registered for redaction before anything can print it.
+    `${file:...}` placeholders are resolved first, as `placeholders` allows (default: a spec's rule,
+    config/placeholders.py), and security keys translated (config/security.py); every secret value is
+    registered for redaction before anything can print it. The result must pass the security posture
+    (config/posture.py), with the opt-ins of the settings' own `allow-insecure` key.
     """
     register_secrets(settings)
-    settings = translate_security(resolve_placeholders(settings, where), where)
+    settings = dict(settings)
+    allowed = allowed_insecure(settings.pop(ALLOW_INSECURE_KEY, None), where)
+    settings = translate_security(resolve_placeholders(settings, where, placeholders), where)
     register_secrets(settings)
+    check_client(settings, allowed, where)
     out: dict[str, str] = {}
     for key, value in settings.items():
         if key == "zookeeper.connect":
@@ -113,8 +121,9 @@ def translate_java_settings(settings: dict[str, str], where: str) -> dict[str, s
     return out
 
 
-def consumer_settings(settings: dict[str, str], where: str) -> dict[str, str]:
-    translated = translate_java_settings(settings, where)
+def consumer_settings(settings: dict[str, str], where: str,
+                      placeholders: PlaceholderRule | None = None) -> dict[str, str]:
+    translated = translate_java_settings(settings, where, placeholders)
     for key, forced in _CONSUMER_FORCED.items():
         if translated.get(key, forced).lower() != forced:
             raise ConfigError(f"{where}: {key} must be {forced}: the mirror commits offsets itself, after delivery")
@@ -155,8 +164,8 @@ EXACTLY_ONCE_LINGER_MS = "5"
 
 
 def producer_settings(settings: dict[str, str], where: str, queue_size: int,
-                      exactly_once: bool = False) -> dict[str, str]:
-    translated = translate_java_settings(settings, where)
+                      exactly_once: bool = False, placeholders: PlaceholderRule | None = None) -> dict[str, str]:
+    translated = translate_java_settings(settings, where, placeholders)
     for key, (allowed, why) in _PRODUCER_REQUIRED.items():
         if key in translated and translated[key].lower() not in allowed:
             raise ConfigError(f"{where}: {key}={translated[key]} refused: {why}")
@@ -250,13 +259,20 @@ def settings_from_connection(login: str | None, password: str | None, extra: dic
                              where: str = "connection") -> dict[str, str]:
     """Client settings from an Airflow Kafka connection, for the Airflow hooks.
 
-    `extra` holds the client config (as the Kafka provider's connections do; Java-style keys and
-    `${file:...}` placeholders allowed); the connection's login and password become the SASL
-    credentials. The result is librdkafka settings, ready for consumer_settings/producer_settings.
+    `extra` holds the client config (as the Kafka provider's connections do; Java-style keys allowed);
+    the connection's login and password become the SASL credentials. Placeholders follow the connection
+    rule (config/placeholders.py: off unless the host names secrets directories, never `env`, never in
+    the login), and so do private key files; keys that run code on the host are refused. The result is
+    librdkafka settings, ready for consumer_settings/producer_settings with
+    `placeholders=PlaceholderRule.connection()`; it keeps the extra's `allow-insecure` for them.
     """
-    settings = {str(k): setting_value(v) for k, v in (extra or {}).items()}
+    extra = dict(extra or {})
+    opt_ins = allowed_insecure(extra.pop(ALLOW_INSECURE_KEY, None), where)
+    settings = {str(k): setting_value(v) for k, v in extra.items()}
     if password:
         register_secrets({"sasl.password": password})
+    if login and PLACEHOLDER.search(login):
+        raise ConfigError(f"{where}: login: placeholders are not resolved here (the login is shown in clear)")
     for key, value in (("sasl.username", login), ("sasl.password", password)):
         if not value:
             continue
@@ -268,7 +284,12 @@ def settings_from_connection(login: str | None, password: str | None, extra: dic
         raise ConfigError(f"{where}: a login or password needs security.protocol SASL_SSL or SASL_PLAINTEXT in extra")
     if not settings.get("bootstrap.servers"):
         raise ConfigError(f"{where}: bootstrap.servers is required in extra")
-    return translate_java_settings(settings, where)
+    if opt_ins:
+        settings[ALLOW_INSECURE_KEY] = ",".join(sorted(opt_ins))
+    rule = PlaceholderRule.connection()
+    check_host_reach(settings, rule, where)
+    translated = translate_java_settings(settings, where, rule)
+    return {**translated, **({ALLOW_INSECURE_KEY: ",".join(sorted(opt_ins))} if opt_ins else {})}
 
 
 _NO_SUCH = re.compile(r'No such configuration property: "([^"]+)"')

@@ -1,29 +1,17 @@
-"""Security settings: Java client keys (JAAS, JKS/PKCS12/PEM stores) onto librdkafka's, and secrets from files.
+"""Security settings: Java client keys (JAAS, JKS/PKCS12/PEM stores) onto librdkafka's.
 
-Config-provider placeholders, as Kafka's FileConfigProvider, DirectoryConfigProvider and
-EnvVarConfigProvider write them, are resolved in any value (also inside a JAAS line):
-
-    ${file:/etc/mirror/secrets.properties:source.password}   a key of a .properties file
-    ${directory:/run/secrets:source-password}                 the content of a file in a directory
-    ${env:SOURCE_PASSWORD}                                    an environment variable
-
-Every resolved value is treated as a secret (see redaction.py). Where librdkafka cannot do what a
-Java key asks (a JKS store, a Kerberos or OAuth login module), the error names the key and the way out.
+Secrets from `${file:...}`-style placeholders are resolved before this (config/placeholders.py, with the
+host's allowlist of secrets directories). Where librdkafka cannot do what a Java key asks (a JKS store, a
+Kerberos or OAuth login module), the error names the key and the way out.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-from mirror_worker.config.properties import load_properties
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.redaction import register_secret
-
-_PLACEHOLDER = re.compile(r"\$\{(?P<provider>[A-Za-z0-9_-]+):(?P<body>[^}]*)\}")
-# Java's way of declaring providers: here the three above are built in, so these keys have no use.
-_PROVIDER_KEYS = re.compile(r"^config\.providers(\..*)?$")
 
 _JAVA_ONLY_SSL_KEYS = {
     "ssl.protocol", "ssl.enabled.protocols", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
@@ -31,52 +19,6 @@ _JAVA_ONLY_SSL_KEYS = {
 }
 _LOGIN_MODULE = re.compile(r"^\s*(?P<cls>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)\b(?P<opts>.*?);?\s*$", re.S)
 _JAAS_OPTION = re.compile(r"""(?P<name>[\w.-]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s;"]+))""")
-
-
-def resolve_placeholders(settings: dict[str, str], where: str) -> dict[str, str]:
-    """Replace `${provider:...}` in every value; drop Java's `config.providers*` declarations."""
-    out = {}
-    for key, value in settings.items():
-        if _PROVIDER_KEYS.match(key):
-            continue
-        out[key] = _PLACEHOLDER.sub(lambda m, k=key: _provide(m, f"{where}: {k}"), str(value))
-    return out
-
-
-def _provide(match: re.Match, where: str) -> str:
-    provider, body = match.group("provider"), match.group("body")
-    if provider == "env":
-        name = body.lstrip(":")  # KIP-887 also writes ${env::NAME}
-        if name not in os.environ:
-            raise ConfigError(f"{where}: environment variable {name} (from ${{env:...}}) is not set")
-        value = os.environ[name]
-    elif provider in ("file", "directory"):
-        path, sep, name = body.rpartition(":")
-        if not sep or not path or not name:
-            raise ConfigError(f"{where}: ${{{provider}:PATH:KEY}} expected")
-        value = _from_file(provider, Path(path), name, where)
-    else:
-        raise ConfigError(f"{where}: unsupported config provider {provider!r}; use file, directory or env")
-    register_secret(value)
-    return value
-
-
-def _from_file(provider: str, path: Path, name: str, where: str) -> str:
-    if provider == "file":
-        try:
-            values = load_properties(path)
-        except ConfigError:
-            raise ConfigError(f"{where}: secrets file {path} not found or unreadable") from None
-        if name not in values:
-            raise ConfigError(f"{where}: no key {name!r} in secrets file {path}")
-        return values[name]
-    target = path / name
-    if target.parent != path or name in ("", ".", ".."):
-        raise ConfigError(f"{where}: {name!r} must be a file name inside {path}")
-    try:
-        return target.read_text(encoding="utf-8").rstrip("\r\n")
-    except (OSError, UnicodeDecodeError):
-        raise ConfigError(f"{where}: secret file {target} not found or unreadable") from None
 
 
 def translate_security(settings: dict[str, str], where: str) -> dict[str, str]:

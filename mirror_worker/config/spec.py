@@ -35,13 +35,15 @@ import yaml
 
 from mirror_worker.config.librdkafka import consumer_settings, producer_settings, setting_value
 from mirror_worker.config.model import MirrorConfig, build_mirror_config
+from mirror_worker.config.posture import ALLOW_INSECURE_KEY, allowed_insecure, check_url
 from mirror_worker.config.unknown_keys import unknown_keys
 from mirror_worker.exceptions import ConfigError
 
 _TOP_KEYS = {"group-id-prefix", "groups"}
 _GROUP_KEYS = {"name", "source", "sources", "destination", "settings", "mirrors"}
-_SOURCE_KEYS = {"name", "kafka", "schema-registry-url"}
-_DESTINATION_KEYS = {"kafka", "schema-registry-url", "heartbeat-kafka"}
+# allow-insecure: the weaknesses accepted for this cluster's Kafka and registry settings (config/posture.py).
+_SOURCE_KEYS = {"name", "kafka", "schema-registry-url", ALLOW_INSECURE_KEY}
+_DESTINATION_KEYS = {"kafka", "schema-registry-url", "heartbeat-kafka", ALLOW_INSECURE_KEY}
 _MIRROR_ONLY_KEYS = {"name", "enabled"}
 # Airflow-only settings (a mirror's or group settings' `airflow:` mapping): validated by
 # plugins/mirror_airflow/settings.py, ignored by the worker.
@@ -230,7 +232,10 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
     for i, source in enumerate(raw_sources):
         _reject_unknown(source, _SOURCE_KEYS, f"{where}: source")
         source_name = str(source.get("name") or ("source" if len(raw_sources) == 1 else f"source{i}"))
-        kafka = _client_dict(source.get("kafka"), f"{where}: source {source_name!r} kafka")
+        kafka = _client_dict(source.get("kafka"), f"{where}: source {source_name!r} kafka", source)
+        _check_registry(source.get("schema-registry-url"), source, f"{where}: source {source_name!r} schema-registry-url")
+        if fields.get("schema_registry_url"):
+            _check_registry(fields["schema_registry_url"], source, f"{where}: schema-registry-url (source {source_name!r})")
         if "group.id" in kafka:
             # The catch-up lease, the lag sensor, stop_mirror and failover all look for the mirror's group.
             raise ConfigError(f"{where}: source {source_name!r} kafka: group.id: the mirror's consumer group is its "
@@ -241,13 +246,17 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
     destination = group.get("destination")
     _reject_unknown(destination, _DESTINATION_KEYS, f"{where}: destination")
     queue_size = int(fields.get("queue_size", 10_000)) if str(fields.get("queue_size", "")).isdigit() else 10_000
+    _check_registry(destination.get("schema-registry-url"), destination, f"{where}: destination schema-registry-url")
+    _check_registry(fields.get("destination_schema_registry_url"), destination,
+                    f"{where}: destination-schema-registry-url")
     producer = producer_settings(
-        _client_dict(destination.get("kafka"), f"{where}: destination kafka"), f"{where}: destination kafka", queue_size,
+        _client_dict(destination.get("kafka"), f"{where}: destination kafka", destination),
+        f"{where}: destination kafka", queue_size,
         exactly_once=fields.get("delivery") == "exactly-once",
     )
     if destination.get("heartbeat-kafka"):
         fields["heartbeat_producer"] = producer_settings(
-            _client_dict(destination["heartbeat-kafka"], f"{where}: destination heartbeat-kafka"),
+            _client_dict(destination["heartbeat-kafka"], f"{where}: destination heartbeat-kafka", destination),
             f"{where}: destination heartbeat-kafka", 1000,
         )
     fields.update(name=name, sources=sources, producer=producer)
@@ -266,10 +275,24 @@ def _spec_key(field: str) -> str:
     return field if "." in field else field.replace("_", "-")
 
 
-def _client_dict(value, where: str) -> dict[str, str]:
+def _client_dict(value, where: str, cluster: dict) -> dict[str, str]:
+    """A kafka mapping as client settings, with its cluster's `allow-insecure` for the posture check."""
     if not isinstance(value, dict) or not value.get("bootstrap.servers"):
         raise ConfigError(f"{where}: bootstrap.servers is required")
-    return {str(k): setting_value(v) for k, v in value.items()}
+    settings = {str(k): setting_value(v) for k, v in value.items() if k != ALLOW_INSECURE_KEY}
+    opt_ins = _opt_ins(cluster, where) | allowed_insecure(value.get(ALLOW_INSECURE_KEY), where)
+    if opt_ins:
+        settings[ALLOW_INSECURE_KEY] = ",".join(sorted(opt_ins))
+    return settings
+
+
+def _opt_ins(cluster: dict, where: str) -> frozenset[str]:
+    return allowed_insecure(cluster.get(ALLOW_INSECURE_KEY), where)
+
+
+def _check_registry(url, cluster: dict, where: str) -> None:
+    if isinstance(url, str):
+        check_url(url, "http-registry", _opt_ins(cluster, where), where)
 
 
 def _reject_unknown(mapping, allowed: set[str], where: str) -> None:

@@ -333,3 +333,43 @@ def test_catchup_copies_and_commits_between_sasl_ssl_clusters_with_passwords_in_
     assert '"msg": "digest pass read on the JVM"' in check.stdout
     for secret in (SOURCE_PASSWORD, DEST_PASSWORD):
         assert secret not in check.stdout + check.stderr
+
+
+def test_sasl_over_plaintext_is_refused_without_the_opt_in_and_works_with_it(secure, topic_name, tmp_path, monkeypatch):
+    """Issue 46 item 3 on a real SASL_PLAINTEXT listener: the hook's connection and the worker's spec are each
+    refused with one line naming `cleartext-sasl`; with it named, the same settings reach the cluster."""
+    from mirror_airflow.hooks.kafka import KafkaHook
+
+    node, _ = secure
+    topic = topic_name("cleartext")
+    create_topic(node.bootstrap_servers, topic, partitions=1)
+    extra = {"bootstrap.servers": node.listener_bootstrap("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "PLAIN"}
+    for conn_id, more in (("kafka_clear", {}), ("kafka_clear_ok", {"allow-insecure": ["cleartext-sasl"]})):
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(
+            {"conn_type": "kafka", "login": PLAIN_USER, "password": PLAIN_PASSWORD, "extra": {**extra, **more}}))
+    ok, message = KafkaHook("kafka_clear").test_connection()
+    assert not ok and message == ("Airflow connection 'kafka_clear': SASL credentials over SASL_PLAINTEXT (sent in "
+                                  "clear) refused; add cleartext-sasl to allow-insecure to accept it")
+    ok, message = KafkaHook("kafka_clear_ok").test_connection()
+    assert ok, message
+    assert topic in KafkaHook("kafka_clear_ok").get_admin_client().list_topics(timeout=30).topics
+
+    # The worker, from a spec: refused at start in one line; with the opt-in it mirrors over SASL_PLAINTEXT.
+    produce(node.bootstrap_servers, topic, [{**r, "partition": 0} for r in _records(30)])
+    kafka = {**extra, "sasl.username": PLAIN_USER, "sasl.password": PLAIN_PASSWORD}
+    spec = tmp_path / "clear.yaml"
+    for opt_in in ({}, {"allow-insecure": ["cleartext-sasl"]}):
+        spec.write_text(json.dumps({"groups": [{
+            "name": "g", "source": {"name": "clear", "kafka": kafka, **opt_in},
+            "destination": {"kafka": {"bootstrap.servers": node.bootstrap_servers}},
+            "mirrors": [{"name": "m", "whitelist": topic, "prefix": "clear.", "commit-interval-s": 1}]}]}))
+        if opt_in:
+            _mirror_all(["--config", str(spec), "--mirror", "m"], tmp_path, node.bootstrap_servers, f"clear.{topic}", 30)
+            continue
+        done = subprocess.run([sys.executable, "-m", "mirror_worker", "--config", str(spec), "--mirror", "m"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.endswith("source 'clear' kafka: SASL credentials over SASL_PLAINTEXT (sent in clear) "
+                                    "refused; add cleartext-sasl to allow-insecure to accept it\n"), done.stderr
+        assert PLAIN_PASSWORD not in done.stdout + done.stderr

@@ -1,10 +1,14 @@
 """The Airflow REST API calls of the operators (is a DAG paused, pause/unpause it) from an `http`
 connection (`airflow_api` by default): host (with scheme, or `schema` as the scheme), port,
-login/password exchanged for a token at `/auth/token`."""
+login/password exchanged for a token at `/auth/token`. Plain http:// (also the default when neither the host
+nor `schema` names a scheme) off loopback sends that password in clear: it is refused unless the
+connection's extra says `"allow-insecure": ["http-api"]` (mirror_worker/config/posture.py)."""
 
 from __future__ import annotations
 
 from airflow.sdk import BaseHook
+
+from mirror_worker.api import ConfigError, allowed_insecure, check_url
 
 
 class AirflowApi:
@@ -21,6 +25,8 @@ class AirflowApi:
         base = host if "://" in host else f"{conn.schema or 'http'}://{host}"
         if conn.port:
             base = f"{base}:{conn.port}"
+        where = f"Airflow connection {getattr(conn, 'conn_id', None)!r}"
+        check_url(base, "http-api", allowed_insecure((conn.extra_dejson or {}).get("allow-insecure"), where), where)
         return cls(base, conn.login, conn.password)
 
     def _auth_headers(self, refresh: bool = False) -> dict[str, str]:
@@ -89,6 +95,8 @@ def api_from_connection(conn_id: str, log) -> AirflowApi | None:
     """The API client, or None (one warning) when the connection is not defined."""
     try:
         return AirflowApiHook(conn_id).get_conn()
+    except ConfigError:
+        raise  # defined but refused (e.g. http:// without the opt-in): not a reason to run unchecked
     except Exception as exc:  # AirflowNotFoundException (class location differs across Airflow versions)
         log.warning("Airflow connection %r not defined (%s): the pause check is off", conn_id, exc.__class__.__name__)
         return None

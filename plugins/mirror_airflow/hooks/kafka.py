@@ -6,6 +6,11 @@ librdkafka (or Java client) settings, e.g. `{"bootstrap.servers": "127.0.0.1:909
 "SASL_SSL", ...}`, as for the official hooks; here they go through the worker's own checks
 (mirror_worker/config/librdkafka.py), so a bad key fails the same way it would in the spec, and the
 connection's login/password, when given, are the SASL credentials.
+
+Whoever may edit a connection is not trusted with the hosts the hook runs on (worker, triggerer, the
+api-server's "Test connection"): `${file:...}`/`${directory:...}` placeholders are resolved only inside
+the host's MIRROR_SECRETS_DIRS, `${env:...}` never (mirror_worker/config/placeholders.py); cleartext SASL
+and unverified TLS need the extra's `allow-insecure` (mirror_worker/config/posture.py).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from mirror_airflow.exceptions import ConnectionConfigError
 from mirror_worker.api import (
-    ConfigError, connection_settings, consumer_settings, producer_settings, settings_from_connection,
+    ConfigError, PlaceholderRule, connection_settings, consumer_settings, producer_settings, settings_from_connection,
 )
 
 
@@ -57,10 +62,11 @@ class KafkaHook(KafkaBaseHook):
         return dict(self._settings)
 
     def consumer_config(self, group_id: str) -> dict[str, str]:
-        return {"group.id": group_id, **consumer_settings(self.client_settings(), self.where)}
+        return {"group.id": group_id, **consumer_settings(self.client_settings(), self.where, PlaceholderRule.connection())}
 
     def producer_config(self, queue_size: int = 10_000) -> dict[str, str]:
-        return producer_settings(self.client_settings(), self.where, queue_size)
+        return producer_settings(self.client_settings(), self.where, queue_size,
+                                 placeholders=PlaceholderRule.connection())
 
     def admin_config(self) -> dict[str, str]:
         return connection_settings(self.client_settings())

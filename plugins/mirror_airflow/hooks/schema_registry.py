@@ -1,7 +1,8 @@
 """SchemaRegistryHook: a confluent-kafka SchemaRegistryClient from an `http` connection.
 
 Host (with scheme, or `schema` as the scheme), port, optional path in the extra `path` (e.g.
-`/apis/ccompat/v7`), login/password as basic auth.
+`/apis/ccompat/v7`), login/password as basic auth. An http:// registry (also a host without a scheme)
+off loopback needs `"allow-insecure": ["http-registry"]` in the extra (mirror_worker/config/posture.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from airflow.sdk import BaseHook
 
 from mirror_airflow.exceptions import ConnectionConfigError
-from mirror_worker.api import ConfigError
+from mirror_worker.api import ConfigError, allowed_insecure, check_url
 
 
 class SchemaRegistryHook(BaseHook):
@@ -30,7 +31,9 @@ class SchemaRegistryHook(BaseHook):
             raise ConnectionConfigError(f"{where}: host is required (the schema registry's address)")
         host = conn.host if "://" in conn.host else f"{conn.schema or 'http'}://{conn.host}"
         url = f"{host}:{conn.port}" if conn.port else host
-        path = (conn.extra_dejson or {}).get("path")
+        extra = conn.extra_dejson or {}
+        check_url(url, "http-registry", allowed_insecure(extra.get("allow-insecure"), where), where)
+        path = extra.get("path")
         if path:
             url = f"{url.rstrip('/')}/{str(path).lstrip('/')}"
         config = {"url": url}

@@ -107,18 +107,18 @@ class MirrorSparkJob(SparkSubmitOperator):
 
         self.jars = ",".join(kafka_connector_jars())
         stem = self.job.rpartition(".")[2]
-        self.shipped_dir = Path(tempfile.mkdtemp(prefix=f"{stem}-code-"))
+        # One private directory per run (mkdtemp: 0700, a new name) holds the shipped code and the files the
+        # job writes later by name (the outcome, its `.tmp`, the application): nobody else can put a file or a
+        # symlink at those names for the job to follow, which a name freed in the shared temp directory allowed.
+        self.shipped_dir = Path(tempfile.mkdtemp(prefix=f"{stem}-run-"))
         self.py_files = str(project_zip(self.shipped_dir / "kafka-mirror.zip"))
-        handle, name = tempfile.mkstemp(prefix=f"{stem}-outcome-", suffix=".json")
-        os.close(handle)
-        os.unlink(name)  # the launcher creates it when the job ends: no file means no outcome
-        self.outcome_path = Path(name)
-        self.application_path = Path(name).with_name(Path(name).name.replace("-outcome-", "-application-"))
+        self.outcome_path = self.shipped_dir / "outcome.json"  # the launcher creates it when the job ends
+        self.application_path = self.shipped_dir / "application.json"
         self.env_vars = {**(self.env_vars or {}), APPLICATION_FILE_ENV: str(self.application_path)}
         # A Spark UI for a run on a cluster (linked in the task log), none on the Airflow worker itself.
         self.conf = {**(self.conf or {})}
         self.conf.setdefault("spark.ui.enabled", "false" if self._local_master() else "true")
-        self.application_args = ["--outcome", name, self.job, *self.job_args(context)]
+        self.application_args = ["--outcome", str(self.outcome_path), self.job, *self.job_args(context)]
 
     def _local_master(self) -> bool:
         from airflow.sdk import BaseHook

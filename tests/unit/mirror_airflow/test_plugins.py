@@ -165,7 +165,7 @@ def test_kafka_hook_refuses_bad_extras(monkeypatch, extra, message):
 def test_schema_registry_hook_url_and_basic_auth(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_REG", json.dumps({
         "conn_type": "http", "host": "reg.local", "port": 8081, "login": "u", "password": "p",
-        "extra": {"path": "/apis/ccompat/v7"}}))
+        "extra": {"path": "/apis/ccompat/v7", "allow-insecure": ["http-registry"]}}))
     assert SchemaRegistryHook("reg").client_config() == {
         "url": "http://reg.local:8081/apis/ccompat/v7", "basic.auth.user.info": "u:p"}
     monkeypatch.setenv("AIRFLOW_CONN_REG2", json.dumps({"conn_type": "http", "host": "https://r.example"}))

@@ -12,7 +12,8 @@ import pytest
 from mirror_worker import redaction
 from mirror_worker.config.librdkafka import consumer_settings, producer_settings, settings_from_connection
 from mirror_worker.config.model import build_mirror_config
-from mirror_worker.config.security import java_security_settings, resolve_placeholders, translate_security
+from mirror_worker.config.placeholders import resolve_placeholders
+from mirror_worker.config.security import java_security_settings, translate_security
 from mirror_worker.config.spec import select_mirror
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.logs import JsonFormatter
@@ -188,7 +189,7 @@ def test_settings_from_connection_login_and_password_become_sasl_credentials():
 
 
 def test_settings_from_connection_extra_only_and_errors():
-    extra = {"bootstrap.servers": "b:9092", "sasl.jaas.config": SCRAM_JAAS, "security.protocol": "SASL_PLAINTEXT"}
+    extra = {"bootstrap.servers": "b:9092", "sasl.jaas.config": SCRAM_JAAS, "security.protocol": "SASL_SSL"}
     assert settings_from_connection(None, None, extra)["sasl.username"] == "mirror"
     with pytest.raises(ConfigError, match="^kafka_src: a login or password needs security.protocol SASL_SSL"):
         settings_from_connection("u", "p-123", {"bootstrap.servers": "b:9092"}, "kafka_src")

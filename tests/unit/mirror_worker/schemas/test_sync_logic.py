@@ -174,12 +174,16 @@ def test_flags_set_the_registries(tmp_path):
     consumer = tmp_path / "dc1.properties"
     consumer.write_text("bootstrap.servers=127.0.0.1:1\ngroup.id=g\n")
     producer = tmp_path / "dest.properties"
-    producer.write_text("bootstrap.servers=127.0.0.1:2\n")
-    config = config_from_args(parse_args([
-        "--consumer.config", str(consumer), "--producer.config", str(producer), "--whitelist", "t",
-        "--schema.registry.url", "http://src:8081", "--destination.schema.registry.url=http://dst:8081",
-        "--schema.sync.mode", "lenient", "--schema.compatibility", "full",
-    ]))
+    producer.write_text("bootstrap.servers=127.0.0.1:2\nallow-insecure=http-registry\n")
+    argv = ["--consumer.config", str(consumer), "--producer.config", str(producer), "--whitelist", "t",
+            "--schema.registry.url", "http://src:8081", "--destination.schema.registry.url=http://dst:8081",
+            "--schema.sync.mode", "lenient", "--schema.compatibility", "full"]
+    # http:// off loopback: each side's properties name the opt-in (config/posture.py), or it is refused.
+    with pytest.raises(ConfigError, match=r"^--schema.registry.url \(.*dc1.properties\): a schema registry over "
+                                          r"http:// refused; add http-registry to allow-insecure"):
+        config_from_args(parse_args(argv))
+    consumer.write_text("bootstrap.servers=127.0.0.1:1\ngroup.id=g\nallow-insecure=http-registry\n")
+    config = config_from_args(parse_args(argv))
     assert config.source_registry_url(config.sources[0]) == "http://src:8081"
     assert config.destination_schema_registry_url == "http://dst:8081"
     assert (config.schema_sync, config.schema_compatibility) == ("lenient", "FULL")
@@ -192,7 +196,8 @@ def test_spec_registries_per_source_and_destination(tmp_path):
     spec.write_text(json.dumps({"groups": [{
         "name": "g",
         "sources": [
-            {"name": "a", "kafka": {"bootstrap.servers": "h:1"}, "schema-registry-url": "http://reg-a"},
+            {"name": "a", "kafka": {"bootstrap.servers": "h:1"}, "schema-registry-url": "http://reg-a",
+             "allow-insecure": ["http-registry"]},
             {"name": "b", "kafka": {"bootstrap.servers": "h:2"}},
         ],
         "destination": {"kafka": {"bootstrap.servers": "h:3"}, "schema-registry-url": "https://reg-dst"},
@@ -229,6 +234,7 @@ def test_sync_schemas_bad_input_exits_2(tmp_path, capsys, registries, argv, erro
     destination = {"kafka": {"bootstrap.servers": "h:2"}}
     if registries:
         source["schema-registry-url"], destination["schema-registry-url"] = "http://a", "http://b"
+        source["allow-insecure"] = destination["allow-insecure"] = ["http-registry"]
     spec.write_text(json.dumps({"groups": [{"name": "g", "source": source, "destination": destination,
                                             "mirrors": [{"name": "m", "whitelist": "t"}]}]}))
     config = [] if argv == [] else ["--config", str(spec)]
