@@ -16,7 +16,8 @@ transactions.
   `PROVENANCE_HEADER`, `mirrored_headers`, `provenance_value`
 - topics and schemas: destination topics, schema-id rewriting: `DestinationTopics`, `describe_topics`, `topic_ids`,
   `TopicConfigs`, `describe_explicit_configs`, `wire_format`, `HEADER_SIZE`, `MAGIC_BYTE`, `rewritten_fields`,
-  `syncers_for`
+  `TopicFraming`, `SUBJECT_SUFFIXES`, `syncers_for`; what schema ids name, by content (the consistency check):
+  `Registry`, `schema_meanings`
 - exactly-once transactions and positions: `POSITIONS_GROUP`, `Owner`, `PartitionTransactions`, `ProducerFenced`,
   `TransactionAborted`
 - the copy's decisions: where a partition starts (data loss), taking what a consumer holds, the hand-over:
@@ -60,9 +61,11 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
     from mirror_worker.policy.provenance import PROVENANCE_HEADER, mirrored_headers, provenance_value
     from mirror_worker.policy.routing import Router
     from mirror_worker.schemas import wire_format
-    from mirror_worker.schemas.framing import rewritten_fields
+    from mirror_worker.schemas.framing import TopicFraming, rewritten_fields
+    from mirror_worker.schemas.meaning import schema_meanings
+    from mirror_worker.schemas.registry import Registry
     from mirror_worker.schemas.wire_format import HEADER_SIZE, MAGIC_BYTE
-    from mirror_worker.schemas.sync import syncers_for
+    from mirror_worker.schemas.sync import SUBJECT_SUFFIXES, syncers_for
     from mirror_worker.topics.admin import DestinationTopics, describe_topics, topic_ids
     from mirror_worker.topics.configs import TopicConfigs, describe_explicit_configs
 
@@ -109,6 +112,10 @@ _HOME = {
     "HEADER_SIZE": ("mirror_worker.schemas.wire_format", "HEADER_SIZE"),
     "MAGIC_BYTE": ("mirror_worker.schemas.wire_format", "MAGIC_BYTE"),
     "syncers_for": ("mirror_worker.schemas.sync", "syncers_for"),
+    "SUBJECT_SUFFIXES": ("mirror_worker.schemas.sync", "SUBJECT_SUFFIXES"),
+    "TopicFraming": ("mirror_worker.schemas.framing", "TopicFraming"),
+    "schema_meanings": ("mirror_worker.schemas.meaning", "schema_meanings"),
+    "Registry": ("mirror_worker.schemas.registry", "Registry"),
     "POSITIONS_GROUP": ("mirror_worker.exactly_once.positions", "POSITIONS_GROUP"),
     "Owner": ("mirror_worker.exactly_once.positions", "Owner"),
     "PartitionTransactions": ("mirror_worker.exactly_once.transactions", "PartitionTransactions"),
