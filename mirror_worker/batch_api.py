@@ -23,7 +23,8 @@ transactions.
 - the copy's decisions: where a partition starts (data loss), taking what a consumer holds, the hand-over:
   `StartDecision`, `Verdict`, `decide_start`, `resets_to_earliest`, `take_available`, `CatchupLease`
 - failover and failback: `FailedOver`, `refuse_if_failed_over`, `committed_reader`, `failback_start`
-- errors and logs: `ConfigError`, `SchemaConflict`, `UnknownSchemaId`, `configure_logging`
+- errors and logs: `ConfigError`, `SchemaConflict`, `SchemaRegistryUnavailable`, `UnknownSchemaId`,
+  `configure_logging`
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
     from mirror_worker.engine.data_loss import StartDecision, Verdict, decide_start, resets_to_earliest
     from mirror_worker.exactly_once.positions import POSITIONS_GROUP, Owner
     from mirror_worker.exactly_once.transactions import PartitionTransactions, ProducerFenced, TransactionAborted
-    from mirror_worker.exceptions import ConfigError, SchemaConflict, UnknownSchemaId
+    from mirror_worker.exceptions import ConfigError, SchemaConflict, SchemaRegistryUnavailable, UnknownSchemaId
     from mirror_worker.logs import configure_logging
     from mirror_worker.policy.naming import IdentityPolicy, NamingPolicy, PrefixPolicy
     from mirror_worker.policy.provenance import PROVENANCE_HEADER, mirrored_headers, provenance_value
@@ -134,6 +135,7 @@ _HOME = {
     "ConfigError": ("mirror_worker.exceptions", "ConfigError"),
     "SchemaConflict": ("mirror_worker.exceptions", "SchemaConflict"),
     "UnknownSchemaId": ("mirror_worker.exceptions", "UnknownSchemaId"),
+    "SchemaRegistryUnavailable": ("mirror_worker.exceptions", "SchemaRegistryUnavailable"),
     "configure_logging": ("mirror_worker.logs", "configure_logging"),
 }
 
