@@ -24,10 +24,10 @@ Mapping a destination record back to its source record:
   `--provenance.headers`), used when it parses, names a checked source topic that maps to this
   destination topic, and names the source cluster (or no cluster);
 - positional, for every other record: the destination record matches the source record of the same
-  topic with the same key and timestamp (a source 0 as 1 ms: see Timestamps), in the same partition when partitions are preserved (the
-  default with flags; the spec's `preserve-partitions` otherwise). When several source records share
-  partition, key and timestamp, the k-th destination copy (in destination order) matches the k-th
-  source record (in offset order), extra copies cycling over them as duplicates. So a lost record
+  topic with the same key and timestamp (a source 0 as 1 ms: see Timestamps), in the same partition when
+  partitions are preserved (the default with flags; the spec's `preserve-partitions` otherwise). When several
+  source records share partition, key and timestamp, the k-th destination copy (in destination order)
+  matches the k-th source record (in offset order), extra copies cycling over them as duplicates. So a lost record
   followed by a copy of a same-key, same-timestamp sibling reads as one altered record, not as
   missing plus duplicated, and a window edge that splits such a group can pair the wrong records.
 Destination records that map to no source record of the window are ignored.

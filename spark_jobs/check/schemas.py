@@ -141,8 +141,10 @@ def with_schema_meaning(source: DataFrame, destination: DataFrame, check: Schema
     keys = {t for t, (k, _) in check.fields.items() if k}
     values = {t for t, (_, v) in check.fields.items() if v}
     out = []
-    for side, df, names in ((SOURCE, source, lambda ts: ts),
-                            (DESTINATION, destination, lambda ts: {to_destination[t] for t in ts if t in to_destination})):
+    def on_destination(topics: set[str]) -> set[str]:
+        return {to_destination[t] for t in topics if t in to_destination}
+
+    for side, df, names in ((SOURCE, source, lambda ts: ts), (DESTINATION, destination, on_destination)):
         meanings = meanings_of(check, side, schema_ids(df), registry_factory)
         out.append(df.withColumn("schema_d", schema_digest(side, names(keys), names(values), meanings)))
     return out[0], out[1]

@@ -45,8 +45,8 @@ def test_the_same_schema_under_other_ids_has_one_meaning():
 
 
 def test_a_logical_type_or_another_record_is_another_meaning():
-    registry = FakeRegistry({1: schema(1, avro(MILLIS)), 2: schema(2, avro("long")), 3: schema(3, avro(MILLIS, "Other")),
-                             4: schema(4, json.dumps({"type": "object"}), "JSON")})
+    registry = FakeRegistry({1: schema(1, avro(MILLIS)), 2: schema(2, avro("long")),
+                             3: schema(3, avro(MILLIS, "Other")), 4: schema(4, json.dumps({"type": "object"}), "JSON")})
     meanings = schema_meanings(registry, [1, 2, 3, 4])
     assert len(set(meanings.values())) == 4
 

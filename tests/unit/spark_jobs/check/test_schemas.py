@@ -22,8 +22,8 @@ from spark_jobs.check.report import render_html
 from spark_jobs.check.schemas import SchemaCheck, framed_fields, schema_check, with_schema_meaning
 from tests.unit.spark_jobs.check.test_job import copy, rows, summary_of
 
-MILLIS = json.dumps({"type": "record", "name": "E", "fields": [{"name": "ts", "type": {"type": "long",
-                                                                                      "logicalType": "timestamp-millis"}}]})
+TIMESTAMP = {"type": "long", "logicalType": "timestamp-millis"}
+MILLIS = json.dumps({"type": "record", "name": "E", "fields": [{"name": "ts", "type": TIMESTAMP}]})
 PLAIN = json.dumps({"type": "record", "name": "E", "fields": [{"name": "ts", "type": "long"}]})
 REGISTRIES = {  # the same schema is 1 on the source and 7 on the destination; 8 is another schema there
     "src-url": {1: MILLIS, 2: PLAIN},
