@@ -17,13 +17,15 @@ transactions.
 - topics and schemas: destination topics, schema-id rewriting: `DestinationTopics`, `describe_topics`, `topic_ids`,
   `creation_configs`, `exclusion_pattern`,
   `TopicConfigs`, `describe_explicit_configs`, `wire_format`, `HEADER_SIZE`, `MAGIC_BYTE`, `rewritten_fields`,
-  `syncers_for`
+  `TopicFraming`, `SUBJECT_SUFFIXES`, `syncers_for`; what schema ids name, by content (the consistency check):
+  `Registry`, `schema_meanings`
 - exactly-once transactions and positions: `POSITIONS_GROUP`, `Owner`, `PartitionTransactions`, `ProducerFenced`,
   `TransactionAborted`
 - the copy's decisions: where a partition starts (data loss), taking what a consumer holds, the hand-over:
   `StartDecision`, `Verdict`, `decide_start`, `resets_to_earliest`, `take_available`, `CatchupLease`
 - failover and failback: `FailedOver`, `refuse_if_failed_over`, `committed_reader`, `failback_start`
-- errors and logs: `ConfigError`, `SchemaConflict`, `UnknownSchemaId`, `configure_logging`
+- errors and logs: `ConfigError`, `SchemaConflict`, `SchemaRegistryUnavailable`, `UnknownSchemaId`,
+  `configure_logging`
 """
 
 from __future__ import annotations
@@ -55,15 +57,17 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
     from mirror_worker.engine.data_loss import StartDecision, Verdict, decide_start, resets_to_earliest
     from mirror_worker.exactly_once.positions import POSITIONS_GROUP, Owner
     from mirror_worker.exactly_once.transactions import PartitionTransactions, ProducerFenced, TransactionAborted
-    from mirror_worker.exceptions import ConfigError, SchemaConflict, UnknownSchemaId
+    from mirror_worker.exceptions import ConfigError, SchemaConflict, SchemaRegistryUnavailable, UnknownSchemaId
     from mirror_worker.logs import configure_logging
     from mirror_worker.policy.naming import IdentityPolicy, NamingPolicy, PrefixPolicy
     from mirror_worker.policy.provenance import PROVENANCE_HEADER, mirrored_headers, provenance_value
     from mirror_worker.policy.routing import Router
     from mirror_worker.schemas import wire_format
-    from mirror_worker.schemas.framing import rewritten_fields
+    from mirror_worker.schemas.framing import TopicFraming, rewritten_fields
+    from mirror_worker.schemas.meaning import schema_meanings
+    from mirror_worker.schemas.registry import Registry
     from mirror_worker.schemas.wire_format import HEADER_SIZE, MAGIC_BYTE
-    from mirror_worker.schemas.sync import syncers_for
+    from mirror_worker.schemas.sync import SUBJECT_SUFFIXES, syncers_for
     from mirror_worker.topics.admin import DestinationTopics, describe_topics, topic_ids
     from mirror_worker.topics.configs import TopicConfigs, creation_configs, describe_explicit_configs, exclusion_pattern
 
@@ -112,6 +116,10 @@ _HOME = {
     "HEADER_SIZE": ("mirror_worker.schemas.wire_format", "HEADER_SIZE"),
     "MAGIC_BYTE": ("mirror_worker.schemas.wire_format", "MAGIC_BYTE"),
     "syncers_for": ("mirror_worker.schemas.sync", "syncers_for"),
+    "SUBJECT_SUFFIXES": ("mirror_worker.schemas.sync", "SUBJECT_SUFFIXES"),
+    "TopicFraming": ("mirror_worker.schemas.framing", "TopicFraming"),
+    "schema_meanings": ("mirror_worker.schemas.meaning", "schema_meanings"),
+    "Registry": ("mirror_worker.schemas.registry", "Registry"),
     "POSITIONS_GROUP": ("mirror_worker.exactly_once.positions", "POSITIONS_GROUP"),
     "Owner": ("mirror_worker.exactly_once.positions", "Owner"),
     "PartitionTransactions": ("mirror_worker.exactly_once.transactions", "PartitionTransactions"),
@@ -130,6 +138,7 @@ _HOME = {
     "ConfigError": ("mirror_worker.exceptions", "ConfigError"),
     "SchemaConflict": ("mirror_worker.exceptions", "SchemaConflict"),
     "UnknownSchemaId": ("mirror_worker.exceptions", "UnknownSchemaId"),
+    "SchemaRegistryUnavailable": ("mirror_worker.exceptions", "SchemaRegistryUnavailable"),
     "configure_logging": ("mirror_worker.logs", "configure_logging"),
 }
 

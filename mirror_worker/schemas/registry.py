@@ -68,12 +68,25 @@ class Registry:
         out = []
         for number in sorted(numbers):
             registered = self._call(self._client.get_version, subject, number)
-            schema = registered.schema
-            out.append(SubjectVersion(
-                registered.version, registered.schema_id, schema.schema_type or "AVRO", schema.schema_str,
-                tuple(Reference(r.name, r.subject, r.version) for r in schema.references or ()),
-            ))
+            out.append(_subject_version(registered.version, registered.schema_id, registered.schema))
         return out
+
+    def schema(self, schema_id: int) -> SubjectVersion | None:
+        """The schema `schema_id` names (`version` 0: an id names a schema, not a version); None when the
+        registry does not know the id."""
+        try:
+            schema = self._call(self._client.get_schema, schema_id)
+        except _Missing:
+            return None
+        return _subject_version(0, schema_id, schema)
+
+    def version(self, subject: str, number: int) -> SubjectVersion | None:
+        """One version of `subject`; None when it does not exist."""
+        try:
+            registered = self._call(self._client.get_version, subject, number)
+        except _Missing:
+            return None
+        return _subject_version(registered.version, registered.schema_id, registered.schema)
 
     def has_subject(self, subject: str) -> bool:
         try:
@@ -127,6 +140,11 @@ class Registry:
         for secret in self._secret_parts:
             text = text.replace(secret, "***")
         return text
+
+
+def _subject_version(version: int, schema_id: int, schema: Schema) -> SubjectVersion:
+    return SubjectVersion(version, schema_id, schema.schema_type or "AVRO", schema.schema_str,
+                          tuple(Reference(r.name, r.subject, r.version) for r in schema.references or ()))
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:

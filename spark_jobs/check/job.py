@@ -24,10 +24,10 @@ Mapping a destination record back to its source record:
   `--provenance.headers`), used when it parses, names a checked source topic that maps to this
   destination topic, and names the source cluster (or no cluster);
 - positional, for every other record: the destination record matches the source record of the same
-  topic with the same key and timestamp, in the same partition when partitions are preserved (the
-  default with flags; the spec's `preserve-partitions` otherwise). When several source records share
-  partition, key and timestamp, the k-th destination copy (in destination order) matches the k-th
-  source record (in offset order), extra copies cycling over them as duplicates. So a lost record
+  topic with the same key and timestamp (a source 0 as 1 ms: see Timestamps), in the same partition when
+  partitions are preserved (the default with flags; the spec's `preserve-partitions` otherwise). When several
+  source records share partition, key and timestamp, the k-th destination copy (in destination order)
+  matches the k-th source record (in offset order), extra copies cycling over them as duplicates. So a lost record
   followed by a copy of a same-key, same-timestamp sibling reads as one altered record, not as
   missing plus duplicated, and a window edge that splits such a group can pair the wrong records.
 Destination records that map to no source record of the window are ignored.
@@ -38,7 +38,19 @@ missing (no copy; records at or after the mirror group's committed offset are no
 the first), altered (records with a copy whose key, value or headers differ; a key or value starting
 with magic byte 0 and at least 5 bytes long compares without its schema id, bytes 1..4; the
 provenance header is left out of the header comparison, header order counts), out of order (first
-copies, taken in destination order, whose source offset is below the highest one seen before them).
+copies, taken in destination order, whose source offset is below the highest one seen before them),
+wrong_schema (records whose copies have the source's bytes but not its schemas: see below).
+
+Schema ids (spark_jobs/check/schemas.py). With registries in the mirror spec, a framed key or value (its
+topic's key or value subject, as the worker decides) counts as the same only when the body is equal and the
+destination id names, in the destination registry, the schema the source id names in the source registry
+(type and full text, logical types kept, references by content: mirror_worker/schemas/meaning.py); a copy with
+the body but another schema, or an id its registry does not know, is `wrong_schema`, not `altered`. The digest
+pass cannot see ids, so topics with a framed field go to the exact path whole (reason `schemas`). Without
+registries (flags, or a spec without) ids are left out as before; the report's `schemas` section says which.
+
+Timestamps. librdkafka cannot produce CreateTime 0, so the worker stamps a copy of a record at the epoch 1 ms
+(mirror_worker/clients/timestamps.py): positional mapping matches a source timestamp 0 with a destination 1 ms.
 
 Digests first (spark_jobs/check/digests.py): per source partition and window of --digest-window offsets
 both sides are reduced to a count and a multiset hash; the comparison above runs record by record only
@@ -79,7 +91,7 @@ from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from mirror_worker.batch_api import configure_logging
+from mirror_worker.batch_api import SchemaRegistryUnavailable, configure_logging
 from spark_jobs.check.compacted import compare_latest
 from spark_jobs.check.digests import (
     DIGEST_WINDOW, PartitionDigest, compare_digests, destination_spans, digest_pass, digest_summary, recheck_spans,
@@ -95,6 +107,7 @@ from spark_jobs.check.records import (  # noqa: F401  (re-exported: the job's ex
     with_out_of_order,
 )
 from spark_jobs.check.report import write_report
+from spark_jobs.check.schemas import UNCHECKED, with_schema_meaning
 from spark_jobs.check.window import CheckWindow, Ranges, source_ranges, window_from_args  # noqa: F401
 from spark_jobs.common.job_config import JobInputError, base_parser
 from spark_jobs.common.session import THROUGHPUT_JVM_OPTIONS, create_session
@@ -232,6 +245,7 @@ def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, li
                         "preserve_partitions": plan.target.preserve_partitions},
         "generated_at": datetime.fromtimestamp(now, tz=timezone.utc).isoformat(timespec="seconds"),
         "examples": {k: examples.get(k, []) for k in KINDS},
+        "schemas": plan.schemas.summary() if plan.schemas is not None else UNCHECKED,
     }
 
 
@@ -249,7 +263,7 @@ def check_topics(spark: SparkSession, plan: CheckPlan) -> dict:
         rows, key_examples = compare_latest(
             read_kafka(spark, keys.target.spark_options("source"), keys.source_ranges),
             read_kafka(spark, keys.target.spark_options("destination"), keys.destination_ranges),
-            keys.topic_map, keys.target.preserve_partitions, keys.committed)
+            keys.topic_map, keys.target.preserve_partitions, keys.committed, keys.schemas)
         partitions += complete_partitions(list(rows.values()), keys.source_ranges)
         examples = {k: (examples.get(k, []) + key_examples.get(k, []))[:MAX_EXAMPLES]
                     for k in {*examples, *key_examples}}
@@ -281,7 +295,8 @@ def run_check(spark: SparkSession, plan: CheckPlan) -> tuple[list[dict], dict[st
             read("source", plan.source_ranges), read("destination", plan.destination_ranges), plan.topics,
             plan.topic_map, plan.source_cluster_id, plan.source_ranges, plan.committed, window,
             read_destination=lambda ranges: read("destination", ranges))
-    spans = recheck_spans(plan.source_ranges, digests, window, target.preserve_partitions)
+    spans = recheck_spans(plan.source_ranges, digests, window, target.preserve_partitions,
+                          plan.schemas.framed_topics() if plan.schemas is not None else frozenset())
     destination_ranges = _recheck_destination(plan, spans, windows)
     log.info("destination read", extra={"positional": sum(d.positional for d in digests.values())})
     for (topic, partition), digest in sorted(digests.items()):
@@ -324,9 +339,11 @@ def _exact_check(spark: SparkSession, plan: CheckPlan, source_ranges: Ranges,
                  destination_ranges: Ranges) -> tuple[dict[tuple[str, int], dict], dict[str, list[str]]]:
     """The record-by-record comparison over these ranges: counts per source partition, and examples."""
     target = plan.target
-    source = fingerprint(read_kafka(spark, target.spark_options("source"), source_ranges)).cache()
-    destination = fingerprint(read_kafka(spark, target.spark_options("destination"), destination_ranges),
-                              provenance=True).cache()
+    cached = [fingerprint(read_kafka(spark, target.spark_options("source"), source_ranges)).cache(),
+              fingerprint(read_kafka(spark, target.spark_options("destination"), destination_ranges),
+                          provenance=True).cache()]
+    # The ids' meanings (spark_jobs/check/schemas.py), from each side's distinct ids read off the cache.
+    source, destination = with_schema_meaning(*cached, plan.schemas, plan.topic_map)
     mapped, rest = split_by_provenance(destination, plan.topic_map, plan.source_cluster_id)
     positional = rest.count()
     log.info("destination read for the exact check", extra={"positional": positional,
@@ -338,7 +355,7 @@ def _exact_check(spark: SparkSession, plan: CheckPlan, source_ranges: Ranges,
     rows = {(r.topic, r.partition): r.asDict() for r in summarise(outcomes).collect()}
     flagged = [k for k in KINDS if any(r[k] for r in rows.values())]
     examples = offending_examples(outcomes, flagged) if flagged else {}
-    for df in (outcomes, destination, source):
+    for df in (outcomes, *cached):
         df.unpersist()
     return rows, examples
 
@@ -361,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                                                "seconds": round(time.monotonic() - started, 2)})
         report = check_topics(spark, plan)
         html = write_report(report, plan.report)
-    except (PySparkException, Py4JError, OSError, ReadFailed, JvmReaderMissing) as exc:
+    except (PySparkException, Py4JError, OSError, ReadFailed, JvmReaderMissing, SchemaRegistryUnavailable) as exc:
         log.exception("check failed")
         print(f"{PROG}: check failed: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 3

@@ -8,8 +8,10 @@ import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from mirror_worker.batch_api import SchemaRegistryUnavailable
 from spark_jobs.check.digests import DIGEST_WINDOW
 from spark_jobs.check.modes import AUTO, TopicMode, topic_modes
+from spark_jobs.check.schemas import SchemaCheck, schema_check
 from spark_jobs.check.window import CheckWindow, Ranges, source_ranges
 from spark_jobs.common.job_config import JobInputError, JobTarget, target_from_args
 from spark_jobs.common.kafka_meta import KafkaMeta, resolve_topics
@@ -36,6 +38,7 @@ class CheckPlan:
     mode: str = AUTO                                    # as asked: auto, records or compacted (modes.py)
     digest_reader: str = "jvm"                          # or "librdkafka", "spark" (consistency_check --digest-reader)
     modes: dict[str, TopicMode] = field(default_factory=dict)   # source topic -> how it is compared
+    schemas: SchemaCheck | None = None                  # registries and framed fields; None: ids not proven
 
     def mode_of(self, topic: str) -> str:
         return self.modes[topic].mode if topic in self.modes else self.mode
@@ -49,7 +52,8 @@ class CheckPlan:
                        destination_ranges={k: r for k, r in self.destination_ranges.items() if k[0] in topic_map},
                        committed={k: c for k, c in self.committed.items() if k[0] in wanted},
                        open_transactions=[o for o in self.open_transactions if o.topic in wanted],
-                       modes={t: m for t, m in self.modes.items() if t in wanted})
+                       modes={t: m for t, m in self.modes.items() if t in wanted},
+                       schemas=self.schemas.only(wanted) if self.schemas is not None else None)
 
 
 def plan_check(args: argparse.Namespace) -> CheckPlan:
@@ -91,6 +95,10 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
         destination_ranges = {key: (e.low, e.stable) for key, e in sorted(destination.log_ends(topic_map).items())}
         cluster_id = source.consumer.list_topics(timeout=METADATA_TIMEOUT_S).cluster_id or None
         modes = topic_modes(source.admin, args.mode, topics, METADATA_TIMEOUT_S)
+        try:
+            schemas = schema_check(target.mirror, topics)
+        except SchemaRegistryUnavailable as exc:
+            raise JobInputError(str(exc)) from None
     finally:
         source.close()
         destination.close()
@@ -103,6 +111,6 @@ def plan_check(args: argparse.Namespace) -> CheckPlan:
     for transaction in stopped:
         log.warning(transaction.line(), extra=transaction.summary())
     return CheckPlan(target, window, topics, topic_map, ranges, destination_ranges, committed, cluster_id,
-                     Path(args.report), stopped, args.digest_window, args.mode, args.digest_reader, modes)
+                     Path(args.report), stopped, args.digest_window, args.mode, args.digest_reader, modes, schemas)
 
 

@@ -9,10 +9,11 @@ from itertools import chain
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from mirror_worker.batch_api import HEADER_SIZE, MAGIC_BYTE, PROVENANCE_HEADER
+from mirror_worker.batch_api import EPOCH_ZERO_STAMP_MS, HEADER_SIZE, MAGIC_BYTE, PROVENANCE_HEADER
 
 MAX_EXAMPLES = 20
-KINDS = ("missing", "duplicated", "altered", "out_of_order")
+# wrong_schema: a copy whose body is equal but whose schema id names another schema (spark_jobs/check/schemas.py).
+KINDS = ("missing", "duplicated", "altered", "out_of_order", "wrong_schema")
 PARTITION_FIELDS = ("source_count", "destination_count", *KINDS, "beyond_committed")
 
 
@@ -25,6 +26,21 @@ def normalise_schema_id(column: str) -> Column:
         f"CASE WHEN length({column}) >= {HEADER_SIZE} AND substring({column}, 1, 1) = X'{MAGIC_BYTE:02X}' "
         f"THEN concat(X'00', substring({column}, {HEADER_SIZE + 1})) ELSE concat(X'01', {column}) END"
     )
+
+
+def schema_id(column: str) -> Column:
+    """The schema id (INT) of a key or value that looks framed as `normalise_schema_id` reads it; else null.
+    Whether the field is framed at all is the topic's (spark_jobs/check/schemas.py)."""
+    return F.expr(
+        f"CASE WHEN length({column}) >= {HEADER_SIZE} AND substring({column}, 1, 1) = X'{MAGIC_BYTE:02X}' "
+        f"THEN conv(hex(substring({column}, 2, 4)), 16, 10) END").cast("bigint")
+
+
+def expected_timestamp(column: Column) -> Column:
+    """The destination timestamp a faithful copy of a record stamped `column` carries: the worker's
+    `expected_destination_timestamp` as an expression (librdkafka reads 0 as "now", so a record at the
+    epoch is produced EPOCH_ZERO_STAMP_MS after it); the unit tests hold the two equal."""
+    return F.when(F.unix_millis(column) == 0, F.timestamp_millis(F.lit(EPOCH_ZERO_STAMP_MS))).otherwise(column)
 
 
 def normalise_headers(column: str = "headers") -> Column:
@@ -42,7 +58,8 @@ def _digest(column: Column) -> Column:
 def fingerprint(df: DataFrame, provenance: bool = False, tombstone: bool = False) -> DataFrame:
     """Kafka rows reduced to coordinates, timestamp, a digest of the normalised key (`key_d`, for
     positional mapping) and `content_d`, equal exactly when normalised key, value and headers are
-    (plus `provenance`, and `tombstone`: a null value, when asked for)."""
+    (plus `provenance`, and `tombstone`: a null value, when asked for); `key_sid`/`value_sid`, the schema
+    ids of framed-looking keys and values, and `schema_d`, null until spark_jobs/check/schemas.py sets it."""
     key_d = _digest(normalise_schema_id("key"))
     value_d = _digest(normalise_schema_id("value"))
     headers_d = _digest(F.encode(normalise_headers("headers"), "UTF-8"))
@@ -50,6 +67,8 @@ def fingerprint(df: DataFrame, provenance: bool = False, tombstone: bool = False
     columns = [
         "topic", "partition", "offset", "timestamp", key_d.alias("key_d"),
         F.concat(F.coalesce(key_d, absent), F.coalesce(value_d, absent), headers_d).alias("content_d"),
+        schema_id("key").alias("key_sid"), schema_id("value").alias("value_sid"),
+        F.lit(None).cast("string").alias("schema_d"),
     ]
     if provenance:
         columns.append(provenance_header())
@@ -68,7 +87,8 @@ def provenance_header(column: str = "headers") -> Column:
     ).alias("provenance")
 
 
-MAPPED_COLUMNS = ("src_topic", "src_partition", "src_offset", "dest_partition", "dest_offset", "d_content")
+MAPPED_COLUMNS = ("src_topic", "src_partition", "src_offset", "dest_partition", "dest_offset", "d_content",
+                  "d_schema")
 
 
 def with_provenance(destination_df: DataFrame, topic_map: dict[str, str],
@@ -85,6 +105,7 @@ def with_provenance(destination_df: DataFrame, topic_map: dict[str, str],
         F.try_element_at(to_source, F.col("topic")).alias("src_topic"),
         F.col("partition").alias("dest_partition"), F.col("offset").alias("dest_offset"), "timestamp",
         F.col("key_d").alias("d_key"), F.col("content_d").alias("d_content"),
+        (F.col("schema_d") if "schema_d" in destination_df.columns else F.lit(None).cast("string")).alias("d_schema"),
         F.when(parsed, F.try_element_at(parts, F.lit(3))).alias("p_topic"),
         F.when(parsed, F.try_element_at(parts, F.lit(4)).try_cast("int")).alias("p_partition"),
         F.when(parsed, F.try_element_at(parts, F.lit(5)).try_cast("bigint")).alias("p_offset"),
@@ -105,9 +126,9 @@ def split_by_provenance(destination_df: DataFrame, topic_map: dict[str, str],
     dest = with_provenance(destination_df, topic_map, source_cluster_id)
     by_provenance = dest.filter("usable").select(
         "src_topic", F.col("p_partition").alias("src_partition"), F.col("p_offset").alias("src_offset"),
-        "dest_partition", "dest_offset", "d_content")
+        "dest_partition", "dest_offset", "d_content", "d_schema")
     rest = dest.filter(~F.col("usable")).select(
-        "src_topic", "dest_partition", "dest_offset", "timestamp", "d_key", "d_content")
+        "src_topic", "dest_partition", "dest_offset", "timestamp", "d_key", "d_content", "d_schema")
     return by_provenance, rest
 
 
@@ -121,10 +142,12 @@ def map_by_position(rest_df: DataFrame, source_df: DataFrame, preserve_partition
     the same content (k-th copy of that content, k-th such record, cycling); only the copies left over are
     paired by position with the source records left over (altered), or, where none is left, with the
     group's records as above (copies of records already copied). Ties between partitions are then never
-    counted as altered."""
+    counted as altered.
+
+    A source record's timestamp is matched as its copy carries it (`expected_timestamp`: the epoch is 1 ms)."""
     group = [("src_topic", "src_topic"), ("d_key", "key_d"), ("timestamp", "timestamp")]
-    source = source_df.select(F.col("topic").alias("src_topic"), "partition", "offset", "key_d", "timestamp",
-                              "content_d")
+    source = source_df.select(F.col("topic").alias("src_topic"), "partition", "offset", "key_d",
+                              expected_timestamp(F.col("timestamp")).alias("timestamp"), "content_d")
     if preserve_partitions:
         return _pair(rest_df, source, [*group, ("dest_partition", "partition")])
     by_content = [*group, ("d_content", "content_d")]
@@ -155,7 +178,7 @@ def _pair(copies: DataFrame, source: DataFrame, on: list[tuple[str, str]]) -> Da
     condition.append(F.col("s.s_rank") == ((F.col("d.d_rank") - 1) % F.col("s.s_count")) + 1)
     return d.join(s, condition, "inner").select(
         F.col("s.src_topic").alias("src_topic"), F.col("s.partition").alias("src_partition"),
-        F.col("s.offset").alias("src_offset"), "d.dest_partition", "d.dest_offset", "d.d_content")
+        F.col("s.offset").alias("src_offset"), "d.dest_partition", "d.dest_offset", "d.d_content", "d.d_schema")
 
 
 def map_to_source(destination_df: DataFrame, source_df: DataFrame, topic_map: dict[str, str],
@@ -167,7 +190,9 @@ def map_to_source(destination_df: DataFrame, source_df: DataFrame, topic_map: di
 
 def record_outcomes(source_df: DataFrame, mapped_df: DataFrame,
                     committed: dict[tuple[str, int], int | None]) -> DataFrame:
-    """One row per source record of the window: copies, and the missing/duplicated/altered/out-of-order flags.
+    """One row per source record of the window: copies, and the missing/duplicated/altered/out-of-order/
+    wrong-schema flags. wrong_schema: every copy's body is the source's but a copy's `schema_d` is not (its ids
+    name other schemas); a record with a copy whose body differs is altered, and only that.
 
     Source records and mapped copies meet in one aggregation per source coordinate, clustered by
     source partition so that the out-of-order window needs no second shuffle.
@@ -178,11 +203,11 @@ def record_outcomes(source_df: DataFrame, mapped_df: DataFrame,
         "topic STRING, partition INT, committed BIGINT")
     no_position = F.lit(None).cast("struct<dest_partition: INT, dest_offset: BIGINT>")
     records = source_df.select("topic", "partition", "offset", F.lit(True).alias("is_source"), "content_d",
-                               no_position.alias("position"))
+                               "schema_d", no_position.alias("position"))
     copies = mapped_df.select(
         F.col("src_topic").alias("topic"), F.col("src_partition").alias("partition"),
         F.col("src_offset").alias("offset"), F.lit(False).alias("is_source"), F.col("d_content").alias("content_d"),
-        F.struct("dest_partition", "dest_offset").alias("position"))
+        F.col("d_schema").alias("schema_d"), F.struct("dest_partition", "dest_offset").alias("position"))
     copy = ~F.col("is_source")
     per_record = (
         records.unionByName(copies)
@@ -194,6 +219,9 @@ def record_outcomes(source_df: DataFrame, mapped_df: DataFrame,
             F.max(F.when(F.col("is_source"), F.col("content_d"))).alias("source_content"),
             F.min(F.when(copy, F.col("content_d"))).alias("lowest_copy"),
             F.max(F.when(copy, F.col("content_d"))).alias("highest_copy"),
+            F.max(F.when(F.col("is_source"), F.col("schema_d"))).alias("source_schema"),
+            F.min(F.when(copy, F.col("schema_d"))).alias("lowest_schema"),
+            F.max(F.when(copy, F.col("schema_d"))).alias("highest_schema"),
             F.min(F.when(copy, F.col("position"))).alias("first"),
         )
         .filter("in_window")                          # copies of records outside the window are ignored
@@ -201,17 +229,20 @@ def record_outcomes(source_df: DataFrame, mapped_df: DataFrame,
     # Every copy equals the source record exactly when the lowest and the highest copy do.
     altered = (F.col("copies") > 0) & ((F.col("lowest_copy") != F.col("source_content"))
                                        | (F.col("highest_copy") != F.col("source_content")))
+    # schema_d is null on both sides when schemas are not checked (no registries): null-safe, equal then.
+    wrong_schema = (F.col("copies") > 0) & ~altered & (~F.col("lowest_schema").eqNullSafe(F.col("source_schema"))
+                                                      | ~F.col("highest_schema").eqNullSafe(F.col("source_schema")))
     outcomes = per_record.join(F.broadcast(committed_df), ["topic", "partition"], "left").select(
         "topic", "partition", "offset", "first", "copies",
         F.coalesce(F.col("committed").isNotNull() & (F.col("offset") >= F.col("committed")),
                    F.lit(False)).alias("beyond_committed"),
-        altered.alias("altered"),
+        altered.alias("altered"), wrong_schema.alias("wrong_schema"),
     )
     return with_out_of_order(outcomes).select(
         "topic", "partition", "offset", "copies", "beyond_committed",
         ((F.col("copies") == 0) & ~F.col("beyond_committed")).alias("missing"),
         F.greatest(F.col("copies") - 1, F.lit(0)).alias("duplicated"),
-        "altered", "out_of_order",
+        "altered", "out_of_order", "wrong_schema",
     )
 
 
@@ -238,6 +269,7 @@ def summarise(outcomes: DataFrame) -> DataFrame:
         F.sum("duplicated").alias("duplicated"),
         count_of("altered"),
         count_of("out_of_order"),
+        count_of("wrong_schema"),
         count_of("beyond_committed"),
     ).orderBy("topic", "partition")
 

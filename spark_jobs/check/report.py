@@ -8,8 +8,8 @@ from html import escape
 from pathlib import Path
 
 COUNT_COLUMNS = ("source_count", "destination_count", "missing", "duplicated", "altered", "out_of_order",
-                 "beyond_committed")
-PROBLEMS = ("missing", "duplicated", "altered", "out_of_order")
+                 "wrong_schema", "beyond_committed")
+PROBLEMS = ("missing", "duplicated", "altered", "out_of_order", "wrong_schema")
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -62,6 +62,7 @@ def render_html(report: dict) -> str:
         *(f"{escape(t['topic'])}[{t['partition']}] {escape(t['reason'])}: last stable offset "
           f"{t['last_stable_offset']}, high watermark {t['high_watermark']}<br>"
           for t in window.get("open_transactions", [])),
+        f"schema ids: {escape(_describe_schemas(report.get('schemas')))}<br>",
         f"generated at {escape(report['generated_at'])}",
         "</p>",
         "<h2>Totals</h2>",
@@ -85,6 +86,16 @@ def render_html(report: dict) -> str:
                 parts.append("</ul>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def _describe_schemas(schemas: dict | None) -> str:
+    if not schemas:
+        return "not reported"
+    if not schemas.get("checked"):
+        return f"not proven: {schemas.get('reason', '')}"
+    framed = sorted({*schemas.get("framed_keys", []), *schemas.get("framed_values", [])})
+    return ("proven against both registries (a copy's ids name the source's schemas) for "
+            + (", ".join(framed) if framed else "no topic: none has a subject"))
 
 
 def _describe_window(window: dict) -> str:

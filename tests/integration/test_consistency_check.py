@@ -115,7 +115,7 @@ def run_check(stack, tmp_path: Path, *args: str, source: str | None = None, name
 
 def zero_counts(source_count: int, **overrides) -> dict:
     return {"source_count": source_count, "destination_count": source_count, "missing": 0, "duplicated": 0,
-            "altered": 0, "out_of_order": 0, "beyond_committed": 0, **overrides}
+            "altered": 0, "out_of_order": 0, "wrong_schema": 0, "beyond_committed": 0, **overrides}
 
 
 def assert_html(run: Run) -> None:
@@ -195,7 +195,7 @@ def test_clean_copy_and_a_lagging_mirror_are_consistent(stack, topic_name, tmp_p
     assert run.rc == 0, run.stderr[-3000:]
     assert run.report["status"] == "ok"
     assert run.report["totals"] == {"checked": 2 * PARTITIONS * PER_PARTITION, "missing": 0, "duplicated": 0,
-                                    "altered": 0, "out_of_order": 0}
+                                    "altered": 0, "out_of_order": 0, "wrong_schema": 0}
     for p in range(PARTITIONS):
         assert run.counts(clean, p) == zero_counts(PER_PARTITION)
     assert run.counts(lagging, 0) == zero_counts(200, destination_count=150, beyond_committed=50)
@@ -217,7 +217,7 @@ def test_injected_faults_are_counted_exactly(stack, faulty, tmp_path):
     assert run.rc == 1, run.stderr[-3000:]
     assert run.report["status"] == "inconsistent"
     assert run.report["totals"] == {"checked": PARTITIONS * PER_PARTITION, "missing": 5, "duplicated": 3,
-                                    "altered": 1, "out_of_order": 1}
+                                    "altered": 1, "out_of_order": 1, "wrong_schema": 0}
     assert run.counts(faulty, 0) == zero_counts(200, destination_count=199, missing=2, duplicated=1)
     assert run.counts(faulty, 1) == zero_counts(200, destination_count=200, missing=1, duplicated=1, altered=1)
     assert run.counts(faulty, 2) == zero_counts(200, destination_count=199, missing=2, duplicated=1, out_of_order=1)
@@ -226,6 +226,7 @@ def test_injected_faults_are_counted_exactly(stack, faulty, tmp_path):
         "duplicated": [f"{faulty}:0:20", f"{faulty}:1:60", f"{faulty}:2:30"],
         "altered": [f"{faulty}:1:70"],
         "out_of_order": [f"{faulty}:2:150"],
+        "wrong_schema": [],
     }
     assert_html(run)
     html = run.report_path.with_suffix(".html").read_text()
@@ -238,7 +239,8 @@ def test_timestamp_window_ignores_records_outside_it(stack, faulty, tmp_path):
                     "--from-timestamp", "2024-05-01T00:00:01Z", "--to-timestamp", str(BASE_MS + 1500))
 
     assert run.rc == 1, run.stderr[-3000:]
-    assert run.report["totals"] == {"checked": 150, "missing": 1, "duplicated": 0, "altered": 0, "out_of_order": 0}
+    assert run.report["totals"] == {"checked": 150, "missing": 1, "duplicated": 0, "altered": 0, "out_of_order": 0,
+                                    "wrong_schema": 0}
     assert run.report["examples"]["missing"] == [f"{faulty}:2:100"]
     assert [(r["from"], r["to"]) for r in run.report["window"]["ranges"]] == [(100, 150)] * PARTITIONS
     assert run.report["window"]["from_timestamp"] == BASE_MS + 1000
@@ -261,7 +263,8 @@ def test_copy_without_provenance_is_mapped_by_position(stack, topic_name, tmp_pa
                     "--offsets", f"{topic}:0:0-200,{topic}:1:10-203")
 
     assert run.rc == 1, run.stderr[-3000:]
-    assert run.report["totals"] == {"checked": 393, "missing": 1, "duplicated": 0, "altered": 0, "out_of_order": 0}
+    assert run.report["totals"] == {"checked": 393, "missing": 1, "duplicated": 0, "altered": 0, "out_of_order": 0,
+                                    "wrong_schema": 0}
     assert run.report["examples"]["missing"] == [f"{topic}:1:{lost.offset()}"]
     assert [p["partition"] for p in run.report["partitions"]] == [0, 1]   # only the listed partitions
     assert run.counts(topic, 0) == zero_counts(200)

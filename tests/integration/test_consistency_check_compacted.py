@@ -109,13 +109,13 @@ def test_auto_mode_checks_each_topic_of_a_mirror_in_the_mode_its_cleanup_policy_
     run = check_mirror(stack, tmp_path, "mixed", f"{stem}-.*", "m.")
 
     assert run.rc == 1 and run.report is not None, run.stderr[-2000:]
-    differences = ("missing", "duplicated", "altered", "out_of_order")
+    differences = ("missing", "duplicated", "altered", "out_of_order", "wrong_schema")
     assert {p: {k: run.counts(compacted, p)[k] for k in differences} for p in range(PARTITIONS)} == {
         p: dict.fromkeys(differences, 0) for p in range(PARTITIONS)}
     assert [run.counts(compacted, p)["source_count"] for p in range(PARTITIONS)] == [KEYS] * PARTITIONS  # keys
     assert run.counts(normal, 1)["missing"] == 1
     assert run.report["totals"] == {"checked": 2 * PARTITIONS * KEYS, "missing": 1, "duplicated": 0, "altered": 0,
-                                    "out_of_order": 0}
+                                    "out_of_order": 0, "wrong_schema": 0}
     assert run.report["examples"]["missing"] == [f"{normal}:1:5"]
     assert run.report["mode"] == "auto"
     assert run.report["modes"] == {

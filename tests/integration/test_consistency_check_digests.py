@@ -40,13 +40,14 @@ def test_only_the_differing_window_is_compared_record_by_record(stack, topic_nam
     assert [(e["msg"].rsplit(" ", 1)[-1], e["tasks"]) for e in read] == (
         [] if reader == "spark" else [(reader.replace("jvm", "JVM"), 2 * PARTITIONS)])
     assert run.report["totals"] == {"checked": PARTITIONS * PER_PARTITION, "missing": 1, "duplicated": 0,
-                                    "altered": 1, "out_of_order": 1}
+                                    "altered": 1, "out_of_order": 1, "wrong_schema": 0}
     assert run.counts(topic, 0) == zero_counts(PER_PARTITION)
     assert run.counts(topic, 1) == zero_counts(PER_PARTITION, destination_count=PER_PARTITION - 1, missing=1,
                                                altered=1)
     assert run.counts(topic, 2) == zero_counts(PER_PARTITION, out_of_order=1)
     assert run.report["examples"] == {"missing": [f"{topic}:1:1250"], "duplicated": [],
-                                      "altered": [f"{topic}:1:1234"], "out_of_order": [f"{topic}:2:1500"]}
+                                      "altered": [f"{topic}:1:1234"], "out_of_order": [f"{topic}:2:1500"],
+                                      "wrong_schema": []}
     digest = run.report["digest"]
     assert digest["window_offsets"] == WINDOW
     by_partition = {p["partition"]: p for p in digest["partitions"]}

@@ -51,7 +51,7 @@ def test_a_mirrored_transactional_source_is_consistent_up_to_the_last_stable_off
     assert run.report["status"] == "ok"
     checked = sum(len(v) for s in sources for v in s.committed.values())
     assert run.report["totals"] == {"checked": checked, "missing": 0, "duplicated": 0, "altered": 0,
-                                    "out_of_order": 0}
+                                    "out_of_order": 0, "wrong_schema": 0}
     for source in sources:
         for p in range(PARTITIONS):
             assert run.counts(source.topic, p) == zero_counts(len(source.committed[p]))

@@ -329,7 +329,7 @@ def test_catchup_copies_and_commits_between_sasl_ssl_clusters_with_passwords_in_
                            cwd=ROOT, capture_output=True, text=True, timeout=480)
     assert check.returncode == 0, check.stderr[-3000:]
     assert json.loads(report.read_text())["totals"] == {"checked": 90, "missing": 0, "duplicated": 0, "altered": 0,
-                                                        "out_of_order": 0}
+                                                        "out_of_order": 0, "wrong_schema": 0}
     assert '"msg": "digest pass read on the JVM"' in check.stdout
     for secret in (SOURCE_PASSWORD, DEST_PASSWORD):
         assert secret not in check.stdout + check.stderr

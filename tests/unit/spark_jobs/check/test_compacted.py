@@ -31,9 +31,9 @@ def test_a_destination_compacted_differently_is_consistent(spark):
                                      (D, 1, 3, b"k4", b"v4b", [("h", b"1")])])
     assert counts == {
         (T, 0): {"topic": T, "partition": 0, "source_count": 3, "destination_count": 2, "missing": 0, "altered": 0,
-                 "beyond_committed": 0, "duplicated": 0, "out_of_order": 0},
+                 "beyond_committed": 0, "duplicated": 0, "out_of_order": 0, "wrong_schema": 0},
         (T, 1): {"topic": T, "partition": 1, "source_count": 1, "destination_count": 1, "missing": 0, "altered": 0,
-                 "beyond_committed": 0, "duplicated": 0, "out_of_order": 0},
+                 "beyond_committed": 0, "duplicated": 0, "out_of_order": 0, "wrong_schema": 0},
     }
     assert examples == {}
 
@@ -47,7 +47,7 @@ def test_missing_keys_stale_or_altered_latest_values_and_live_tombstones_are_cou
     ]
     counts, examples = check(spark, destination)
     assert {tp: (c["missing"], c["altered"]) for tp, c in counts.items()} == {(T, 0): (1, 2), (T, 1): (0, 1)}
-    assert examples == {"missing": ["t:0:1"], "altered": ["t:0:2", "t:0:4", "t:1:1"]}
+    assert examples == {"missing": ["t:0:1"], "altered": ["t:0:2", "t:0:4", "t:1:1"], "wrong_schema": []}
 
 
 def test_keys_whose_latest_record_the_mirror_has_not_reached_are_beyond_committed(spark):

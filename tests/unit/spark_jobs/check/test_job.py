@@ -322,9 +322,9 @@ def test_provenance_mapping_counts_every_kind(spark):
     dst.append(copy(("t", 0, 55, b"k", b"v", []), len(dst)))    # outside the window: ignored
     summary, examples = check(spark, src, dst)
     assert summary_of(summary) == {"source_count": 10, "destination_count": 11, "missing": 1, "duplicated": 2,
-                                   "altered": 2, "out_of_order": 1, "beyond_committed": 0}
+                                   "altered": 2, "out_of_order": 1, "wrong_schema": 0, "beyond_committed": 0}
     assert examples == {"missing": ["t:0:7"], "duplicated": ["t:0:5", "t:0:6"], "altered": ["t:0:0", "t:0:6"],
-                        "out_of_order": ["t:0:2"]}
+                        "out_of_order": ["t:0:2"], "wrong_schema": []}
 
 
 @pytest.mark.spark
@@ -333,7 +333,7 @@ def test_records_beyond_the_committed_offset_are_not_missing(spark):
     dst = [copy(r, i) for i, r in enumerate(src[:6])] + [copy(r, i) for i, r in enumerate(src[10:12])]
     summary, _ = check(spark, src, dst, committed={("t", 0): 5, ("t", 1): None})
     assert summary_of(summary, 0) == {"source_count": 10, "destination_count": 6, "missing": 0, "duplicated": 0,
-                                      "altered": 0, "out_of_order": 0, "beyond_committed": 5}
+                                      "altered": 0, "out_of_order": 0, "wrong_schema": 0, "beyond_committed": 5}
     assert summary_of(summary, 1)["missing"] == 2     # no committed offset: nothing excluded
 
 
@@ -355,7 +355,7 @@ def test_unusable_provenance_falls_back_to_positional(spark):
     ]
     summary, _ = check(spark, [(*r[:5], []) for r in src], dst)
     assert summary_of(summary) == {"source_count": 3, "destination_count": 3, "missing": 0, "duplicated": 0,
-                                   "altered": 0, "out_of_order": 0, "beyond_committed": 0}
+                                   "altered": 0, "out_of_order": 0, "wrong_schema": 0, "beyond_committed": 0}
 
 
 @pytest.mark.spark
@@ -370,7 +370,7 @@ def test_positional_mapping_by_key_and_timestamp(spark):
     dst.append(plain(src[9], 0, partition=1))
     summary, examples = check(spark, src, dst)
     assert summary_of(summary, 0) == {"source_count": 9, "destination_count": 9, "missing": 1, "duplicated": 1,
-                                      "altered": 0, "out_of_order": 1, "beyond_committed": 0}
+                                      "altered": 0, "out_of_order": 1, "wrong_schema": 0, "beyond_committed": 0}
     assert summary_of(summary, 1)["missing"] == 0 and summary_of(summary, 1)["altered"] == 0
     assert examples["missing"] == ["t:0:5"] and examples["duplicated"] == ["t:0:6"]
 
@@ -401,7 +401,7 @@ def test_html_summary_shows_status_partitions_and_examples():
         "status": "inconsistent",
         "totals": {"checked": 30, "missing": 25, "duplicated": 0, "altered": 0, "out_of_order": 0},
         "partitions": [{"topic": "<t>", "partition": 0, "source_count": 30, "destination_count": 5, "missing": 25,
-                        "duplicated": 0, "altered": 0, "out_of_order": 0, "beyond_committed": 0}],
+                        "duplicated": 0, "altered": 0, "out_of_order": 0, "wrong_schema": 0, "beyond_committed": 0}],
         "window": {"kind": "all", "ranges": [], "open_transactions": [
             {"topic": "<t>", "partition": 0, "last_stable_offset": 22, "high_watermark": 27,
              "reason": "stopped at the last stable offset (a transaction is open)"}]},
@@ -435,7 +435,9 @@ def partition_rows(**counts):
 def test_report_is_ok_only_without_any_problem():
     clean = cc.build_report(plan(), partition_rows(beyond_committed=2), {}, now=0)
     assert clean["status"] == "ok"
-    assert clean["totals"] == {"checked": 10, "missing": 0, "duplicated": 0, "altered": 0, "out_of_order": 0}
+    assert clean["totals"] == {"checked": 10, "missing": 0, "duplicated": 0, "altered": 0, "out_of_order": 0,
+                               "wrong_schema": 0}
+    assert clean["schemas"]["checked"] is False      # no registries in the plan: ids not proven, and said so
     assert clean["window"]["ranges"][0] == {"topic": "t", "partition": 0, "from": 0, "to": 10, "committed": 8}
     assert clean["generated_at"] == "1970-01-01T00:00:00+00:00"
     for kind in cc.KINDS:
