@@ -221,9 +221,11 @@ groups:
       kafka: {{bootstrap.servers: "{stack['source'].kafka.bootstrap_servers}", sasl.username: mirror,
               sasl.password: "${{file:{secrets}:source.password}}"}}
       schema-registry-url: "{registries['source']}"
+      allow-insecure: [http-registry]
     destination:
       kafka: {{bootstrap.servers: "{stack['destination'].kafka.bootstrap_servers}"}}
       schema-registry-url: "{registries['destination']}"
+      allow-insecure: [http-registry]
     mirrors:
       - {{name: {name}, whitelist: "{topic}", prefix: "lag."}}
 """)
