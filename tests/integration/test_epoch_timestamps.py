@@ -22,7 +22,9 @@ pytestmark = pytest.mark.integration
 def test_records_stamped_at_the_epoch_are_mirrored_at_the_epoch(stack, tmp_path, topic_name, delivery):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("epoch")
-    create_topic(src, topic, partitions=1)
+    # Kept whatever their time (config sync copies it): a record stamped at the epoch is past any time retention at
+    # once, on the source as on the destination, and the test stack checks retention every 5 s.
+    create_topic(src, topic, partitions=1, config={"retention.ms": "-1"})
     now_ms = int(time.time() * 1000)
     produce_at(src, topic, 0, [("first", 0), ("second", now_ms), ("third", 0)])
     consumer = write_properties(tmp_path / "source.properties", {
