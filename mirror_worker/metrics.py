@@ -81,7 +81,8 @@ class MirrorMetrics:
         )
         self.records_restamped = Counter(
             "mirror_records_restamped",
-            "Source records stamped at the epoch (CreateTime 0) produced 1 ms later: librdkafka reads 0 as now",
+            "Source records stamped at the epoch (CreateTime 0) produced 1 ms later (librdkafka reads 0 as now); "
+            "a record sent again after an aborted transaction counts again",
             labels, registry=self.registry,
         )
         self.dead_lettered = Counter("mirror_records_dead_lettered", "Records sent to the dead-letter topic", labels, registry=self.registry)

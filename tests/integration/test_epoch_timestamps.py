@@ -39,7 +39,9 @@ def test_records_stamped_at_the_epoch_are_mirrored_at_the_epoch(stack, tmp_path,
         mirrored = wait_for_count(dst, f"dc.{topic}", 3, timeout=60)
         assert [(m.value(), m.timestamp()[1]) for m in mirrored] == [
             (b"first", 1), (b"second", now_ms), (b"third", 1)]
-        assert scrape_metric(url, "mirror_records_restamped_total", topic=topic) == 2
+        restamped = scrape_metric(url, "mirror_records_restamped_total", topic=topic)
+        # Counted as produced: exactly-once sends a record again after an aborted transaction, and counts it again.
+        assert restamped == 2 if not delivery else restamped >= 2
         logged = [e for e in worker.logs() if e.get("msg", "").startswith("record stamped at the epoch")]
         assert [(e["topic"], e["partition"], e["offset"]) for e in logged] == [(topic, 0, 0)]  # once per partition
         assert worker.proc.poll() is None, worker.stderr
