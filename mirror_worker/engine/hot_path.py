@@ -2,9 +2,9 @@
 
 `BatchMirror` takes its collaborators in its constructor (the router, the halts, the backpressure, the
 metrics, the destination's max.message.bytes per topic, two callbacks of the worker) and keeps no state of
-its own between batches (but which partitions' epoch-stamped records it has logged): a stream's ledger, stash
-and pending counts live on the stream. Unit tests drive
-it alone with in-memory fakes (tests/unit/mirror_worker/engine/test_hot_path.py).
+its own between batches but which partitions' epoch-stamped records it has logged: a stream's ledger, stash
+and pending counts live on the stream. Unit tests drive it alone with in-memory fakes
+(tests/unit/mirror_worker/engine/test_hot_path.py).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from mirror_worker.policy.routing import Router
 from mirror_worker.schemas import wire_format
 
 log = logging.getLogger("mirror_worker")
+
 
 class BatchMirror:
     """Hands batches of one stream to the producers (`mirror`): routing, headers, schema ids, limits, room."""
