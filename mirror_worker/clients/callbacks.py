@@ -11,10 +11,11 @@ from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_worker.clients.factory import librdkafka_log
+from mirror_worker.clients.factory import admin_client, librdkafka_log
 from mirror_worker.clients.first_contact import Probe, first_contact
 from mirror_worker.clients.fold import REPEATS_FIELD, RepeatFold, kind_of
 from mirror_worker.clients.health import DESTINATION, ClientHealth
+from mirror_worker.config.librdkafka import connection_settings
 from mirror_worker.metrics import MirrorMetrics
 
 log = logging.getLogger("mirror_worker")
@@ -106,6 +107,15 @@ class ClientSettings:
     def cluster_id(self, client, what: str, timeout_s: float, cluster: str | None = None) -> str:
         """The cluster's id, within timeout_s; refused credentials or certificates fail at once."""
         return self.cluster_ids([Probe(client, what, cluster)], timeout_s)[0]
+
+    def reach_all(self, destination_admin, sources: dict[str, dict], timeout_s: float) -> str:
+        """The destination's cluster id, once it and every source ({name: consumer settings}) answered, in one
+        wait, so that each cluster that does not is named. A source is asked through a short-lived admin client
+        (its connections close on return); its stream's clients come later and find it answering."""
+        probes = [Probe(destination_admin, "destination", DESTINATION)] + [
+            Probe(admin_client(self.client(connection_settings(settings), cluster=name), whole=True),
+                  f"source {name!r}", name) for name, settings in sources.items()]
+        return self.cluster_ids(probes, timeout_s)[0]
 
     def cluster_ids(self, probes: list[Probe], timeout_s: float) -> list[str]:
         """Each probe's cluster id, all in one bounded wait that a stop ends (clients/first_contact.py)."""

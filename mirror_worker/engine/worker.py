@@ -31,7 +31,6 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from mirror_worker.clients import factory
 from mirror_worker.clients.callbacks import ClientSettings, error_text, fatal_reason
 from mirror_worker.clients.coordinator_admin import IsolatingAdmin
-from mirror_worker.clients.first_contact import Probe
 from mirror_worker.clients.health import DESTINATION, STATISTICS_INTERVAL_MS
 from mirror_worker.config.librdkafka import (
     connection_settings, fitted_to_topics,
@@ -138,13 +137,8 @@ class MirrorWorker:
         cfg = self.config
         self.admin = factory.worker_admin_client(self.clients.client(cfg.producer, cluster=DESTINATION),
                                                  "the destination")
-        # Every cluster in one wait, so that each one unreachable is named (clients/first_contact.py). A source is
-        # asked through a short-lived admin client; its stream's clients come later and find it answering.
-        sources = [Probe(factory.admin_client(self.clients.client(connection_settings(s.consumer), cluster=s.name),
-                                              whole=True), f"source {s.name!r}", s.name) for s in cfg.sources]
-        self.destination_cluster_id = self.clients.cluster_ids(
-            [Probe(self.admin, "destination", DESTINATION), *sources], cfg.startup_timeout_s)[0]
-        del sources  # the probes' connections close here
+        self.destination_cluster_id = self.clients.reach_all(  # every cluster named that does not answer
+            self.admin, {s.name: s.consumer for s in cfg.sources}, cfg.startup_timeout_s)
         if not cfg.exactly_once:
             for _ in range(cfg.num_producers):
                 self.producers.append(factory.producer(self._producer_settings(cfg.producer)))
