@@ -15,6 +15,7 @@ from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.data_loss import StartDecision, Verdict, decide_start, resets_to_earliest
 from mirror_worker.engine.halts import Halts
 from mirror_worker.engine.run_state import RunState
+from mirror_worker.exceptions import MirrorError
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.topics.admin import topic_ids
 
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from mirror_worker.engine.source_stream import SourceStream
 
 log = logging.getLogger("mirror_worker")
+
+# Transactions tried for an exactly-once claim (each bounded by the shutdown timeout) before the worker stops.
+CLAIM_ATTEMPTS = 3
 
 
 class PartitionAssignment:
@@ -85,13 +89,33 @@ class PartitionAssignment:
 
     def on_lost(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}
+        self._abort_with(stream, keys)
         self._release(stream, keys)
         log.warning("partitions lost (not committed)", extra={**self.label, "source": stream.alias, "partitions": _fmt(keys)})
 
+    def _abort_with(self, stream: SourceStream, keys: set[tuple[str, int]]) -> None:
+        """Exactly-once, partitions lost (not committed): the open transaction may hold records of theirs
+        without their positions, so it must never commit. It is aborted, and the partitions kept re-sent.
+        (A commit left pending sent their positions with their records: it may finish either way.)"""
+        tx = stream.transactions
+        ledger = stream.ledger
+        if tx is None or tx.pending_commit() is not None or not any(
+                ledger.next_offsets.get(key, -1) > ledger.committed.get(key, -1) for key in keys):
+            return
+        try:
+            tx.abort("partitions lost with records in the open transaction")
+        except MirrorError as exc:  # pending (it aborts by itself, or its producer is replaced) or fenced
+            log.warning("open transaction not aborted at a lost assignment", extra={
+                **self.label, "source": stream.alias, "error": str(exc)})
+            tx.broken = True  # replaced (and its transaction aborted by the replacement) before the next use
+        for key in sorted(stream.assigned - keys):
+            if ledger.next_offsets.get(key, -1) > ledger.committed.get(key, -1):
+                self.rewind(stream, key, "the open transaction aborted: partitions were lost")
+
     def _release(self, stream: SourceStream, keys: set[tuple[str, int]]) -> None:
-        """Forget partitions this worker no longer owns: their transactions, positions and stashed records."""
+        """Forget partitions this worker no longer owns: their positions and stashed records."""
         if stream.transactions is not None:
-            stream.transactions.close(keys)
+            stream.transactions.forget(keys)
         stream.ledger.forget(keys)
         self.metrics.forget_partitions(stream.alias, keys)  # a halt or position of theirs is no longer this worker's
         stream.assigned -= keys
@@ -153,6 +177,8 @@ class PartitionAssignment:
         })
         # A first sync per partition before this worker produces any of its records: a consumer that
         # committed anywhere from here on translates, even before the first commit of this worker.
+        if stream.transactions is not None:
+            self._claim(stream, keys)
         halted = {key for key, _, _ in halts}
         self.commits.write_offset_syncs(stream, {(tp.topic, tp.partition): tp.offset for tp in partitions
                                                  if (tp.topic, tp.partition) not in halted})
@@ -161,6 +187,23 @@ class PartitionAssignment:
         else:
             stream.consumer.assign(partitions)
         return halts
+
+    def _claim(self, stream: SourceStream, keys: list[tuple[str, int]]) -> None:
+        """Exactly-once: the new partitions' positions name this worker as their writer before any of their
+        records is handed over (stream_transaction.py (W)); a claim that cannot be committed stops the worker."""
+        claims = {key: stream.ledger.committed[key] for key in keys if key in stream.ledger.committed}
+        if not claims:
+            return
+        reason = "the claim's transaction was not committed in time"
+        for _ in range(CLAIM_ATTEMPTS):
+            outcome = self.commits.claim(stream, claims)
+            for aborted_stream, key, why in outcome.aborted:  # the transaction held other partitions' records
+                self.rewind(aborted_stream, key, why)
+                reason = why
+            if outcome.complete or self.state.fatal is not None:
+                return
+        raise MirrorError(f"exactly-once: the partitions assigned to this worker could not be claimed on the "
+                          f"destination ({len(claims)} of source {stream.alias!r}): {reason}")
 
     def fetch_topic_ids(self, stream: SourceStream, topics: list[str]) -> dict[str, str]:
         """Refresh the ids of `topics`; returns {topic: previous id} of those recreated since last seen.

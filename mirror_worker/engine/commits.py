@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -13,26 +12,13 @@ from confluent_kafka import KafkaException, TopicPartition
 from mirror_worker.dr.offset_syncs import OffsetSyncWriter
 from mirror_worker.engine.backpressure import PAUSE_AFTER_S
 from mirror_worker.engine.run_state import RunState
-from mirror_worker.exactly_once.transactions import ProducerFenced, TransactionAborted, TransactionPending
+from mirror_worker.engine.transaction_cycle import CommitOutcome, TransactionCommits
 from mirror_worker.metrics import MirrorMetrics
 
 if TYPE_CHECKING:
     from mirror_worker.engine.source_stream import SourceStream
 
 log = logging.getLogger("mirror_worker")
-
-# How long a worker whose exactly-once producer was fenced polls for the rebalance that takes the partition
-# from it (a zombie's comes at once; see CommitCycle._taken_over).
-FENCED_WAIT_S = 15.0
-
-
-@dataclass
-class CommitOutcome:
-    complete: bool  # every flush (or transaction) completed: nothing handed over is left unconfirmed
-    # Partitions to rewind (re-send from the commit): exactly-once, their transaction was aborted; either
-    # mode, a record of theirs was not delivered in time (held for a resend, engine/ledger.py).
-    aborted: list[tuple[SourceStream, tuple[str, int], str]] = field(default_factory=list)
-
 
 class CommitCycle:
     """Flush (or commit transactions), then commit the checkpoint taken before it.
@@ -61,7 +47,10 @@ class CommitCycle:
         # poll them), and let them go again afterwards.
         self.hold_consumers = hold_consumers
         self.release_consumers = release_consumers
-        self.positions_keepalive_s = positions_keepalive_s  # exactly-once, see keep_positions_alive
+        # Exactly-once: each source's transaction, with the positions due for a keep-alive (transactions.py).
+        self.transactions = TransactionCommits(
+            metrics, label, state, clock, self._count_delivered, self._settle_source,
+            self._step_over_control_records, hold_consumers, release_consumers, positions_keepalive_s)
         # At-least-once: a record was not delivered in time; what is queued behind it is purged at the next
         # flush round, so that nothing of its partition lands before its resend (order).
         self.purge_requested = False
@@ -189,65 +178,23 @@ class CommitCycle:
 
     def _commit_transactions(self, only: tuple[SourceStream, set] | None, deadline: float | None,
                              from_loop: bool = False, source_group: bool = True) -> CommitOutcome:
-        """Commit every partition that progressed, its records and its position in one transaction."""
+        """Commit each stream's transaction (engine/transaction_cycle.py); `only`: a rebalance callback's
+        partitions, released in that stream's commit."""
         outcome = CommitOutcome(True)
         for stream in self.streams:
             if only is not None and only[0] is not stream:
                 continue
-            owned = only[1] if only is not None else stream.assigned
-            ledger = stream.ledger
-            if only is None:
-                self._step_over_control_records(stream)
-            resends = ledger.resends() if only is None else {}
-            progressed = {
-                key: offset for key, offset in ledger.committable(ledger.checkpoint()).items()
-                if key in owned and key in stream.producers and key not in resends
-            }
-            pending, stream.pending = stream.pending, {}
-            committed = {}
-            for key in [*resends, *(k for k in stream.producers if stream.transactions.pending_commit(k) is not None)]:
-                if key in owned and key in stream.producers and key not in progressed:
-                    # A record failed in its transaction: abort it, then rewind (or, a commit that timed out
-                    # first: finish it, then rewind, see pending_commit).
-                    progressed[key] = None
-            targets = {key: offset if stream.transactions.pending_commit(key) is None
-                       else stream.transactions.pending_commit(key)
-                       for key, offset in progressed.items()
-                       if offset is not None or stream.transactions.pending_commit(key) is not None}
-            # Every partition's commit at once, and again at once while the destination does not answer: a commit
-            # that hangs (send_offsets_to_transaction after a broker restart) costs one bound, not one per partition.
-            results = self._commit_all(stream, targets, deadline, from_loop) if targets else {}
-            for key, offset in progressed.items():
-                try:
-                    if key not in targets:
-                        stream.transactions.abort(key, resends[key])
-                        raise TransactionAborted(resends[key])
-                    done = results[key]
-                    if isinstance(done, BaseException):
-                        raise done
-                    if done is None:
-                        outcome.complete = False  # still open: the rebalance or the shutdown aborts it
-                        continue
-                except TransactionAborted as exc:
-                    outcome.complete = False
-                    outcome.aborted.append((stream, key, str(exc)))
-                    continue
-                except TransactionPending:
-                    outcome.complete = False
-                    continue
-                except ProducerFenced as exc:
-                    outcome.complete = False
-                    if self._given_up(stream, key, exc, only is None):
-                        continue
-                    return outcome
-                committed[key] = done
-                if done != offset:  # what was handed over after the late commit is in no transaction: re-sent
-                    outcome.complete = False
-                    outcome.aborted.append((stream, key, resends.get(key, f"commit of position {done} finished late")))
-            self._count_delivered(stream, pending)
-            if committed:
-                ledger.mark_committed(committed)
-            self._settle_source(stream, committed, owned, source_group)
+            self.transactions.commit_stream(stream, outcome, deadline=deadline, from_loop=from_loop,
+                                            source_group=source_group, released=set(only[1]) if only else None,
+                                            step_over=only is None)
+        return outcome
+
+    def claim(self, stream: SourceStream, offsets: dict) -> CommitOutcome:
+        """Exactly-once, at an assignment: commit the new partitions' positions naming this worker as their
+        writer before any of their records is handed over (stream_transaction.py (W))."""
+        outcome = CommitOutcome(True)
+        self.transactions.commit_stream(stream, outcome, deadline=self.state.shutdown_deadline(), from_loop=False,
+                                        source_group=False, claims=offsets)
         return outcome
 
     def _settle_source(self, stream: SourceStream, committed: dict, owned: set, now: bool) -> None:
@@ -271,119 +218,8 @@ class CommitCycle:
         self.write_offset_syncs(stream, {
             key: offset for key, offset in settled.items()
             if key in committed or (stream.ledger.next_offsets.get(key, offset) == offset
-                                    and not stream.transactions.unfinished(key))})
+                                    and not stream.transactions.unfinished())})
         self.commit(stream, settled)
-
-    def _given_up(self, stream: SourceStream, key: tuple[str, int], exc: Exception, from_loop: bool) -> bool:
-        """A fenced producer: True when the group gave the partition to another owner (the worker goes on);
-        else the worker stops, since another process writes as this mirror."""
-        if self._taken_over(stream, key, from_loop):
-            log.warning("exactly-once producer fenced: the partition has a new owner", extra={
-                **self.label, "source": stream.alias, "partition": f"{key[0]}[{key[1]}]", "error": str(exc)})
-            return True
-        self.state.fail(f"exactly-once producer fenced by another worker: {exc}")
-        return False
-
-    def _taken_over(self, stream: SourceStream, key: tuple[str, int], from_loop: bool) -> bool:
-        """After the producer of `key` was fenced: True once the group took the partition from this worker.
-        A worker frozen past max.poll.interval.ms (a zombie) learns it at its next polls, which run the
-        rebalance; a partition still ours after FENCED_WAIT_S is another process writing as this mirror.
-        A rebalance callback's partitions are leaving anyway (True)."""
-        if not from_loop:
-            return True
-        if self.hold_consumers is None:
-            return False
-        deadline = self.clock() + FENCED_WAIT_S
-        held = False
-        try:
-            while key in stream.assigned:
-                if self.clock() >= deadline:
-                    return False
-                held = self.hold_consumers() or held
-                time.sleep(0.2)
-            return True
-        finally:
-            if held and self.release_consumers is not None:
-                self.release_consumers()
-
-    def _attempt_timeout(self, deadline: float | None) -> float:
-        return 5.0 if deadline is None else max(0.5, min(5.0, deadline - self.clock()))
-
-    def _commit_all(self, stream: SourceStream, targets: dict[tuple[str, int], int], deadline: float | None,
-                    hold_consumers: bool) -> dict[tuple[str, int], int | None | BaseException]:
-        """Commit each partition's transaction (PartitionTransactions.commit_many: all at once), the ones the
-        destination did not answer tried again, together, until they finish: {key: the position committed,
-        what the commit raised, or None if the deadline (or the shutdown's) came first: still open}.
-
-        Unbounded only from the main loop (hold_consumers); elsewhere (a rebalance callback, fit_batches)
-        bounded by shutdown_timeout_s."""
-        if deadline is None and not hold_consumers:
-            deadline = self.clock() + self.state.shutdown_timeout_s
-        hold = hold_consumers and self.hold_consumers is not None
-        started = last_log = self.clock()
-        held = False
-        results: dict[tuple[str, int], int | None | BaseException] = {}
-        pending = dict(targets)
-        try:
-            while True:
-                for key in [k for k in pending if k not in stream.producers]:
-                    results[key] = None  # revoked or lost meanwhile (held consumers run rebalances): its owner re-sends
-                    del pending[key]
-                if not pending:
-                    return results
-                errors = {}
-                answered = stream.transactions.commit_many(pending, self._attempt_timeout(deadline))
-                for key in list(pending):
-                    result = answered.get(key)  # none: its producer left during the calls (a rebalance)
-                    if isinstance(result, TransactionPending):
-                        errors[key] = str(result)
-                    else:
-                        results[key] = result
-                        del pending[key]
-                if not pending:
-                    return results
-                now = self.clock()
-                if deadline is None:  # a stop asked meanwhile: its deadline (None while running)
-                    deadline = self.state.shutdown_deadline()
-                if self.state.fatal is not None or (deadline is not None and now >= deadline):
-                    return {**results, **dict.fromkeys(pending)}
-                if hold and not held and now - started >= PAUSE_AFTER_S:
-                    self.hold_consumers()
-                    held = True
-                if now - last_log > 10:
-                    self.metrics.errors.labels(kind="transaction_pending", **self.label).inc()
-                    key, error = next(iter(errors.items()))
-                    log.warning("waiting for the destination to commit transactions", extra={
-                        **self.label, "source": stream.alias, "partitions": len(errors),
-                        "partition": f"{key[0]}[{key[1]}]", "error": error})
-                    last_log = now
-                time.sleep(0.2)
-        finally:
-            if held and self.release_consumers is not None:
-                self.release_consumers()
-
-    def keep_positions_alive(self) -> None:
-        """Exactly-once: commit again, unchanged, each position the destination's offsets retention could
-        expire (see exactly_once/transactions.py). Runs right after a commit cycle: the due transactions hold no records."""
-        for stream in self.streams:
-            if stream.transactions is None or self.state.fatal is not None:
-                continue
-            for key, offset in stream.transactions.keepalive_due(stream.assigned, self.positions_keepalive_s).items():
-                try:
-                    done = self._commit_all(stream, {key: offset}, None, True)[key]
-                    if isinstance(done, BaseException):
-                        raise done
-                    if done is None:
-                        return  # stopping
-                except TransactionAborted as exc:
-                    # Most likely the destination is unreachable: try again next cycle, not every partition now.
-                    log.warning("position keep-alive failed", extra={**self.label, "source": stream.alias, "error": str(exc)})
-                    break
-                except ProducerFenced as exc:
-                    # A zombie (frozen past max.poll.interval.ms) may learn it here first, as in the commit cycle.
-                    if self._given_up(stream, key, exc, True):
-                        continue
-                    return
 
     def commit(self, stream: SourceStream, offsets: dict) -> None:
         """Commit `offsets` on the source group; a failed commit is counted, never fatal."""

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from mirror_worker.engine.ledger import OffsetLedger
-from mirror_worker.exactly_once.transactions import PartitionTransactions
+from mirror_worker.exactly_once.stream_transaction import StreamTransaction
 from mirror_worker.topics.admin import TopicInfo
 
 if TYPE_CHECKING:
@@ -38,9 +38,9 @@ class SourceStream:
     # Bumped by every revoke/loss: a batch fetched across one may hold records this worker no longer owns.
     rebalances: int = 0
     # Where the hot path finds a record's producer: the worker's shared list (indexed by Route.producer_index),
-    # or, exactly-once, the transactional producer of each source partition (keyed by (topic, partition)).
-    producers: list | dict = field(default_factory=list)
-    transactions: PartitionTransactions | None = None
+    # or, exactly-once, the stream's one transactional producer (a list of one, refilled when it is replaced).
+    producers: list = field(default_factory=list)
+    transactions: StreamTransaction | None = None
     reset_policy: str = "earliest"
     instance_id: str | None = None  # group.instance.id of a static member (config/membership.py)
     incremental_assignment: bool = False  # cooperative-sticky or the KIP-848 consumer protocol

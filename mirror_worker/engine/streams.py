@@ -19,7 +19,7 @@ from mirror_worker.config.model import MirrorConfig, SourceCluster
 from mirror_worker.engine.halts import Halts
 from mirror_worker.engine.schema_gate import SchemaGate
 from mirror_worker.engine.source_stream import SourceStream
-from mirror_worker.exactly_once.transactions import PartitionTransactions
+from mirror_worker.exactly_once.stream_transaction import StreamTransaction
 from mirror_worker.metrics import MirrorMetrics
 
 
@@ -50,11 +50,11 @@ def incremental(settings: dict) -> bool:
 
 def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, producers: list,
                  cluster_id: Callable[[object, str], str], destination_cluster_id: str,
-                 transactions: Callable[[SourceStream], PartitionTransactions] | None = None,
+                 transactions: Callable[[SourceStream], StreamTransaction] | None = None,
                  streams: list[SourceStream] | None = None) -> list[SourceStream]:
     """One stream per source cluster, appended to `streams` as each is made (a source that cannot be reached
     leaves the ones before it there, for the caller to close). `cluster_id(client, what)` waits (bounded) for
-    the first contact; `transactions(stream)`, for exactly-once mirrors, makes its per-partition producers."""
+    the first contact; `transactions(stream)`, for exactly-once mirrors, makes its transactional producer."""
     streams = [] if streams is None else streams
     for source in cfg.sources:
         settings, reset_policy = consumer_settings(cfg, source, stream_index)

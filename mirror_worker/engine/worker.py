@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -59,9 +60,9 @@ from mirror_worker.engine.stalls import StallWatch
 from mirror_worker.engine.streams import attach_schema_gates, open_streams
 from mirror_worker.engine.topic_management import TopicManagement
 from mirror_worker.exactly_once.positions import (
-    KEEPALIVE_MAX_S, POSITIONS_GROUP, Owner, keepalive_interval_s, offsets_retention_ms,
+    KEEPALIVE_MAX_S, POSITIONS_GROUP, Owner, keepalive_interval_s, offsets_retention_ms, worker_transactional_id,
 )
-from mirror_worker.exactly_once.transactions import PartitionTransactions
+from mirror_worker.exactly_once.stream_transaction import StreamTransaction
 from mirror_worker.exceptions import FatalMirrorError
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.policy.routing import Router
@@ -88,8 +89,9 @@ class MirrorWorker:
         self.batch_size = max(1, min(5000, config.queue_size // 4))
         self.backlog = Backlog()  # exactly-once: whether the loop is behind its sources (the cycles' spacing)
         self.router = Router(
-            config.naming_policy(), config.preserve_partitions, config.preserve_order, config.num_producers,
-            producer_per_partition=config.exactly_once,
+            # Exactly-once: each source's one transactional producer (the stream's producers[0]).
+            config.naming_policy(), config.preserve_partitions, config.preserve_order,
+            1 if config.exactly_once else config.num_producers,
         )
         self._label = {"mirror": config.name}
         self.clients = ClientSettings(self.metrics, self._label, self.state, self._on_delivery_error)
@@ -153,11 +155,13 @@ class MirrorWorker:
             self.positions_keepalive_s = keepalive_interval_s(offsets_retention_ms(self.admin, cfg.startup_timeout_s))
         transactions = None
         if cfg.exactly_once:
-            def transactions(stream: SourceStream) -> PartitionTransactions:
-                return PartitionTransactions(
+            def transactions(stream: SourceStream) -> StreamTransaction:
+                return StreamTransaction(
                     cfg.name, stream.alias, self._producer_settings(cfg.producer), connection_settings(cfg.producer),
                     self.router.policy.remote_topic, stream.topic_ids.get, cfg.startup_timeout_s,
-                    cfg.positions_topic, lambda topic: Owner(stream.cluster_id, topic, cfg.group_id), self.clock,
+                    cfg.positions_topic, lambda topic: Owner(stream.cluster_id, topic, cfg.group_id),
+                    worker_transactional_id(cfg.group_id, stream.alias, stream.instance_id or uuid.uuid4().hex[:12]),
+                    self.clock, stopping=lambda: not self.state.running,
                 )
         open_streams(cfg, self.clients, self.stream_index, self.producers, self._cluster_id,
                      self.destination_cluster_id, transactions, streams=self.streams)
@@ -270,10 +274,8 @@ class MirrorWorker:
             return
         for stream in self.streams:
             stream.transactions.producer_settings.update(self._fitted())
-            keys = list(stream.transactions.producers)
-            stream.transactions.close(keys)  # aborts a transaction whose commit did not finish: re-sent below
-            stream.transactions.open(keys)
-            for key in keys:
+            stream.transactions.reopen()  # aborts a transaction whose commit did not finish: re-sent below
+            for key in sorted(stream.assigned):
                 if stream.ledger.next_offsets.get(key, -1) > stream.ledger.committed.get(key, -1):
                     self.assignment.rewind(stream, key, "producer replaced before its transaction committed")
 
@@ -311,8 +313,7 @@ class MirrorWorker:
                 next_heartbeat = now + cfg.heartbeat_interval_s
             if now >= next_commit:
                 self.metrics.in_flight.labels(**self._label).set(self.backpressure.in_flight())
-                self.checkpoint_and_commit(from_loop=True)
-                self.commits.keep_positions_alive()
+                self.checkpoint_and_commit(from_loop=True)  # exactly-once: with the positions due for a keep-alive
                 next_commit = self.clock() + cfg.commit_interval_s
                 next_transactions = self.clock() + (transaction_interval or 0)
             elif transaction_interval is not None and now >= next_transactions:

@@ -13,8 +13,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from mirror_worker.clients import factory
 from mirror_worker.exactly_once.positions import (
-    POSITIONS_GROUP, IdentityCollision, PositionKey, committed_position, legacy_position_record_key,
-    legacy_positions_group, parse_position_metadata, position_metadata, position_record_key,
+    POSITIONS_GROUP, RELEASED, IdentityCollision, PositionKey, committed_position, legacy_position_record_key,
+    legacy_positions_group, parse_position_metadata, position_metadata, position_record_key, position_writer,
 )
 from mirror_worker.exceptions import MirrorError
 
@@ -43,14 +43,18 @@ class PositionStore:
             "group.id": group, "enable.auto.commit": False,
             "isolation.level": "read_committed" if stable else "read_uncommitted"})
 
-    def slot(self, key: PositionKey, offset: int = -1001) -> TopicPartition:
-        """The partition's position as a group offset: at `offset` with this mirror's metadata, or to look up."""
-        metadata = position_metadata(self.topic_id(key[0]) or "", self.owner(key[0])) if offset >= 0 else ""
+    def slot(self, key: PositionKey, offset: int = -1001, writer: str = "") -> TopicPartition:
+        """The partition's position as a group offset: at `offset` with this mirror's metadata naming `writer`
+        (positions.position_metadata), or to look up."""
+        metadata = position_metadata(self.topic_id(key[0]) or "", self.owner(key[0]), writer) if offset >= 0 else ""
         return TopicPartition(self.destination_topic(key[0]), key[1], offset, metadata)
 
-    def refuse_foreign(self, keys: list[PositionKey]) -> None:
-        """Before any fencing: a position of another owner means another mirror writes that partition."""
+    def refuse_foreign(self, keys: list[PositionKey]) -> dict[PositionKey, str | None]:
+        """Before any fencing: a position of another owner means another mirror writes that partition.
+        Returns the writer each position names (positions.position_writer), pending transactions ignored."""
+        writers = {}
         for key, tp in zip(keys, self._committed(self.owners, keys)):
+            writers[key] = position_writer(tp.metadata) if tp.offset >= 0 else RELEASED
             _topic_id, owner = parse_position_metadata(tp.metadata)
             if owner is not None and owner != self.owner(key[0]):
                 raise IdentityCollision(
@@ -58,15 +62,19 @@ class PositionStore:
                     f"another mirror ({owner.describe()}); this one ({self.owner(key[0]).describe()}) would "
                     "fence it: give one of them other destination topics (prefix, topic-map), or, if that "
                     f"mirror is gone for good, delete its positions (group {POSITIONS_GROUP}, that topic)")
+        return writers
 
     def read(self, keys: list[PositionKey], stable_legacy: bool = False
-             ) -> tuple[dict[PositionKey, tuple[int, str] | None], set[PositionKey]]:
-        """Each partition's committed (next offset, source topic id), or None before its first commit; and the
-        partitions whose position came from the earlier layout's group.
+             ) -> tuple[dict[PositionKey, tuple[int, str] | None], set[PositionKey], dict[PositionKey, str | None]]:
+        """Each partition's committed (next offset, source topic id), or None before its first commit; the
+        partitions whose position came from the earlier layout's group; and the writer each position of the
+        positions group names (positions.position_writer; RELEASED where there is none).
 
         A partition without one in the positions group gets the earlier layout's position, if any (read
         without waiting for open transactions unless `stable_legacy`: open() fences their writer first)."""
-        found = {key: committed_position(tp) for key, tp in zip(keys, self._committed(self.group, keys))}
+        committed = self._committed(self.group, keys)
+        found = {key: committed_position(tp) for key, tp in zip(keys, committed)}
+        writers = {key: position_writer(tp.metadata) if tp.offset >= 0 else RELEASED for key, tp in zip(keys, committed)}
         absent = [key for key, position in found.items() if position is None]
         from_legacy: set[PositionKey] = set()
         if absent:
@@ -78,7 +86,7 @@ class PositionStore:
                         from_legacy.add(key)
             finally:
                 legacy.close()
-        return found, from_legacy
+        return found, from_legacy, writers
 
     def _committed(self, reader: Consumer, keys: list[PositionKey]) -> list[TopicPartition]:
         if not keys:

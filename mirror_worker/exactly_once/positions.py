@@ -37,7 +37,15 @@ def legacy_positions_group(mirror: str, alias: str) -> str:
 
 
 def transactional_id(destination_topic: str, partition: int) -> str:
+    """A destination partition's own transactional.id: the Spark catch-up's writer of that partition, and the
+    worker's before its transactions took every partition of a source (upgrades fence it once)."""
     return f"{POSITIONS_GROUP}.{destination_topic}.{partition}"
+
+
+def worker_transactional_id(group: str, alias: str, member: str) -> str:
+    """A worker's one transactional.id per source cluster, whatever its partitions: `member` is the static
+    group.instance.id when there is one (a restart fences its predecessor at once), else unique to the process."""
+    return f"{POSITIONS_GROUP}.{group}.{alias}.{member}"
 
 
 def legacy_transactional_id(mirror: str, alias: str, topic: str, partition: int) -> str:
@@ -65,8 +73,26 @@ class Owner:
         return f"group {self.group}, source cluster {self.cluster}, topic {self.topic}"
 
 
-def position_metadata(topic_id: str, owner: Owner) -> str:
-    return json.dumps({"topic_id": topic_id, "cluster": owner.cluster, "topic": owner.topic, "group": owner.group})
+def position_metadata(topic_id: str, owner: Owner, writer: str) -> str:
+    """`writer`: the transactional.id that may have the partition's records in an open transaction, "" once
+    released (its owner committed everything of it when it gave it up), see transactions.py."""
+    return json.dumps({"topic_id": topic_id, "cluster": owner.cluster, "topic": owner.topic, "group": owner.group,
+                       "writer": writer})
+
+
+RELEASED = ""  # a position's writer once its owner gave the partition up with everything committed
+
+
+def position_writer(metadata: str | None) -> str | None:
+    """The transactional.id a position names as its partition's writer; RELEASED; or None for a position of an
+    earlier layout (its writer was the partition's own transactional_id) or none at all."""
+    if not metadata or not metadata.startswith("{"):
+        return None
+    try:
+        writer = json.loads(metadata).get("writer")
+    except (ValueError, AttributeError):
+        return None
+    return writer if isinstance(writer, str) else None
 
 
 def parse_position_metadata(metadata: str | None) -> tuple[str, Owner | None]:

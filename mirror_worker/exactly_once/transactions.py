@@ -23,10 +23,15 @@ to the compacted topic `<mirror>.mirror.eos-positions` (key: destination topic a
 transaction: a missing position with such a record is a position that expired, and its partition halts
 instead of starting again from the source group or the reset policy (duplicates or loss).
 
-One transactional producer per assigned source partition (transactional.id names its destination
-partition), so a new owner's `init_transactions` fences the old owner and aborts its open transaction
-before the position is read. Invariant: the committed position of a partition equals the number of its
-records in committed transactions, so a restart from it neither skips nor repeats a record.
+Invariant: the committed position of a partition equals the number of its records in committed
+transactions, so a restart from it neither skips nor repeats a record. Each position names its writer (the
+transactional.id that may hold the partition's records in an open transaction); a new owner fences that
+writer before it reads the position for good: stream_transaction.py states the rule.
+
+Two writers: the worker keeps one transactional producer per source cluster for all its partitions
+(stream_transaction.py, `StreamTransaction`); the Spark catch-up copies each partition in a task of its own,
+with `PartitionTransactions` below: one transactional producer per partition, whose transactional.id names
+its destination partition.
 """
 
 from __future__ import annotations
@@ -41,9 +46,11 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from mirror_worker.clients import factory
 from mirror_worker.clients.callbacks import client_callback
 from mirror_worker.exactly_once.bounded_call import STUCK_AFTER_S, StuckCall, call_within
+from mirror_worker.exactly_once.fencing import connect, fence
 from mirror_worker.exactly_once.position_store import PositionStore
 from mirror_worker.exactly_once.positions import (
-    POSITIONS_GROUP, PositionKey, keepalive_due, legacy_transactional_id, position_record_key, transactional_id,
+    POSITIONS_GROUP, RELEASED, PositionKey, keepalive_due, legacy_transactional_id, position_record_key,
+    transactional_id,
 )
 from mirror_worker.exceptions import MirrorError
 
@@ -74,27 +81,12 @@ PARALLEL_CALLS = 8
 
 # Fatal errors that mean another producer holds the transactional.id now; any other fatal error replaces
 # the producer (a new one with the same id fences the broken one and aborts its transaction).
-_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
-
-
-def connect(producer: Producer, topic: str, timeout_s: float, attempts: int = 3) -> None:
-    """Return once a broker the metadata named (not a bootstrap address) answered the producer.
-
-    An init_transactions that finds no broker connection up looks for the transaction coordinator again only
-    500 ms later. One metadata request is not enough: it is answered through the bootstrap connection, which
-    librdkafka closes as soon as it learns the brokers' own names, so the producer is again without a
-    connection. Measured on the local stack: init_transactions took ~500 ms after one request, 3 ms once
-    broker 1 itself had answered (a new producer at startup, at a failover, after a fault)."""
-    for _ in range(attempts):
-        try:
-            if producer.list_topics(topic, timeout=timeout_s).orig_broker_id >= 0:
-                return
-        except KafkaException:
-            return  # the destination does not answer: init_transactions waits for it as before
+FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 
 
 class PartitionTransactions:
-    """The transactional producers of one source cluster's assigned partitions, and their positions.
+    """The transactional producers of some partitions of one source cluster, one each, and their positions
+    (the Spark catch-up's tasks).
 
     `owner(source topic)` names this mirror as the writer of that topic's destination partitions."""
 
@@ -134,13 +126,16 @@ class PartitionTransactions:
         self.hung_since: float | None = None
         self.sound: dict[PositionKey, float] = {}
         self.from_legacy: set[PositionKey] = set()  # positions last read from the earlier layout's group
+        self.fenced: set[str] = set()  # worker writers fenced by this one (stream_transaction.py)
+        self.stable_writers: dict[PositionKey, str | None] = {}  # the writers the last positions read named
         self.pool = ThreadPoolExecutor(PARALLEL_CALLS, thread_name_prefix="transactions")
 
     def open(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
         """Refuse partitions another mirror writes, fence earlier owners, open a transaction per partition,
         and read where each one stands."""
         fresh = [key for key in keys if key not in self.producers]
-        self.store.refuse_foreign(fresh)
+        writers = self.store.refuse_foreign(fresh)
+        self._fence_writers(writers)
         started = self._each(fresh, self._new_producer)
         self.producers.update({key: p for key, p in started.items() if not isinstance(p, BaseException)})
         self.sound.update({key: self.clock() for key, p in started.items() if not isinstance(p, BaseException)})
@@ -153,7 +148,24 @@ class PartitionTransactions:
             for key in migrating:  # an old worker still writing it stops before its position is read for good
                 self._fence_legacy(key)
             found.update(self.positions(migrating, stable_legacy=True))
+        for _ in range(3):  # a writer whose transaction carried the position while it was read (F)
+            if not self._fence_writers(self.stable_writers):
+                break
+            found.update(self.positions(keys))
         return found
+
+    def _fence_writers(self, writers: dict[PositionKey, str | None]) -> bool:
+        """Fence the writers positions name other than the partitions' own ids (a worker's:
+        stream_transaction.py); whether there were any."""
+        ids = {writer for key, writer in writers.items()
+               if writer not in (None, RELEASED, self._own_id(key))} - self.fenced
+        if ids:
+            fence(self.producer_settings, ids, self.positions_topic, self.timeout_s)
+            self.fenced |= ids
+        return bool(ids)
+
+    def _own_id(self, key: PositionKey) -> str:
+        return transactional_id(self.destination_topic(key[0]), key[1])
 
     def _new_producer(self, key: PositionKey) -> Producer:
         """A producer of the partition's transactional.id with a transaction open; it fences any earlier one.
@@ -178,7 +190,7 @@ class PartitionTransactions:
 
     def _producer(self, key: PositionKey) -> Producer:
         settings = {"retry.backoff.ms": RETRY_BACKOFF_MS, **self.producer_settings,
-                    "transactional.id": transactional_id(self.destination_topic(key[0]), key[1])}
+                    "transactional.id": self._own_id(key)}
         upstream = settings.get("error_cb")
         live = [True]
 
@@ -202,7 +214,7 @@ class PartitionTransactions:
     @staticmethod
     def _fenced(error: KafkaError) -> bool:
         """Another worker holds the partition's transactional.id now (else: replace the producer)."""
-        return error.fatal() and error.code() in _FENCED
+        return error.fatal() and error.code() in FENCED
 
     def _fence_legacy(self, key: PositionKey) -> None:
         """init_transactions of the earlier layout's transactional.id: an old worker still writing it stops."""
@@ -214,7 +226,7 @@ class PartitionTransactions:
     def positions(self, keys: list[PositionKey], stable_legacy: bool = False) -> dict[PositionKey, tuple[int, str] | None]:
         """Each partition's committed (next offset, source topic id), or None before its first commit
         (PositionStore.read); the ones found are held from now on, due for a keep-alive."""
-        found, legacy = self.store.read(keys, stable_legacy)
+        found, legacy, self.stable_writers = self.store.read(keys, stable_legacy)
         self.from_legacy.difference_update(keys)
         self.from_legacy.update(legacy)
         for key, position in found.items():
@@ -255,7 +267,7 @@ class PartitionTransactions:
             if committing is None:  # after a commit that timed out only commit_transaction is called again
                 if key not in self.recorded:
                     self._record(producer, key)
-                self._send_offsets(producer, self.store.slot(key, next_offset), timeout_s)
+                self._send_offsets(producer, self.store.slot(key, next_offset, self._own_id(key)), timeout_s)
                 self.sound[key] = self.clock()
                 self.committing[key] = next_offset
             producer.commit_transaction(timeout_s)

@@ -14,9 +14,7 @@ ANY_PARTITION = -1  # let the producer's partitioner (murmur2 of the key) choose
 class Route:
     topic: str
     partition: int
-    # An index into the producer list, or (topic, partition) when each source partition has its own
-    # (transactional) producer.
-    producer_index: int | tuple[str, int]
+    producer_index: int  # an index into the stream's producer list
 
 
 @dataclass
@@ -25,7 +23,6 @@ class Router:
     preserve_partitions: bool
     preserve_order: bool
     num_producers: int = 1
-    producer_per_partition: bool = False
     destination_partitions: dict[str, int] = field(default_factory=dict)
     _cache: dict[tuple[str, int], Route] = field(default_factory=dict)
 
@@ -50,8 +47,6 @@ class Router:
             partition = source_partition % self.destination_partitions[topic]
         else:
             partition = ANY_PARTITION
-        if self.producer_per_partition:
-            return Route(topic, partition, (source_topic, source_partition))
         # One producer per source partition keeps that partition's records in one ordered stream.
         producer_index = zlib.crc32(f"{source_topic}\x00{source_partition}".encode()) % self.num_producers
         return Route(topic, partition, producer_index)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
 
-from mirror_worker.exactly_once.transactions import TransactionAborted
+from mirror_worker.exactly_once.transactions import ProducerFenced, TransactionAborted
 from mirror_worker.exceptions import MirrorError
 
 
@@ -191,68 +191,85 @@ class FakeProducer:
 
 
 class FakeTransactions:
-    """PartitionTransactions: positions on the 'destination', commits that abort when told to."""
+    """StreamTransaction: one producer, positions on the 'destination', commits that abort (or are fenced)
+    when told to."""
 
     def __init__(self, positions: dict | None = None, producer_factory=FakeProducer) -> None:
         self.expired: set = set()  # partitions whose position expired from the destination
         self.positions = dict(positions or {})  # key -> (offset, topic id)
+        self.writers: dict = {}  # key -> the writer its position names ("" released)
         self.producer_factory = producer_factory
-        self.producers: dict = {}
-        self.abort_next: set = set()
-        self.commits: list[tuple] = []
-        self.closed: list = []
+        self.producers: list = []
+        self.abort_next = False
+        self.fence_next = False
+        self.fenced = False
+        self.broken = False
+        self.closed = False
+        self.reopened = 0
+        self.commits: list[dict] = []  # the positions of each committed transaction
+        self.aborts: list[str] = []
+        self.opened: list = []
+
+    def _producer(self):
+        if not self.producers:
+            self.producers.append(self.producer_factory())
+        return self.producers[0]
 
     def open(self, keys):
-        for key in keys:
-            self.producers.setdefault(key, self.producer_factory())
+        self._producer()
+        self.opened.extend(keys)
         return {key: self.positions.get(key) for key in keys}
 
-    def commit(self, key, next_offset, timeout_s) -> int:
-        producer = self.producers[key]
-        if key in self.abort_next:
-            self.abort_next.discard(key)
+    def reopen(self) -> None:
+        self.reopened += 1
+        self.fenced = self.broken = False
+        if self.producers:
+            self.producers[0].queue, self.producers[0].in_transaction = [], []
+
+    def commit(self, positions: dict, released: set, timeout_s) -> dict:
+        producer = self._producer()
+        if self.fenced or self.fence_next:
+            self.fence_next = False
+            self.fenced = True
+            raise ProducerFenced("fake: fenced")
+        if self.abort_next:
+            self.abort_next = False
             producer.queue, producer.in_transaction = [], []  # the aborted transaction's records are gone
-            raise TransactionAborted(f"{key[0]}[{key[1]}]: aborted")
+            raise TransactionAborted("fake: aborted")
         producer.flush()
         producer.delivered += producer.in_transaction
         producer.in_transaction = []
-        self.commits.append((key, next_offset))
-        self.positions[key] = (next_offset, "")
-        return next_offset
+        self.commits.append(dict(positions))
+        for key, offset in positions.items():
+            self.positions[key] = (offset, "")
+            self.writers[key] = "" if key in released else "me"
+        return dict(positions)
 
-    def commit_many(self, offsets: dict, timeout_s) -> dict:
-        """commit of each (the real one runs them at once, with no rebalance meanwhile: a test's commit that
-        runs one makes later keys leave, skipped here)."""
-        out = {}
-        for key, offset in offsets.items():
-            if key not in self.producers:
-                continue
-            try:
-                out[key] = self.commit(key, offset, timeout_s)
-            except MirrorError as exc:
-                out[key] = exc
-        return out
+    def abort(self, reason: str = "aborted") -> None:
+        if self.fenced:
+            raise ProducerFenced("fake: fenced")
+        self.aborts.append(reason)
+        if self.producers:
+            self.producers[0].queue, self.producers[0].in_transaction = [], []
 
-    def pending_commit(self, key):
+    def pending_commit(self):
         return None
 
-    def unfinished(self, key) -> bool:
+    def unfinished(self) -> bool:
         return False
 
     def vanished(self, keys) -> set:
-        """Of partitions without a position, those that had one (see PartitionTransactions.vanished)."""
+        """Of partitions without a position, those that had one (see StreamTransaction.vanished)."""
         return set(keys) & self.expired
 
     def keepalive_due(self, owned, interval_s: float) -> dict:
         return {}
 
-    def close(self, keys) -> None:
-        for key in list(keys):
-            if self.producers.pop(key, None) is not None:
-                self.closed.append(key)
+    def forget(self, keys) -> None:
+        pass
 
     def close_all(self) -> None:
-        self.close(list(self.producers))
+        self.closed = True
 
 
 class FakeTopicDescription:

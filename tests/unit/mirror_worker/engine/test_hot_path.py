@@ -115,20 +115,20 @@ def test_a_conflict_found_by_the_framing_recheck_halts_at_the_record_that_found_
     assert stream.ledger.committable(stream.ledger.checkpoint()) == {("t", 0): 15}
 
 
-def test_queue_size_bounds_records_in_flight_across_all_producers():
+def test_queue_size_bounds_records_in_flight_of_the_exactly_once_producer():
     worker = _worker(queue_size=10, delivery="exactly-once")
-    producers = {("t", p): FakeProducer() for p in range(4)}
+    producers = [FakeProducer()]  # each source's one transactional producer, whatever its partitions
     stream = _stream(worker, producers)
     batch = [FakeMessage("t", p, o, value=b"v") for p in range(4) for o in range(6)]  # 24 records, 6 per partition
     worker.hot_path.mirror(stream, batch)
-    assert sum(len(p) for p in producers.values()) == 10
+    assert sum(len(p) for p in producers) == 10
     assert stream.stash == batch[10:]  # the rest waits, in order
     assert stream.ledger.next_offsets == {("t", 0): 6, ("t", 1): 4}
-    for producer in producers.values():  # delivered: room again
+    for producer in producers:  # delivered: room again
         producer.queue.clear()
     batch, stream.stash = stream.stash, []
     worker.hot_path.mirror(stream, batch)
-    assert sum(len(p) for p in producers.values()) == 10
+    assert sum(len(p) for p in producers) == 10
     assert stream.ledger.next_offsets == {("t", 0): 6, ("t", 1): 6, ("t", 2): 6, ("t", 3): 2}
 
 

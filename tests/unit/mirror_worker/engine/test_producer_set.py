@@ -21,12 +21,12 @@ class CountingProducer:
         return 0
 
 
-def test_an_idle_partitions_producer_is_not_polled():
-    busy, idle = CountingProducer(3), CountingProducer(0)
-    stream = SimpleNamespace(alias="s", producers={("t", 0): busy, ("t", 1): idle})
-    producers = ProducerSet([], [stream], True, MirrorMetrics("m"), {"mirror": "m"})
+def test_exactly_once_each_sources_one_producer_is_polled_whatever_its_partitions():
+    first, second = CountingProducer(3), CountingProducer(0)
+    streams = [SimpleNamespace(alias="a", producers=[first]), SimpleNamespace(alias="b", producers=[second])]
+    producers = ProducerSet([], streams, True, MirrorMetrics("m"), {"mirror": "m"})
     producers.serve(0)
-    assert (busy.polls, idle.polls) == (1, 0)
+    assert (first.polls, second.polls) == (1, 1) and producers.all() == [first, second]
 
 
 def test_at_least_once_the_shared_producers_are_always_polled():

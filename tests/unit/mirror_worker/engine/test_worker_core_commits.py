@@ -119,7 +119,7 @@ def test_a_batch_ended_by_an_exception_never_lets_a_commit_step_over_what_it_did
     worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(6))}, exactly_once=exactly_once)
     assign(worker, stream, TP)
     batch = consumer.consume(6)
-    producers = list(stream.producers.values()) if exactly_once else [producer]
+    producers = list(stream.producers) if exactly_once else [producer]
     for target in producers:
         original = target.produce
 

@@ -54,16 +54,17 @@ def test_an_aborted_transaction_rewinds_its_partition_to_the_committed_position(
     worker, stream, consumer, _ = make_worker({TP: records("t", 0, range(5))}, exactly_once=True,
                                              positions={TP: (0, "id-t")})
     assign(worker, stream, TP)
+    assert stream.transactions.commits == [{TP: 0}]  # the claim, before any record of the partition
     worker._consume_round(0)
     assert stream.ledger.position(TP) == 5
-    stream.transactions.abort_next.add(TP)
+    stream.transactions.abort_next = True
     assert worker.checkpoint_and_commit() is False
-    assert stream.transactions.commits == []
+    assert stream.transactions.commits == [{TP: 0}]
     assert stream.ledger.position(TP) == 0 and consumer.seeks[-1] == (TP, 0)  # re-sent from the committed start
     worker._consume_round(0)
     assert worker.checkpoint_and_commit() is True
-    assert stream.transactions.commits == [(TP, 5)]
-    producer = stream.transactions.producers[TP]
+    assert stream.transactions.commits == [{TP: 0}, {TP: 5}]
+    producer = stream.transactions.producers[0]
     assert [m.value() for m in producer.delivered] == [f"t-0-{o}".encode() for o in range(5)]  # once each
     assert consumer.commits == [{TP: 5}]  # the source group follows, for lag monitoring
 
@@ -75,95 +76,78 @@ def test_exactly_once_starts_at_the_destination_position_not_the_source_group():
     assert consumer.positions[TP] == 3
 
 
-def test_revoking_an_exactly_once_partition_commits_its_transaction_then_closes_it():
-    worker, stream, consumer, _ = make_worker({TP: records("t", 0, range(4))}, exactly_once=True)
-    assign(worker, stream, TP)
+def test_revoking_an_exactly_once_partition_commits_it_released_in_the_open_transaction():
+    other = ("t", 1)
+    worker, stream, consumer, _ = make_worker({TP: records("t", 0, range(4)), other: records("t", 1, range(2))},
+                                             exactly_once=True)
+    assign(worker, stream, TP, other)
     worker._consume_round(0)
     from confluent_kafka import TopicPartition
 
     worker.assignment.on_revoke(stream, [TopicPartition(*TP)])
-    assert stream.transactions.commits == [(TP, 4)] and stream.transactions.closed == [TP]
+    assert stream.transactions.commits[-1] == {TP: 4, other: 2}  # one transaction: both partitions' records
+    assert stream.transactions.writers == {TP: "", other: "me"}  # the revoked one released, the other still ours
+    assert TP not in stream.assigned
 
 
-def test_a_partition_lost_while_a_commit_cycle_waits_is_skipped_not_committed():
-    """The cycle's wait on one partition's commit runs rebalances (held consumers are polled); a partition
-    lost meanwhile has no producer any more (a zombie resumed past max.poll.interval.ms): skip it."""
+def test_a_partition_lost_with_records_in_the_open_transaction_aborts_it_and_re_sends_the_others():
+    """The open transaction holds records of a partition the group took (not revoked: lost): committing it
+    would commit them without their position, so it is aborted and the partitions kept are re-sent."""
     from confluent_kafka import TopicPartition
 
     other = ("t", 1)
-    worker, stream, _, _ = make_worker({TP: records("t", 0, range(3)), other: records("t", 1, range(3))},
-                                       exactly_once=True)
+    worker, stream, consumer, _ = make_worker({TP: records("t", 0, range(3)), other: records("t", 1, range(3))},
+                                             exactly_once=True)
     assign(worker, stream, TP, other)
     worker._consume_round(0)
-    commit = stream.transactions.commit
-
-    def commit_then_lose(key, next_offset, timeout_s):
-        commit(key, next_offset, timeout_s)
-        lost = other if key == TP else TP
-        if lost in stream.assigned:
-            worker.assignment.on_lost(stream, [TopicPartition(*lost)])
-
-    stream.transactions.commit = commit_then_lose
-    assert worker.checkpoint_and_commit() is False  # not complete: one partition left before its commit
-    assert len(stream.transactions.commits) == 1 and stream.transactions.closed
-
-
-def _fence(stream, fenced_key):
-    from mirror_worker.exactly_once.transactions import ProducerFenced
-
-    commit = stream.transactions.commit
-
-    def commit_or_fenced(key, next_offset, timeout_s):
-        if key == fenced_key:
-            raise ProducerFenced(f"{key[0]}[{key[1]}]: fenced by a newer instance")
-        commit(key, next_offset, timeout_s)
-
-    stream.transactions.commit = commit_or_fenced
+    worker.assignment.on_lost(stream, [TopicPartition(*TP)])
+    assert stream.transactions.aborts and consumer.seeks[-1] == (other, 0)
+    worker._consume_round(0)
+    assert worker.checkpoint_and_commit() is True
+    assert stream.transactions.commits[-1] == {other: 3}
+    assert [m.value() for m in stream.transactions.producers[0].delivered] == [f"t-1-{o}".encode() for o in range(3)]
 
 
 def test_a_zombie_fenced_by_the_new_owner_of_a_partition_gives_it_up_and_goes_on():
-    """Resumed past max.poll.interval.ms, a worker's producer is fenced by the partition's new owner; its
-    next polls run the rebalance that takes the partition: the worker goes on with the others."""
-    from confluent_kafka import TopicPartition
+    """Resumed past max.poll.interval.ms, a worker's producer is fenced by a partition's new owner, and the
+    group no longer counts it: its next polls run the rebalance that takes the partition, then it re-opens."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     other = ("t", 1)
-    worker, stream, _, _ = make_worker({TP: records("t", 0, range(3)), other: records("t", 1, range(3))},
-                                       exactly_once=True)
+    worker, stream, consumer, _ = make_worker({TP: records("t", 0, range(3)), other: records("t", 1, range(3))},
+                                             exactly_once=True)
     assign(worker, stream, TP, other)
     worker._consume_round(0)
-    _fence(stream, TP)
-    worker.commits.hold_consumers = lambda: worker.assignment.on_lost(stream, [TopicPartition(*TP)]) or True
-    assert worker.checkpoint_and_commit() is False
+    stream.transactions.fence_next = True
+
+    def refused(offsets=None, asynchronous=True):
+        raise KafkaException(KafkaError(KafkaError.UNKNOWN_MEMBER_ID))
+    consumer.commit = refused
+    worker.commits.transactions.hold_consumers = \
+        lambda: worker.assignment.on_lost(stream, [TopicPartition(*TP)]) or True
+    assert worker.checkpoint_and_commit(from_loop=True) is False
     assert worker.state.fatal is None
-    assert stream.transactions.commits == [(other, 3)] and TP not in stream.assigned
+    assert TP not in stream.assigned and stream.transactions.reopened == 1
+    assert consumer.seeks[-1] == (other, 0)  # the aborted transaction's records of the partition kept: re-sent
 
 
-def test_a_producer_fenced_while_the_partition_stays_assigned_stops_the_worker(monkeypatch):
-    """Fenced, and the group leaves the partition with this worker: another process writes as this mirror."""
-    monkeypatch.setattr("mirror_worker.engine.commits.FENCED_WAIT_S", 0.5)
-    worker, stream, _, _ = make_worker({TP: records("t", 0, range(3))}, exactly_once=True)
+def test_a_producer_fenced_while_the_group_no_longer_answers_for_this_worker_stops_it(monkeypatch):
+    """Fenced, the group refuses this worker's membership and no rebalance comes: another process writes as
+    this mirror."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    monkeypatch.setattr("mirror_worker.engine.transaction_cycle.FENCED_WAIT_S", 0.5)
+    worker, stream, consumer, _ = make_worker({TP: records("t", 0, range(3))}, exactly_once=True)
     assign(worker, stream, TP)
     worker._consume_round(0)
-    _fence(stream, TP)
-    assert worker.checkpoint_and_commit() is False
+    stream.transactions.fence_next = True
+
+    def refused(offsets=None, asynchronous=True):
+        raise KafkaException(KafkaError(KafkaError.UNKNOWN_MEMBER_ID))
+    consumer.commit = refused
+    worker.commits.transactions.hold_consumers = lambda: True  # polls, and no rebalance comes
+    assert worker.checkpoint_and_commit(from_loop=True) is False
     assert "fenced by another worker" in worker.state.fatal
-
-
-def test_a_zombie_fenced_in_a_position_keep_alive_gives_the_partition_up_and_goes_on():
-    """The keep-alive commit of an unchanged position is the first call a resumed zombie makes on a partition
-    the group gave away (full run of stop 34: the worker exited 'fenced by another worker'): as in the
-    commit cycle, the rebalance its polls run takes the partition and the worker goes on."""
-    from confluent_kafka import TopicPartition
-
-    worker, stream, _, _ = make_worker({TP: records("t", 0, range(3))}, exactly_once=True)
-    assign(worker, stream, TP)
-    worker._consume_round(0)
-    assert worker.checkpoint_and_commit() is True
-    stream.transactions.keepalive_due = lambda owned, interval_s: {TP: 3} if TP in owned else {}
-    _fence(stream, TP)
-    worker.commits.hold_consumers = lambda: worker.assignment.on_lost(stream, [TopicPartition(*TP)]) or True
-    worker.commits.keep_positions_alive()
-    assert worker.state.fatal is None and TP not in stream.assigned
 
 
 def test_a_short_exactly_once_cycle_commits_transactions_and_leaves_the_source_group_to_the_commit_interval():
@@ -175,7 +159,7 @@ def test_a_short_exactly_once_cycle_commits_transactions_and_leaves_the_source_g
     assign(worker, stream, TP, other)
     worker._consume_round(0)
     assert worker.checkpoint_and_commit(from_loop=True, source_group=False) is True
-    assert sorted(stream.transactions.commits) == [(TP, 3), (other, 2)] and consumer.commits == []
+    assert stream.transactions.commits[-1] == {TP: 3, other: 2} and consumer.commits == []
     assert worker.checkpoint_and_commit(from_loop=True) is True
     assert consumer.commits == [{TP: 3, other: 2}]
 
@@ -194,7 +178,7 @@ def _fatal_on_poll(producer) -> None:
 def test_a_fatal_error_of_an_exactly_once_producer_is_its_partitions_not_the_workers():
     worker, stream, _, _ = make_worker({TP: records("t", 0, range(3))}, exactly_once=True)
     assign(worker, stream, TP)
-    _fatal_on_poll(stream.producers[TP])
+    _fatal_on_poll(stream.producers[0])
     worker._consume_round(0)  # the worker exited on it (KafkaException out of run())
     assert worker.state.fatal is None
     assert worker.metrics.errors.labels(kind="transaction_producer", **worker._label)._value.get() == 1
@@ -221,7 +205,7 @@ def test_records_failed_by_their_producers_state_are_re_sent_not_halted():
 
     worker, stream, _, _ = make_worker({TP: records("t", 0, range(3))}, exactly_once=True)
     assign(worker, stream, TP)
-    producer = stream.producers[TP]
+    producer = stream.producers[0]
     producer.stalled = True
     worker._consume_round(0)
     for record in producer.queue:

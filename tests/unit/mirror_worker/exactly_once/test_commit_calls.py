@@ -44,7 +44,7 @@ class MemoryStore:
 
     group_metadata = None
 
-    def slot(self, key, offset: int = -1001) -> TopicPartition:
+    def slot(self, key, offset: int = -1001, writer: str = "") -> TopicPartition:
         return TopicPartition(key[0], key[1], offset)
 
     def close(self) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mirror_worker.config.model import build_mirror_config
 from mirror_worker.exactly_once.positions import (
-    POSITIONS_GROUP, Owner, legacy_positions_group, legacy_transactional_id, parse_position_metadata, position_metadata, transactional_id,
+    POSITIONS_GROUP, RELEASED, Owner, legacy_positions_group, legacy_transactional_id, parse_position_metadata,
+    position_metadata, position_writer, transactional_id, worker_transactional_id,
 )
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.policy.naming import PrefixPolicy
@@ -53,13 +56,16 @@ def test_transactional_names_are_stable_per_destination_partition():
 
 def test_position_metadata_names_its_owner_and_reads_the_earlier_layout():
     owner = Owner("cluster-1", "orders", "kafka-mirror.mirror")
-    assert parse_position_metadata(position_metadata("tid", owner)) == ("tid", owner)
+    assert parse_position_metadata(position_metadata("tid", owner, "w")) == ("tid", owner)
+    assert position_writer(position_metadata("tid", owner, "w")) == "w"
+    assert position_writer(position_metadata("tid", owner, RELEASED)) == RELEASED
+    assert position_writer(json.dumps({"topic_id": "tid", "cluster": "c", "topic": "t", "group": "g"})) is None
     assert parse_position_metadata("tid") == ("tid", None)  # the earlier layout: the topic id alone
     assert parse_position_metadata("") == ("", None)
     assert parse_position_metadata(None) == ("", None)
 
 
-def test_router_gives_each_source_partition_its_own_producer_in_exactly_once_mode():
-    router = Router(PrefixPolicy("src."), preserve_partitions=True, preserve_order=False, producer_per_partition=True)
-    assert router.route("t", 2).producer_index == ("t", 2)
-    assert router.route("t", 2).topic == "src.t"
+def test_a_workers_transactional_id_names_its_group_source_and_member_not_a_partition():
+    assert worker_transactional_id("kafka-mirror.orders", "east", "slot-0") == "kafka-mirror-eos.kafka-mirror.orders.east.slot-0"
+    router = Router(PrefixPolicy("src."), preserve_partitions=True, preserve_order=False, num_producers=1)
+    assert {router.route("t", p).producer_index for p in range(50)} == {0}  # one producer per source
