@@ -1,0 +1,164 @@
+"""StreamTransaction's rule (W)/(F) without a broker: which writers a new owner fences, in which order with the
+reads, and what a commit names (exactly_once/stream_transaction.py)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from mirror_worker.exactly_once import stream_transaction
+from mirror_worker.exactly_once.positions import RELEASED, Owner, transactional_id
+from mirror_worker.exactly_once.stream_transaction import StreamTransaction
+from mirror_worker.exactly_once.transactions import ProducerFenced, TransactionPending
+
+ME = "kafka-mirror-eos.g.src.me"
+A, B = ("t", 0), ("t", 1)
+
+
+class Producer:
+    def __init__(self, commit_errors=()) -> None:
+        self.calls: list[str] = []
+        self.commit_errors = list(commit_errors)
+        self.sent: list = []
+
+    def init_transactions(self, timeout):
+        self.calls.append("init")
+
+    def begin_transaction(self):
+        self.calls.append("begin")
+
+    def produce(self, topic, value=None, key=None, partition=-1):
+        self.calls.append(f"produce {topic}")
+
+    def send_offsets_to_transaction(self, offsets, metadata, timeout):
+        self.calls.append("send_offsets")
+        self.sent.append(offsets)
+
+    def commit_transaction(self, timeout):
+        self.calls.append("commit")
+        if self.commit_errors:
+            raise KafkaException(self.commit_errors.pop(0))
+
+    def abort_transaction(self, timeout):
+        self.calls.append("abort")
+
+
+class Store:
+    """The positions group: `committed` (what read_uncommitted sees) and `stable` (after pending transactions)."""
+
+    group_metadata = None
+
+    def __init__(self, committed: dict, stable: dict | None = None) -> None:
+        self.committed = committed  # key -> (offset, writer)
+        self.stable = [stable] if stable is not None else []  # what each later stable read returns
+        self.log: list[str] = []
+
+    def refuse_foreign(self, keys):
+        self.log.append("unstable read")
+        return {key: self.committed[key][1] if key in self.committed else RELEASED for key in keys}
+
+    def read(self, keys, stable_legacy=False):
+        self.log.append("stable read")
+        view = self.stable.pop(0) if self.stable else self.committed
+        found = {key: (view[key][0], "id") if key in view else None for key in keys}
+        return found, set(), {key: view[key][1] if key in view else RELEASED for key in keys}
+
+    def slot(self, key, offset=-1001, writer=""):
+        return TopicPartition(key[0], key[1], offset, writer)
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def world(monkeypatch):
+    fenced: list[str] = []
+    producers: list[Producer] = []
+
+    def fence(settings, ids, topic, timeout_s, stopping=lambda: False):
+        fenced.extend(sorted(set(ids)))
+        store = current.get("store")
+        if store is not None:
+            store.log.append(f"fence {sorted(set(ids))}")
+
+    def new_producer(settings, extra=None):
+        producers.append(Producer(current.get("commit_errors", ()) if not producers else ()))
+        return producers[-1]
+
+    current: dict = {}
+    monkeypatch.setattr(stream_transaction, "fence", fence)
+    monkeypatch.setattr(stream_transaction, "connect", lambda *a, **k: None)
+    monkeypatch.setattr(stream_transaction.factory, "producer", new_producer)
+
+    def make(store: Store, commit_errors=()) -> StreamTransaction:
+        current.update(store=store, commit_errors=commit_errors)
+        return StreamTransaction("m", "src", {}, {}, lambda topic: f"dst.{topic}", lambda topic: "id", 5.0,
+                                 "m.mirror.eos-positions", lambda topic: Owner("c", topic, "g"), ME, store=store)
+    return make, fenced, producers
+
+
+def test_a_new_owner_fences_the_writer_named_before_its_stable_read(world):
+    make, fenced, _ = world
+    store = Store({A: (7, "kafka-mirror-eos.g.src.other"), B: (3, RELEASED)})
+    found = make(store).open([A, B])
+    assert fenced == ["kafka-mirror-eos.g.src.other"]  # the released partition needs no fence
+    assert store.log == ["unstable read", "fence ['kafka-mirror-eos.g.src.other']", "stable read"]
+    assert found == {A: (7, "id"), B: (3, "id")}
+
+
+def test_a_writer_whose_pending_transaction_carried_the_position_is_fenced_and_the_position_read_again(world):
+    """The first read saw the old writer; the stable read waited for a claim by a third worker that was pending."""
+    make, fenced, _ = world
+    third = "kafka-mirror-eos.g.src.third"
+    store = Store({A: (7, "kafka-mirror-eos.g.src.old")}, stable={A: (7, third)})
+    found = make(store).open([A])
+    assert fenced == ["kafka-mirror-eos.g.src.old", third]
+    assert store.log == ["unstable read", "fence ['kafka-mirror-eos.g.src.old']", "stable read",
+                         f"fence ['{third}']", "stable read"]
+    assert found[A] == (7, "id")
+
+
+def test_a_position_of_the_per_partition_layout_fences_the_partitions_own_id_and_its_own_writer_none(world):
+    make, fenced, _ = world
+    found = make(Store({A: (4, None), B: (5, ME)})).open([A, B])
+    assert fenced == [transactional_id("dst.t", 0)]  # the upgrade's fence; the worker's own id is not fenced
+    assert found[B] == (5, "id")
+
+
+def test_a_commit_names_this_worker_as_writer_and_the_released_partitions_as_released(world):
+    make, _, producers = world
+    tx = make(Store({}))
+    tx.open([A, B])
+    done = tx.commit({A: 10, B: 4}, {B}, 5.0)
+    assert done == {A: 10, B: 4}
+    [[slot_a, slot_b]] = producers[0].sent
+    assert (slot_a.metadata, slot_b.metadata) == (ME, RELEASED)
+    assert producers[0].calls[-3:] == ["send_offsets", "commit", "begin"]
+    assert B not in tx.held and tx.held[A] == 10
+
+
+def test_a_commit_that_timed_out_is_finished_with_its_own_positions_not_the_later_ones(world):
+    make, _, producers = world
+    tx = make(Store({}), commit_errors=[KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True)])
+    tx.open([A])
+    with pytest.raises(TransactionPending):
+        tx.commit({A: 5}, set(), 1.0)
+    assert tx.pending_commit() == {A: 5}
+    assert tx.commit({A: 9}, set(), 1.0) == {A: 5}  # the pending transaction is the one committed, not aborted
+    assert producers[0].calls.count("send_offsets") == 1 and "abort" not in producers[0].calls
+
+
+def test_once_fenced_nothing_is_sent_until_reopened(world):
+    make, _, producers = world
+    tx = make(Store({}), commit_errors=[KafkaError(KafkaError._FENCED, "fenced", fatal=True)])
+    tx.open([A])
+    with pytest.raises(ProducerFenced):
+        tx.commit({A: 5}, set(), 1.0)
+    with pytest.raises(ProducerFenced):
+        tx.commit({A: 6}, set(), 1.0)
+    with pytest.raises(ProducerFenced):
+        tx.abort("x")
+    assert producers[0].calls.count("send_offsets") == 1
+    tx.reopen()  # the group confirmed what this worker owns: a new producer of the same id
+    assert len(producers) == 2 and producers[1].calls == ["init", "begin"]
+    assert tx.commit({A: 6}, set(), 1.0) == {A: 6}
