@@ -5,7 +5,7 @@ PYTEST_ARGS ?=
 # Test processes sharing one stack (tests/conftest.py): most integration tests wait rather than compute.
 TEST_WORKERS ?= 4
 
-.PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker bench bench-wan clean docs
+.PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker bench bench-wan bench-width clean docs
 
 setup:
 	@bash scripts/setup.sh
@@ -44,6 +44,12 @@ bench: setup
 bench-wan: setup
 	@bash scripts/setup-bench.sh
 	@$(PY) -m bench.wan $(BENCH_ARGS)
+
+# One mirror process at 6, 1,000 and 5,000 partitions (topics of 10): the worker at-least-once and exactly-once,
+# MirrorMaker 2 and the bare loop, 1M x 100 B (bench/width.py; ~30 min; results in bench/results/width.md).
+bench-width: setup
+	@bash scripts/setup-bench.sh
+	@$(PY) -m bench.width $(BENCH_ARGS)
 
 # The documentation site on http://127.0.0.1:8000 (mkdocs.yml; `make test` builds it with --strict).
 docs: setup
