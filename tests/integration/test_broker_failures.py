@@ -3,7 +3,6 @@ source record ends on the destination in order per partition (exactly-once: once
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
