@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -44,12 +45,26 @@ def _default_hangup() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
+def _start_as(from_a_terminal: bool, open_files: int | None):
+    if not from_a_terminal and open_files is None:
+        return None
+
+    def prepare() -> None:
+        if from_a_terminal:
+            _default_hangup()
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+    return prepare
+
+
 class WorkerProcess:
     """One `python -m mirror_worker` process with its stdout (JSON logs) and stderr in files."""
 
-    def __init__(self, args: list[str], workdir: Path, name: str = "worker", from_a_terminal: bool = False) -> None:
+    def __init__(self, args: list[str], workdir: Path, name: str = "worker", from_a_terminal: bool = False,
+                 open_files: int | None = None) -> None:
         """`from_a_terminal`: the worker starts with SIGHUP at its default, as from a shell, even when the test run
-        itself is under nohup (whose SIG_IGN a child inherits, and the worker keeps: runner._handle_stops)."""
+        itself is under nohup (whose SIG_IGN a child inherits, and the worker keeps: runner._handle_stops).
+        `open_files`: the worker's limit of open files (`ulimit -n`)."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.stdout_path = workdir / f"{name}.{time.monotonic_ns()}.out"
         self.stderr_path = self.stdout_path.with_suffix(".err")
@@ -59,7 +74,7 @@ class WorkerProcess:
                 cwd=ROOT, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                 # PYTHONFAULTHANDLER: SIGABRT prints every thread's stack (`stacks`, for a worker that hangs).
                 env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
-                preexec_fn=_default_hangup if from_a_terminal else None,
+                preexec_fn=_start_as(from_a_terminal, open_files),
             )
 
     @property
