@@ -86,9 +86,12 @@ class TransactionCommits:
                 outcome.complete = False
                 return
             except ProducerFenced as exc:
-                if not self._fenced(stream, outcome, exc, from_loop):
-                    return
+                self._fenced(stream, outcome, exc, from_loop)
+                return
+            # Nothing more this cycle: the positions the ledger holds now cover the aborted records, until the
+            # caller rewinds their partitions (a claim is tried again after that).
             self._lost(stream, outcome, reason)
+            return
         owned = stream.assigned | released
         progressed = {key: offset for key, offset in ledger.committable(ledger.checkpoint()).items() if key in owned}
         positions = {**tx.keepalive_due(stream.assigned, self.positions_keepalive_s), **progressed, **(claims or {})}

@@ -126,3 +126,16 @@ def test_fenced_while_the_group_no_longer_counts_this_worker_stops_it_without_se
     assert "fenced by another worker" in state.fatal
     cycle.checkpoint_and_commit(only=None, source_group=False)
     assert len(destination.calls) == 1  # nothing more is sent once stopping
+
+
+def test_a_record_failed_in_the_transaction_aborts_it_and_commits_no_position_before_the_rewind():
+    """The ledger still counts the aborted records as handed over until the caller rewinds their partitions:
+    a position committed in the same cycle would skip them."""
+    destination = Destination()
+    aborted: list[str] = []
+    destination.abort = aborted.append
+    cycle, stream, _ = _cycle(destination)
+    stream.ledger.halt(KEYS[1], 7, "not delivered", resend=True)
+    outcome = cycle.checkpoint_and_commit(only=None, source_group=False)
+    assert aborted == ["not delivered"] and destination.calls == []
+    assert sorted(key for _, key, _ in outcome.aborted) == [KEYS[0], KEYS[1], KEYS[2]]
