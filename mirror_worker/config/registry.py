@@ -33,7 +33,7 @@ from mirror_worker.config.placeholders import PlaceholderRule, allowed_path, res
 from mirror_worker.config.posture import enforce, url_weakness
 from mirror_worker.config.unknown_keys import unknown_keys
 from mirror_worker.exceptions import ConfigError
-from mirror_worker.redaction import register_secret, register_secrets
+from mirror_worker.redaction import register_secret, register_secrets, register_url_secret
 
 REGISTRY_KEYS = (
     "basic.auth.user.info", "bearer.auth.token", "bearer.auth.logical.cluster", "bearer.auth.identity.pool.id",
@@ -56,7 +56,7 @@ def check_registry_url(url: str | None) -> str | None:
         raise ValueError("a schema registry URL must start with http:// or https://")
     parts = urlsplit(url)
     if parts.username or parts.password:
-        register_secret(parts.password)
+        register_url_secret(url)  # the refusal may travel on through text that quotes the input
         raise ValueError("credentials in a schema registry URL are refused: give them as basic.auth.user.info "
                          "in the registry's settings, from a ${file:...} placeholder")
     return url
