@@ -10,7 +10,9 @@ of the copy themselves, have their own surface: `mirror_worker.batch_api`.
 - Kafka clients and their settings: `admin_client`, `consumer`, `side_consumer`, `producer` (the one place that
   builds them); `connection_settings`, `consumer_settings`, `producer_settings`, `settings_from_connection`
 - security posture (config/posture.py, config/placeholders.py): `PlaceholderRule` (what a connection's
-  placeholders may read), `allowed_insecure` and `check_url` (an `allow-insecure` opt-in, an http:// URL)
+  placeholders may read; `SECRETS_DIRS_VARIABLE` names the allowlist's variable), `allowed_insecure` and
+  `check_url` (an `allow-insecure` opt-in, an http:// URL)
+- schema registries (config/registry.py): `registry_from_connection` (a registry client's config: URL, auth, TLS)
 - topics and schemas: `describe_topics`, `DestinationTopics`, `creation_configs`, `exclusion_pattern`,
   `sync_mirror_schemas`
 - consumer groups and log ends: `group_ids`, `active_members`, `held_partitions`, `list_offsets`, `log_bounds`, `reads_committed`
@@ -36,8 +38,9 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
     )
     from mirror_worker.config.membership import SLOT_FLAG
     from mirror_worker.config.model import MirrorConfig
-    from mirror_worker.config.placeholders import PlaceholderRule
+    from mirror_worker.config.placeholders import SECRETS_DIRS_VARIABLE, PlaceholderRule
     from mirror_worker.config.posture import allowed_insecure, check_url
+    from mirror_worker.config.registry import registry_from_connection
     from mirror_worker.config.spec import SpecEntry, load_entries, select_mirror
     from mirror_worker.dr.failover_mark import failed_over, mark_failed_over, mark_topic, refuse_if_failed_over, unmark
     from mirror_worker.dr.offset_translation import apply_group_offsets, source_cluster, translate_group
@@ -67,8 +70,10 @@ _HOME = {
     "producer_settings": ("mirror_worker.config.librdkafka", "producer_settings"),
     "settings_from_connection": ("mirror_worker.config.librdkafka", "settings_from_connection"),
     "PlaceholderRule": ("mirror_worker.config.placeholders", "PlaceholderRule"),
+    "SECRETS_DIRS_VARIABLE": ("mirror_worker.config.placeholders", "SECRETS_DIRS_VARIABLE"),
     "allowed_insecure": ("mirror_worker.config.posture", "allowed_insecure"),
     "check_url": ("mirror_worker.config.posture", "check_url"),
+    "registry_from_connection": ("mirror_worker.config.registry", "registry_from_connection"),
     "describe_topics": ("mirror_worker.topics.admin", "describe_topics"),
     "DestinationTopics": ("mirror_worker.topics.admin", "DestinationTopics"),
     "creation_configs": ("mirror_worker.topics.configs", "creation_configs"),

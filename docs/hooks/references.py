@@ -72,7 +72,8 @@ def spec_sections() -> list[tuple[str, str, type[BaseModel], set[str]]]:
     from mirror_worker.config.model import MirrorConfig, TopicCreation
 
     # Set through the group's `source`/`destination` mappings, not as mirror keys.
-    structural = {"sources", "producer", "heartbeat_producer", "destination_schema_registry_url"}
+    structural = {"sources", "producer", "heartbeat_producer", "destination_schema_registry_url",
+                  "destination_schema_registry"}
     return [
         ("Mirror keys (a mirror, or its group's `settings`)", "", MirrorConfig, structural),
         ("`topic-creation`", "topic-creation.", TopicCreation, set()),

@@ -10,8 +10,9 @@ from mirror_worker.commands.base import DISTRIBUTION, MODULE_COMMAND, OneLinePar
 from mirror_worker.config.librdkafka import consumer_settings, producer_settings
 from mirror_worker.config.membership import SLOT_ENV, SLOT_FLAG, parse_slot
 from mirror_worker.config.model import MirrorConfig, build_mirror_config
-from mirror_worker.config.posture import ALLOW_INSECURE_KEY, allowed_insecure, check_url
+from mirror_worker.config.posture import ALLOW_INSECURE_KEY, allowed_insecure
 from mirror_worker.config.properties import load_properties
+from mirror_worker.config.registry import PROPERTIES_PREFIX, check_registry_posture, registry_settings, split_properties
 from mirror_worker.exceptions import ConfigError
 
 
@@ -49,9 +50,11 @@ def build_parser(prog: str = MODULE_COMMAND) -> argparse.ArgumentParser:
     add("--timings.producer.config", dest="timings_producer_config", metavar="FILE",
         help="producer .properties for heartbeat records (default: the producer's)")
     add("--schema.registry.url", dest="schema_registry_url", metavar="URL",
-        help="source schema registry (of every --consumer.config cluster)")
+        help=f"source schema registry (of every --consumer.config cluster; its auth and TLS as {PROPERTIES_PREFIX}* "
+             "keys of that file)")
     add("--destination.schema.registry.url", dest="destination_schema_registry_url", metavar="URL",
-        help="destination schema registry: schemas are synced to it and schema ids rewritten")
+        help="destination schema registry: schemas are synced to it and schema ids rewritten (its auth and TLS "
+             f"as {PROPERTIES_PREFIX}* keys of --producer.config)")
     add("--schema.sync.mode", dest="schema_sync", choices=("strict", "lenient"),
         help="strict (default): destination subjects are exact copies; lenient: they may hold extra versions")
     add("--schema.id.rewrite", dest="schema_id_rewrite", choices=("auto", "off", "force"),
@@ -138,19 +141,22 @@ def _mirror_config(args: argparse.Namespace) -> MirrorConfig:
     sources, group_ids = [], []
     for path in args.consumer_configs:
         where = f"--consumer.config {path}"
-        settings = consumer_settings(load_properties(path), where)
+        kafka, registry = _split(path, args.schema_registry_url, "--schema.registry.url")
+        settings = consumer_settings(kafka, where)
         group = settings.get("group.id")
         first = next((g for g in group_ids if g), None)
         if group and first and group != first:
             raise ConfigError(f"{where}: group.id: {group} differs from {first} of the consumer config before "
                               "(one mirror, one consumer group)")
         group_ids.append(group)
-        sources.append({"name": Path(path).stem, "consumer": settings})
+        sources.append({"name": Path(path).stem, "consumer": settings, "schema_registry": registry})
     queue_size = args.queue_size if args.queue_size is not None else 10_000
-    producer = producer_settings(load_properties(args.producer_config), f"--producer.config {args.producer_config}", queue_size,
+    kafka, destination_registry = _split(args.producer_config, args.destination_schema_registry_url,
+                                         "--destination.schema.registry.url")
+    producer = producer_settings(kafka, f"--producer.config {args.producer_config}", queue_size,
                                  exactly_once=bool(args.exactly_once))
-    _check_registries(args)
     fields = {k: getattr(args, k) for k in _CLI_FIELDS if getattr(args, k) is not None}
+    fields["destination_schema_registry"] = destination_registry
     fields.update(
         name=name,
         sources=sources,
@@ -170,12 +176,13 @@ def _mirror_config(args: argparse.Namespace) -> MirrorConfig:
     return build_mirror_config(fields, where="flags")
 
 
-def _check_registries(args) -> None:
-    """An http:// registry off loopback needs `allow-insecure=http-registry` in the properties of its side's
-    cluster (every --consumer.config for the source's, --producer.config for the destination's)."""
-    sides = [(args.schema_registry_url, args.consumer_configs, "--schema.registry.url"),
-             (args.destination_schema_registry_url, [args.producer_config], "--destination.schema.registry.url")]
-    for url, paths, flag in sides:
-        for path in paths if url else ():
-            opt_ins = allowed_insecure(load_properties(path).get(ALLOW_INSECURE_KEY), f"{flag} ({path})")
-            check_url(url, "http-registry", opt_ins, f"{flag} ({path})")
+def _split(path: str, url: str | None, flag: str) -> tuple[dict[str, str], dict[str, str]]:
+    """A side's `.properties`: its Kafka settings and the settings of its registry (`schema.registry.*` keys,
+    placeholders resolved as a spec's), the registry's URL checked against the file's opt-ins: an http://
+    registry off loopback, or credentials over http://, need `allow-insecure=http-registry` there."""
+    kafka, raw = split_properties(load_properties(path))
+    registry = registry_settings(raw, f"{path}: {PROPERTIES_PREFIX}*")
+    if url:
+        opt_ins = allowed_insecure(kafka.get(ALLOW_INSECURE_KEY), f"{flag} ({path})")
+        check_registry_posture(url, registry, opt_ins, f"{flag} ({path})")
+    return kafka, registry

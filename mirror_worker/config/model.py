@@ -16,11 +16,12 @@ from pydantic import (
 )
 
 from mirror_worker.config.membership import check_instance_id
+from mirror_worker.config.registry import check_registry_settings, check_registry_url, client_config
 from mirror_worker.config.unknown_keys import unknown_key
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.policy.filter import ReverseTopicFilter, TopicFilter
 from mirror_worker.policy.naming import ExplicitMapPolicy, IdentityPolicy, InversePolicy, NamingPolicy, PrefixPolicy
-from mirror_worker.redaction import redact_settings, redact_url, register_secrets, register_url_secret
+from mirror_worker.redaction import redact_settings, redact_url, register_secrets
 
 def _register_secrets(value: dict[str, str]) -> dict[str, str]:
     # A config rebuilt elsewhere (a --num.streams child process) must redact the same secrets.
@@ -37,15 +38,9 @@ def _require_bootstrap(value: ClientSettings) -> ClientSettings:
     return value
 
 
-def _registry_url(value: str | None) -> str | None:
-    # The message never echoes the URL: it may carry credentials (http://user:secret@host).
-    if value is not None and not value.startswith(("http://", "https://")):
-        raise ValueError("a schema registry URL must start with http:// or https://")
-    register_url_secret(value)
-    return value
-
-
-RegistryUrl = Annotated[str | None, AfterValidator(_registry_url)]
+RegistryUrl = Annotated[str | None, AfterValidator(check_registry_url)]
+# A registry's authentication and TLS settings (config/registry.py), resolved; {} for none.
+RegistrySettings = Annotated[dict[str, str], AfterValidator(check_registry_settings)]
 
 # Settings of a client that connects somewhere: bootstrap.servers is required.
 ConnectingClientSettings = Annotated[ClientSettings, AfterValidator(_require_bootstrap)]
@@ -123,6 +118,7 @@ class SourceCluster(_Strict):
     name: str
     consumer: ConnectingClientSettings
     schema_registry_url: RegistryUrl = None  # this cluster's registry; MirrorConfig.schema_registry_url if unset
+    schema_registry: RegistrySettings = Field(default_factory=dict)  # for whichever of the two URLs applies
 
 
 class ForwardMirror(_Strict):
@@ -183,6 +179,7 @@ class MirrorConfig(_Strict):
     heartbeat_interval_s: float = Field(5.0, gt=0, description="seconds between heartbeat records")
     schema_registry_url: RegistryUrl = None  # every source's registry unless the source names its own
     destination_schema_registry_url: RegistryUrl = None
+    destination_schema_registry: RegistrySettings = Field(default_factory=dict)
     schema_sync: Literal["strict", "lenient"] = "strict"
     # Which keys/values get their schema ids rewritten (schemas/framing.py): auto = those of topics with a key/value subject.
     # YAML 1.1 reads an unquoted `off` as false.
@@ -283,6 +280,11 @@ class MirrorConfig(_Strict):
             raise ValueError("a source schema registry needs a destination schema registry to sync schemas and "
                              "rewrite schema ids (--destination.schema.registry.url or the destination's "
                              "schema-registry-url)")
+        for source in self.sources:
+            if source.schema_registry and not self.source_registry_url(source):
+                raise ValueError(f"source {source.name!r}: schema registry settings without a schema registry URL")
+        if self.destination_schema_registry and not self.destination_schema_registry_url:
+            raise ValueError("destination schema registry settings without a destination schema registry URL")
         return self
 
     def _check_reverse(self) -> None:
@@ -311,6 +313,17 @@ class MirrorConfig(_Strict):
 
     def source_registry_url(self, source: SourceCluster) -> str | None:
         return source.schema_registry_url or self.schema_registry_url
+
+    def source_registry(self, source: SourceCluster) -> dict | None:
+        """The source's registry as SchemaRegistryClient config (URL, auth, TLS); None without one."""
+        url = self.source_registry_url(source)
+        return client_config(url, source.schema_registry) if url else None
+
+    @property
+    def destination_registry(self) -> dict | None:
+        """The destination registry as SchemaRegistryClient config; None without one."""
+        url = self.destination_schema_registry_url
+        return client_config(url, self.destination_schema_registry) if url else None
 
     @property
     def syncs_schemas(self) -> bool:

@@ -8,7 +8,7 @@ Refused, each with one line naming the opt-in that accepts it (issue 46, item 3)
     no-hostname-verification     ssl.endpoint.identification.algorithm none (or empty)
     no-certificate-verification  enable.ssl.certificate.verification false
     http-registry                an http:// schema registry, unless on a loopback address without
-                                 credentials in the URL
+                                 credentials (config/registry.py: credentials over http:// need it anywhere)
     http-api                     the Airflow REST API over http:// (its connection carries a password)
 
 PLAINTEXT without SASL stays allowed: it carries no credential (the local stack and tests run so). An

@@ -9,7 +9,10 @@
           schema-registry-url: http://127.0.0.1:8081/apis/ccompat/v7
         destination:
           kafka: {bootstrap.servers: "127.0.0.1:9093"}
-          schema-registry-url: http://...
+          schema-registry-url: https://...
+          schema-registry:                # auth and TLS of that registry (config/registry.py)
+            basic.auth.user.info: ${file:/run/secrets/registry.properties:destination.user.info}
+            ssl.ca.location: /etc/mirror/registry-ca.pem
         settings: {preserve-partitions: true}     # merged into every mirror; a mirror's own keys win
         mirrors:
           - name: orders
@@ -35,15 +38,18 @@ import yaml
 
 from mirror_worker.config.librdkafka import consumer_settings, producer_settings, setting_value
 from mirror_worker.config.model import MirrorConfig, build_mirror_config
-from mirror_worker.config.posture import ALLOW_INSECURE_KEY, allowed_insecure, check_url
+from mirror_worker.config.posture import ALLOW_INSECURE_KEY, allowed_insecure
+from mirror_worker.config.registry import check_registry_posture, registry_settings
 from mirror_worker.config.unknown_keys import unknown_keys
 from mirror_worker.exceptions import ConfigError
 
 _TOP_KEYS = {"group-id-prefix", "groups"}
 _GROUP_KEYS = {"name", "source", "sources", "destination", "settings", "mirrors"}
 # allow-insecure: the weaknesses accepted for this cluster's Kafka and registry settings (config/posture.py).
-_SOURCE_KEYS = {"name", "kafka", "schema-registry-url", ALLOW_INSECURE_KEY}
-_DESTINATION_KEYS = {"kafka", "schema-registry-url", "heartbeat-kafka", ALLOW_INSECURE_KEY}
+# schema-registry: the registry's auth and TLS settings (config/registry.py), for its URL on the cluster or the mirror.
+_REGISTRY_KEY = "schema-registry"
+_SOURCE_KEYS = {"name", "kafka", "schema-registry-url", _REGISTRY_KEY, ALLOW_INSECURE_KEY}
+_DESTINATION_KEYS = {"kafka", "schema-registry-url", _REGISTRY_KEY, "heartbeat-kafka", ALLOW_INSECURE_KEY}
 _MIRROR_ONLY_KEYS = {"name", "enabled"}
 # Airflow-only settings (a mirror's or group settings' `airflow:` mapping): validated by
 # plugins/mirror_airflow/settings.py, ignored by the worker.
@@ -222,6 +228,8 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
     name = mirror.get("name")
     if not name:
         raise ConfigError(f"{where}: name: required")
+    if "destination_schema_registry" in fields:  # its placeholders are resolved only where the cluster is
+        raise ConfigError(f"{where}: destination-schema-registry: give it as the destination's {_REGISTRY_KEY}")
 
     raw_sources = group.get("sources")
     if raw_sources is None and group.get("source") is not None:
@@ -233,21 +241,26 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
         _reject_unknown(source, _SOURCE_KEYS, f"{where}: source")
         source_name = str(source.get("name") or ("source" if len(raw_sources) == 1 else f"source{i}"))
         kafka = _client_dict(source.get("kafka"), f"{where}: source {source_name!r} kafka", source)
-        _check_registry(source.get("schema-registry-url"), source, f"{where}: source {source_name!r} schema-registry-url")
+        registry = registry_settings(source.get(_REGISTRY_KEY), f"{where}: source {source_name!r} {_REGISTRY_KEY}")
+        _check_registry(source.get("schema-registry-url"), registry, source,
+                        f"{where}: source {source_name!r} schema-registry-url")
         if fields.get("schema_registry_url"):
-            _check_registry(fields["schema_registry_url"], source, f"{where}: schema-registry-url (source {source_name!r})")
+            _check_registry(fields["schema_registry_url"], registry, source,
+                            f"{where}: schema-registry-url (source {source_name!r})")
         if "group.id" in kafka:
             # The catch-up lease, the lag sensor, stop_mirror and failover all look for the mirror's group.
             raise ConfigError(f"{where}: source {source_name!r} kafka: group.id: the mirror's consumer group is its "
                               "group-id (default: group-id-prefix + its name): set that instead")
         sources.append({"name": source_name, "consumer": consumer_settings(kafka, f"{where}: source {source_name!r} kafka"),
-                        "schema_registry_url": source.get("schema-registry-url")})
+                        "schema_registry_url": source.get("schema-registry-url"), "schema_registry": registry})
 
     destination = group.get("destination")
     _reject_unknown(destination, _DESTINATION_KEYS, f"{where}: destination")
     queue_size = int(fields.get("queue_size", 10_000)) if str(fields.get("queue_size", "")).isdigit() else 10_000
-    _check_registry(destination.get("schema-registry-url"), destination, f"{where}: destination schema-registry-url")
-    _check_registry(fields.get("destination_schema_registry_url"), destination,
+    destination_registry = registry_settings(destination.get(_REGISTRY_KEY), f"{where}: destination {_REGISTRY_KEY}")
+    _check_registry(destination.get("schema-registry-url"), destination_registry, destination,
+                    f"{where}: destination schema-registry-url")
+    _check_registry(fields.get("destination_schema_registry_url"), destination_registry, destination,
                     f"{where}: destination-schema-registry-url")
     producer = producer_settings(
         _client_dict(destination.get("kafka"), f"{where}: destination kafka", destination),
@@ -263,6 +276,8 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
     fields.setdefault("group_id", f"{prefix}{name}")
     if destination.get("schema-registry-url"):
         fields["destination_schema_registry_url"] = destination["schema-registry-url"]
+    if destination_registry:
+        fields["destination_schema_registry"] = destination_registry
     return build_mirror_config(fields, where=where, key_style=_spec_key)
 
 
@@ -290,9 +305,9 @@ def _opt_ins(cluster: dict, where: str) -> frozenset[str]:
     return allowed_insecure(cluster.get(ALLOW_INSECURE_KEY), where)
 
 
-def _check_registry(url, cluster: dict, where: str) -> None:
+def _check_registry(url, settings: dict[str, str], cluster: dict, where: str) -> None:
     if isinstance(url, str):
-        check_url(url, "http-registry", _opt_ins(cluster, where), where)
+        check_registry_posture(url, settings, _opt_ins(cluster, where), where)
 
 
 def _reject_unknown(mapping, allowed: set[str], where: str) -> None:

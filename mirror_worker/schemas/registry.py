@@ -1,18 +1,21 @@
 """The schema-registry I/O edge: confluent-kafka's SchemaRegistryClient behind the few calls schema sync needs.
 
-Registry URLs may carry credentials (http://user:secret@host): they never appear in errors or logs, which
-name a registry by its role ("source 'dc1'", "destination") instead.
+A registry is given as SchemaRegistryClient config (config/registry.py builds it from a mirror's settings:
+URL, basic auth or bearer token, CA and client certificate) or as a bare URL. Neither the URL nor a credential
+appears in errors or logs, which name a registry by its role ("source 'dc1'", "destination") instead.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+from mirror_worker.config.registry import client_config
 from mirror_worker.exceptions import SchemaRegistryUnavailable, UnknownSchemaId
 
 _NOT_FOUND = 404
@@ -53,10 +56,14 @@ def redact(url: str) -> str:
 class Registry:
     """One Confluent-API registry; `role` names it in errors."""
 
-    def __init__(self, url: str, role: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, registry: str | Mapping, role: str) -> None:
+        """`registry`: SchemaRegistryClient config (MirrorConfig.source_registry, .destination_registry), or a URL."""
         self.role = role
-        self._secret_parts = [p for p in (urlsplit(url).username, urlsplit(url).password) if p]
-        self._client = SchemaRegistryClient({"url": url, "timeout": timeout_s, "retries.wait.ms": 200})
+        config = client_config(registry) if isinstance(registry, str) else dict(registry)
+        url = urlsplit(config["url"])
+        _, _, password = str(config.get("basic.auth.user.info", "")).partition(":")
+        self._secret_parts = [p for p in (url.username, url.password, password, config.get("bearer.auth.token")) if p]
+        self._client = SchemaRegistryClient(config)
 
     # ---------------------------------------------------------------- reads
     def versions(self, subject: str) -> list[SubjectVersion]:

@@ -302,12 +302,12 @@ def syncers_for(config: MirrorConfig, on_register: Callable[[], None] | None = N
     """One syncer per source cluster that has a registry (source name -> syncer)."""
     if not config.syncs_schemas:
         return {}
-    destination = Registry(config.destination_schema_registry_url, "destination")
+    destination = Registry(config.destination_registry, "destination")
     out = {}
     for source in config.sources:
-        url = config.source_registry_url(source)
-        if url:
-            out[source.name] = SchemaSyncer(Registry(url, f"source {source.name!r}"), destination,
+        registry = config.source_registry(source)
+        if registry:
+            out[source.name] = SchemaSyncer(Registry(registry, f"source {source.name!r}"), destination,
                                             config.naming_policy(), config.schema_sync, config.schema_compatibility,
                                             on_register)
     return out

@@ -20,14 +20,14 @@ from pathlib import Path
 
 from mirror_airflow.exceptions import MirrorSpecError
 from mirror_airflow.operators.failover import (
-    ApplyTranslatedOffsetsOperator, FailoverImpactOperator, FailoverReportOperator,
+    ApplyTranslatedOffsetsOperator, FailoverApprovalOperator, FailoverImpactOperator, FailoverReportOperator,
 )
 from mirror_airflow.operators.handover import ResumeMirrorOperator, StopMirrorOperator
 from mirror_airflow.operators.schemas import SyncSchemasOperator
 from mirror_airflow.operators.spark import CatchupOperator, ConsistencyCheckOperator
 from mirror_airflow.operators.topics import DiscoverTopicsOperator, EnsureDestinationTopicsOperator
 from mirror_airflow.operators.worker import MirrorWorkerOperator
-from mirror_airflow.settings import MirrorAirflowSettings, entry_settings
+from mirror_airflow.settings import MirrorAirflowSettings, approvers, entry_settings
 from mirror_airflow.supervisor import REPO_ROOT
 from mirror_worker.api import ConfigError
 
@@ -202,7 +202,6 @@ def catchup_dag(name: str, path: Path, settings: MirrorAirflowSettings):
 
 
 def failover_dag(name: str, path: Path, settings: MirrorAirflowSettings):
-    from airflow.providers.standard.operators.hitl import ApprovalOperator
     from airflow.sdk import Param
 
     from mirror_airflow.operators.failover import SUMMARY_KEY
@@ -223,8 +222,8 @@ def failover_dag(name: str, path: Path, settings: MirrorAirflowSettings):
                "active members there) and writes a report. Rejecting changes nothing.",
     ) as dag:
         impact = FailoverImpactOperator(task_id="impact", **common)
-        approve = ApprovalOperator(
-            task_id="approve",
+        approve = FailoverApprovalOperator(
+            task_id="approve", approvers=approvers(settings), assigned_users=approvers(settings) or None,
             subject=f"Fail over mirror {name}: stop it and apply the translated offsets?",
             body="{{ ti.xcom_pull(task_ids='impact', key='%s') }}" % SUMMARY_KEY,
             # Reject: every later task is skipped, the report included: nothing changed.

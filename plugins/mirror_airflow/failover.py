@@ -2,7 +2,8 @@
 
 The numbers come from the mirror's own translation (mirror_worker.dr.offset_translation.report: per partition
 the destination `offset`, the `method`, `may_reread` and `last_mirrored_source_offset`) and the source
-partitions' log ends. Per partition:
+partitions' log ends. Every value from a cluster or a person enters the Markdown through md_text.py. Per
+partition:
 
     source      ... C (group's next record) ......... M (last mirrored) | not mirrored yet | E (log end)
     destination ... offset (first copy of an s >= C) ... end_offset
@@ -16,6 +17,8 @@ partitions' log ends. Per partition:
 from __future__ import annotations
 
 import re
+
+from mirror_airflow.md_text import md_code, md_text
 
 
 class GroupSelectionError(ValueError):
@@ -87,21 +90,21 @@ def active_warning(group: dict) -> str | None:
 
 def impact_markdown(impact: dict) -> str:
     """What the approver reads: per group its totals, warnings and one row per partition."""
-    lines = [f"**Failover of mirror `{impact['mirror']}`**: after approval the mirror is paused (its workers stop "
+    lines = [f"**Failover of mirror {md_code(impact['mirror'])}**: after approval the mirror is paused (its workers stop "
              "with offsets committed) and these groups get the translated offsets on the destination.", ""]
     for group in impact["groups"]:
-        lines += [f"### Group `{group['group']}`",
+        lines += [f"### Group {md_code(group['group'])}",
                   f"- records a consumer may re-read: **{_count(group['may_reread'])}**",
                   f"- records not mirrored yet (recovery point): **{_count(group['not_mirrored'])}**"]
         if (warning := active_warning(group)):
-            lines.append(f"- **REFUSED at apply**: {warning}")
+            lines.append(f"- **REFUSED at apply**: {md_text(warning)}")
         for item in group["untranslated"]:
-            lines.append(f"- untranslated {item['source_topic']}[{item['partition']}] (committed "
-                         f"{item['source_offset']}): {item['reason']}")
+            lines.append(f"- untranslated {md_text(item['source_topic'])}[{item['partition']}] (committed "
+                         f"{item['source_offset']}): {md_text(item['reason'])}")
         if group["partitions"]:
             lines += ["", "| destination partition | committed (source) | translated offset | method | re-read "
                           "| not mirrored |", "|---|---:|---:|---|---:|---:|"]
-            lines += [f"| {p['topic']}[{p['partition']}] | {p['committed']:,} | {p['offset']:,} | {p['method']} "
+            lines += [f"| {md_text(p['topic'])}[{p['partition']}] | {p['committed']:,} | {p['offset']:,} | {p['method']} "
                       f"| {p['may_reread']:,} | {_count(p['not_mirrored'])} |" for p in group["partitions"]]
         else:
             lines.append("- no committed offset on a partition this mirror replicates: nothing to apply")
@@ -137,20 +140,20 @@ def failover_report(impact: dict, approval: dict | None, stop: dict | None, outc
 
 def report_markdown(report: dict) -> str:
     """The report for people: status, approval, per group the applied offsets or the reason."""
-    lines = [f"# Failover of mirror `{report['mirror']}`: {report['status']}", "",
-             f"- approved by {report['approved_by'] or '?'} at {report['approved_at'] or '?'}",
+    lines = [f"# Failover of mirror {md_code(report['mirror'])}: {report['status']}", "",
+             f"- approved by {md_text(report['approved_by'] or '?')} at {md_text(report['approved_at'] or '?')}",
              f"- lifecycle DAG `{report['lifecycle_dag_id']}`: "
              + ("paused by this failover (unpause it to mirror again)" if report["paused_here"] else
                 "was already paused"), ""]
     for applied in report["applied"]:
-        lines += [f"## Group `{applied['group']}`: applied", "",
+        lines += [f"## Group {md_code(applied['group'])}: applied", "",
                   "| destination partition | offset | method | may re-read |", "|---|---:|---|---:|"]
-        lines += [f"| {o['topic']}[{o['partition']}] | {o['offset']:,} | {o['method']} | {o['may_reread']:,} |"
+        lines += [f"| {md_text(o['topic'])}[{o['partition']}] | {o['offset']:,} | {o['method']} | {o['may_reread']:,} |"
                   for o in applied["offsets"]]
-        lines += [f"- untranslated {u['source_topic']}[{u['partition']}]: {u['reason']}"
+        lines += [f"- untranslated {md_text(u['source_topic'])}[{u['partition']}]: {md_text(u['reason'])}"
                   for u in applied["untranslated"]]
         lines.append("")
     for item in report["not_applied"]:
-        lines += [f"## Group `{item['group']}`: NOT applied", "", f"{item['reason']}", ""]
+        lines += [f"## Group {md_code(item['group'])}: NOT applied", "", md_text(item["reason"]), ""]
     lines += ["## Impact approved", "", impact_markdown(report["impact"])]
     return "\n".join(lines).rstrip() + "\n"

@@ -53,8 +53,21 @@ class MirrorAirflowSettings(KebabModel):
     spark_conn_id: str = Field("spark_default", pattern=_CONN_ID, description="the spark-submit connection")
     verify_report_dir: str | None = Field(None, description="where reports go (default $MIRROR_REPORT_DIR, else "
                                           "$AIRFLOW_HOME/mirror-reports)")
+    # Who may approve this mirror's failover (Airflow user ids; {id, name} where an auth manager's ids are not
+    # the user names): the approval task is assigned to them, minus whoever triggered the run. Empty: anyone with
+    # the DAG's HITL permission, the triggering user included (a warning says so).
+    failover_approvers: list[str | dict[str, str]] = Field(default_factory=list, description="users who may approve "
+                                                           "the failover (ids, or {id, name}); never its triggerer")
     lag: dict = Field(default_factory=dict, description="the lag DAG's settings (airflow.lag)")
     alerts: dict = Field(default_factory=dict, description="the notifiers (airflow.alerts)")
+
+    @field_validator("failover_approvers")
+    @classmethod
+    def _approvers(cls, value: list) -> list:
+        for user in value:
+            if isinstance(user, dict) and (set(user) - {"id", "name"} or not user.get("id")):
+                raise ValueError("an approver is a user id, or a mapping with id (and name)")
+        return value
 
     @field_validator("verify_schedule")
     @classmethod
@@ -64,6 +77,12 @@ class MirrorAirflowSettings(KebabModel):
         if len(value.split()) != 5:
             raise ValueError(f"a 5-field cron expression or @preset is expected, got {value!r}")
         return value
+
+
+def approvers(settings: MirrorAirflowSettings) -> list[dict[str, str]]:
+    """`failover_approvers` as Airflow's HITLUser mappings ({id, name})."""
+    return [{"id": u, "name": u} if isinstance(u, str) else {"id": u["id"], "name": u.get("name", u["id"])}
+            for u in settings.failover_approvers]
 
 
 def parse_settings(raw: object, where: str) -> MirrorAirflowSettings:

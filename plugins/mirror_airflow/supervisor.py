@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,10 +39,38 @@ def pause_check_due(now: float, last_check: float | None, interval_s: float) -> 
     return last_check is None or now - last_check >= interval_s
 
 
-def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The worker process's environment: this one's (it imports mirror_worker as installed here), unbuffered, and
-    PYTHONSAFEPATH so that `python -m` leaves the working folder off its sys.path."""
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", **(extra or {})}
+# What the worker needs of the task's environment (issue 46 item 4), and nothing else: the task process holds
+# Airflow's database URL, JWT and API secrets, fernet key and connections, which the worker has no use for and a
+# `${env:...}` placeholder or a crash dump could carry further. Finding the interpreter and its packages (PATH,
+# PYTHONPATH), locale and time zone, temp files, Kerberos (GSSAPI), the CA bundle and proxies of the registry's
+# HTTP client, the library path of a custom librdkafka, and the worker's own settings (MIRROR_*: the secrets
+# directories, the worker slot, the log level).
+PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH", "JAVA_HOME",
+              "LD_LIBRARY_PATH", "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+              "http_proxy", "https_proxy", "no_proxy")
+PASSED_PREFIXES = ("LC_", "KRB5", "MIRROR_")
+_ENV_PLACEHOLDER = re.compile(r"\$\{env:+(?P<name>[A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def spec_env_names(spec_path) -> set[str]:
+    """The variables a spec's `${env:NAME}` placeholders name (none when the file cannot be read)."""
+    try:
+        text = Path(spec_path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {m.group("name") for m in _ENV_PLACEHOLDER.finditer(text)}
+
+
+def worker_env(extra: dict[str, str] | None = None, spec_env: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+    """The worker process's environment: the allowlisted part of this one's, unbuffered, and PYTHONSAFEPATH so
+    that `python -m` leaves the working folder off its sys.path. `spec_env`: the variables the spec's
+    `${env:...}` placeholders name, passed only while the worker resolves them (no MIRROR_SECRETS_DIRS: the
+    worker refuses `${env:...}` then, config/placeholders.py)."""
+    from mirror_worker.api import SECRETS_DIRS_VARIABLE
+
+    wanted = set() if os.environ.get(SECRETS_DIRS_VARIABLE) else set(spec_env)
+    kept = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES) or k in wanted}
+    return {**kept, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", **(extra or {})}
 
 
 def _parent_death_signal():
@@ -62,9 +91,11 @@ def _parent_death_signal():
 class WorkerProcess:
     """A child process whose stdout/stderr are drained into `log` (the last stderr lines kept)."""
 
-    def __init__(self, argv: list[str], log: logging.Logger, tail_lines: int = 20) -> None:
+    def __init__(self, argv: list[str], log: logging.Logger, tail_lines: int = 20,
+                 env: dict[str, str] | None = None) -> None:
+        """`env`: the child's environment (default: worker_env())."""
         self.log = log
-        self.proc = subprocess.Popen(argv, env=worker_env(), stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(argv, env=env if env is not None else worker_env(), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                                      bufsize=1, preexec_fn=_parent_death_signal())
         self.stderr_tail: deque = deque(maxlen=tail_lines)

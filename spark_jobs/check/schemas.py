@@ -41,8 +41,9 @@ UNCHECKED = {"checked": False, "reason": "no schema registries in the mirror spe
 class SchemaCheck:
     """The registries of a mirror and, per source topic, whether its keys and its values are framed."""
 
-    source_url: str
-    destination_url: str
+    # SchemaRegistryClient config of each side (URL, auth, TLS: MirrorConfig.source_registry/destination_registry)
+    source_registry: dict
+    destination_registry: dict
     fields: dict[str, tuple[bool, bool]]       # source topic -> (keys framed, values framed)
     mode: str = "auto"                         # the mirror's schema-id-rewrite
 
@@ -52,11 +53,11 @@ class SchemaCheck:
 
     def only(self, topics: Iterable[str]) -> SchemaCheck:
         wanted = set(topics)
-        return SchemaCheck(self.source_url, self.destination_url,
+        return SchemaCheck(self.source_registry, self.destination_registry,
                            {t: f for t, f in self.fields.items() if t in wanted}, self.mode)
 
     def summary(self) -> dict:
-        """The report's `schemas` section (registry URLs are left out: they may carry credentials)."""
+        """The report's `schemas` section (registries are left out: their settings carry credentials)."""
         return {"checked": True, "schema_id_rewrite": self.mode,
                 "framed_keys": sorted(t for t, (k, _) in self.fields.items() if k),
                 "framed_values": sorted(t for t, (_, v) in self.fields.items() if v)}
@@ -74,24 +75,24 @@ def framed_fields(mode: str, topics: Iterable[str], has_subject: Callable[[str],
 
 
 def schema_check(mirror, topics: Iterable[str], registry_factory=None) -> SchemaCheck | None:
-    """The SchemaCheck of a MirrorConfig (None: no registries, or no spec). `registry_factory(url, role)`
-    builds a registry client (default: the worker's mirror_worker.schemas.registry.Registry)."""
+    """The SchemaCheck of a MirrorConfig (None: no registries, or no spec). `registry_factory(config, role)`
+    builds a registry client from SchemaRegistryClient config (default: the worker's Registry)."""
     if mirror is None or not mirror.syncs_schemas:
         return None
-    source_url = mirror.source_registry_url(mirror.sources[0])
-    if source_url is None:
+    source = mirror.source_registry(mirror.sources[0])
+    if source is None:
         return None
-    registry = _registry(registry_factory, source_url, SOURCE)
+    registry = _registry(registry_factory, source, SOURCE)
     fields = framed_fields(mirror.schema_id_rewrite, topics, registry.has_subject)
-    return SchemaCheck(source_url, mirror.destination_schema_registry_url, fields, mirror.schema_id_rewrite)
+    return SchemaCheck(source, mirror.destination_registry, fields, mirror.schema_id_rewrite)
 
 
-def _registry(factory, url: str, role: str):
+def _registry(factory, config: dict, role: str):
     if factory is None:
         from mirror_worker.batch_api import Registry
 
         factory = Registry
-    return factory(url, role)
+    return factory(config, role)
 
 
 # ------------------------------------------------------------------ Spark (driver and expressions)
@@ -109,8 +110,8 @@ def meanings_of(check: SchemaCheck, side: str, ids: set[int], registry_factory=N
 
     if not ids:
         return {}
-    url = check.source_url if side == SOURCE else check.destination_url
-    return schema_meanings(_registry(registry_factory, url, side), ids)
+    config = check.source_registry if side == SOURCE else check.destination_registry
+    return schema_meanings(_registry(registry_factory, config, side), ids)
 
 
 def schema_digest(side: str, keys_framed: set[str], values_framed: set[str], meanings: dict[int, str]) -> Column:

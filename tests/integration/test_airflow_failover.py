@@ -285,3 +285,59 @@ def test_a_group_active_on_the_destination_is_refused(stack, mirror):
         assert set(committed_offsets(dst, group, mirror.mirrored, PARTITIONS).values()) == {-1001}
     finally:
         member.close()
+
+
+FORGED = "All consumers already on the destination: nothing will be lost."
+
+
+class RefusedApprover(Approver):
+    """Someone not among the mirror's approvers (the tests' admin) answering the approval: Airflow's HITL endpoint
+    must refuse it. Keeps the status it got, then ends the parked task failed (as an operator would, by hand)."""
+
+    status: int | None = None
+
+    def _run(self) -> None:
+        task = None
+        try:
+            self.shown = wait_until(self._requested, 300, "no approval requested")
+            ti = self.shown["task_instance"]
+            task = f"/dags/{self.dag_id}/dagRuns/{ti['dag_run_id']}/taskInstances/{ti['task_id']}"
+            wait_until(lambda: self._call("GET", task)["state"] == "awaiting_input", 60,
+                       "the approval task never parked", interval=0.5)
+            self.status = self.api.request("PATCH", f"{task}/{ti['map_index']}/hitlDetails",
+                                           json={"chosen_options": ["Approve"]}).status_code
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            if task is not None:
+                self.api.request("PATCH", task, json={"new_state": "failed"})
+
+
+def test_only_a_named_approver_may_answer_and_a_group_id_cannot_forge_the_text(stack, mirror, tmp_path):
+    """Issue 46 item 6 on the real api-server: with `failover-approvers` the approval is assigned (the run's
+    triggering user, dag.test()'s `dag_test`, is not among them), the admin's answer is refused, nothing is
+    applied; a consumer group whose id holds a backtick and a newline shows as one escaped heading."""
+    from airflow.utils.state import TaskInstanceState
+    from markdown_it import MarkdownIt
+
+    from mirror_airflow.dag_factory import mirror_dags
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    group = f"evil-{uuid.uuid4().hex[:8]}`\n**{FORGED}**"
+    _commit_on_source(src, mirror.topic, group, HALF)
+    spec = json.loads(mirror.spec.read_text())
+    spec["groups"][0]["mirrors"][0]["airflow"]["failover-approvers"] = ["ops-b", "dag_test"]
+    guarded = tmp_path / "mirrors.yaml"
+    guarded.write_text(json.dumps(spec))
+
+    approver = RefusedApprover(mirror)
+    run = mirror_dags(mirror.name, guarded)[mirror.failover].test(run_conf={"groups": group})
+    shown = approver.result()
+
+    assert approver.status == 403
+    assert shown["assigned_users"] == [{"id": "ops-b", "name": "ops-b"}]
+    html = MarkdownIt("commonmark").enable("table").render(shown["body"])
+    assert f"<strong>{FORGED}" not in html and "<h3>Group <code>evil-" in html
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["approve"] == TaskInstanceState.FAILED and states["apply_offsets"] != TaskInstanceState.SUCCESS
+    assert set(committed_offsets(dst, group, mirror.mirrored, PARTITIONS).values()) == {-1001}

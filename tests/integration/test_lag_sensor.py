@@ -198,7 +198,7 @@ def test_stalled_mirror_fails_and_notifies_within_two_minutes(stack, topic_name,
 
 def test_deferred_trigger_carries_no_resolved_secret(stack, topic_name, tmp_path, airflow_db, monkeypatch):
     """The trigger row Airflow stores for a deferred lag sensor holds the spec path and the mirror's name, never
-    what the spec resolves to: a `${file:}` password, credentials in a registry URL."""
+    what the spec resolves to: a `${file:}` password, a registry's basic auth."""
     import airflow.sdk.definitions.dag as airflow_dag
     from airflow.models.trigger import Trigger
 
@@ -209,9 +209,9 @@ def test_deferred_trigger_carries_no_resolved_secret(stack, topic_name, tmp_path
     create_topic(stack["source"].kafka.bootstrap_servers, topic)
     password, registry_password = f"pw-{uuid.uuid4().hex}", f"reg-{uuid.uuid4().hex}"
     secrets = tmp_path / "secrets.properties"
-    secrets.write_text(f"source.password={password}\n")
-    registries = {side: stack[side].registry.url.replace("://", f"://mirror:{registry_password}@")
-                  for side in ("source", "destination")}
+    secrets.write_text(f"source.password={password}\nregistry.user.info=mirror:{registry_password}\n")
+    registry_auth = f"schema-registry: {{basic.auth.user.info: \"${{file:{secrets}:registry.user.info}}\"}}"
+    registries = {side: stack[side].registry.url for side in ("source", "destination")}
     spec = tmp_path / "mirrors.yaml"
     spec.write_text(f"""
 groups:
@@ -221,10 +221,12 @@ groups:
       kafka: {{bootstrap.servers: "{stack['source'].kafka.bootstrap_servers}", sasl.username: mirror,
               sasl.password: "${{file:{secrets}:source.password}}"}}
       schema-registry-url: "{registries['source']}"
+      {registry_auth}
       allow-insecure: [http-registry]
     destination:
       kafka: {{bootstrap.servers: "{stack['destination'].kafka.bootstrap_servers}"}}
       schema-registry-url: "{registries['destination']}"
+      {registry_auth}
       allow-insecure: [http-registry]
     mirrors:
       - {{name: {name}, whitelist: "{topic}", prefix: "lag."}}

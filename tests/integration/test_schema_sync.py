@@ -316,10 +316,10 @@ def test_unreachable_registry_stops_the_worker_without_leaking_credentials(stack
     topic = topic_name("noreg")
     create_topic(src, topic, partitions=1)
     args = _worker_args(stack, tmp_path, f"g-{topic}", "--whitelist", topic)
-    args[args.index("--schema.registry.url") + 1] = "http://mirror:s3cret-pw@127.0.0.1:1/apis/ccompat/v7"
+    args[args.index("--schema.registry.url") + 1] = "http://127.0.0.1:1/apis/ccompat/v7"
     # Credentials over http are refused without this opt-in (config/posture.py): here they must reach the client.
     with open(args[args.index("--consumer.config") + 1], "a") as source_properties:
-        source_properties.write("\nallow-insecure=http-registry\n")
+        source_properties.write("\nallow-insecure=http-registry\nschema.registry.basic.auth.user.info=mirror:s3cret-pw\n")
 
     worker = WorkerProcess(args, tmp_path)
     assert worker.wait(120) == 1

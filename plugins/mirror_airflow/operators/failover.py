@@ -6,13 +6,15 @@
   on the destination; a group with active members there is refused (the task fails with one line);
 - FailoverReportOperator: the JSON report and its markdown beside it, in the mirror's report folder.
 
-The approval is the standard provider's ApprovalOperator; the stop is StopMirrorOperator (handover.py).
+The approval is FailoverApprovalOperator, the standard provider's ApprovalOperator assigned to the mirror's
+`failover-approvers` minus the run's triggering user; the stop is StopMirrorOperator (handover.py).
 """
 
 from __future__ import annotations
 
 import json
 
+from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirror_airflow.failover import (
@@ -25,6 +27,31 @@ from mirror_airflow.reports import new_report_path
 
 SUMMARY_KEY = "summary"
 OUTCOME_KEY = "outcome"
+
+
+class FailoverApprovalOperator(ApprovalOperator):
+    """The approval of a failover by someone else than who asked for it (four eyes): Airflow lets only the
+    assigned users answer (its HITL endpoint checks them), and the triggering user is taken out of them at run
+    time (matched by id or name: an auth manager's ids need not be the names). No approvers configured: anyone
+    with the DAG's HITL permission may answer, as before, and the task log says so."""
+
+    def __init__(self, *, approvers: list[dict[str, str]] | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.approvers = list(approvers or [])
+
+    def execute(self, context):
+        if not self.approvers:
+            self.log.warning("no airflow.failover-approvers: any user with this DAG's HITL permission may approve, "
+                             "the one who triggered the run included")
+            return super().execute(context)
+        triggered_by = getattr(context.get("dag_run"), "triggering_user_name", None)
+        others = [u for u in self.approvers if triggered_by not in (u["id"], u["name"])]
+        if not others:
+            raise AirflowFailException(f"the failover needs an approver other than {triggered_by}, who triggered it: "
+                                       "add one to airflow.failover-approvers")
+        self.assigned_users = others
+        self.log.info("approval assigned to %s", ", ".join(u["name"] for u in others))
+        return super().execute(context)
 
 
 class FailoverOperator(MirrorOperator):

@@ -38,13 +38,19 @@ LAUNCHER = Path(__file__).resolve().parents[1] / "spark_launcher.py"
 
 def spark_env() -> dict[str, str]:
     """spark-submit and its Python workers run this interpreter. PYTHONSAFEPATH: the launcher's folder stays off
-    the driver's sys.path (spark_launcher.py)."""
+    the driver's sys.path (spark_launcher.py). MIRROR_SECRETS_DIRS, where set: the driver reads the spec and
+    resolves its placeholders under the same allowlist as the worker, also where the provider hands env_vars to
+    a driver of its own (YARN's appMasterEnv, Kubernetes' driverEnv) instead of spark-submit's environment."""
+    from mirror_worker.api import SECRETS_DIRS_VARIABLE
+
     bin_dir = str(Path(sys.executable).parent)
+    secrets = os.environ.get(SECRETS_DIRS_VARIABLE)
     return {
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "PYTHONSAFEPATH": "1",
         "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "/usr/bin:/bin")]),
+        **({SECRETS_DIRS_VARIABLE: secrets} if secrets else {}),
     }
 
 

@@ -10,7 +10,9 @@ import time
 from mirror_airflow.exceptions import WorkerFailedError
 from mirror_airflow.hooks.airflow_api import api_from_connection
 from mirror_airflow.operators.base import MirrorOperator
-from mirror_airflow.supervisor import Action, WorkerProcess, next_action, pause_check_due
+from mirror_airflow.supervisor import (
+    Action, WorkerProcess, next_action, pause_check_due, spec_env_names, worker_env,
+)
 from mirror_worker.api import SLOT_FLAG
 
 
@@ -69,7 +71,7 @@ class MirrorWorkerOperator(MirrorOperator):
         api = api_from_connection(self.api_conn_id, self.log)
         argv = self.worker_argv()
         self.log.info("starting mirror worker: %s", " ".join(argv))
-        self._worker = worker = WorkerProcess(argv, self.log)
+        self._worker = worker = WorkerProcess(argv, self.log, env=worker_env(spec_env=spec_env_names(self.spec_path)))
         started = time.monotonic()
         last_check: float | None = None
         paused: bool | None = None

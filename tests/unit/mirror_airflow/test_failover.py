@@ -110,7 +110,7 @@ def test_impact_summary_the_approver_reads():
         "### Group `app`\n"
         "- records a consumer may re-read: **30**\n"
         "- records not mirrored yet (recovery point): **unknown**\n"
-        "- untranslated orders[2] (committed 7): orders[2] does not exist on the destination\n"
+        "- untranslated orders[2] (committed 7): orders\\[2\\] does not exist on the destination\n"  # a reason, escaped
         "\n"
         "| destination partition | committed (source) | translated offset | method | re-read | not mirrored |\n"
         "|---|---:|---:|---|---:|---:|\n"
@@ -227,3 +227,80 @@ def test_a_reverse_mirror_gets_the_dags_of_a_mirror_and_its_own_failover(tmp_pat
         "mirror__orders-back__catchup", "mirror__orders-back__failover"}
     assert _structure(bag.dags["mirror__orders-back__failover"]) == FAILOVER
     assert bag.dags["mirror__orders-back"].is_paused_upon_creation is True
+
+
+# ------------------------------------------------------------------ issue 46 item 6: spoofing and a second approver
+FORGED = "All consumers already on the destination: nothing will be lost."
+
+
+def _rendered(markdown: str) -> str:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").render(markdown)
+
+
+@pytest.mark.parametrize("group", [
+    f"evil`\n**{FORGED}**",
+    f"evil``\n\n**{FORGED}**\n\n`",
+    f"evil\r\n### {FORGED}",
+    f"evil <b>{FORGED}</b> [click](http://x.example)",
+    f"evil|\n| **{FORGED}** |",
+])
+def test_a_group_id_cannot_forge_text_in_the_approval(group):
+    translation = {**_translation(group), "untranslated": [
+        {"source_topic": "orders", "partition": 2, "source_offset": 7, "reason": f"group {group!r}: {group}"}]}
+    impact = {"mirror": "orders", "groups": [group_impact(translation, {("orders", 0): 1000}, destination_members=1)]}
+    for markdown in (impact_markdown(impact), report_markdown(failover_report(
+            impact, {"responded_by_user": {"name": group}}, None,
+            {"applied": [], "not_applied": [{"group": group, "reason": group}]}, "mirror__orders"))):
+        html = _rendered(markdown)
+        assert "<strong>All consumers" not in html and "<h3>All consumers" not in html
+        assert "<b>" not in html and "<a href" not in html
+        # Every line the approver reads is one the text produced, the group id held inside one of them.
+        assert all(not line.startswith(("**All", "### All", "| **All")) for line in markdown.splitlines())
+
+
+def test_the_failover_approval_is_assigned_to_the_configured_approvers(tmp_path, dags_dir, monkeypatch):  # noqa: F811
+    from mirror_airflow.dag_factory import render
+
+    spec = tmp_path / "mirrors.yaml"
+    spec.write_text(SPEC.replace("airflow: {api-conn-id: my_api, verify-report-dir: /var/reports}",
+                                 "airflow: {api-conn-id: my_api, failover-approvers: [ops-a, {id: '17', name: ops-b}]}"))
+    render(spec, dags_dir)
+    bag = _dagbag(dags_dir, spec, monkeypatch)
+    assert bag.import_errors == {}
+    approve = bag.dags["mirror__orders__failover"].get_task("approve")
+    assert approve.assigned_users == [{"id": "ops-a", "name": "ops-a"}, {"id": "17", "name": "ops-b"}]
+
+
+class _Run:
+    def __init__(self, user):
+        self.triggering_user_name = user
+
+
+@pytest.mark.parametrize("triggered_by, assigned", [
+    ("ops-a", [{"id": "17", "name": "ops-b"}]),          # whoever triggered does not approve
+    ("someone", [{"id": "ops-a", "name": "ops-a"}, {"id": "17", "name": "ops-b"}]),
+    ("ops-b", [{"id": "ops-a", "name": "ops-a"}]),       # matched by name too (an auth manager's numeric ids)
+])
+def test_the_triggering_user_is_not_an_approver(monkeypatch, triggered_by, assigned):
+    from mirror_airflow.operators.failover import FailoverApprovalOperator
+
+    op = FailoverApprovalOperator(task_id="approve", subject="s", body="b",
+                                  approvers=[{"id": "ops-a", "name": "ops-a"}, {"id": "17", "name": "ops-b"}])
+    sent = {}
+    monkeypatch.setattr("airflow.providers.standard.operators.hitl.ApprovalOperator.execute",
+                        lambda self, context: sent.update(users=self.assigned_users))
+    op.execute({"dag_run": _Run(triggered_by)})
+    assert sent["users"] == assigned
+
+
+def test_an_approval_only_the_triggering_user_could_give_fails_in_one_line(monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mirror_airflow.operators.failover import FailoverApprovalOperator
+
+    op = FailoverApprovalOperator(task_id="approve", subject="s", body="b", approvers=[{"id": "ops-a", "name": "ops-a"}])
+    with pytest.raises(AirflowFailException, match="^the failover needs an approver other than ops-a, who triggered "
+                                                   "it: add one to airflow.failover-approvers$"):
+        op.execute({"dag_run": _Run("ops-a")})

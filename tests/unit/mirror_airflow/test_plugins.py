@@ -167,9 +167,11 @@ def test_schema_registry_hook_url_and_basic_auth(monkeypatch):
         "conn_type": "http", "host": "reg.local", "port": 8081, "login": "u", "password": "p",
         "extra": {"path": "/apis/ccompat/v7", "allow-insecure": ["http-registry"]}}))
     assert SchemaRegistryHook("reg").client_config() == {
-        "url": "http://reg.local:8081/apis/ccompat/v7", "basic.auth.user.info": "u:p"}
+        "url": "http://reg.local:8081/apis/ccompat/v7", "basic.auth.user.info": "u:p", "timeout": 30,
+        "retries.wait.ms": 200}
     monkeypatch.setenv("AIRFLOW_CONN_REG2", json.dumps({"conn_type": "http", "host": "https://r.example"}))
-    assert SchemaRegistryHook("reg2").client_config() == {"url": "https://r.example"}
+    assert SchemaRegistryHook("reg2").client_config() == {"url": "https://r.example", "timeout": 30,
+                                                          "retries.wait.ms": 200}
 
 
 def test_api_base_url_from_connection(monkeypatch):

@@ -39,4 +39,4 @@ def test_the_registry_hook_refuses_http_off_loopback_and_keeps_loopback(monkeypa
                                           "add http-registry to allow-insecure to accept it$"):
         SchemaRegistryHook("reg_far").client_config()
     _connection(monkeypatch, "reg_local", host="127.0.0.1", port=8081)
-    assert SchemaRegistryHook("reg_local").client_config() == {"url": "http://127.0.0.1:8081"}
+    assert SchemaRegistryHook("reg_local").client_config()["url"] == "http://127.0.0.1:8081"

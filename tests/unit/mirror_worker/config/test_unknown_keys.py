@@ -61,8 +61,8 @@ def test_unknown_top_level_keys_are_all_reported(tmp_path, text, message):
 def test_unknown_source_and_destination_keys_are_all_reported(tmp_path):
     path = tmp_path / "mirrors.yaml"
     path.write_text(SPEC.replace("{extra}", "").replace("kafka: {bootstrap.servers: \"127.0.0.1:1\"}",
-                                                  "kafka: {bootstrap.servers: \"127.0.0.1:1\"}, schema-registry: x, "
+                                                  "kafka: {bootstrap.servers: \"127.0.0.1:1\"}, schema-registry-uri: x, "
                                                   "nme: y"))
     [entry] = load_entries(path)
     assert entry.error.endswith("mirror 'm': source: nme: unknown key (did you mean name?); "
-                                "schema-registry: unknown key (did you mean schema-registry-url?)")
+                                "schema-registry-uri: unknown key (did you mean schema-registry-url?)")

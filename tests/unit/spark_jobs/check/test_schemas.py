@@ -32,8 +32,8 @@ REGISTRIES = {  # the same schema is 1 on the source and 7 on the destination; 8
 
 
 class FakeRegistry:
-    def __init__(self, url, role):
-        self.schemas, self.role = REGISTRIES[url], role
+    def __init__(self, config, role):
+        self.schemas, self.role = REGISTRIES[config["url"]], role
 
     def schema(self, schema_id):
         text = self.schemas.get(schema_id)
@@ -50,7 +50,7 @@ def framed(schema_id: int, body: bytes) -> bytes:
     return b"\x00" + schema_id.to_bytes(4, "big") + body
 
 
-CHECK = SchemaCheck("src-url", "dst-url", {"t": (False, True)})
+CHECK = SchemaCheck({"url": "src-url"}, {"url": "dst-url"}, {"t": (False, True)})
 
 
 # ------------------------------------------------------------------ which fields are framed (pure)
@@ -67,8 +67,8 @@ def test_framed_fields_follow_the_workers_rewrite_rule():
 def test_no_registries_no_schema_check():
     assert schema_check(None, ["t"]) is None
     assert schema_check(SimpleNamespace(syncs_schemas=False), ["t"]) is None
-    mirror = SimpleNamespace(syncs_schemas=True, sources=[object()], source_registry_url=lambda s: "src-url",
-                             destination_schema_registry_url="dst-url", schema_id_rewrite="auto")
+    mirror = SimpleNamespace(syncs_schemas=True, sources=[object()], source_registry=lambda s: {"url": "src-url"},
+                             destination_registry={"url": "dst-url"}, schema_id_rewrite="auto")
     check = schema_check(mirror, ["t", "u"], FakeRegistry)
     assert check.fields == {"t": (False, True), "u": (True, False)} and check.framed_topics() == {"t", "u"}
     assert check.summary() == {"checked": True, "schema_id_rewrite": "auto", "framed_keys": ["u"],
