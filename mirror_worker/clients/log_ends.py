@@ -8,7 +8,9 @@ that may still abort.
 
 from __future__ import annotations
 
-from confluent_kafka import IsolationLevel, TopicPartition
+import time
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 
@@ -20,12 +22,39 @@ def reads_committed(consumer_settings: dict) -> bool:
 def list_offsets(admin, partitions: list[TopicPartition], spec: OffsetSpec, committed: bool,
                  timeout: float) -> dict[tuple[str, int], int]:
     """One ListOffsets request for every partition: the offset `spec` names, as a read_committed
-    (`committed`) or read_uncommitted reader sees it."""
-    if not partitions:
-        return {}
+    (`committed`) or read_uncommitted reader sees it.
+
+    Partitions answered with a retriable error (a leader not ready: a broker still loading thousands of new
+    partitions answered NOT_LEADER_FOR_PARTITION, bench/width.py at 5,000) are asked again, together, within
+    `timeout`; then, or at once for any other error, the KafkaException is raised."""
     level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    futures = admin.list_offsets({tp: spec for tp in partitions}, isolation_level=level, request_timeout=timeout)
-    return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
+    deadline = time.monotonic() + timeout
+    offsets: dict[tuple[str, int], int] = {}
+    while partitions:
+        futures = admin.list_offsets({tp: spec for tp in partitions}, isolation_level=level, request_timeout=timeout)
+        again = []
+        for tp, future in futures.items():
+            try:
+                offsets[(tp.topic, tp.partition)] = future.result().offset
+            except KafkaException as exc:
+                if not _not_ready(exc.args[0]) or time.monotonic() > deadline:
+                    raise
+                again.append(TopicPartition(tp.topic, tp.partition))
+        partitions = again
+        if partitions:
+            time.sleep(0.2)
+    return offsets
+
+
+# A partition's leader not known or not ready yet. confluent-kafka builds a per-partition result's KafkaError
+# from its code alone, so retriable() says False for these.
+_NOT_READY = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+              KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.NOT_ENOUGH_REPLICAS,
+              KafkaError.OFFSET_NOT_AVAILABLE}
+
+
+def _not_ready(error: KafkaError) -> bool:
+    return error.retriable() or error.code() in _NOT_READY
 
 
 def log_bounds(admin, partitions: list[TopicPartition], committed: bool,
