@@ -287,6 +287,19 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)  # spark-submit of this venv
 
 
+def test_verify_of_an_empty_window_is_skipped_saying_nothing_to_check(spark_submit, tmp_path):
+    """A check that read no record is no success: the task is skipped (not green) and says why."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    spark_submit.report = {"status": "nothing to check", "totals": {"checked": 0, "missing": 0},
+                           "window": {"kind": "all"}}
+    op = ConsistencyCheckOperator(task_id="consistency_check", spec_path="/s/m.yaml", mirror_name="orders",
+                                  conn_id="spark_t", report_dir=str(tmp_path))
+    with pytest.raises(AirflowSkipException, match=r"^nothing to check: the source held no record in the window "
+                                                   r"\(report .*check-.*\.json\)$"):
+        op.execute({})
+
+
 @pytest.mark.parametrize("code, report, message", [
     (1, {"status": "inconsistent", "totals": {"missing": 2}}, "mirror 'orders' is inconsistent: inconsistent: missing=2"),
     (1, {"status": "inconsistent", "totals": {"checked": 9, "missing": 1}, "modes": {
