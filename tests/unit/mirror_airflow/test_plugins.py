@@ -291,6 +291,10 @@ def test_verify_of_an_empty_window_is_skipped_saying_nothing_to_check(spark_subm
     """A check that read no record is no success: the task is skipped (not green) and says why."""
     from airflow.sdk.exceptions import AirflowSkipException
 
+    from mirror_airflow.operators import spark
+    from spark_jobs.check import report
+
+    assert spark.NOTHING_TO_CHECK == report.NOTHING_TO_CHECK  # the plugin reads the status the job writes
     spark_submit.report = {"status": "nothing to check", "totals": {"checked": 0, "missing": 0},
                            "window": {"kind": "all"}}
     op = ConsistencyCheckOperator(task_id="consistency_check", spec_path="/s/m.yaml", mirror_name="orders",
