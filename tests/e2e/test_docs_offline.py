@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from devstack.paths import ROOT
 from tests.e2e.browser import remove_profile, screenshot, start_chromium
+from tests.e2e.waits import wait_until
 
 pytestmark = pytest.mark.e2e  # the browser tests' group; no stack, no Airflow
 
@@ -64,16 +64,6 @@ def offline_browser():
         remove_profile(profile)
 
 
-def _wait(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
 def _requested_urls(driver) -> list[str]:
     events = (json.loads(entry["message"])["message"] for entry in driver.get_log("performance"))
     return [e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"]
@@ -100,17 +90,18 @@ def test_the_docs_site_works_offline(site, offline_browser):
     driver = offline_browser
     driver.get(site + "/")
     # Material replaces the diagram's <pre> by a div.mermaid once Mermaid has rendered it.
-    _wait(lambda: driver.find_elements(By.CSS_SELECTOR, "div.mermaid"), 60, "the home page's Mermaid diagram")
-    _wait(lambda: _svg_in_shadow(driver.execute_cdp_cmd("DOM.getDocument", {"depth": -1, "pierce": True})["root"]),
-          30, "an SVG inside the diagram")
+    wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, "div.mermaid"), 60, "the home page's Mermaid diagram",
+               interval=0.25)
+    wait_until(lambda: _svg_in_shadow(driver.execute_cdp_cmd("DOM.getDocument", {"depth": -1, "pierce": True})["root"]),
+               30, "an SVG inside the diagram", interval=0.25)
     assert "flowchart LR" not in driver.find_element(By.TAG_NAME, "body").text
     screenshot(driver, "docs-offline-1-home")
 
     search = driver.find_element(By.CSS_SELECTOR, "input.md-search__input")
     search.click()
     search.send_keys("offset translation")
-    results = _wait(lambda: driver.find_elements(By.CSS_SELECTOR, ".md-search-result__item"), 30,
-                    "search results for 'offset translation'")
+    results = wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, ".md-search-result__item"), 30,
+                         "search results for 'offset translation'", interval=0.25)
     meta = driver.find_element(By.CSS_SELECTOR, ".md-search-result__meta").text
     assert "Initializing" not in meta and "matching" in meta, meta
     assert any("offset-translation" in (r.find_element(By.TAG_NAME, "a").get_attribute("href") or "") for r in results)

@@ -253,7 +253,9 @@ def spark_submit(monkeypatch):
     return FakeSparkSubmit
 
 
-def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
+def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path, monkeypatch):
+    # The hook passes its own environment on: a PYTHONPATH of the test run would look like one the operator set.
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     op = ConsistencyCheckOperator(task_id="consistency_check", spec_path="/s/m.yaml", mirror_name="orders",
                                   conn_id="spark_t", report_dir=str(tmp_path))
     spark_submit.report = {"status": "ok", "totals": {"checked": 4, "missing": 0}}
