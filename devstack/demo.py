@@ -217,7 +217,9 @@ def main() -> int:
     for name, cluster in stack.clusters.items():
         print(f"  {name:<12} kafka {cluster.kafka.bootstrap_servers:<22} registry {cluster.registry.url}")
     if airflow_mirror is not None:
-        print_login(Airflow(stack))
+        airflow = Airflow(stack)
+        release_verify(airflow.api(), caught_up)
+        print_login(airflow)
     print("the mirror keeps running in the background.  status: make stack-status    stop: make stack-down")
     return 0 if caught_up else 1
 
@@ -275,6 +277,9 @@ def demo_dag_ids(name: str = DEMO_MIRROR) -> list[str]:
     return [f"mirror__{name}", f"mirror__{name}__lag", f"mirror__{name}__verify", f"mirror__{name}__catchup"]
 
 
+VERIFY_DAG = demo_dag_ids()[2]
+
+
 def run_with_demo(stack: Stack, out=print) -> Airflow:
     """Start Airflow on the stack with the demo spec and unpause the demo mirror's DAGs."""
     # The lifecycle DAG discovers the demo topic, so it exists before the DAG runs.
@@ -294,16 +299,28 @@ def run_with_demo(stack: Stack, out=print) -> Airflow:
     wanted = demo_dag_ids()
     api.wait_for_dags(wanted[:1], timeout=300)
     for dag_id in wanted:
-        if api.dag(dag_id) is not None:
+        # Not verify: unpaused, it runs at once (its latest interval) and would check a topic without records.
+        if dag_id != VERIFY_DAG and api.dag(dag_id) is not None:
             api.set_paused(dag_id, False)
     return airflow
+
+
+def release_verify(api, caught_up: bool, out=print) -> bool:
+    """Unpause the demo's verify DAG once its orders are mirrored and committed: Airflow then runs it for its
+    latest interval (catchup=False), over records. Left paused when the mirror did not catch up."""
+    if not caught_up:
+        out(f"  {VERIFY_DAG} left paused: the mirror did not catch up (unpause it in the UI to check)")
+        return False
+    api.set_paused(VERIFY_DAG, False)
+    out(f"  {VERIFY_DAG} unpaused: its consistency check runs now, over the orders just mirrored")
+    return True
 
 
 def print_login(airflow: Airflow) -> None:
     print(f"\nAirflow UI   {airflow.url}")
     print(f"  log in as  {USERNAME} / {airflow.password}   (password kept in {airflow.password_file})")
     print(f"  dashboard  {airflow.url}/plugin/kafka-mirrors   (lag, throughput, halts, schema conflicts)")
-    print(f"  DAGs       {', '.join(demo_dag_ids())}: unpaused")
+    print(f"  DAGs       {', '.join(demo_dag_ids())}: unpaused ({VERIFY_DAG} once the orders were mirrored)")
     print(f"             pause mirror__{DEMO_MIRROR} in the UI to stop the mirror, unpause it to resume")
     print(f"  logs       {airflow.process.log_file} (components), {airflow.home / 'logs'} (tasks)")
 

@@ -139,6 +139,9 @@ else
   mark registry "$registry_stamp"
 fi
 
+# --- the docs site's own copy of Mermaid (no CDN: the site works offline) -----------------------------
+bash scripts/fetch-docs-assets.sh | sed 's/^/setup: /'
+
 # --- Toxiproxy (Shopify), the fault tests' proxy in front of each broker, built from the Go module proxy ---
 TOXIPROXY_VERSION=v2.5.0  # the newest v2 the Go module proxy serves (`go list -m -versions github.com/Shopify/toxiproxy/v2`)
 if [ -x "$CACHE/toxiproxy/bin/toxiproxy-server" ] && fresh toxiproxy "$TOXIPROXY_VERSION"; then

@@ -106,7 +106,7 @@ from spark_jobs.check.records import (  # noqa: F401  (re-exported: the job's ex
     normalise_headers, normalise_schema_id, offending_examples, record_outcomes, split_by_provenance, summarise,
     with_out_of_order,
 )
-from spark_jobs.check.report import write_report
+from spark_jobs.check.report import exit_code, verdict, write_report
 from spark_jobs.check.schemas import UNCHECKED, with_schema_meaning
 from spark_jobs.check.window import CheckWindow, Ranges, source_ranges, window_from_args  # noqa: F401
 from spark_jobs.common.job_config import JobInputError, base_parser
@@ -225,7 +225,7 @@ def complete_partitions(rows: list[dict], ranges: Ranges) -> list[dict]:
 def build_report(plan: CheckPlan, partitions: list[dict], examples: dict[str, list[str]], now: float) -> dict:
     totals = {"checked": sum(p["source_count"] for p in partitions),
               **{k: sum(p[k] for p in partitions) for k in KINDS}}
-    status = "ok" if not any(totals[k] for k in KINDS) else "inconsistent"
+    status = verdict(totals)
     window = {
         **plan.window.describe(),
         "ranges": [{"topic": t, "partition": p, "from": s, "to": e, "committed": plan.committed[(t, p)]}
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("check finished", extra={
         "status": report["status"], **report["totals"], "seconds": round(time.monotonic() - started, 2),
         "report": str(plan.report), "html": str(html)})
-    return 0 if report["status"] == "ok" else 1
+    return exit_code(report)
 
 
 if __name__ == "__main__":

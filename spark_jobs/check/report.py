@@ -10,16 +10,36 @@ from pathlib import Path
 COUNT_COLUMNS = ("source_count", "destination_count", "missing", "duplicated", "altered", "out_of_order",
                  "wrong_schema", "beyond_committed")
 PROBLEMS = ("missing", "duplicated", "altered", "out_of_order", "wrong_schema")
+OK, INCONSISTENT, NOTHING_TO_CHECK = "ok", "inconsistent", "nothing to check"
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 .status { display: inline-block; padding: .3em .8em; border-radius: .3em; font-weight: bold; color: #fff; }
 .status.ok { background: #2e7d32; } .status.inconsistent { background: #c62828; }
+.status.nothing-to-check { background: #757575; } tr.empty td { color: #757575; }
 table { border-collapse: collapse; margin: 1em 0; } th, td { border: 1px solid #ccc; padding: .25em .6em; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; } tr.bad td { background: #fdecea; }
 td.bad { font-weight: bold; color: #c62828; } code { font-size: .95em; }
 .windows td { border: none; padding: .1em .6em; } .windows svg { display: block; }
 """
+
+
+def verdict(totals: dict) -> str:
+    """Any problem makes the mirror inconsistent. Without one, a check that compared no source record proved
+    nothing (an empty window, a mirror before its first record): "nothing to check", never "ok"."""
+    if any(totals.get(k) for k in PROBLEMS):
+        return INCONSISTENT
+    return OK if totals.get("checked") else NOTHING_TO_CHECK
+
+
+def exit_code(report: dict) -> int:
+    """The job's exit code: 1 for an inconsistent mirror; 0 for a consistent one and for nothing to check (no
+    failure to alert on: the status says it, and the Airflow task is skipped on it)."""
+    return 1 if report["status"] == INCONSISTENT else 0
+
+
+def status_class(status: str) -> str:
+    return status.replace(" ", "-")
 
 
 def html_path(json_path: Path) -> Path:
@@ -50,7 +70,10 @@ def render_html(report: dict) -> str:
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>Consistency check: {escape(status)}</title><style>{_STYLE}</style></head><body>",
-        f'<h1>Consistency check <span class="status {escape(status)}">{escape(status)}</span></h1>',
+        f'<h1>Consistency check <span class="status {escape(status_class(status))}">{escape(status)}</span></h1>',
+        *(["<p><b>No source record was in the window</b>: nothing was compared, so this report does not show "
+           "the mirror consistent. Check again once the source topics hold records.</p>"]
+          if status == NOTHING_TO_CHECK else []),
         "<p>",
         f"source <code>{escape(str(source.get('bootstrap_servers')))}</code> "
         f"topics <code>{escape(', '.join(source.get('topics', [])))}</code>"
@@ -136,7 +159,8 @@ def _partition_table(partitions: list[dict]) -> str:
     out = ["<table><tr>", *(f"<th>{escape(h.replace('_', ' '))}</th>" for h in header), "</tr>"]
     for p in partitions:
         bad = any(p.get(k) for k in PROBLEMS)
-        out.append(f'<tr class="{"bad" if bad else "ok"}"><td>{escape(p["topic"])}</td>'
+        row_class = "bad" if bad else "ok" if p.get("source_count") else "empty"
+        out.append(f'<tr class="{row_class}"><td>{escape(p["topic"])}</td>'
                    f'<td class="n">{p["partition"]}</td>')
         for k in COUNT_COLUMNS:
             cls = "n bad" if k in PROBLEMS and p.get(k) else "n"

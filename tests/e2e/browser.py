@@ -17,7 +17,9 @@ FLAGS = (
 )
 
 
-def start_chromium(user_data_dir: Path):
+def start_chromium(user_data_dir: Path, extra_flags: tuple[str, ...] = (), logs: tuple[str, ...] = ()):
+    """`logs`: the log types (Chrome's "browser" console, "performance" DevTools events) to keep for
+    driver.get_log."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -26,8 +28,10 @@ def start_chromium(user_data_dir: Path):
         raise FileNotFoundError(f"{', '.join(missing)} missing: run `make setup` (Debian chromium, chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={user_data_dir}"):
+    for flag in (*FLAGS, *extra_flags, f"--user-data-dir={user_data_dir}"):
         options.add_argument(flag)
+    if logs:
+        options.set_capability("goog:loggingPrefs", {kind: "ALL" for kind in logs})
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(120)
     return driver

@@ -21,6 +21,7 @@ th { background: #f3f3f3; text-align: left; } td.n { text-align: right; font-var
 .empty, .note { color: #666; font-style: italic; } .legend { list-style: none; padding: 0; columns: 3; font-size: .9em; }
 .swatch { display: inline-block; width: .8em; height: .8em; margin-right: .4em; }
 .verdict-OK, .verdict-WARN { color: #2e7d32; } .verdict-failing { color: #c62828; font-weight: 600; }
+.report-ok { color: #2e7d32; } .report-inconsistent { color: #c62828; } .report-nothing-to-check { color: #757575; }
 """
 
 
@@ -132,7 +133,11 @@ def _report(view: MirrorView, base: str) -> list[str]:
         return ['<p class="empty">No verification report yet (DAG '
                 f'<code>mirror__{escape(view.name)}__verify</code> writes one per run).</p>']
     totals = ", ".join(f"{k} {v:,}" for k, v in report.totals.items()) or "no totals"
-    out = [f'<p id="report">Status <b>{escape(report.status)}</b> ({escape(totals)}), written {_when(report.created)}.']
+    css = "report-" + report.status.replace(" ", "-")
+    out = [f'<p id="report">Status <b class="{escape(css)}">{escape(report.status)}</b> ({escape(totals)}), '
+           f"written {_when(report.created)}."]
+    if report.status == "nothing to check":  # spark_jobs/check/report.py: zero records compared proves nothing
+        out.append(" Nothing was compared: the check read no source record in its window, so it proves nothing yet.")
     if report.html_path:
         out.append(f' <a href="{escape(base)}/mirrors/{quote(view.name)}/report">Open the full report</a>.')
     out.append("</p>")

@@ -7,7 +7,7 @@ the job's outcomes apart:
 
 | code | consistency check | catch-up |
 |---|---|---|
-| 0 | consistent | copied, offsets committed |
+| 0 | consistent, or nothing to check (no source record in the window: the task is skipped) | copied, offsets committed |
 | 1 | inconsistent (the report says how) | failed (nothing committed past what was delivered) |
 | 2 | bad input | bad input |
 | 3 | could not complete | halted on data loss |
@@ -30,10 +30,12 @@ import tempfile
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowSkipException
 
 from mirror_airflow.reports import new_report_path
 
 LAUNCHER = Path(__file__).resolve().parents[1] / "spark_launcher.py"
+NOTHING_TO_CHECK = "nothing to check"  # the check's status when it read no source record (spark_jobs/check/report.py)
 
 
 def spark_env() -> dict[str, str]:
@@ -60,6 +62,8 @@ def report_summary(report_path: Path | None) -> str | None:
         report = json.loads(Path(report_path).read_text())
     except (TypeError, OSError, ValueError):
         return None
+    if report.get("status") == NOTHING_TO_CHECK:
+        return f"{NOTHING_TO_CHECK}: the source held no record in the window (report {report_path})"
     totals = report.get("totals") or {}
     counts = ", ".join(f"{k}={v}" for k, v in totals.items() if v)
     by_key = sorted(t for t, m in (report.get("modes") or {}).items() if m.get("mode") == "compacted")
@@ -199,6 +203,9 @@ class ConsistencyCheckOperator(MirrorSparkJob):
             raise RuntimeError(f"mirror {self.mirror_name!r}: the consistency check did not complete "
                                f"(exit {'?' if code is None else code}, {what})"
                                f"{': ' + summary if summary else ''}") from error
+        if summary and summary.startswith(NOTHING_TO_CHECK):
+            # Zero records compared proves nothing: a skipped task, not a green one (and no on-call alert).
+            raise AirflowSkipException(summary)
         self.log.info("consistency check: %s", summary)
         return {"report": str(self.report_path), "summary": summary}
 

@@ -255,7 +255,9 @@ def spark_submit(monkeypatch):
     return FakeSparkSubmit
 
 
-def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
+def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path, monkeypatch):
+    # The hook passes its own environment on: a PYTHONPATH of the test run would look like one the operator set.
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     op = ConsistencyCheckOperator(task_id="consistency_check", spec_path="/s/m.yaml", mirror_name="orders",
                                   conn_id="spark_t", report_dir=str(tmp_path))
     spark_submit.report = {"status": "ok", "totals": {"checked": 4, "missing": 0}}
@@ -287,6 +289,23 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path):
     assert op.application["event_log"] == "file:/e/local-1" and not Path(application).exists()
     assert env["PYSPARK_PYTHON"] == sys.executable and env["PYTHONSAFEPATH"] == "1" and "PYTHONPATH" not in env
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)  # spark-submit of this venv
+
+
+def test_verify_of_an_empty_window_is_skipped_saying_nothing_to_check(spark_submit, tmp_path):
+    """A check that read no record is no success: the task is skipped (not green) and says why."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from mirror_airflow.operators import spark
+    from spark_jobs.check import report
+
+    assert spark.NOTHING_TO_CHECK == report.NOTHING_TO_CHECK  # the plugin reads the status the job writes
+    spark_submit.report = {"status": "nothing to check", "totals": {"checked": 0, "missing": 0},
+                           "window": {"kind": "all"}}
+    op = ConsistencyCheckOperator(task_id="consistency_check", spec_path="/s/m.yaml", mirror_name="orders",
+                                  conn_id="spark_t", report_dir=str(tmp_path))
+    with pytest.raises(AirflowSkipException, match=r"^nothing to check: the source held no record in the window "
+                                                   r"\(report .*check-.*\.json\)$"):
+        op.execute({})
 
 
 @pytest.mark.parametrize("code, report, message", [

@@ -88,6 +88,19 @@ def test_mirror_page_shows_every_section_or_says_there_is_nothing():
     assert 'href="/d/mirrors/orders/report"' in html and "missing 3" in html
 
 
+def test_a_report_that_checked_nothing_is_neither_ok_nor_green():
+    view = MirrorView("orders", "running", "copying", report=Report(
+        "/r/check.json", "/r/check.html", "nothing to check", {"checked": 0, "missing": 0}, 0))
+    html = mirror_page(view, "/d")
+    report = html[html.index('id="report"'):]
+    assert 'class="report-nothing-to-check"' in report and "nothing to check" in report
+    assert "the check read no source record" in report and "checked 0" in report
+    ok = mirror_page(MirrorView("orders", "running", "copying", report=Report(
+        "/r/check.json", None, "ok", {"checked": 5}, 0)), "/d")
+    assert 'class="report-ok"' in ok and "the check read no source record" not in ok
+    assert ".report-ok { color: #2e7d32" in html and ".report-nothing-to-check { color: #757575" in html
+
+
 # --- the app: authentication and routes ---------------------------------------------------------
 ROUTES = ["/", "/api/mirrors", "/mirrors/orders", "/api/mirrors/orders", "/mirrors/orders/report"]
 

@@ -446,6 +446,21 @@ def test_report_is_ok_only_without_any_problem():
         assert report["examples"][kind] == ["t:0:3"]
 
 
+def test_a_check_that_read_no_record_says_nothing_to_check():
+    """Zero source records compared proves nothing: its own verdict, not "ok", not green, exit 0."""
+    empty = cc.complete_partitions([], {("t", 0): (0, 0), ("t", 1): (5, 5)})
+    report = cc.build_report(plan(), empty, {}, now=0)
+    assert report["status"] == "nothing to check" and report["totals"]["checked"] == 0
+    assert cc.exit_code(report) == 0
+    html = render_html(report)
+    assert '<span class="status nothing-to-check">nothing to check</span>' in html
+    assert "No source record was in the window" in html
+    assert ">ok<" not in html and "status ok" not in html
+    # A problem wins even over an empty source window (the destination holds records it should not).
+    assert cc.build_report(plan(), [{**empty[0], "duplicated": 1}, empty[1]], {}, now=0)["status"] == "inconsistent"
+    assert cc.exit_code({"status": "inconsistent"}) == 1 and cc.exit_code({"status": "ok"}) == 0
+
+
 def test_write_report_writes_json_and_html_beside_it(tmp_path):
     report = cc.build_report(plan(), partition_rows(missing=1), {"missing": ["t:0:4"]}, now=0)
     html = write_report(report, tmp_path / "out" / "check.json")
