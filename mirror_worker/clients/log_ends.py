@@ -48,7 +48,8 @@ def list_offsets(admin, partitions: list[TopicPartition], spec: OffsetSpec, comm
 
 # A partition's leader not known or not ready yet. confluent-kafka builds a per-partition result's KafkaError
 # from its code alone, so retriable() says False for these.
-_NOT_READY = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+_NOT_READY = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_LEADER_EPOCH,
+              KafkaError.FENCED_LEADER_EPOCH,
               KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.NOT_ENOUGH_REPLICAS,
               KafkaError.OFFSET_NOT_AVAILABLE}
 

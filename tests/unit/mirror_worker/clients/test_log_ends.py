@@ -38,9 +38,10 @@ class SlowLeaders:
         return out
 
 
-def test_a_partition_without_a_ready_leader_is_asked_again_alone(monkeypatch):
+@pytest.mark.parametrize("error", [KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_LEADER_EPOCH])
+def test_a_partition_without_a_ready_leader_is_asked_again_alone(monkeypatch, error):
     monkeypatch.setattr(log_ends.time, "sleep", lambda s: None)
-    admin = SlowLeaders(refusals=3)
+    admin = SlowLeaders(refusals=3, error=error)
     partitions = [TopicPartition("t", p) for p in range(3)]
     assert log_ends.list_offsets(admin, partitions, OffsetSpec.latest(), True, 5.0) == {
         ("t", 0): 100, ("t", 1): 101, ("t", 2): 102}

@@ -223,3 +223,24 @@ def test_start_positions_ask_the_log_bounds_of_every_partition_in_two_requests_n
     assign(worker, stream, *keys)
     assert (asked, stream.admin.list_offsets_calls) == ([], 2)
     assert [consumer.positions[k] for k in keys] == [2 if k == ("t", 3) else 0 for k in keys]
+
+
+def test_a_claim_refused_while_the_destination_learns_new_topics_is_tried_again_until_it_commits(monkeypatch):
+    """bench/width.py at 5,000 partitions: the transaction's offset commit refused the destination topics the worker
+    had just created (its coordinator did not know them yet); three quick attempts ended the worker."""
+    import time
+
+    from mirror_worker.exactly_once.transactions import TransactionAborted
+
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    worker, stream, consumer, _ = make_worker({TP: records("t", 0, range(3))}, exactly_once=True)
+    commit, refusals = stream.transactions.commit, [6]
+
+    def refused_at_first(positions, released, timeout_s):
+        if refusals[0] > 0:
+            refusals[0] -= 1
+            raise TransactionAborted("UNKNOWN_TOPIC_OR_PARTITION")
+        return commit(positions, released, timeout_s)
+    stream.transactions.commit = refused_at_first
+    assign(worker, stream, TP)
+    assert stream.transactions.commits == [{TP: 0}] and consumer.positions[TP] == 0
