@@ -65,9 +65,9 @@ class PartitionAssignment:
         if partitions:
             self.catchup_check(stream)  # a member of the group by now: a catch-up starting later sees this worker
         self.before_assign(stream, keys)
-        halts = self._assign_checked(stream, partitions)
+        halts, claimed = self._assign_checked(stream, partitions)
         stream.assigned |= keys
-        if self.paused():
+        if self.paused() or not claimed:  # unclaimed (exactly-once, a stop came first): never fetched
             stream.consumer.pause(partitions)
         elif partitions:
             # librdkafka keeps a partition's pause across assignments: one halted before a rebalance gave it
@@ -132,11 +132,12 @@ class PartitionAssignment:
         return log_bounds(stream.admin, [TopicPartition(tp.topic, tp.partition) for tp in partitions],
                           stream.reads_committed, self.startup_timeout_s)
 
-    def _assign_checked(self, stream: SourceStream, partitions: list[TopicPartition]) -> list:
+    def _assign_checked(self, stream: SourceStream, partitions: list[TopicPartition]) -> tuple[list, bool]:
         """Start each partition at its position, unless records between it and the log were lost.
 
         Positions: exactly-once, the destination's (after fencing the partitions' previous owners); else,
-        or before the first exactly-once commit, the source group's. Returns the partitions to halt.
+        or before the first exactly-once commit, the source group's. Returns the partitions to halt, and
+        whether they may be fetched (exactly-once: claimed).
         """
         keys = [(tp.topic, tp.partition) for tp in partitions]
         positions = stream.transactions.open(keys) if stream.transactions is not None else {}
@@ -178,8 +179,7 @@ class PartitionAssignment:
         })
         # A first sync per partition before this worker produces any of its records: a consumer that
         # committed anywhere from here on translates, even before the first commit of this worker.
-        if stream.transactions is not None:
-            self._claim(stream, keys)
+        claimed = self._claim(stream, keys) if stream.transactions is not None else True
         halted = {key for key, _, _ in halts}
         self.commits.write_offset_syncs(stream, {(tp.topic, tp.partition): tp.offset for tp in partitions
                                                  if (tp.topic, tp.partition) not in halted})
@@ -187,16 +187,17 @@ class PartitionAssignment:
             stream.consumer.incremental_assign(partitions)
         else:
             stream.consumer.assign(partitions)
-        return halts
+        return halts, claimed
 
     def _claim(self, stream: SourceStream, keys: list[tuple[str, int]]) -> None:
         """Exactly-once: the new partitions' positions name this worker as their writer before any of their
         records is handed over (stream_transaction.py (W)); tried again within the start-up timeout (a destination
         topic created moments before is refused by the transaction's offset commit until its coordinator knows it:
-        5,000 partitions, bench/width.py), then the worker stops with one line."""
+        5,000 partitions, bench/width.py), then the worker stops with one line. False: a stop (or a fatal
+        error) came first, and the partitions must not be fetched."""
         claims = {key: stream.ledger.committed[key] for key in keys if key in stream.ledger.committed}
         if not claims:
-            return
+            return True
         reason = "the claim's transaction was not committed in time"
         deadline = time.monotonic() + self.startup_timeout_s
         while True:
@@ -204,8 +205,10 @@ class PartitionAssignment:
             for aborted_stream, key, why in outcome.aborted:  # the transaction held other partitions' records
                 self.rewind(aborted_stream, key, why)
                 reason = why
-            if outcome.complete or self.state.fatal is not None or not self.state.running:
-                return
+            if outcome.complete:
+                return True
+            if self.state.fatal is not None or not self.state.running:
+                return False
             if time.monotonic() >= deadline:
                 raise MirrorError(f"exactly-once: the partitions assigned to this worker could not be claimed on the "
                                   f"destination ({len(claims)} of source {stream.alias!r}) within "
