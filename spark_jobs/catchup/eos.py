@@ -103,6 +103,9 @@ def copy_exactly_once(task, settings, consumer, errors: list, copy_range):
         # Ahead of the plan: a worker mirrored part of the range since. (Behind it only when a person chose the
         # start with --from-offsets or --from-timestamp.)
         start = min(max(task.start, found[0]), task.end) if found is not None else task.start
+        # The claim: the partition's position names this task's transactional id before any record is copied,
+        # so a worker that starts meanwhile fences this task (stream_transaction.py, rule (W)).
+        transactions.commit(key, found[0] if found is not None else start, eos.timeout_s)
         return copy_range(replace(task, start=start), settings, consumer, transactions.producers[key], errors,
                           checkpoint=lambda position: transactions.commit(key, position, eos.timeout_s),
                           checkpoint_every=eos.commit_every, checkpoint_every_s=eos.commit_every_s)

@@ -82,7 +82,8 @@ def test_a_worker_taking_the_partition_over_fails_the_task_and_says_so(transacti
     fake = transactions(None, fenced_at=16)
     with pytest.raises(Fenced, match=r"orders\[2\]: a worker took the partition over during the catch-up"):
         copy_exactly_once(replace(TASK, end=40), SETTINGS, RangeConsumer(_log(range(10, 40))), [], copy_range)
-    assert fake.commits == [] and fake.closed  # nothing committed after the takeover; the producer closed
+    # Only the claim (the start position, naming the task as writer) before any record; nothing after the takeover.
+    assert fake.commits == [10] and fake.closed
 
 
 class FailingFlushProducer(RecordingProducer):
