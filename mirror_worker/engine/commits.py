@@ -12,7 +12,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from mirror_worker.dr.offset_syncs import OffsetSyncWriter
 from mirror_worker.engine.backpressure import PAUSE_AFTER_S
 from mirror_worker.engine.run_state import RunState
-from mirror_worker.engine.transaction_cycle import CommitOutcome, TransactionCommits
+from mirror_worker.engine.transaction_cycle import CommitOutcome, TransactionCommits, merge_pending
 from mirror_worker.metrics import MirrorMetrics
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ class CommitCycle:
         if not self.flush(deadline, hold_consumers=from_loop) or self.state.fatal is not None:
             # Nothing handed over since these checkpoints is known to be delivered: commit nothing.
             for stream, _, pending in checkpoints:
-                _merge_pending(stream, pending)
+                merge_pending(stream, pending)
             return CommitOutcome(False)
         for stream, checkpoint, pending in checkpoints:
             self._count_delivered(stream, pending)
@@ -240,11 +240,3 @@ class CommitCycle:
         stream.ledger.mark_committed(offsets)
         for (topic, partition), offset in offsets.items():
             self.metrics.committed_offset.labels(source=stream.alias, topic=topic, partition=str(partition), **self.label).set(offset)
-
-
-def _merge_pending(stream: SourceStream, pending: dict) -> None:
-    for topic, (records, size, newest) in pending.items():
-        counts = stream.pending.setdefault(topic, [0, 0, 0])
-        counts[0] += records
-        counts[1] += size
-        counts[2] = max(counts[2], newest)

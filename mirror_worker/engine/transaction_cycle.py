@@ -84,6 +84,7 @@ class TransactionCommits:
                 tx.abort(reason)
             except TransactionPending:
                 outcome.complete = False
+                merge_pending(stream, pending)
                 return
             except ProducerFenced as exc:
                 self._fenced(stream, outcome, exc, from_loop)
@@ -111,6 +112,7 @@ class TransactionCommits:
             return
         if done is None:
             outcome.complete = False  # still open: the next cycle, a rebalance or the shutdown finishes it
+            merge_pending(stream, pending)
             return
         ledger.mark_committed({key: offset for key, offset in done.items() if key in stream.assigned})
         self.count_delivered(stream, pending)
@@ -225,3 +227,13 @@ class TransactionCommits:
         finally:
             if held and self.release_consumers is not None:
                 self.release_consumers()
+
+
+def merge_pending(stream: SourceStream, pending: dict) -> None:
+    """Records handed over but not confirmed (a flush that did not complete, a transaction still open): counted
+    as produced by a later cycle."""
+    for topic, (records, size, newest) in pending.items():
+        counts = stream.pending.setdefault(topic, [0, 0, 0])
+        counts[0] += records
+        counts[1] += size
+        counts[2] = max(counts[2], newest)

@@ -139,3 +139,14 @@ def test_a_record_failed_in_the_transaction_aborts_it_and_commits_no_position_be
     outcome = cycle.checkpoint_and_commit(only=None, source_group=False)
     assert aborted == ["not delivered"] and destination.calls == []
     assert sorted(key for _, key, _ in outcome.aborted) == [KEYS[0], KEYS[1], KEYS[2]]
+
+
+def test_records_of_a_transaction_left_open_are_counted_when_a_later_cycle_commits_them():
+    """A commit still pending at its bound leaves the transaction open: its records' counts wait for the cycle
+    that commits them (they were dropped, and mirror_records_produced undercounted)."""
+    destination = Destination(*[TransactionPending("timed out")] * 50)
+    cycle, stream, _ = _cycle(destination)
+    cycle.state = cycle.transactions.state = RunState(0.3, time.monotonic)  # a callback's bound, short
+    stream.pending = {"t": [3, 300, 1]}
+    outcome = cycle.checkpoint_and_commit(only=(stream, set()), source_group=False)
+    assert not outcome.complete and stream.pending == {"t": [3, 300, 1]}
