@@ -1,0 +1,236 @@
+"""Several workers at width (issue "Production width"): balance, and what a killed or added worker moves.
+
+    .venv/bin/python -m bench.width_group [--width 5000] [--workers 3] [--delivery exactly-once]
+        [--sample 200] [--sample-rate 10] [--background-rate 1000]
+
+On two Kafka nodes started for the run, `--width` partitions (topics of 10) are mirrored by `--workers` workers of
+one mirror (static membership, `--worker.slot i`, cooperative-sticky assignment). A live stream runs throughout:
+`--sample` partitions spread over the topics get `--sample-rate` records/s each (their arrival on the destination
+is watched), every other partition `--background-rate` records/s in all. Once every partition is owned:
+
+  balance      partitions per worker, and the largest deviation from the mean (%);
+  kill         worker 0 is killed (-9); once the others own everything: the partitions that changed owner (only
+               the killed worker's must), and over the sampled partitions the others kept, the longest gap
+               between two records' arrival on the destination from 5 s before the kill to 20 s after;
+  add          worker 0 is started again: the partitions that left the others, and the same gap for the sampled
+               partitions that stayed where they were.
+
+Exactly-once arrivals are read read_committed (what its readers see). Writes bench/results/width-group.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.common import bench_stack
+from bench.harness import RESULTS, delete_topics
+from devstack import paths
+
+TOPIC_PARTITIONS = 10
+
+
+class Worker:
+    def __init__(self, slot: int, args, source: str, destination: str, topics_regex: str, workdir: Path) -> None:
+        self.slot = slot
+        source_cfg = workdir / "source.properties"
+        source_cfg.write_text(f"bootstrap.servers={source}\ngroup.id=bench-group-{args.run}\n"
+                              "auto.offset.reset=latest\npartition.assignment.strategy=cooperative-sticky\n"
+                              "session.timeout.ms=10000\nheartbeat.interval.ms=1000\n")
+        destination_cfg = workdir / "destination.properties"
+        destination_cfg.write_text(f"bootstrap.servers={destination}\n")
+        self.log = workdir / f"worker-{slot}.{time.monotonic_ns()}.log"
+        argv = [sys.executable, "-m", "mirror_worker", "--name", f"g{args.run}", "--consumer.config", str(source_cfg),
+                "--producer.config", str(destination_cfg), "--whitelist", topics_regex, "--prefix", "m.",
+                "--preserve.partitions", "--static.membership", "--worker.slot", str(slot)]
+        if args.delivery == "exactly-once":
+            argv.append("--exactly.once")
+        self.proc = subprocess.Popen(argv, cwd=paths.ROOT, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def owned(self) -> set[str]:
+        owned: set[str] = set()
+        for line in self.log.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("pid") != self.proc.pid:
+                continue
+            if entry.get("msg") == "partitions assigned":
+                owned |= set(entry["partitions"])
+            elif entry.get("msg") in ("partitions revoked", "partitions lost (not committed)"):
+                owned -= set(entry["partitions"])
+        return owned
+
+    def stop(self, sig=signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+class Live(threading.Thread):
+    def __init__(self, bootstrap: str, topics: list[str], sampled: list[tuple[str, int]], args) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.partitions = [(t, p) for t in topics for p in range(TOPIC_PARTITIONS)]
+        self.sampled, self.args = sampled, args
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        tick, i, start = 0.05, 0, time.monotonic()
+        per_tick_sample = max(1, round(self.args.sample_rate * tick))
+        per_tick_background = max(1, round(self.args.background_rate * tick))
+        while not self.halt.is_set():
+            for topic, partition in self.sampled:
+                for _ in range(per_tick_sample):
+                    self._send(topic, partition)
+            for _ in range(per_tick_background):
+                topic, partition = self.partitions[i % len(self.partitions)]
+                i += 1
+                self._send(topic, partition)
+            self.producer.poll(0)
+            start += tick
+            time.sleep(max(0.0, start - time.monotonic()))
+        self.producer.flush(30)
+
+    def _send(self, topic: str, partition: int) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, b"x" * 100, partition=partition)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+
+class Arrivals(threading.Thread):
+    """Wall-clock arrival times of the sampled destination partitions' records."""
+
+    def __init__(self, bootstrap: str, sampled: list[tuple[str, int]], read_committed: bool) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"arrivals-{uuid.uuid4().hex[:6]}",
+                                  "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+                                  "auto.offset.reset": "latest", "fetch.wait.max.ms": 50})
+        self.consumer.assign([TopicPartition(f"m.{t}", p, -1) for t, p in sampled])
+        self.times: dict[str, list[float]] = {f"{t}[{p}]": [] for t, p in sampled}
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            for msg in self.consumer.consume(10_000, 0.1):
+                if msg.error() is None:
+                    self.times[f"{msg.topic()[2:]}[{msg.partition()}]"].append(time.time())
+        self.consumer.close()
+
+    def longest_gap(self, names: set[str], since: float, until: float) -> tuple[float, str]:
+        worst = (0.0, "")
+        for name in names:
+            stamps = [t for t in self.times.get(name, []) if since <= t <= until]
+            points = [since, *stamps, until]
+            gap = max(b - a for a, b in zip(points, points[1:]))
+            worst = max(worst, (round(gap, 2), name))
+        return worst
+
+
+def wait_for(condition, what: str, timeout: float) -> float:
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(f"{what}: not within {timeout:.0f}s")
+        time.sleep(0.5)
+    return round(time.monotonic() - started, 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--width", type=int, default=5000)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--delivery", choices=["at-least-once", "exactly-once"], default="exactly-once")
+    parser.add_argument("--sample", type=int, default=200)
+    parser.add_argument("--sample-rate", type=float, default=10.0)
+    parser.add_argument("--background-rate", type=float, default=1000.0)
+    parser.add_argument("--kafka-heap-mb", type=int, default=768)
+    parser.add_argument("--out", default=str(RESULTS / "width-group"))
+    parser.add_argument("--logs", help="keep the workers' logs in this directory (default: a temporary one)")
+    args = parser.parse_args(argv)
+    args.run = uuid.uuid4().hex[:6]
+    result: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "width": args.width,
+                    "workers": args.workers, "delivery": args.delivery, "load_start": os.getloadavg()[0]}
+    base = f"wg{args.run}"
+    topics = [f"{base}-{i}" for i in range(args.width // TOPIC_PARTITIONS)]
+    step = max(1, args.width // args.sample)
+    sampled = [(topics[i // TOPIC_PARTITIONS], i % TOPIC_PARTITIONS) for i in range(0, args.width, step)][:args.sample]
+    with bench_stack(kafka_only=True, kafka_heap_mb=args.kafka_heap_mb, reuse_running=False) as stack, \
+            tempfile.TemporaryDirectory(prefix="bench-width-group-") as scratch:
+        tmp = args.logs or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
+        source, destination = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": source})
+        for chunk in range(0, len(topics), 100):
+            for future in admin.create_topics([NewTopic(t, TOPIC_PARTITIONS, 1) for t in topics[chunk:chunk + 100]]).values():
+                future.result(120)
+        live = Live(source, topics, sampled, args)
+        live.start()
+        workers = [Worker(i, args, source, destination, f"{base}-.*", Path(tmp)) for i in range(args.workers)]
+        arrivals = None
+        try:
+            everyone = lambda ws: len(set().union(*(w.owned() for w in ws))) == args.width  # noqa: E731
+            result["all_owned_s"] = wait_for(lambda: everyone(workers), "every partition owned", 600)
+            time.sleep(10)  # settled
+            counts = [len(w.owned()) for w in workers]
+            mean = args.width / args.workers
+            result["balance"] = {"per_worker": counts, "max_deviation_pct": round(max(abs(c - mean) for c in counts) / mean * 100, 1)}
+            arrivals = Arrivals(destination, sampled, args.delivery == "exactly-once")
+            arrivals.start()
+            time.sleep(10)
+            before = {w.slot: w.owned() for w in workers}
+            killed_at = time.time()
+            workers[0].stop(signal.SIGKILL)
+            result["kill_reassigned_s"] = wait_for(lambda: everyone(workers[1:]), "the others own every partition", 300)
+            time.sleep(20)
+            after = {w.slot: w.owned() for w in workers[1:]}
+            moved = sum(len(after[s] - before[s]) for s in after)
+            kept = {f"{t}[{p}]" for t, p in sampled} - before[0]
+            result["kill"] = {"killed_owned": len(before[0]), "moved": moved,
+                              "others_lost": sum(len(before[s] - after[s]) for s in after),
+                              "longest_gap_kept_s": arrivals.longest_gap(kept, killed_at - 5, killed_at + 20)}
+            workers[0] = Worker(0, args, source, destination, f"{base}-.*", Path(tmp))
+            added_at = time.time()
+            result["add_reassigned_s"] = wait_for(lambda: len(workers[0].owned()) > 0 and everyone(workers),
+                                                  "the added worker owns partitions", 300)
+            time.sleep(20)
+            final = {w.slot: w.owned() for w in workers}
+            stayed = {f"{t}[{p}]" for t, p in sampled} - final[0]
+            result["add"] = {"added_owns": len(final[0]), "moved_from_others": sum(len(after[s] - final[s]) for s in after),
+                             "longest_gap_stayed_s": arrivals.longest_gap(stayed, added_at - 5, added_at + 20)}
+        finally:
+            live.halt.set()
+            if arrivals is not None:
+                arrivals.halt.set()
+            for worker in workers:
+                worker.stop()
+            delete_topics(source, base)
+    result["load_end"] = os.getloadavg()[0]
+    out = Path(args.out)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
