@@ -152,6 +152,16 @@ class WorkerProcess:
             self.proc.wait(10)
 
 
+def wait_while_running(condition, what: str, workers: list[WorkerProcess], timeout: float = 60.0) -> None:
+    """Until condition() holds; fails the test when a worker exits meanwhile or the timeout passes."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        for worker in workers:
+            assert worker.proc.poll() is None, f"{what}: a worker exited {worker.proc.returncode}: {worker.stderr[-1500:]}"
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
+        time.sleep(0.2)
+
+
 def read_topic(bootstrap: str, topic: str, timeout: float = 10.0, idle: float = 3.0,
                isolation: str = "read_committed") -> list:
     """Everything in `topic` now, by assigning every partition from the beginning up to its end. The default

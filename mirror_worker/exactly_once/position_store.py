@@ -7,6 +7,7 @@ continues from; its group metadata is what transactions send their offsets with)
 
 from __future__ import annotations
 
+import json
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -48,6 +49,19 @@ class PositionStore:
         (positions.position_metadata), or to look up."""
         metadata = position_metadata(self.topic_id(key[0]) or "", self.owner(key[0]), writer) if offset >= 0 else ""
         return TopicPartition(self.destination_topic(key[0]), key[1], offset, metadata)
+
+    def record(self, producer, key: PositionKey) -> None:
+        """In `producer`'s open transaction: this partition has a position on the destination from now on (its
+        record in the positions topic, see transactions.py)."""
+        owner = self.owner(key[0])
+        value = json.dumps({"mirror": self.mirror, "source": self.alias, "topic": key[0], "partition": key[1],
+                            "group": POSITIONS_GROUP, "owner": owner.describe()}).encode()
+        record_key = position_record_key(self.destination_topic(key[0]), key[1])
+        try:
+            producer.produce(self.positions_topic, value, record_key, partition=0)
+        except BufferError:
+            producer.flush(self.timeout_s)
+            producer.produce(self.positions_topic, value, record_key, partition=0)
 
     def refuse_foreign(self, keys: list[PositionKey]) -> dict[PositionKey, str | None]:
         """Before any fencing: a position of another owner means another mirror writes that partition.

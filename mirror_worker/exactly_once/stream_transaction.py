@@ -30,7 +30,6 @@ rebalance re-opens its id and re-sends what the aborted transaction held (Commit
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
@@ -42,8 +41,7 @@ from mirror_worker.exactly_once.bounded_call import STUCK_AFTER_S, StuckCall, ca
 from mirror_worker.exactly_once.fencing import connect, fence, init_transactions
 from mirror_worker.exactly_once.position_store import PositionStore
 from mirror_worker.exactly_once.positions import (
-    POSITIONS_GROUP, RELEASED, PositionKey, keepalive_due, legacy_transactional_id, position_record_key,
-    transactional_id,
+    RELEASED, PositionKey, keepalive_due, legacy_transactional_id, transactional_id,
 )
 from mirror_worker.exactly_once.transactions import (
     FENCED, RETRY_BACKOFF_MS, ProducerFenced, TransactionAborted, TransactionPending,
@@ -218,7 +216,7 @@ class StreamTransaction:
             if self.committing is None:  # after a commit that timed out only commit_transaction is called again
                 for key in positions:
                     if key not in self.recorded:
-                        self._record(producer, key)
+                        self.store.record(producer, key)
                 slots = [self.store.slot(key, offset, RELEASED if key in released else self.writer_id)
                          for key, offset in positions.items()]
                 self._send_offsets(producer, slots, timeout_s)
@@ -255,18 +253,6 @@ class StreamTransaction:
         except KafkaException as exc:  # failed since its commit: the next commit's abort classifies the error
             self.aborting = exc.args[0].str()
         return done
-
-    def _record(self, producer: Producer, key: PositionKey) -> None:
-        """In the open transaction: this partition has a position on the destination from now on."""
-        owner = self.owner(key[0])
-        value = json.dumps({"mirror": self.mirror, "source": self.alias, "topic": key[0], "partition": key[1],
-                            "group": POSITIONS_GROUP, "owner": owner.describe()}).encode()
-        record_key = position_record_key(self.destination_topic(key[0]), key[1])
-        try:
-            producer.produce(self.positions_topic, value, record_key, partition=0)
-        except BufferError:
-            producer.flush(self.timeout_s)
-            producer.produce(self.positions_topic, value, record_key, partition=0)
 
     def abort(self, reason: str = "aborted") -> None:
         """Abort the open transaction (TransactionPending: not finished, tried again on commit)."""

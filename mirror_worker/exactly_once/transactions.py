@@ -36,7 +36,6 @@ its destination partition.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -49,8 +48,7 @@ from mirror_worker.exactly_once.bounded_call import STUCK_AFTER_S, StuckCall, ca
 from mirror_worker.exactly_once.fencing import connect, fence
 from mirror_worker.exactly_once.position_store import PositionStore
 from mirror_worker.exactly_once.positions import (
-    POSITIONS_GROUP, RELEASED, PositionKey, keepalive_due, legacy_transactional_id, position_record_key,
-    transactional_id,
+    RELEASED, PositionKey, keepalive_due, legacy_transactional_id, transactional_id,
 )
 from mirror_worker.exceptions import MirrorError
 
@@ -266,7 +264,7 @@ class PartitionTransactions:
         try:
             if committing is None:  # after a commit that timed out only commit_transaction is called again
                 if key not in self.recorded:
-                    self._record(producer, key)
+                    self.store.record(producer, key)
                 self._send_offsets(producer, self.store.slot(key, next_offset, self._own_id(key)), timeout_s)
                 self.sound[key] = self.clock()
                 self.committing[key] = next_offset
@@ -321,18 +319,6 @@ class PartitionTransactions:
         """The position of a commit_transaction that timed out: librdkafka allows nothing but the same call
         again (an abort fails with "Conflicting commit_transaction API call"), so it is finished first."""
         return self.committing.get(key)
-
-    def _record(self, producer: Producer, key: PositionKey) -> None:
-        """In the open transaction: this partition has a position on the destination from now on."""
-        owner = self.owner(key[0])
-        value = json.dumps({"mirror": self.mirror, "source": self.alias, "topic": key[0], "partition": key[1],
-                            "group": POSITIONS_GROUP, "owner": owner.describe()}).encode()
-        record_key = position_record_key(self.destination_topic(key[0]), key[1])
-        try:
-            producer.produce(self.positions_topic, value, record_key, partition=0)
-        except BufferError:
-            producer.flush(self.timeout_s)
-            producer.produce(self.positions_topic, value, record_key, partition=0)
 
     def abort(self, key: PositionKey, reason: str = "aborted") -> None:
         """Abort the partition's open transaction (TransactionPending: not finished, tried again on commit)."""

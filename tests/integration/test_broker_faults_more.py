@@ -24,7 +24,9 @@ from tests.integration.test_broker_faults import (
 )
 from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic
-from tests.worker_util import WorkerProcess, by_partition, loss_and_duplicates, read_topic, write_properties
+from tests.worker_util import (
+    WorkerProcess, by_partition, loss_and_duplicates, read_topic, wait_while_running, write_properties,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -111,15 +113,6 @@ def _partitions(worker: WorkerProcess) -> set[int]:
     return {int(name.rsplit("[", 1)[1].rstrip("]")) for parts in worker.owned().values() for name in parts}
 
 
-def _wait(condition, what: str, workers: list[WorkerProcess], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        for worker in workers:
-            assert worker.proc.poll() is None, f"{what}: a worker exited {worker.proc.returncode}: {worker.stderr[-1500:]}"
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
-        time.sleep(0.2)
-
-
 @pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
 def test_zombie_worker_frozen_past_max_poll_interval(clusters, tmp_path, topic_name, delivery, record_property):
     """Two workers of one mirror share its partitions; one is frozen (SIGSTOP) until the other holds every
@@ -146,19 +139,19 @@ def test_zombie_worker_frozen_past_max_poll_interval(clusters, tmp_path, topic_n
         other.wait_started(90)
         watch.start()
         positions.start()
-        _wait(lambda: _partitions(zombie) and _partitions(other), "both workers own partitions", workers, 90)
+        wait_while_running(lambda: _partitions(zombie) and _partitions(other), "both workers own partitions", workers, 90)
         _wait_for_total(watch, 5 * RATE)
         taken = _partitions(zombie)
         fault_at = time.monotonic()
         os.kill(zombie.pid, signal.SIGSTOP)
         frozen = True
-        _wait(lambda: _partitions(other) == set(range(PARTITIONS)), "the other worker takes every partition", [other])
+        wait_while_running(lambda: _partitions(other) == set(range(PARTITIONS)), "the other worker takes every partition", [other])
         time.sleep(max(0.0, fault_at + 12 - time.monotonic()))  # past max.poll.interval.ms (10 s)
         os.kill(zombie.pid, signal.SIGCONT)
         frozen = False
         resumed_at = time.monotonic()
         frozen_s = resumed_at - fault_at
-        _wait(lambda: bool(_partitions(zombie)), "the zombie rejoins and gets partitions again", workers, 60)
+        wait_while_running(lambda: bool(_partitions(zombie)), "the zombie rejoins and gets partitions again", workers, 60)
         live.finish()
         source = read_topic(src.bootstrap_servers, topic, timeout=30)
         assert len(source) == total
@@ -221,7 +214,7 @@ def _roll(cluster, workers: list[WorkerProcess], restarts: list[dict]) -> None:
         stopped = time.monotonic()
         node.start()
         node.wait_ready(240)  # 121 s from SIGTERM to started once in a CI run, beside a wheel's venv being built
-        _wait(lambda: not _under_replicated(cluster.bootstrap_servers),
+        wait_while_running(lambda: not _under_replicated(cluster.bootstrap_servers),
               f"{cluster.name} broker {node.node_id}: replicas in sync again", workers, 120)
         restarts.append({"broker": f"{cluster.name}.{node.node_id}", "stop_s": round(stopped - began, 1),
                          "in_sync_s": round(time.monotonic() - began, 1)})

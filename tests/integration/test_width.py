@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror_worker.exactly_once.positions import POSITIONS_GROUP
-from tests.worker_util import WorkerProcess, owned_partitions, write_properties
+from tests.worker_util import WorkerProcess, owned_partitions, wait_while_running, write_properties
 
 pytestmark = pytest.mark.integration
 
@@ -42,15 +42,6 @@ def _threads_and_files(pid: int) -> tuple[int, int]:
     status = Path(f"/proc/{pid}/status").read_text()
     threads = int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
     return threads, len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def _wait(condition, what: str, workers, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        for worker in workers:
-            assert worker.proc.poll() is None, f"{what}: a worker exited {worker.proc.returncode}: {worker.stderr[-2000:]}"
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
-        time.sleep(0.5)
 
 
 def _read_all(bootstrap: str, topics: list[str]) -> list:
@@ -113,25 +104,25 @@ def test_exactly_once_at_1000_partitions_under_1024_open_files_with_a_zombie(sta
     first = WorkerProcess(args, tmp_path, "first", open_files=1024)
     workers = [first]
     try:
-        _wait(lambda: _committed(dst, topics) == WIDTH * 2, "the first records copied", workers, 240)
+        wait_while_running(lambda: _committed(dst, topics) == WIDTH * 2, "the first records copied", workers, 240)
         threads, files = _threads_and_files(first.pid)
         assert threads < 100 and files < 300, f"{threads} threads, {files} open files at {WIDTH} partitions"
         second = WorkerProcess(args, tmp_path, "second")
         workers.append(second)
-        _wait(lambda: owned_partitions(first) and owned_partitions(second), "both workers own partitions", workers, 120)
+        wait_while_running(lambda: owned_partitions(first) and owned_partitions(second), "both workers own partitions", workers, 120)
         _produce(src, topics, "b", 2)
         os.kill(first.pid, signal.SIGSTOP)  # a zombie: its session and poll interval pass while it holds records
         try:
-            _wait(lambda: len(owned_partitions(second)) == WIDTH, "the second worker takes every partition",
+            wait_while_running(lambda: len(owned_partitions(second)) == WIDTH, "the second worker takes every partition",
                   [second], 120)
             _produce(src, topics, "c", 2)
         finally:
             os.kill(first.pid, signal.SIGCONT)
-        _wait(lambda: owned_partitions(first) and len(owned_partitions(second)) < WIDTH,
+        wait_while_running(lambda: owned_partitions(first) and len(owned_partitions(second)) < WIDTH,
               "the resumed worker rejoins and gets partitions again", workers, 120)
         _produce(src, topics, "d", 2)
         expected = WIDTH * 8
-        _wait(lambda: _committed(dst, topics) >= expected, "every record copied", workers, 300)
+        wait_while_running(lambda: _committed(dst, topics) >= expected, "every record copied", workers, 300)
         source = _read_all(src, topics)
         copies = _read_all(dst, [f"w.{t}" for t in topics])
         assert len(source) == expected

@@ -63,6 +63,9 @@ class Store:
         found = {key: (view[key][0], "id") if key in view else None for key in keys}
         return found, set(), {key: view[key][1] if key in view else RELEASED for key in keys}
 
+    def record(self, producer, key):
+        producer.produce("m.mirror.eos-positions", b"{}", repr(key).encode(), partition=0)
+
     def slot(self, key, offset=-1001, writer=""):
         return TopicPartition(key[0], key[1], offset, writer)
 
