@@ -43,6 +43,15 @@ _COORDINATOR_STARTING = {
 }
 
 
+def _transient(exc: KafkaException) -> bool:
+    """A look-up the demo only watches with, refused or timed out for now (a young cluster, or two cores busy
+    with Airflow starting the worker): asked again on the next round, not a failed demo."""
+    error = exc.args[0] if exc.args else None
+    if not isinstance(error, KafkaError):
+        return False
+    return error.code() in _COORDINATOR_STARTING or error.code() == KafkaError._TIMED_OUT or error.retriable()
+
+
 def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = admin_client({"bootstrap.servers": bootstrap})
     if topic in admin.list_topics(timeout=10).topics:
@@ -149,7 +158,7 @@ def wait_for_worker(bootstrap: str, group: str, timeout: float, out=print) -> bo
     started = time.monotonic()
     next_note = started + 15
     out(f"waiting for the mirror's worker to join its consumer group {group} ...")
-    while {p for t, p in held_partitions(admin, group, timeout=10) if t == TOPIC} != partitions:
+    while _held(admin, group) != partitions:
         if time.monotonic() > started + timeout:
             return False
         if time.monotonic() >= next_note:
@@ -158,6 +167,16 @@ def wait_for_worker(bootstrap: str, group: str, timeout: float, out=print) -> bo
         time.sleep(2)
     out(f"  joined after {time.monotonic() - started:.0f}s: producing 200 orders a second for 15 s\n")
     return True
+
+
+def _held(admin, group: str) -> set[int] | None:
+    """The demo topic's partitions the group's members hold; None while the look-up is refused or times out."""
+    try:
+        return {p for t, p in held_partitions(admin, group, timeout=10) if t == TOPIC}
+    except KafkaException as exc:
+        if _transient(exc):
+            return None
+        raise
 
 
 def log_to(path: Path) -> Path:
@@ -198,13 +217,12 @@ def main() -> int:
         produce_orders(source.kafka.bootstrap_servers, source.registry.url, 200)
         time.sleep(max(0.0, started + second - time.monotonic()))
         if second % 3 == 0:
-            _progress(stack, second, group)
+            _progress(stack, second, group, tries=1)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        produced = end_offsets(source.kafka.bootstrap_servers, TOPIC)
+        counts = _counts(stack, group)
         # Caught up: every record copied, and the copies committed (the worker commits periodically).
-        if (end_offsets(destination.kafka.bootstrap_servers, MIRRORED_TOPIC) >= produced
-                and committed_total(source.kafka.bootstrap_servers, group) >= produced):
+        if counts is not None and counts[1] >= counts[0] and counts[2] >= counts[0]:
             break
         time.sleep(1)
     caught_up = _progress(stack, "final", group)
@@ -233,12 +251,27 @@ def _airflow_mirror(stack: Stack):
     return select_mirror(Airflow(stack).spec, DEMO_MIRROR)
 
 
-def _progress(stack: Stack, label, group: str = GROUP) -> bool:
-    produced = end_offsets(stack["source"].kafka.bootstrap_servers, TOPIC)
-    mirrored = end_offsets(stack["destination"].kafka.bootstrap_servers, MIRRORED_TOPIC)
-    committed = committed_total(stack["source"].kafka.bootstrap_servers, group)
-    print(f"  {label!s:>6}  {produced:>17}  {mirrored:>23}  {committed:>22}")
-    return mirrored >= produced
+def _counts(stack: Stack, group: str) -> tuple[int, int, int] | None:
+    """(produced, mirrored, committed) records; None while a look-up is refused or times out."""
+    try:
+        return (end_offsets(stack["source"].kafka.bootstrap_servers, TOPIC),
+                end_offsets(stack["destination"].kafka.bootstrap_servers, MIRRORED_TOPIC),
+                committed_total(stack["source"].kafka.bootstrap_servers, group))
+    except KafkaException as exc:
+        if _transient(exc):
+            return None
+        raise
+
+
+def _progress(stack: Stack, label, group: str = GROUP, tries: int = 3) -> bool:
+    for _ in range(tries):
+        counts = _counts(stack, group)
+        if counts is not None:
+            produced, mirrored, committed = counts
+            print(f"  {label!s:>6}  {produced:>17}  {mirrored:>23}  {committed:>22}")
+            return mirrored >= produced
+    print(f"  {label!s:>6}  (the clusters did not answer within 10 s, {tries} times)")
+    return False
 
 
 # --- `make run`: Airflow with the demo mirror ---------------------------------------------------

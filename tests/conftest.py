@@ -7,7 +7,7 @@ and leaves it running; otherwise it starts its own under a temporary directory a
 waiting for brokers, groups and Airflow, not computing. The processes share one stack (the first that
 needs it starts it; the controller stops it), and three kinds of test stay together on one process each
 (`pytest_xdist_make_scheduler`): those that start Spark (marker `spark`, the `spark` or `spark_cluster`
-fixture), in two groups, the second handed out last (LATE_SPARK_GROUP); those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
+fixture), in two groups, the second handed out once the fault and browser groups have ended (LATE_SPARK_GROUP); those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
 tests with the Celery test (each starts an Airflow of its own). The fault tests (marker `faults`) also stay on one
 process: they share two three-node clusters of their own (`fault_stack`), started by that process once. No test
 stops a shared server: those that stop or kill a destination broker have one of their own (`outage_stack`).
@@ -92,15 +92,25 @@ def pytest_unconfigure(config):
 # test has been handed out (GroupScheduling): two Sparks beside the fault tests and the browser tests took the
 # machine to load 33 and failed three timing-bound tests.
 LATE_SPARK_GROUP = "spark-late"
+# The late Spark group waits for these: beside the fault clusters and the browser tests' own Airflow, a second
+# Spark took the machine to load 33. Handed out only once nothing else was left, it ran alone for the last 18
+# of 46 minutes (stop 51's full run; 64 minutes in CI).
+LATE_AFTER_GROUPS = ("faults", "e2e")
 LATE_SPARK_FILES = ("test_consistency_check", "test_spark_cluster")
 
 
 class LateLast(OrderedDict):
-    """xdist's work queue, handing out the late group only once nothing else is left (xdist takes the next
-    scope with popitem(last=False))."""
+    """xdist's work queue (xdist takes the next scope with popitem(last=False)). The late group is handed out
+    next once `ready()` says the groups it must not overlap are done, else only once nothing else is left."""
+
+    def __init__(self, *args, ready=lambda: False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.ready = ready
 
     def popitem(self, last: bool = True):
-        if not last:
+        if not last and LATE_SPARK_GROUP in self:
+            if self.ready():
+                return LATE_SPARK_GROUP, self.pop(LATE_SPARK_GROUP)
             scope = next((s for s in self if s != LATE_SPARK_GROUP), None)
             if scope is not None:
                 return scope, self.pop(scope)
@@ -149,7 +159,14 @@ def pytest_xdist_make_scheduler(config, log):
 
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
-            self.workqueue = LateLast()
+            self.workqueue = LateLast(ready=self._late_may_start)
+
+        def _late_may_start(self) -> bool:
+            """Every group of LATE_AFTER_GROUPS handed out and run to its end (or absent from this run)."""
+            if any(group in self.workqueue for group in LATE_AFTER_GROUPS):
+                return False
+            return all(all(work.get(group, {}).values()) for work in self.assigned_work.values()
+                       for group in LATE_AFTER_GROUPS)
 
         def _split_scope(self, nodeid: str) -> str:
             if self._groups is None:

@@ -4,6 +4,7 @@ its first consistency check has records to compare (before, it ran at once and r
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from devstack import demo
 
@@ -67,3 +68,42 @@ def test_verify_is_released_once_the_orders_are_mirrored_and_not_before(api):
     assert demo.release_verify(api, caught_up=True, out=lines.append) is True
     assert api.paused[demo.VERIFY_DAG] is False
     assert "mirror__demo__verify unpaused" in lines[-1]
+
+
+class FakeMetadata:
+    def __init__(self) -> None:
+        self.topics = {demo.TOPIC: type("Topic", (), {"partitions": {0: None, 1: None, 2: None}})()}
+
+
+class FakeAdmin:
+    def list_topics(self, topic, timeout):
+        return FakeMetadata()
+
+
+def test_a_group_look_up_that_times_out_while_the_worker_starts_is_asked_again(monkeypatch):
+    # CI of stop 51: under load one describe of the group timed out (_TIMED_OUT) and `make run` exited 1.
+    answers = iter([KafkaException(KafkaError(KafkaError._TIMED_OUT)), set(),
+                    {(demo.TOPIC, 0), (demo.TOPIC, 1), (demo.TOPIC, 2)}])
+
+    def held(admin, group, timeout):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(demo, "admin_client", lambda conf: FakeAdmin())
+    monkeypatch.setattr(demo, "held_partitions", held)
+    monkeypatch.setattr(demo.time, "sleep", lambda seconds: None)
+    lines: list[str] = []
+    assert demo.wait_for_worker("s:1", "g", timeout=60, out=lines.append) is True
+    assert lines[-1].startswith("  joined after")
+
+
+def test_a_group_look_up_refused_for_good_still_fails_the_demo(monkeypatch):
+    def held(admin, group, timeout):
+        raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
+
+    monkeypatch.setattr(demo, "admin_client", lambda conf: FakeAdmin())
+    monkeypatch.setattr(demo, "held_partitions", held)
+    with pytest.raises(KafkaException):
+        demo.wait_for_worker("s:1", "g", timeout=60, out=lambda line: None)
