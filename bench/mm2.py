@@ -13,7 +13,7 @@ from devstack import paths
 from devstack.errors import SetupMissingError
 from devstack.jdk import find_java
 from mirror_worker.batch_api import (
-    CONSUMER_DEFAULTS, PRODUCER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, batch_size_for,
+    PRODUCER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, WAN_PARTITION_FETCH_BYTES, batch_size_for,
 )
 
 MM2_LIBS = paths.CACHE / "mm2" / "libs"
@@ -81,8 +81,9 @@ def mm2_properties(alias: str, source: str, destination: str, topics: list[str],
         "offset.flush.interval.ms": "5000",
         f"{alias}.consumer.max.poll.records": str(poll_records),
         f"{alias}.consumer.auto.offset.reset": "earliest",
-        # The worker's per-partition fetch size (the Java client's default is 1 MiB, as librdkafka's).
-        f"{alias}.consumer.max.partition.fetch.bytes": CONSUMER_DEFAULTS["max.partition.fetch.bytes"],
+        # The worker's per-partition fetch size for a source across a WAN (the Java client's default is 1 MiB, as
+        # librdkafka's, which the worker keeps for a source on loopback: MirrorMaker 2 never gets the smaller).
+        f"{alias}.consumer.max.partition.fetch.bytes": str(WAN_PARTITION_FETCH_BYTES),
         **{f"destination.producer.{k}": v for k, v in producer.items()},
     }
     if exactly_once_rest_port is not None:

@@ -11,6 +11,7 @@ transactions.
   (`produced_timestamp`, `expected_destination_timestamp`, `EPOCH_ZERO_STAMP_MS`)
 - client settings, as the worker resolves them: `KAFKA_MAX_MESSAGE_BYTES`, `batch_size_for`, `connection_settings`,
   `consumer_settings`, `fitted_to_topics`, `producer_settings`, `CONSUMER_DEFAULTS`, `PRODUCER_DEFAULTS`,
+  `WAN_PARTITION_FETCH_BYTES`,
   `java_security_settings`, `TopicCreation`, `select_mirror`
 - routing, naming and provenance (policy): `IdentityPolicy`, `NamingPolicy`, `PrefixPolicy`, `Router`,
   `PROVENANCE_HEADER`, `mirrored_headers`, `provenance_value`
@@ -43,8 +44,8 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
         EPOCH_ZERO_STAMP_MS, expected_destination_timestamp, produced_timestamp,
     )
     from mirror_worker.config.librdkafka import (
-        CONSUMER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, PRODUCER_DEFAULTS, batch_size_for, connection_settings,
-        consumer_settings, fitted_to_topics, producer_settings,
+        CONSUMER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, PRODUCER_DEFAULTS, WAN_PARTITION_FETCH_BYTES, batch_size_for,
+        connection_settings, consumer_settings, fitted_to_topics, producer_settings,
     )
     from mirror_worker.config.model import TopicCreation
     from mirror_worker.config.security import java_security_settings
@@ -93,6 +94,7 @@ _HOME = {
     "fitted_to_topics": ("mirror_worker.config.librdkafka", "fitted_to_topics"),
     "producer_settings": ("mirror_worker.config.librdkafka", "producer_settings"),
     "CONSUMER_DEFAULTS": ("mirror_worker.config.librdkafka", "CONSUMER_DEFAULTS"),
+    "WAN_PARTITION_FETCH_BYTES": ("mirror_worker.config.librdkafka", "WAN_PARTITION_FETCH_BYTES"),
     "PRODUCER_DEFAULTS": ("mirror_worker.config.librdkafka", "PRODUCER_DEFAULTS"),
     "java_security_settings": ("mirror_worker.config.security", "java_security_settings"),
     "TopicCreation": ("mirror_worker.config.model", "TopicCreation"),

@@ -150,6 +150,10 @@ class MirrorMetrics:
             "Assigned source partitions whose leader is unknown or unreachable", ["mirror", "source"],
             registry=self.registry,
         )
+        self.round_trip = Gauge(
+            "mirror_cluster_round_trip_seconds", "A metadata request's round trip to the cluster, measured at start "
+            "(the shortest of three): the source fetch sizes follow it", ["mirror", "cluster"], registry=self.registry,
+        )
         self.delivery_retries = Counter(
             "mirror_delivery_retries", "Produce requests sent to the destination again (librdkafka's txretries)",
             ["mirror"], registry=self.registry,

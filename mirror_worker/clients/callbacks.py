@@ -15,6 +15,7 @@ from mirror_worker.clients.factory import admin_client, librdkafka_log
 from mirror_worker.clients.first_contact import Probe, first_contact
 from mirror_worker.clients.fold import REPEATS_FIELD, RepeatFold, kind_of
 from mirror_worker.clients.health import DESTINATION, ClientHealth
+from mirror_worker.clients.round_trip import round_trip_s
 from mirror_worker.config.librdkafka import connection_settings
 from mirror_worker.metrics import MirrorMetrics
 
@@ -86,6 +87,8 @@ class ClientSettings:
         # `cluster`), for the first contact to stop waiting on it.
         self.refused: dict[str | None, str] = {}
         self.repeats = RepeatFold()  # the client errors logged (clients/fold.py)
+        # Each cluster's round trip measured at start, in seconds (None: no answer): by DESTINATION or source name.
+        self.round_trips: dict[str, float | None] = {}
 
     def client(self, settings: dict, stats_source: str | None = None, cluster: str | None = None) -> dict:
         """`stats_source`: the cluster (a source's name, or DESTINATION) whose health and lag this client's
@@ -108,14 +111,23 @@ class ClientSettings:
         """The cluster's id, within timeout_s; refused credentials or certificates fail at once."""
         return self.cluster_ids([Probe(client, what, cluster)], timeout_s)[0]
 
-    def reach_all(self, destination_admin, sources: dict[str, dict], timeout_s: float) -> str:
+    def reach_all(self, destination_admin, sources: dict[str, dict], timeout_s: float,
+                  measure=round_trip_s) -> str:
         """The destination's cluster id, once it and every source ({name: consumer settings}) answered, in one
         wait, so that each cluster that does not is named. A source is asked through a short-lived admin client
-        (its connections close on return); its stream's clients come later and find it answering."""
+        (its connections close on return); its stream's clients come later and find it answering. Then each
+        cluster's round trip, over the connection just made (`round_trips`, logged and exported)."""
         probes = [Probe(destination_admin, "destination", DESTINATION)] + [
             Probe(admin_client(self.client(connection_settings(settings), cluster=name), whole=True),
                   f"source {name!r}", name) for name, settings in sources.items()]
-        return self.cluster_ids(probes, timeout_s)[0]
+        destination_id = self.cluster_ids(probes, timeout_s)[0]
+        for probe in probes:
+            took = self.round_trips[probe.cluster] = measure(probe.client)
+            if took is not None:
+                self.metrics.round_trip.labels(cluster=probe.cluster, **self.label).set(took)
+        log.info("round trips measured", extra={**self.label, "round_trip_ms": {
+            name: None if took is None else round(took * 1000, 1) for name, took in self.round_trips.items()}})
+        return destination_id
 
     def cluster_ids(self, probes: list[Probe], timeout_s: float) -> list[str]:
         """Each probe's cluster id, all in one bounded wait that a stop ends (clients/first_contact.py)."""

@@ -46,12 +46,7 @@ CONSUMER_DEFAULTS = {
     # Bounds the consumer's prefetch: with the producer's queue.size this bounds the worker's memory.
     "queued.max.messages.kbytes": "16384",
     "fetch.max.bytes": "16777216",
-    # A fetch carries at most this much of each partition, and one fetch per broker is in flight: with
-    # librdkafka's 1 MiB, a source 50 ms away held the copy at 81 % of loopback (6 partitions, 1 KiB
-    # records, bench/wan.py); with 4 MiB, 105 %. fetch.max.bytes above still bounds a whole fetch, but
-    # fetches now reach it: the worker's peak RSS on the loopback bench went from 196 to 300 MiB at 100 B
-    # records and from 151 to 177 MiB at 1 KiB (bench.compare, 1M records), throughput unchanged.
-    "max.partition.fetch.bytes": "4194304",
+    # max.partition.fetch.bytes is not among these: it follows the source's round trip (fetch_sizes_for).
     # When that prefetch is full, librdkafka waits this long before it fetches again (default 1000 ms):
     # meanwhile the loop drains the queue and starves. 10 ms took 1 KiB records from 32K to ~100K msgs/s
     # and 100 B from 120K to ~260K on the bench, memory unchanged (issue #7).
@@ -64,6 +59,27 @@ CONSUMER_DEFAULTS = {
     # at 0.7x the rate of one (bench.compare --procs 2); at 300 ms, 1.0-1.2x. Two small requests a second.
     "heartbeat.interval.ms": "300",
 }
+# A fetch carries at most max.partition.fetch.bytes of each partition, and one fetch per broker is in flight:
+# with librdkafka's 1 MiB, a source 50 ms away held the copy at 81 % of loopback (6 partitions, 1 KiB records,
+# bench/wan.py); with 4 MiB, 105 %. On loopback the larger fetches buy nothing and cost memory: the worker's peak
+# RSS copying 2M x 100 B was 308-311 MiB with 4 MiB, 205-207 with 1 MiB (2026-11-29, /tmp probe of stop 52,
+# docs/benchmarks/wan.md). So the size follows the round trip measured at start (clients/round_trip.py).
+LOOPBACK_PARTITION_FETCH_BYTES = 1048576  # librdkafka's own default
+WAN_PARTITION_FETCH_BYTES = 4194304
+# A round trip this long is a WAN. Loopback and a datacenter answer a metadata request in ~1 ms; cross-zone
+# links a few; the shortest of three samples keeps a loaded machine's slow moment from looking like a WAN.
+WAN_ROUND_TRIP_S = 0.015
+
+
+def fetch_sizes_for(round_trip_s: float | None, settings: dict[str, str]) -> dict[str, str]:
+    """The source consumer's max.partition.fetch.bytes for a cluster `round_trip_s` away (None: not measured,
+    taken as a WAN: the larger size never slows a copy), unless its settings name one."""
+    if "max.partition.fetch.bytes" in settings:
+        return {}
+    wan = round_trip_s is None or round_trip_s >= WAN_ROUND_TRIP_S
+    return {"max.partition.fetch.bytes": str(WAN_PARTITION_FETCH_BYTES if wan else LOOPBACK_PARTITION_FETCH_BYTES)}
+
+
 # The KIP-848 consumer protocol assigns on the broker and takes the heartbeat interval from it: librdkafka
 # refuses the classic-protocol keys with group.protocol=consumer (assignment_strategy adds none then).
 _CLASSIC_ONLY_DEFAULTS = ("heartbeat.interval.ms",)
@@ -146,8 +162,9 @@ def assignment_strategy(consumer: dict[str, str], exactly_once: bool) -> dict[st
     member). It is eager: a join revokes every partition for one round, which with the 300 ms heartbeat cost
     the running worker ~50 ms of latency in bench/join_stall.py (2026-11-25), less than the moved partitions
     waited under cooperative-sticky (~550 ms); static membership keeps restarts free of rebalances either way.
-    Exactly-once keeps cooperative-sticky: each partition has its own transactional producer, and an eager
-    rebalance would close and initialise again every one of them at each join. With the KIP-848 protocol
+    Exactly-once keeps cooperative-sticky: an eager rebalance revokes every partition at each join, and each
+    revoke ends the source's open transaction and releases, then claims again, the positions of every partition
+    (exactly_once/stream_transaction.py), where cooperative moves only those that change owner. With the KIP-848 protocol
     the broker assigns (`group.remote.assignor`, default range above)."""
     if consumer.get("group.protocol", "classic").lower() == "consumer" or "partition.assignment.strategy" in consumer:
         return {}

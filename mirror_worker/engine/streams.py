@@ -2,18 +2,19 @@
 parts that hang off it (admin client, exactly-once transactions, schema gate). Built once at start-up.
 
 `consumer_settings` is where the worker's choices about a source consumer are made (assignor, static
-membership, isolation level, who resets positions); `open_streams` makes the clients from them.
+membership, isolation level, who resets positions, fetch sizes for the source's round trip); `open_streams` makes the clients from them.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from mirror_worker.clients import factory
 from mirror_worker.clients.callbacks import ClientSettings
 from mirror_worker.clients.health import STATISTICS_INTERVAL_MS
 from mirror_worker.clients.log_ends import reads_committed
-from mirror_worker.config.librdkafka import assignment_strategy, connection_settings
+from mirror_worker.config.librdkafka import assignment_strategy, connection_settings, fetch_sizes_for
 from mirror_worker.config.membership import membership_settings
 from mirror_worker.config.model import MirrorConfig, SourceCluster
 from mirror_worker.engine.halts import Halts
@@ -22,14 +23,18 @@ from mirror_worker.engine.source_stream import SourceStream
 from mirror_worker.exactly_once.stream_transaction import StreamTransaction
 from mirror_worker.metrics import MirrorMetrics
 
+log = logging.getLogger("mirror_worker")
 
-def consumer_settings(cfg: MirrorConfig, source: SourceCluster, stream_index: int) -> tuple[dict, str]:
+
+def consumer_settings(cfg: MirrorConfig, source: SourceCluster, stream_index: int,
+                      round_trip_s: float | None = None) -> tuple[dict, str]:
     """The source consumer's settings, and the reset policy the worker applies itself (see below).
 
-    The source's own settings win over the worker's defaults (assignor), not over what the worker's
-    guarantees need (static member id aside: isolation, the reset policy)."""
+    The source's own settings win over the worker's defaults (assignor, fetch sizes for the source's round trip
+    `round_trip_s`), not over what the worker's guarantees need (static member id aside: isolation, the reset
+    policy)."""
     settings = {"group.id": cfg.group_id, **assignment_strategy(source.consumer, cfg.exactly_once),
-                **source.consumer,
+                **fetch_sizes_for(round_trip_s, source.consumer), **source.consumer,
                 **membership_settings(cfg.static_membership, cfg.group_id, source.name, cfg.worker_slot, stream_index)}
     if cfg.metrics_port is not None:
         settings.setdefault("statistics.interval.ms", STATISTICS_INTERVAL_MS)
@@ -57,7 +62,12 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
     the first contact; `transactions(stream)`, for exactly-once mirrors, makes its transactional producer."""
     streams = [] if streams is None else streams
     for source in cfg.sources:
-        settings, reset_policy = consumer_settings(cfg, source, stream_index)
+        round_trip = clients.round_trips.get(source.name)
+        settings, reset_policy = consumer_settings(cfg, source, stream_index, round_trip)
+        log.info("source consumer sized for its round trip", extra={
+            "mirror": cfg.name, "source": source.name,
+            "round_trip_ms": None if round_trip is None else round(round_trip * 1000, 1),
+            "max_partition_fetch_bytes": int(settings["max.partition.fetch.bytes"])})
         consumer = factory.consumer(clients.client(settings, stats_source=source.name))
         source_id = cluster_id(consumer, f"source {source.name!r}")
         admin = factory.worker_admin_client(

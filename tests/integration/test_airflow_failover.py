@@ -28,7 +28,10 @@ from tests.e2e.waits import wait_until
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import committed_offsets, wait_for_count
 
-pytestmark = pytest.mark.integration
+# dag.test() runs in the test's own thread and waits as long as its approval task is parked. Should a run hang
+# there anyway (a full run's did, 10 minutes after the api-server's log fell silent), SIGALRM fails this test
+# alone; the thread method ends the whole test process, and the Airflow group's tests queued behind it.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(420, method="signal")]
 
 PARTITIONS, PER_PARTITION = 3, 200
 HALF = PER_PARTITION // 2
@@ -145,13 +148,26 @@ class Approver:
             # SQLite, where Airflow's row locks are no-ops: an answer given between the operator writing its
             # request and the task parking was recorded but never resumed the task, and dag.test() waited for
             # ever (a full run hung on it for 20 minutes, 0.6 s between the request and the answer).
-            wait_until(lambda: state() == "awaiting_input", 60, "the approval task never parked", interval=0.5)
+            wait_until(lambda: state() == "awaiting_input", 180, "the approval task never parked", interval=0.5)
             self._call("PATCH", f"{task}/{ti['map_index']}/hitlDetails", json={"chosen_options": [self.choice]})
             wait_until(lambda: state() != "awaiting_input", 60, "the answer did not resume the task", interval=0.5)
         except BaseException as exc:  # reported by result()
             self.error = exc
             if task is not None:  # dag.test() waits for ever on a parked task: end it failed instead
-                self.api.request("PATCH", task, json={"new_state": "failed"})
+                self.end_failed(task)
+
+    def end_failed(self, task: str, timeout: float = 180) -> None:
+        """Set the task failed until it stays failed: set while it was still on its way to parking (a loaded
+        machine: the parked wait above ran out), the state was overwritten when it parked, and dag.test() then
+        waited for ever (a full run's test process was ended by pytest-timeout after 600 s)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.api.request("PATCH", task, json={"new_state": "failed"})
+            time.sleep(2)
+            if self._call("GET", task)["state"] == "failed":
+                time.sleep(3)
+                if self._call("GET", task)["state"] == "failed":
+                    return
 
     def result(self) -> dict:
         self.thread.join(10)
@@ -302,7 +318,7 @@ class RefusedApprover(Approver):
             self.shown = wait_until(self._requested, 300, "no approval requested")
             ti = self.shown["task_instance"]
             task = f"/dags/{self.dag_id}/dagRuns/{ti['dag_run_id']}/taskInstances/{ti['task_id']}"
-            wait_until(lambda: self._call("GET", task)["state"] == "awaiting_input", 60,
+            wait_until(lambda: self._call("GET", task)["state"] == "awaiting_input", 180,
                        "the approval task never parked", interval=0.5)
             self.status = self.api.request("PATCH", f"{task}/{ti['map_index']}/hitlDetails",
                                            json={"chosen_options": ["Approve"]}).status_code
@@ -310,7 +326,7 @@ class RefusedApprover(Approver):
             self.error = exc
         finally:
             if task is not None:
-                self.api.request("PATCH", task, json={"new_state": "failed"})
+                self.end_failed(task)
 
 
 def test_only_a_named_approver_may_answer_and_a_group_id_cannot_forge_the_text(stack, mirror, tmp_path):

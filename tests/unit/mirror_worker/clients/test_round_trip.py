@@ -1,0 +1,91 @@
+"""The round trip measured at start, and the source fetch size that follows it (issue 45: on loopback the
+4 MiB fetches cost ~100 MiB of RSS at 100 B records and bought nothing; across a WAN they keep the rate)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from mirror_worker.clients.callbacks import ClientSettings
+from mirror_worker.clients.health import DESTINATION
+from mirror_worker.clients.round_trip import PROBE_TOPIC, round_trip_s
+from mirror_worker.config.librdkafka import (
+    LOOPBACK_PARTITION_FETCH_BYTES,
+    WAN_PARTITION_FETCH_BYTES,
+    consumer_settings,
+    fetch_sizes_for,
+)
+from mirror_worker.metrics import MirrorMetrics
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TimedClient:
+    """Each metadata request takes the next of `took` seconds of the fake clock; an exception is raised."""
+
+    def __init__(self, clock: Clock, took: list) -> None:
+        self.clock, self.took, self.asked = clock, list(took), []
+
+    def list_topics(self, topic=None, timeout=None):
+        self.asked.append(topic)
+        took = self.took.pop(0)
+        if isinstance(took, Exception):
+            raise took
+        self.clock.now += took
+
+
+def test_the_shortest_of_three_requests_for_one_topic_is_the_round_trip():
+    clock = Clock()
+    client = TimedClient(clock, [0.080, 0.051, 0.260])
+    assert round_trip_s(client, clock=clock) == pytest.approx(0.051)
+    assert client.asked == [PROBE_TOPIC] * 3  # never every topic's metadata: a big answer on a wide cluster
+
+
+def test_a_cluster_that_stops_answering_keeps_what_was_measured():
+    clock = Clock()
+    timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT))
+    assert round_trip_s(TimedClient(clock, [0.040, timed_out]), clock=clock) == pytest.approx(0.040)
+    assert round_trip_s(TimedClient(clock, [timed_out]), clock=clock) is None
+
+
+@pytest.mark.parametrize("round_trip, expected", [
+    (0.0008, LOOPBACK_PARTITION_FETCH_BYTES),  # loopback, a datacenter
+    (0.004, LOOPBACK_PARTITION_FETCH_BYTES),   # across zones
+    (0.050, WAN_PARTITION_FETCH_BYTES),        # a WAN
+    (None, WAN_PARTITION_FETCH_BYTES),         # not measured: the size that never slows a copy
+])
+def test_the_fetch_size_follows_the_round_trip(round_trip, expected):
+    assert fetch_sizes_for(round_trip, {}) == {"max.partition.fetch.bytes": str(expected)}
+
+
+def test_a_fetch_size_the_settings_name_wins_at_any_round_trip():
+    named = consumer_settings({"bootstrap.servers": "a:1", "max.partition.fetch.bytes": "2097152"}, "source")
+    assert fetch_sizes_for(0.0008, named) == {} == fetch_sizes_for(0.2, named)
+    # Unnamed, the parsed settings leave it out, for the round trip to decide.
+    assert "max.partition.fetch.bytes" not in consumer_settings({"bootstrap.servers": "a:1"}, "source")
+
+
+class FakeState:
+    stop_event = type("E", (), {"is_set": staticmethod(lambda: False)})()
+
+    def fail(self, reason: str) -> None:
+        raise AssertionError(reason)
+
+
+def test_reach_all_measures_every_cluster_and_exports_it(monkeypatch):
+    metrics = MirrorMetrics("m")
+    clients = ClientSettings(metrics, {"mirror": "m"}, FakeState(), lambda err, msg: None)
+    monkeypatch.setattr(ClientSettings, "cluster_ids", lambda self, probes, timeout_s: ["dest-id", "east-id"])
+    monkeypatch.setattr("mirror_worker.clients.callbacks.admin_client", lambda settings, whole: ("admin", settings))
+    measured = {DESTINATION: 0.052, "east": 0.0009}
+    clients.reach_all("destination-admin", {"east": {"bootstrap.servers": "e:1"}}, 5,
+                      measure=lambda client: measured["east" if isinstance(client, tuple) else DESTINATION])
+    assert clients.round_trips == measured
+    assert metrics.registry.get_sample_value(
+        "mirror_cluster_round_trip_seconds", {"mirror": "m", "cluster": "east"}) == pytest.approx(0.0009)
