@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import requests
 from confluent_kafka import Consumer, TopicPartition
 
 from devstack.airflow import AirflowApi as TestsRestApi  # the tests' REST client (the product's is below)
@@ -124,8 +125,21 @@ class Approver:
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def _call(self, method: str, path: str, **kwargs) -> dict:
-        response = self.api.request(method, path, **kwargs)
+    def _call(self, method: str, path: str, attempts: int = 10, **kwargs) -> dict:
+        """One API call, asked again on a 5xx, a timeout or a connection error. An approver that gives up leaves
+        dag.test() waiting on a parked task for ever: in a loaded full run (stop 52) the thread's calls stopped
+        12 s in and pytest-timeout ended the whole test process 10 minutes later; an error it gave up on (the
+        tests' SQLite makes the api-server answer 'database is locked' under load) is the likely cause."""
+        for attempt in range(attempts):
+            try:
+                response = self.api.request(method, path, **kwargs)
+                if response.status_code < 500:
+                    response.raise_for_status()
+                    return response.json()
+            except (requests.ConnectionError, requests.Timeout):
+                if attempt == attempts - 1:
+                    raise
+            time.sleep(2)
         response.raise_for_status()
         return response.json()
 
@@ -157,17 +171,19 @@ class Approver:
                 self.end_failed(task)
 
     def end_failed(self, task: str, timeout: float = 180) -> None:
-        """Set the task failed until it stays failed: set while it was still on its way to parking (a loaded
-        machine: the parked wait above ran out), the state was overwritten when it parked, and dag.test() then
-        waited for ever (a full run's test process was ended by pytest-timeout after 600 s)."""
+        """Set the task failed until it stays failed: a state set while the task is still on its way to parking
+        (the parked wait above ran out on a loaded machine) would be overwritten when it parks."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self.api.request("PATCH", task, json={"new_state": "failed"})
-            time.sleep(2)
-            if self._call("GET", task)["state"] == "failed":
-                time.sleep(3)
+            try:
+                self.api.request("PATCH", task, json={"new_state": "failed"})
+                time.sleep(2)
                 if self._call("GET", task)["state"] == "failed":
-                    return
+                    time.sleep(3)
+                    if self._call("GET", task)["state"] == "failed":
+                        return
+            except requests.RequestException:
+                time.sleep(2)
 
     def result(self) -> dict:
         self.thread.join(10)
