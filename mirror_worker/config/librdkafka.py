@@ -163,9 +163,9 @@ def assignment_strategy(consumer: dict[str, str], exactly_once: bool) -> dict[st
     the running worker ~50 ms of latency in bench/join_stall.py (2026-11-25), less than the moved partitions
     waited under cooperative-sticky (~550 ms); static membership keeps restarts free of rebalances either way.
     Exactly-once keeps cooperative-sticky: an eager rebalance revokes every partition at each join, and each
-    revoke ends the source's open transaction and releases, then claims again, the positions of every partition
-    (exactly_once/stream_transaction.py), where cooperative moves only those that change owner. With the KIP-848 protocol
-    the broker assigns (`group.remote.assignor`, default range above)."""
+    revoke ends the source's open transaction and releases, then claims again, the positions of every
+    partition (exactly_once/stream_transaction.py), where cooperative moves only those that change owner. With
+    the KIP-848 protocol the broker assigns (`group.remote.assignor`, default range above)."""
     if consumer.get("group.protocol", "classic").lower() == "consumer" or "partition.assignment.strategy" in consumer:
         return {}
     return {"partition.assignment.strategy": "cooperative-sticky" if exactly_once else "roundrobin"}

@@ -2,7 +2,8 @@
 parts that hang off it (admin client, exactly-once transactions, schema gate). Built once at start-up.
 
 `consumer_settings` is where the worker's choices about a source consumer are made (assignor, static
-membership, isolation level, who resets positions, fetch sizes for the source's round trip); `open_streams` makes the clients from them.
+membership, isolation level, who resets positions, fetch sizes for the source's round trip); `open_streams`
+makes the clients from them.
 """
 
 from __future__ import annotations
