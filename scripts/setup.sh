@@ -28,15 +28,15 @@ java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head
 [ "${java_major:-0}" -ge 17 ] || die "Java 17 or newer is needed, found: $(java -version 2>&1 | head -1)"
 
 # --- Python venv -----------------------------------------------------------------------------------
-venv_stamp=$(stamp_of requirements.txt requirements-test.txt docker/airflow/requirements-celery.txt constraints.txt)
+# requirements.txt only: the test packages (some need Python 3.11.5+) come from scripts/setup-test.sh.
+venv_stamp=$(stamp_of requirements.txt constraints.txt)
 if [ -x .venv/bin/python ] && fresh venv "$venv_stamp"; then
   say "venv ok"
 else
   say "creating .venv (Airflow, Spark, confluent-kafka: a few minutes the first time)"
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r requirements.txt -r requirements-test.txt \
-    -r docker/airflow/requirements-celery.txt -c constraints.txt
+  .venv/bin/python -m pip install -q -r requirements.txt -c constraints.txt
   mark venv "$venv_stamp"
 fi
 # pyspark-client (from the Spark provider) writes over pyspark's files; with equal pins that is

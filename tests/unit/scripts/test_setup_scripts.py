@@ -68,3 +68,10 @@ def test_the_check_sees_a_call_and_ignores_a_message():
                    '# apt-get in a comment\n'
                    'local sudo=(); "${sudo[@]}" apt-get update\n')
     assert _privileged_words(words) == ["sudo=", "${sudo[@]}", "apt-get"]
+
+
+def test_make_run_installs_only_the_run_requirements():
+    """The test packages need Python 3.11.5+ (pymdown-extensions 13); Debian 12's python3.11 is 3.11.2."""
+    files = {after for words in _reached_scripts("run").values()
+             for flag, after in zip(words, words[1:]) if flag in {"-r", "--requirement"}}
+    assert files == {"requirements.txt"}, files
