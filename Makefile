@@ -5,17 +5,23 @@ PYTEST_ARGS ?=
 # Test processes sharing one stack (tests/conftest.py): most integration tests wait rather than compute.
 TEST_WORKERS ?= 4
 
-.PHONY: setup run test test-unit stack-up stack-down stack-status bench-worker bench bench-wan bench-width clean docs
+.PHONY: setup setup-test run test test-unit stack-up stack-down stack-status bench-worker bench bench-wan bench-width clean docs
 
+# What `make run` needs, as the user who runs it (no package manager, no root): scripts/setup.sh.
 setup:
 	@bash scripts/setup.sh
+
+# On top, what only the tests need (scripts/setup-test.sh): Mermaid for the docs site, Toxiproxy, and Debian's
+# Chromium, chromedriver and redis-server through apt-get (as root, else sudo) when they are missing.
+setup-test: setup
+	@bash scripts/setup-test.sh
 
 run: setup
 	@$(PY) -m devstack up
 	@$(PY) -m devstack airflow
 	@$(PY) -m devstack.demo
 
-test: setup
+test: setup-test
 	@$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 test-unit: setup
@@ -43,6 +49,7 @@ bench: setup
 # then on the source side (bench/wan.py; 1M x 1 KiB records per run, 2 repeats; results in bench/results/wan.md).
 bench-wan: setup
 	@bash scripts/setup-bench.sh
+	@bash scripts/setup-toxiproxy.sh
 	@$(PY) -m bench.wan $(BENCH_ARGS)
 
 # One mirror process at 6, 1,000 and 5,000 partitions (topics of 10): the worker at-least-once and exactly-once,
@@ -53,6 +60,7 @@ bench-width: setup
 
 # The documentation site on http://127.0.0.1:8000 (mkdocs.yml; `make test` builds it with --strict).
 docs: setup
+	@bash scripts/fetch-docs-assets.sh
 	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve -a 127.0.0.1:8000
 
 clean: stack-down

@@ -67,7 +67,7 @@ class CeleryAirflow:
         """Redis, the metadata DB, then every component and worker in the background (`wait_ready` waits)."""
         for tool in ("redis-server", "unshare"):
             if shutil.which(tool) is None:
-                raise SetupMissingError(f"{tool} is missing: run `make setup` (Debian: apt-get install redis-server)")
+                raise SetupMissingError(f"{tool} is missing: run `make setup-test` (Debian redis-server, util-linux)")
         self.started_at = time.monotonic()
         self.settings.home.mkdir(parents=True, exist_ok=True)
         self.settings.ensure_password()  # before the environment, which carries it

@@ -8,13 +8,20 @@ import tempfile
 import time
 from pathlib import Path
 
-
 # Ports this process handed out, each with the open file whose lock reserves it against other processes (pytest
 # workers pick ports side by side). A port is only taken by its user's bind, often much later (the stack
 # configures both brokers, then starts them): until then nothing else keeps it free.
 _handed_out: dict[int, int] = {}
 _random = random.Random()
-_LOCKS = Path(tempfile.gettempdir()) / "devstack-ports"
+
+
+def locks_folder(uid: int) -> Path:
+    """One folder per user: a folder another user made (mode 0755, files 0644 under the usual umask) would refuse
+    this user's lock files. Users do not see each other's reservations; the bind test still skips a bound port."""
+    return Path(tempfile.gettempdir()) / f"devstack-ports-{uid}"
+
+
+_LOCKS = locks_folder(os.getuid())
 
 
 def _ephemeral_low() -> int | None:

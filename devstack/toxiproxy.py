@@ -95,7 +95,8 @@ class ToxiproxyServer:
         if self.process.is_running():
             return
         if not paths.TOXIPROXY_SERVER.is_file():
-            raise SetupMissingError(f"toxiproxy-server missing at {paths.TOXIPROXY_SERVER}: run `make setup`")
+            raise SetupMissingError(
+                f"toxiproxy-server missing at {paths.TOXIPROXY_SERVER}: run `make setup-test`")
         ports = [self.port] + [int(p["listen"].rsplit(":", 1)[1]) for p in self.proxies().values()]
         for port in ports:
             if is_listening(port):

@@ -3,7 +3,7 @@
 # loads Mermaid from unpkg.com unless the page already defines `mermaid`; mkdocs.yml's extra_javascript loads
 # this copy first. Mermaid's browser bundle comes from the npm registry (`npm pack`, else the registry's tarball
 # URL with curl), is checked against its pinned sha256, and lands in docs/assets/vendor/ (git-ignored).
-# Run by scripts/setup.sh; idempotent (a file with the pinned hash is kept).
+# Run by scripts/setup-test.sh and `make docs`; idempotent (a file with the pinned hash is kept).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Material 9.x is written against Mermaid 11 (it would load mermaid@11 itself): the newest 11.x.

@@ -6,30 +6,21 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-CACHE="$ROOT/.cache"
-STAMPS="$CACHE/stamps"
-mkdir -p "$STAMPS" "$CACHE/logs"
-
-say() { printf 'setup-bench: %s\n' "$*"; }
-die() { printf 'setup-bench: %s\n' "$*" >&2; exit 1; }
+SETUP_NAME=setup-bench
+source "$ROOT/scripts/common.sh"
 
 broker_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' java/kafka/pom.xml)
 mm2_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' java/mm2/pom.xml)
 [ "$broker_version" = "$mm2_version" ] \
   || die "java/mm2/pom.xml kafka.version ($mm2_version) must equal java/kafka/pom.xml's ($broker_version)"
 
-stamp=$(cat java/mm2/pom.xml java/settings.xml | sha256sum | cut -c1-16)
-if compgen -G "$CACHE/mm2/libs/connect-mirror-*.jar" >/dev/null \
-   && [ -f "$STAMPS/mm2" ] && [ "$(cat "$STAMPS/mm2")" = "$stamp" ]; then
+stamp=$(stamp_of java/mm2/pom.xml java/settings.xml)
+if compgen -G "$CACHE/mm2/libs/connect-mirror-*.jar" >/dev/null && fresh mm2 "$stamp"; then
   say "mirrormaker 2 jars ok"
   exit 0
 fi
 say "fetching Apache MirrorMaker 2 $mm2_version (connect-mirror) from Maven Central"
 rm -rf "$CACHE/mm2/libs"
-if ! mvn -q -B -s java/settings.xml -f java/mm2/pom.xml dependency:copy-dependencies \
-     -DoutputDirectory="$CACHE/mm2/libs" -DincludeScope=runtime > "$CACHE/logs/mm2.log" 2>&1; then
-  tail -n 30 "$CACHE/logs/mm2.log" >&2
-  die "Maven failed for mm2 (full log: $CACHE/logs/mm2.log)"
-fi
-echo "$stamp" > "$STAMPS/mm2"
+mvn_logged mm2 -f java/mm2/pom.xml dependency:copy-dependencies -DoutputDirectory="$CACHE/mm2/libs" -DincludeScope=runtime
+mark mm2 "$stamp"
 say "ready"

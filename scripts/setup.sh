@@ -1,17 +1,14 @@
 #!/usr/bin/env bash
-# make setup: everything the project needs, from the package registries only, into git-ignored
-# places of the repo (.venv/, .cache/). Idempotent: each part keeps a stamp of its inputs' hash and
-# a second run only verifies.
+# make setup: what `make run` needs (the venv, the project's package, Kafka, the Spark connector, the check's jar,
+# the schema registry), from PyPI and Maven Central into git-ignored places of the repo (.venv/, .cache/, and
+# Maven's ~/.m2), as the user who runs it: no package manager, no root. The tools only the tests use come from
+# scripts/setup-test.sh (`make test`). Idempotent: a second run only verifies.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-CACHE="$ROOT/.cache"
-STAMPS="$CACHE/stamps"
-mkdir -p "$STAMPS"
-
-say() { printf 'setup: %s\n' "$*"; }
-die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
+SETUP_NAME=setup
+source "$ROOT/scripts/common.sh"
 
 # --- prerequisites -------------------------------------------------------------------------------
 PYTHON="${PYTHON:-}"
@@ -24,35 +21,22 @@ if [ -z "$PYTHON" ]; then
   done
 fi
 [ -n "$PYTHON" ] || die "Python 3.11 is missing (set PYTHON=/path/to/python3.11 or install python3.11)"
-command -v java >/dev/null 2>&1 || die "Java is missing: install OpenJDK 17 or newer (Debian: apt-get install openjdk-17-jdk-headless)"
+command -v java >/dev/null 2>&1 || die "Java is missing: install a JDK 17 or newer (Debian: apt-get install openjdk-17-jdk-headless)"
+command -v javac >/dev/null 2>&1 || die "javac is missing: install a JDK 17 or newer, not only a Java runtime"
 command -v mvn >/dev/null 2>&1 || die "Maven is missing: install it (Debian: apt-get install maven)"
 java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
 [ "${java_major:-0}" -ge 17 ] || die "Java 17 or newer is needed, found: $(java -version 2>&1 | head -1)"
 
-stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
-fresh() { [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
-mark() { echo "$2" > "$STAMPS/$1"; }
-MVN=(mvn -q -B -s "$ROOT/java/settings.xml")
-# mvn NAME ARGS...: Maven with its output in .cache/logs/NAME.log, shown only when it fails.
-mvn_logged() {
-  local name=$1; shift
-  mkdir -p "$CACHE/logs"
-  if ! "${MVN[@]}" "$@" > "$CACHE/logs/$name.log" 2>&1; then
-    tail -n 30 "$CACHE/logs/$name.log" >&2
-    die "Maven failed for $name (full log: $CACHE/logs/$name.log)"
-  fi
-}
-
 # --- Python venv -----------------------------------------------------------------------------------
-venv_stamp=$(stamp_of requirements.txt requirements-test.txt docker/airflow/requirements-celery.txt constraints.txt)
+# requirements.txt only: the test packages (some need Python 3.11.5+) come from scripts/setup-test.sh.
+venv_stamp=$(stamp_of requirements.txt constraints.txt)
 if [ -x .venv/bin/python ] && fresh venv "$venv_stamp"; then
   say "venv ok"
 else
   say "creating .venv (Airflow, Spark, confluent-kafka: a few minutes the first time)"
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r requirements.txt -r requirements-test.txt \
-    -r docker/airflow/requirements-celery.txt -c constraints.txt
+  .venv/bin/python -m pip install -q -r requirements.txt -c constraints.txt
   mark venv "$venv_stamp"
 fi
 # pyspark-client (from the Spark provider) writes over pyspark's files; with equal pins that is
@@ -137,51 +121,6 @@ else
   rm -rf java/apicurio/target
   [ -f "$CACHE/apicurio/quarkus-app/quarkus-run.jar" ] || die "schema registry build produced no quarkus-run.jar"
   mark registry "$registry_stamp"
-fi
-
-# --- the docs site's own copy of Mermaid (no CDN: the site works offline) -----------------------------
-bash scripts/fetch-docs-assets.sh | sed 's/^/setup: /'
-
-# --- Toxiproxy (Shopify), the fault tests' proxy in front of each broker, built from the Go module proxy ---
-TOXIPROXY_VERSION=v2.5.0  # the newest v2 the Go module proxy serves (`go list -m -versions github.com/Shopify/toxiproxy/v2`)
-if [ -x "$CACHE/toxiproxy/bin/toxiproxy-server" ] && fresh toxiproxy "$TOXIPROXY_VERSION"; then
-  say "toxiproxy ok"
-else
-  command -v go >/dev/null 2>&1 || die "Go is missing: install Go 1.17 or newer (https://go.dev/dl/) for Toxiproxy"
-  say "building toxiproxy-server $TOXIPROXY_VERSION (go install)"
-  mkdir -p "$CACHE/toxiproxy/bin" "$CACHE/logs"
-  # The command's package is cmd/server, so go install names the binary `server`.
-  GOBIN="$CACHE/toxiproxy/bin" go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
-    > "$CACHE/logs/toxiproxy.log" 2>&1 \
-    || { tail -n 20 "$CACHE/logs/toxiproxy.log" >&2; die "go install of Toxiproxy failed (log: $CACHE/logs/toxiproxy.log)"; }
-  mv "$CACHE/toxiproxy/bin/server" "$CACHE/toxiproxy/bin/toxiproxy-server"
-  mark toxiproxy "$TOXIPROXY_VERSION"
-fi
-
-# --- Debian packages: the browser for the end-to-end UI tests, Redis for the CeleryExecutor test --------
-# apt_install LOG WHY PACKAGE...: install Debian packages (as root, else through sudo), the log under .cache/logs.
-apt_install() {
-  local log="$CACHE/logs/apt-$1.log" why="$2"; shift 2
-  command -v apt-get >/dev/null 2>&1 || die "$* missing (Debian: apt-get install $*)"
-  say "installing Debian's $* ($why)"
-  local sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-  mkdir -p "$CACHE/logs"
-  "${sudo[@]}" apt-get update -q > "$log" 2>&1 \
-    && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "$@" >> "$log" 2>&1 \
-    || { tail -n 20 "$log" >&2; die "apt-get could not install $* (log: $log)"; }
-}
-
-if command -v chromium >/dev/null 2>&1 && [ -x /usr/bin/chromedriver ]; then
-  say "chromium ok"
-else
-  apt_install chromium "browser tests" chromium chromium-driver
-fi
-# The CeleryExecutor test (tests/integration/test_airflow_celery.py): Redis as the broker, unshare for the
-# Celery workers' host names.
-if command -v redis-server >/dev/null 2>&1 && command -v unshare >/dev/null 2>&1; then
-  say "redis-server ok"
-else
-  apt_install redis "the CeleryExecutor test's broker" redis-server util-linux
 fi
 
 say "ready"

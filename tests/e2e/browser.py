@@ -1,4 +1,4 @@
-"""Debian's headless Chromium driven by Selenium through /usr/bin/chromedriver (installed by scripts/setup.sh)."""
+"""Debian's headless Chromium driven by Selenium through /usr/bin/chromedriver (installed by scripts/setup-test.sh)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def start_chromium(user_data_dir: Path, extra_flags: tuple[str, ...] = (), logs:
 
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.is_file()]
     if missing:
-        raise FileNotFoundError(f"{', '.join(missing)} missing: run `make setup` (Debian chromium, chromium-driver)")
+        raise FileNotFoundError(
+            f"{', '.join(missing)} missing: run `make setup-test` (Debian chromium, chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in (*FLAGS, *extra_flags, f"--user-data-dir={user_data_dir}"):

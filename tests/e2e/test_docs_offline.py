@@ -37,7 +37,7 @@ class _Quiet(SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> str:
     """The built site served on 127.0.0.1 (a free port); its base URL."""
-    assert VENDORED.is_file(), f"{VENDORED.relative_to(ROOT)} missing: run `make setup` (scripts/fetch-docs-assets.sh)"
+    assert VENDORED.is_file(), f"{VENDORED.relative_to(ROOT)} missing: run `make setup-test`"
     out = tmp_path_factory.mktemp("docs") / "site"
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT,
                           env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,

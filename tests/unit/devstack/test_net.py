@@ -6,6 +6,8 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +82,11 @@ def test_free_ports_are_distinct_even_when_the_kernel_repeats_one(monkeypatch, t
 def test_real_free_ports_are_distinct():
     ports = [net.free_port() for _ in range(200)]
     assert len(set(ports)) == len(ports)
+
+
+def test_each_user_reserves_ports_in_a_folder_of_its_own():
+    """A lock folder another user made (root's test runs: mode 0755, files 0644) refuses this user's lock files:
+    `make run` as a second user failed with PermissionError on /tmp/devstack-ports/<port>."""
+    assert net.locks_folder(0) != net.locks_folder(1001)
+    assert net.locks_folder(1001).parent == Path(tempfile.gettempdir())
+    assert net._LOCKS == net.locks_folder(os.getuid())
