@@ -24,7 +24,7 @@ run: setup
 test: setup-test
 	@$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
-test-unit: setup
+test-unit: setup-test
 	@$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 stack-up: setup
