@@ -47,7 +47,7 @@ def test_a_hundred_mirrors_dag_files_parse_without_import_errors(breadth, airflo
 
     names, spec, dags = breadth
     monkeypatch.setenv("KAFKA_MIRROR_SPEC", str(spec))
-    bag = DagBag(dag_folder=str(dags), include_examples=False)
+    bag = DagBag(dag_folder=str(dags))
     assert bag.import_errors == {}
     assert set(bag.dag_ids) == dag_ids(names)
     assert len(bag.dagbag_stats) == MIRRORS and {stat.dag_num for stat in bag.dagbag_stats} == {4}
