@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import json
 import os
 import shutil
-import json
 import subprocess
 import sys
 import tempfile
@@ -58,6 +58,12 @@ def dags_folder() -> Path:
     return HOME / "dags"
 
 
+def dashboard_spec() -> Path:
+    """The mirror spec the `airflow_api_server`'s dashboard shows (its KAFKA_MIRROR_SPEC): a test writes the
+    mirrors it wants listed there (tests/integration/test_airflow_breadth.py)."""
+    return HOME / "dashboard-mirrors.yaml"
+
+
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """A migrated metadata DB in the session's AIRFLOW_HOME (its path)."""
@@ -97,7 +103,8 @@ def airflow_api_server(airflow_db, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("api") / "api-server.log"
     env = {**os.environ, "AIRFLOW__API__WORKERS": "1", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-           "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}"}
+           "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}", "KAFKA_MIRROR_SPEC": str(dashboard_spec()),
+           "MIRROR_DASHBOARD_DB": str(HOME / "dashboard-history.sqlite")}
     with open(log, "wb") as out:
         proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "api-server", "--apps", "core",
                                  "-H", "127.0.0.1", "-p", str(port)], env=env, cwd=ROOT, stdout=out,

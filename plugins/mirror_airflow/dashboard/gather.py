@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from mirror_airflow.dashboard.sampler import Sampler
 from mirror_airflow.dashboard.store import HistoryStore, Verdict
 from mirror_airflow.lag.rules import Evaluation, Limits, PartitionKey, Sample, Status, covers, evaluate, merge_windows
 
@@ -211,47 +213,62 @@ class Dashboard:
     """Builds the views; samples a mirror when its newest kept sample is older than `min_interval_s`."""
 
     def __init__(self, edges: Edges, store: HistoryStore, min_interval_s: float = 10.0,
-                 chart_s: float = 3600.0, clock: Callable[[], float] = time.time) -> None:
+                 chart_s: float = 3600.0, clock: Callable[[], float] = time.time, sample_threads: int = 8,
+                 page_budget_s: float = 1.0, sampler: Sampler | None = None) -> None:
         self.edges = edges
         self.store = store
         self.min_interval_s = min_interval_s
         self.chart_s = chart_s
         self.clock = clock
+        # How long the overview waits for lag measurements; the slower ones finish in the background (sampler.py).
+        self.page_budget_s = page_budget_s
+        self.sample_threads = sample_threads
+        self.sampler = sampler or Sampler(lambda spec: edges.measure(spec), store, sample_threads)
 
     def mirror_names(self) -> list[str]:
         return [m.name for m in self.edges.mirrors()]
 
     def overview(self, names: set[str] | None = None) -> list[MirrorView]:
+        """Every mirror (of `names`), in the spec's order. Lag look-ups and worker look-ups run side by side."""
         specs = [m for m in self.edges.mirrors() if names is None or m.name in names]
         paused = self.edges.paused([lifecycle_dag_id(m.name) for m in specs])
-        return [self._view(spec, paused.get(lifecycle_dag_id(spec.name)), detail=False) for spec in specs]
+        valid = [spec for spec in specs if spec.config is not None]
+        with ThreadPoolExecutor(max(1, min(self.sample_threads, len(valid)))) as pool:
+            workers = {spec.name: pool.submit(self.edges.worker, spec) for spec in valid}
+            notes = self._sample(valid, self.page_budget_s)
+            return [self._view(spec, paused.get(lifecycle_dag_id(spec.name)), detail=False,
+                               sample_note=notes.get(spec.name),
+                               worker=workers[spec.name].result() if spec.name in workers else None)
+                    for spec in specs]
 
     def mirror(self, name: str) -> MirrorView | None:
         specs = [m for m in self.edges.mirrors() if m.name == name]
         if not specs:
             return None
         dag_id = lifecycle_dag_id(name)
-        return self._view(specs[0], self.edges.paused([dag_id]).get(dag_id), detail=True)
+        spec = specs[0]
+        note = self._sample([spec], None).get(name) if spec.config is not None else None
+        worker = self.edges.worker(spec) if spec.config is not None else None
+        return self._view(spec, self.edges.paused([dag_id]).get(dag_id), detail=True, sample_note=note, worker=worker)
 
-    def _sample(self, spec: MirrorSpec, view: MirrorView) -> None:
-        newest = self.store.newest_sample_time(spec.name)
-        if newest is not None and self.clock() - newest < self.min_interval_s:
-            return
-        try:
-            self.store.add_samples(spec.name, self.edges.measure(spec))
-        except Exception as exc:  # an unreachable cluster is shown, not raised
-            view.notes.append(f"lag not measured now: {exc}")
+    def _sample(self, specs: list[MirrorSpec], budget_s: float | None) -> dict[str, str]:
+        """Measure the mirrors whose newest kept sample is older than `min_interval_s`; a note per mirror whose
+        lag is not current (an unreachable cluster is shown, not raised)."""
+        newest, now = self.store.newest_sample_times(), self.clock()
+        stale = [spec for spec in specs if spec.name not in newest or now - newest[spec.name] >= self.min_interval_s]
+        return self.sampler.sample(stale, budget_s) if stale else {}
 
-    def _view(self, spec: MirrorSpec, paused: bool | None, detail: bool) -> MirrorView:
+    def _view(self, spec: MirrorSpec, paused: bool | None, detail: bool, sample_note: str | None,
+              worker: WorkerStatus | None) -> MirrorView:
         view = MirrorView(spec.name, "unknown", "")
         if spec.config is None:
             view.state_reason = f"invalid spec entry: {spec.error}"
             return view
-        self._sample(spec, view)
+        if sample_note:
+            view.notes.append(sample_note)
         now = self.clock()
         history = self.store.samples(spec.name, since=now - max(self.chart_s, 2 * spec.window_s))
         verdicts = self.store.verdicts(spec.name, limit=10)
-        worker = self.edges.worker(spec)
         if worker is None:
             view.notes.append("the mirror sets no metrics-port: halted partitions and schema conflicts "
                               "are not visible here (see the run_worker task log)")

@@ -89,6 +89,11 @@ class HistoryStore:
         with closing(self._connect()) as db:
             return db.execute("SELECT MAX(time) FROM samples WHERE mirror = ?", (mirror,)).fetchone()[0]
 
+    def newest_sample_times(self) -> dict[str, float]:
+        """mirror -> its newest sample's time, for every mirror with samples (one query for the overview)."""
+        with closing(self._connect()) as db:
+            return dict(db.execute("SELECT mirror, MAX(time) FROM samples GROUP BY mirror"))
+
     # --- verdicts --------------------------------------------------------------------------------
     def add_verdict(self, mirror: str, verdict: Verdict) -> None:
         with closing(self._connect()) as db, db:
