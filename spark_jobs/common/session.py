@@ -107,12 +107,12 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    running = dict(session.sparkContext.getConf().getAll())
-    missing = unprotected(session.sparkContext.master, running, secrets)
+    running_master = session.sparkContext.master
+    missing = unprotected(running_master, dict(session.sparkContext.getConf().getAll()), secrets)
     if missing:  # a session already running in this process, or a conf that turned protection off since
         session.stop()
-        raise UnprotectedCredentials(f"refused: the mirror's credentials would reach {session.sparkContext.master} "
-                                     f"unprotected: {' and '.join(missing)} missing from the running session")
+        raise UnprotectedCredentials(f"refused: the mirror's credentials would reach {running_master} unprotected: "
+                                     f"{' and '.join(missing)} missing from the running session")
     if not launched_by_spark_submit() and not session.sparkContext.master.startswith("local"):
         ship_project(session)
     record_application(session)
