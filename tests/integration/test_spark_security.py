@@ -164,7 +164,7 @@ def test_credentials_reach_the_cluster_authenticated_and_encrypted_and_no_ui_or_
     environment = json.loads(pages[next(p for p in pages if p.startswith("/api/"))])
     problems += lacks_protection(dict(environment["sparkProperties"]), "the check's UI")
     properties, log = application_events(spark_cluster, check_app)
-    assert '"SparkListenerSQLExecutionStart"' in log  # the plans, with the Kafka source's options, are there
+    assert "SparkListenerSQLExecutionStart" in log and "Scan KafkaRelation" in log  # the Kafka source's plans
     problems += shows(log, secrets, "the check's event log") + lacks_protection(properties, "the check")
     assert not problems, problems
 
