@@ -166,7 +166,7 @@ def test_credentials_reach_the_cluster_authenticated_and_encrypted_and_no_ui_or_
     properties, log = application_events(spark_cluster, check_app)
     assert "SparkListenerSQLExecutionStart" in log and "Scan KafkaRelation" in log  # the Kafka source's plans
     problems += shows(log, secrets, "the check's event log") + lacks_protection(properties, "the check")
-    assert not problems, problems
+    assert not problems, "; ".join(problems)
 
 
 def without_the_secret(cluster, directory: Path) -> Path:
