@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import tempfile
@@ -112,9 +113,16 @@ def standalone(masters: str, workdir: str):
 
     cluster = SparkCluster(Path(workdir) / "spark-cluster")
     cluster.up()
+    # Its client configuration holds the shared secret the cluster authenticates applications with.
+    previous = os.environ.get("SPARK_CONF_DIR")
+    os.environ["SPARK_CONF_DIR"] = str(cluster.conf_dir)
     try:
         yield [cluster.master_url if name == "standalone" else name for name in names]
     finally:
+        if previous is None:
+            os.environ.pop("SPARK_CONF_DIR", None)
+        else:
+            os.environ["SPARK_CONF_DIR"] = previous
         cluster.down()
 
 

@@ -4,7 +4,11 @@ org.apache.spark.deploy.master.Master` / `...worker.Worker`), cores and memory c
 Layout under its home:
     cluster.json           ports (master, its web UI, each worker's)
     python/                the workers' Python: the environment's third-party packages, nothing of the project
-    conf/spark-defaults.conf   the client side, for SPARK_CONF_DIR: that Python for the executors, the event log
+    conf/spark-defaults.conf   the client side, for SPARK_CONF_DIR: that Python for the executors, the event log,
+                           the cluster's shared secret (spark.authenticate.secret; the jobs turn authentication
+                           and RPC encryption on when they have it: spark_jobs/common/cluster_security.py)
+    auth-secret            that secret, which the master and the workers run with (spark.authenticate, RPC
+                           encryption); the files holding it are the owner's only (0600)
     events/                the applications' event logs (Spark's history)
     master/, worker-N/     server.log, pid; a worker's executors run under worker-N/work/
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import site
 import subprocess
 import sys
@@ -40,6 +45,18 @@ EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 # and their Python workers): a path to the project's checkout, or a Python chosen for the driver.
 _SCRUBBED_ENV = ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_CONF_DIR", "SPARK_HOME",
                  "PYTHONSAFEPATH", "PYSPARK_GATEWAY_PORT", "SPARK_MASTER")
+
+
+# The authenticated cipher (Spark's default, AES/CTR, is not): both ends of a connection must use the same one.
+CIPHER = {"spark.network.crypto.cipher": "AES/GCM/NoPadding"}
+
+
+def _write_private(path: Path, text: str) -> None:
+    """`text` in a file only its owner can read, from its creation on."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(text)
+    os.chmod(path, 0o600)
 
 
 def spark_home() -> Path:
@@ -95,6 +112,17 @@ class SparkCluster:
     def event_dir(self) -> Path:
         return self.home / "events"
 
+    @property
+    def secret(self) -> str:
+        """The shared secret of the master, the workers and every application submitted to them."""
+        return (self.home / "auth-secret").read_text().strip()
+
+    @property
+    def daemon_security(self) -> dict[str, str]:
+        """The master's and the workers' RPC: authenticated with the secret, encrypted (AES-GCM)."""
+        return {"spark.authenticate": "true", "spark.authenticate.secret": self.secret,
+                "spark.network.crypto.enabled": "true", **CIPHER}
+
     def configure(self) -> None:
         if self._ports_file.is_file():
             return
@@ -102,12 +130,16 @@ class SparkCluster:
         self.event_dir.mkdir(exist_ok=True)
         self._make_python()
         self.conf_dir.mkdir(exist_ok=True)
-        (self.conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in {
+        _write_private(self.home / "auth-secret", secrets.token_hex(32))
+        # The client side names the secret (and the daemons' cipher) only: the jobs turn the rest on.
+        _write_private(self.conf_dir / "spark-defaults.conf", "".join(f"{k} {v}\n" for k, v in {
             "spark.pyspark.python": self.python,
             "spark.eventLog.enabled": "true",
             "spark.eventLog.dir": self.event_dir.as_uri(),
             "spark.eventLog.compress": "false",
             "spark.eventLog.rolling.enabled": "false",
+            "spark.authenticate.secret": self.secret,
+            **CIPHER,
         }.items()))
         ports = {"master": free_port(), "master_ui": free_port(),
                  "workers": [{"port": free_port(), "ui": free_port()} for _ in range(self.workers)]}
@@ -168,7 +200,8 @@ class SparkCluster:
     def _daemon_properties(self, home: Path) -> Path:
         path = home / "spark-daemon.conf"
         home.mkdir(parents=True, exist_ok=True)
-        path.write_text("spark.ui.showConsoleProgress false\n")
+        _write_private(path, "".join(f"{k} {v}\n" for k, v in {
+            "spark.ui.showConsoleProgress": "false", **self.daemon_security}.items()))
         return path
 
     def state(self) -> dict:

@@ -25,6 +25,8 @@ transactions.
 - the copy's decisions: where a partition starts (data loss), taking what a consumer holds, the hand-over:
   `StartDecision`, `Verdict`, `decide_start`, `resets_to_earliest`, `take_available`, `CatchupLease`
 - failover and failback: `FailedOver`, `refuse_if_failed_over`, `committed_reader`, `failback_start`
+- what is a credential (the Spark jobs keep them protected and redacted): `is_secret_key`, `SECRET_KEY_PATTERN`,
+  `redact_url`
 - errors and logs: `ConfigError`, `SchemaConflict`, `SchemaRegistryUnavailable`, `UnknownSchemaId`,
   `configure_logging`
 """
@@ -60,6 +62,7 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
     from mirror_worker.exactly_once.transactions import PartitionTransactions, ProducerFenced, TransactionAborted
     from mirror_worker.exceptions import ConfigError, SchemaConflict, SchemaRegistryUnavailable, UnknownSchemaId
     from mirror_worker.logs import configure_logging
+    from mirror_worker.redaction import SECRET_KEY_PATTERN, is_secret_key, redact_url
     from mirror_worker.policy.naming import IdentityPolicy, NamingPolicy, PrefixPolicy
     from mirror_worker.policy.provenance import PROVENANCE_HEADER, mirrored_headers, provenance_value
     from mirror_worker.policy.routing import Router
@@ -142,6 +145,9 @@ _HOME = {
     "UnknownSchemaId": ("mirror_worker.exceptions", "UnknownSchemaId"),
     "SchemaRegistryUnavailable": ("mirror_worker.exceptions", "SchemaRegistryUnavailable"),
     "configure_logging": ("mirror_worker.logs", "configure_logging"),
+    "is_secret_key": ("mirror_worker.redaction", "is_secret_key"),
+    "SECRET_KEY_PATTERN": ("mirror_worker.redaction", "SECRET_KEY_PATTERN"),
+    "redact_url": ("mirror_worker.redaction", "redact_url"),
 }
 
 __all__ = sorted(_HOME)

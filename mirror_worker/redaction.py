@@ -17,10 +17,11 @@ from collections.abc import Mapping
 REDACTED = "[redacted]"
 
 # Setting keys whose values are credentials (Java and librdkafka spellings, schema-registry auth).
-_SECRET_KEY = re.compile(
-    r"password|secret|jaas\.config|user\.info|token|credential|ssl\.key\.pem|ssl\.keystore\.key$|private",
-    re.IGNORECASE,
+# Also Java syntax: the Spark jobs add it to spark.redaction.regex (spark_jobs/common/cluster_security.py).
+SECRET_KEY_PATTERN = (
+    r"password|secret|jaas\.config|user\.info|token|credential|ssl\.key\.pem|ssl\.keystore\.key$|private"
 )
+_SECRET_KEY = re.compile(SECRET_KEY_PATTERN, re.IGNORECASE)
 # `password="..."` / `password=...` inside a JAAS line or any echoed `key=value` of a secret key.
 _INLINE = re.compile(
     r"""(?P<key>\b[\w.]*(?:password|secret|user\.info|token)[\w.]*\s*[=:]\s*)(?P<value>"(?:[^"\\]|\\.)*"|'[^']*'|[^\s,;}"']+)""",

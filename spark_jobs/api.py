@@ -8,15 +8,20 @@ module imports neither pyspark nor a job.
   then the check's JVM digest reader), `project_zip` (the installed `mirror_worker` and `spark_jobs` zipped for
   `--py-files`), `APPLICATION_FILE_ENV` (the variable naming the file where a job writes its Spark application's
   id, master, UI and event log), `THROUGHPUT_JVM_OPTIONS` (the driver JVM options the consistency check wants)
+- the Spark security posture both the jobs and the operators apply (spark_jobs/common/cluster_security.py):
+  `secured_conf` (what to add to a submission's conf, or `UnprotectedCredentials`), `mirror_secrets` (a mirror's
+  credential settings), `spark_defaults` (the spark-defaults.conf spark-submit reads)
 - the catch-up's copy, run without Spark (bench/catchup_copy_cpu.py): `CopyTask` (one source partition's range
   and where it goes), `CopySettings` (what every task shares: client settings, batch, commits), `copy_task` (a
   task's copy of its range), `COPY_CONSUMER` (the copy's consumer settings on top of the worker's)
 """
 
 from spark_jobs.catchup.copy_range import COPY_CONSUMER, CopySettings, CopyTask, copy_task
+from spark_jobs.common.cluster_security import UnprotectedCredentials, mirror_secrets, secured_conf, spark_defaults
 from spark_jobs.common.session import APPLICATION_FILE_ENV, THROUGHPUT_JVM_OPTIONS, kafka_connector_jars, project_zip
 
 __all__ = [
-    "APPLICATION_FILE_ENV", "COPY_CONSUMER", "CopySettings", "CopyTask", "THROUGHPUT_JVM_OPTIONS", "copy_task",
-    "kafka_connector_jars", "project_zip",
+    "APPLICATION_FILE_ENV", "COPY_CONSUMER", "CopySettings", "CopyTask", "THROUGHPUT_JVM_OPTIONS",
+    "UnprotectedCredentials", "copy_task", "kafka_connector_jars", "mirror_secrets", "project_zip", "secured_conf",
+    "spark_defaults",
 ]

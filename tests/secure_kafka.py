@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,3 +165,32 @@ def create_scram_user(node: KafkaNode, certs: Certificates, user: str, password:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+@contextmanager
+def started_secure_node(home: Path, scram_users: dict[str, tuple[str, str]],
+                        plain_users: dict[str, str] | None = None):
+    """A started `secure_node` under `home` (its certificates in `home/certs`), with `scram_users` (user ->
+    (password, mechanism)) created: yields (node, certificates), stops the node after."""
+    certs = make_certificates(home / "certs")
+    node = secure_node(home / "node", certs, plain_users=plain_users)
+    node.start()
+    try:
+        node.wait_ready(120)
+        for user, (password, mechanism) in scram_users.items():
+            create_scram_user(node, certs, user, password, mechanism)
+        yield node, certs
+    finally:
+        node.stop()
+
+
+def client_pem(certs: Certificates) -> tuple[str, str]:
+    """(private key, certificate chain) of the client keystore as PEM text: librdkafka's ssl.key.pem and
+    ssl.certificate.pem, Java's inline ssl.keystore.key and ssl.keystore.certificate.chain."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    key, cert, chain = pkcs12.load_key_and_certificates(certs.client_p12.read_bytes(), certs.keystore_password.encode())
+    pem = serialization.Encoding.PEM
+    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    return key_pem, "".join(c.public_bytes(pem).decode() for c in [cert, *chain])

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from spark_jobs.catchup.copy_range import CopySettings, CopyTask, copy_task, stderr_event, stderr_line, warm_up
 from spark_jobs.common.job_config import JobInputError
@@ -45,9 +46,10 @@ class SparkStarter:
     """Starts the catch-up's SparkSession and its Python workers on a thread; `ready` is set when both are up
     (or the start failed: `wait` raises its error)."""
 
-    def __init__(self, master: str | None, create=None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, master: str | None, create=None, clock: Callable[[], float] = time.monotonic,
+                 secrets: tuple[str, ...] = ()) -> None:
         self.master, self.clock = master, clock
-        self.create = create or _create_session
+        self.create = create or partial(_create_session, secrets=secrets)
         self.ready = threading.Event()
         self.session = None
         self.error: BaseException | None = None
@@ -107,14 +109,14 @@ def refuse_speculation(session) -> None:
                             "its range a second time; set spark.speculation=false for the catch-up")
 
 
-def _create_session(master: str | None):
+def _create_session(master: str | None, secrets: tuple[str, ...] = ()):
     from spark_jobs.common.session import create_session, launched_by_spark_submit
 
     # The executors' Python workers import spark_jobs and mirror_worker: installed beside pyspark, or shipped
     # with --py-files (the Airflow operators, mirror_airflow/operators/spark.py).
     # The tasks read with librdkafka: no Kafka connector jars, a JVM that only schedules them; no UI to start,
     # unless the submission says (the operators keep it for a cluster's runs).
-    return create_session("mirror-catchup", master=master, kafka_source=False, light_jvm=True,
+    return create_session("mirror-catchup", master=master, kafka_source=False, light_jvm=True, secrets=secrets,
                           extra_conf={**NO_SPECULATION, **({} if launched_by_spark_submit() else {"spark.ui.enabled": "false"})})
 
 

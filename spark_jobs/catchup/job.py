@@ -76,8 +76,10 @@ from spark_jobs.catchup.plan import Range, parse_offsets, parse_timestamp, plan_
 from spark_jobs.catchup.spark import (
     DestinationProgress, copy_tasks_for, copy_with_spark, on_demand_schemas, schema_fields,
 )
+from spark_jobs.common.cluster_security import target_secrets
 from spark_jobs.common.job_config import JobInputError, JobTarget, base_parser, target_from_args
 from spark_jobs.common.kafka_meta import KafkaMeta, resolve_topics
+from spark_jobs.common.session import refuse_unprotected
 from spark_jobs.common.stable_offsets import open_transactions, reachable
 
 log = logging.getLogger("spark_jobs.catchup")
@@ -190,6 +192,7 @@ def run(target: JobTarget, args) -> dict:
 
 
 def _run(target: JobTarget, args, held: ExitStack) -> dict:
+    refuse_unprotected(args.master, target_secrets(target))  # before any client, lease or copy
     if not target.group_id and not args.no_commit:
         raise JobInputError("--group.id is required (the mirror's consumer group), or --no-commit")
     if args.from_offsets and args.from_timestamp:
@@ -218,7 +221,7 @@ def _run(target: JobTarget, args, held: ExitStack) -> dict:
             check_not_failed_over(target)
         # Nothing left to refuse: Spark starts now (seconds), while the plan is made and the driver copies. With
         # nothing to copy, or on a failure, the job does not wait for it (abandon).
-        starter = SparkStarter(args.master).start()
+        starter = SparkStarter(args.master, secrets=target_secrets(target)).start()
         held.callback(starter.abandon)
         ids = source.topic_ids(topics)
         ends = source.log_ends(topics)

@@ -109,8 +109,9 @@ from spark_jobs.check.records import (  # noqa: F401  (re-exported: the job's ex
 from spark_jobs.check.report import exit_code, verdict, write_report
 from spark_jobs.check.schemas import UNCHECKED, with_schema_meaning
 from spark_jobs.check.window import CheckWindow, Ranges, source_ranges, window_from_args  # noqa: F401
+from spark_jobs.common.cluster_security import target_secrets
 from spark_jobs.common.job_config import JobInputError, base_parser
-from spark_jobs.common.session import THROUGHPUT_JVM_OPTIONS, create_session
+from spark_jobs.common.session import THROUGHPUT_JVM_OPTIONS, create_session, refuse_unprotected
 
 PROG = "consistency_check"
 MAX_RECORDS_PER_SPARK_PARTITION = 50_000        # the exact path (sorts and joins)
@@ -366,13 +367,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parse_arguments(sys.argv[1:] if argv is None else argv)
         plan = plan_check(args)
+        refuse_unprotected(args.master, target_secrets(plan.target))
     except JobInputError as exc:
         print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     started = time.monotonic()
     spark = None
     try:
-        spark = create_session(PROG, args.master, SESSION_CONF)
+        spark = create_session(PROG, args.master, SESSION_CONF, secrets=target_secrets(plan.target))
         spark.sparkContext.setLogLevel("WARN")
         log.info("spark session ready", extra={"master": spark.sparkContext.master,
                                                "seconds": round(time.monotonic() - started, 2)})

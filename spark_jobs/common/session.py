@@ -11,7 +11,10 @@ import shutil
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
+
+from spark_jobs.common.cluster_security import UnprotectedCredentials, secured_conf, spark_defaults, unprotected
 
 # The connector jars fetched by `make setup` (java/spark/pom.xml); SPARK_KAFKA_JARS overrides.
 _DEFAULT_JARS_DIR = Path(__file__).resolve().parents[2] / ".cache" / "spark" / "jars"
@@ -70,11 +73,12 @@ def kafka_connector_jars(jars_dir: Path | None = None) -> list[str]:
 
 
 def create_session(app_name: str, master: str | None = None, extra_conf: dict[str, str] | None = None,
-                   kafka_source: bool = True, light_jvm: bool = False):
+                   kafka_source: bool = True, light_jvm: bool = False, secrets: Iterable[str] = ()):
     """A SparkSession, with the Kafka connector unless `kafka_source` is False (a job whose tasks read with
     librdkafka: the catch-up); `master` defaults to local[*] unless spark-submit set one. `light_jvm`: the
     driver JVM this process launches (not spark-submit's, already running) starts with LIGHT_JVM_OPTIONS,
-    unless `extra_conf` or SPARK_LAUNCHER_OPTS say otherwise."""
+    unless `extra_conf` or SPARK_LAUNCHER_OPTS say otherwise. `secrets`: the credential settings its tasks will
+    carry (cluster_security: protected off a local master, or UnprotectedCredentials before any task)."""
     from pyspark.sql import SparkSession
 
     # Python workers run the jobs' functions (confluent-kafka inside): same interpreter as the driver
@@ -98,13 +102,45 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     if light_jvm and not launched_by_spark_submit():
         conf.setdefault("spark.driver.extraJavaOptions", LIGHT_JVM_OPTIONS)
         os.environ.setdefault("SPARK_LAUNCHER_OPTS", LIGHT_JVM_OPTIONS)  # spark-class's launcher JVM, before it
+    secrets = list(secrets)
+    conf.update(protection(master, conf, secrets))
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
+    running_master = session.sparkContext.master
+    missing = unprotected(running_master, dict(session.sparkContext.getConf().getAll()), secrets)
+    if missing:  # a session already running in this process, or a conf that turned protection off since
+        session.stop()
+        raise UnprotectedCredentials(f"refused: the mirror's credentials would reach {running_master} unprotected: "
+                                     f"{' and '.join(missing)} missing from the running session")
     if not launched_by_spark_submit() and not session.sparkContext.master.startswith("local"):
         ship_project(session)
     record_application(session)
     return session
+
+
+def submitted_conf() -> dict[str, str]:
+    """What the application's conf holds before this process adds to it: under spark-submit, the driver JVM's
+    (spark-defaults.conf and --conf); otherwise the spark-defaults.conf that pyspark's own spark-submit reads."""
+    if launched_by_spark_submit():
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # the gateway to spark-submit's JVM, whose properties SparkConf loads
+        return dict(SparkConf().getAll())
+    return spark_defaults()
+
+
+def protection(master: str | None, conf: dict[str, str], secrets: list[str]) -> dict[str, str]:
+    """cluster_security.secured_conf for this process's application: `conf` on top of submitted_conf()."""
+    base = {**submitted_conf(), **conf}
+    effective_master = master or conf.get("spark.master") or (
+        base.get("spark.master") if launched_by_spark_submit() else "local[*]")
+    return secured_conf(effective_master, base, secrets)
+
+
+def refuse_unprotected(master: str | None, secrets: list[str]) -> None:
+    """UnprotectedCredentials (a JobInputError) now, before a job's first client, when its session would be."""
+    protection(master, {}, list(secrets))
 
 
 def record_application(spark) -> None:

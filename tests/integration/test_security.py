@@ -21,7 +21,7 @@ from mirror_worker.config.librdkafka import consumer_settings, settings_from_con
 from devstack.paths import ROOT
 from tests.catchup_util import run_catchup
 from tests.kafka_util import create_topic, produce, topic_exists
-from tests.secure_kafka import create_scram_user, make_certificates, secure_node
+from tests.secure_kafka import make_certificates, started_secure_node
 from tests.worker_util import WorkerProcess, committed_offsets, wait_for_count, write_properties
 
 pytestmark = pytest.mark.integration
@@ -36,17 +36,9 @@ SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory):
     """A started secured node, its certificates and its SCRAM users (both mechanisms)."""
-    home = tmp_path_factory.mktemp("secure-kafka")
-    certs = make_certificates(home / "certs")
-    node = secure_node(home / "node", certs, plain_users={PLAIN_USER: PLAIN_PASSWORD})
-    node.start()
-    try:
-        node.wait_ready(120)
-        create_scram_user(node, certs, SOURCE_USER, SOURCE_PASSWORD, "SCRAM-SHA-512")
-        create_scram_user(node, certs, DEST_USER, DEST_PASSWORD, "SCRAM-SHA-256")
-        yield node, certs
-    finally:
-        node.stop()
+    users = {SOURCE_USER: (SOURCE_PASSWORD, "SCRAM-SHA-512"), DEST_USER: (DEST_PASSWORD, "SCRAM-SHA-256")}
+    with started_secure_node(tmp_path_factory.mktemp("secure-kafka"), users, {PLAIN_USER: PLAIN_PASSWORD}) as secured:
+        yield secured
 
 
 @pytest.fixture

@@ -128,16 +128,40 @@ class MirrorSparkJob(SparkSubmitOperator):
         # A Spark UI for a run on a cluster (linked in the task log), none on the Airflow worker itself.
         self.conf = {**(self.conf or {})}
         self.conf.setdefault("spark.ui.enabled", "false" if self._local_master() else "true")
+        self.conf.update(self.protection())
         self.application_args = ["--outcome", str(self.outcome_path), self.job, *self.job_args(context)]
 
-    def _local_master(self) -> bool:
+    def _connection(self):
         from airflow.sdk import BaseHook
 
         try:
-            connection = BaseHook.get_connection(self._conn_id)
+            return BaseHook.get_connection(self._conn_id)
         except Exception:  # the hook falls back to yarn
-            return False
-        return (connection.host or "").startswith("local") or connection.conn_type == "local"
+            return None
+
+    def _local_master(self) -> bool:
+        connection = self._connection()
+        return connection is not None and ((connection.host or "").startswith("local") or connection.conn_type == "local")
+
+    def master(self) -> str:
+        """The master spark-submit gets, as SparkSubmitHook resolves it from the connection (yarn without one)."""
+        connection = self._connection()
+        if connection is None or not connection.host:
+            return "local" if connection is not None and connection.conn_type == "local" else "yarn"
+        return f"{connection.host}:{connection.port}" if connection.port else connection.host
+
+    def protection(self) -> dict[str, str]:
+        """What the job's Spark conf needs before the mirror's credentials go to a cluster (spark_jobs.api's
+        secured_conf, which the job applies again when it starts); UnprotectedCredentials fails the task first.
+        A spec that does not load here is left to the job, which refuses it as bad input."""
+        from mirror_worker.api import ConfigError, select_mirror
+        from spark_jobs.api import mirror_secrets, secured_conf, spark_defaults
+
+        try:
+            secrets = mirror_secrets(select_mirror(Path(self.spec_path), self.mirror_name))
+        except ConfigError:
+            secrets = []
+        return secured_conf(self.master(), {**spark_defaults(), **self.conf}, secrets)
 
     def log_application(self) -> dict | None:
         """One line in the task log: the Spark application, its UI while it ran, its event log (history)."""
