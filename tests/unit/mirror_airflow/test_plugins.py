@@ -256,6 +256,11 @@ def spark_submit(monkeypatch):
 
 
 def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path, monkeypatch):
+    import getpass
+
+    from mirror_worker.redaction import SECRET_KEY_PATTERN
+    from spark_jobs.common.cluster_security import redaction_regex
+
     # The hook passes its own environment on: a PYTHONPATH of the test run would look like one the operator set.
     monkeypatch.delenv("PYTHONPATH", raising=False)
     op = ConsistencyCheckOperator(task_id="consistency_check", spec_path="/s/m.yaml", mirror_name="orders",
@@ -278,6 +283,10 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path, m
         # The driver on this interpreter even where the cluster's spark-defaults name another for its executors.
         "--conf", f"spark.pyspark.driver.python={sys.executable}",
         "--conf", "spark.ui.showConsoleProgress=false", "--conf", "spark.ui.enabled=false",  # local: no UI
+        # Issue 46 item 5, on every master: the mirror's secret keys redacted, the UI's ACLs on.
+        "--conf", f"spark.redaction.regex={redaction_regex({}, SECRET_KEY_PATTERN)}",
+        "--conf", "spark.acls.enable=true", "--conf", f"spark.ui.view.acls={getpass.getuser()}",
+        "--conf", f"spark.modify.acls={getpass.getuser()}",
         "--py-files", shipped, "--jars", ",".join(submitted_jars),
         "--driver-memory", "1g", "--name", "consistency_check-orders",
         str(ROOT / "plugins" / "mirror_airflow" / "spark_launcher.py"), "--outcome", outcome,
