@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from mirror_airflow.dag_factory import render, stub_name, stub_text
 
 from bench.airflow_overview import compare_plugins, measure_overview
@@ -54,6 +54,7 @@ from bench.common import bench_stack
 from bench.harness import RESULTS, create_topics
 from devstack import Stack
 from devstack.airflow import USERNAME, Airflow
+from devstack.demo import end_offsets  # a topic's records: the sum of its partitions' high watermarks
 
 DAG_KINDS = ("", "__lag", "__verify", "__catchup")
 RECORDS = 20
@@ -106,20 +107,9 @@ def produce(bootstrap: str, topic: str, records: list[dict]) -> None:
         raise RuntimeError(f"{topic}: not every record was delivered")
 
 
-def end_total(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-breadth-ends"})
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return 0
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions)
-    finally:
-        consumer.close()
-
-
 def wait_total(bootstrap: str, topic: str, expected: int, timeout: float) -> float:
     started = time.monotonic()
-    while end_total(bootstrap, topic) < expected:
+    while end_offsets(bootstrap, topic) < expected:
         if time.monotonic() - started > timeout:
             raise TimeoutError(f"{topic}: fewer than {expected} records after {timeout:.0f} s")
         time.sleep(2)
@@ -191,7 +181,7 @@ def pause_phase(airflow: Airflow, db: MetadataDb, clusters, names: list[str], ru
     result["others_copied_after_pause_s"] = {n: wait_total(destination, f"m.breadth.{n}", 2 * RECORDS, 300)
                                              for n in others}
     time.sleep(15)
-    result["paused_destination_records"] = end_total(destination, f"m.breadth.{stopped}")
+    result["paused_destination_records"] = end_offsets(destination, f"m.breadth.{stopped}")
     result["others_still_running"] = sorted({t[0] for t in db.running_tasks() if t[1] == "run_worker"})
     for name in others:
         api.set_paused(f"mirror__{name}", True)
