@@ -93,16 +93,37 @@ def load_dag_file(path: Path, dag_attribute: str = "dag"):
     return getattr(module, dag_attribute)
 
 
+def auth_rules_file() -> Path:
+    """The `airflow_api_server`'s per-DAG permissions (tests/airflow_auth.py): a test writes the rules it needs."""
+    return HOME / "auth-rules.json"
+
+
+# The api-server's users and their SimpleAuthManager roles. `mirror-tasks` is what docker-compose.yaml gives the
+# tasks (role user: read and pause DAGs, no connections); `lifecycle-only` and `every-part` are viewers whose
+# DAGs the rules file narrows.
+API_USERS = {"admin": "admin", "mirror-tasks": "user", "lifecycle-only": "viewer", "every-part": "viewer"}
+
+
+def api_password(user: str) -> str:
+    """A user's password on the `airflow_api_server` (SimpleAuthManager generates them at its start)."""
+    return json.loads((HOME / "simple_auth_manager_passwords.json.generated").read_text())[user]
+
+
 @pytest.fixture(scope="session")
 def airflow_api_server(airflow_db, tmp_path_factory):
-    """`airflow api-server` (core API, SimpleAuthManager, user admin) on the session's metadata DB, on a free
-    port; yields (base url, password). dag.test() runs and this API share the DB: a test pauses DAGs and
-    answers human-in-the-loop tasks through it as a person would."""
+    """`airflow api-server` (core API, SimpleAuthManager narrowed per DAG by tests/airflow_auth.py, the users of
+    API_USERS) on the session's metadata DB, on a free port; yields (base url, admin's password). dag.test() runs
+    and this API share the DB: a test pauses DAGs and answers human-in-the-loop tasks through it as a person
+    would."""
     from devstack.net import free_port
 
     port = free_port()
     log = tmp_path_factory.mktemp("api") / "api-server.log"
-    env = {**os.environ, "AIRFLOW__API__WORKERS": "1", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+    env = {**os.environ, "AIRFLOW__API__WORKERS": "1",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in API_USERS.items()),
+           "AIRFLOW__CORE__AUTH_MANAGER": "tests.airflow_auth.PerDagAuthManager",
+           "MIRROR_TEST_AUTH_RULES": str(auth_rules_file()),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}", "KAFKA_MIRROR_SPEC": str(dashboard_spec()),
            "MIRROR_DASHBOARD_DB": str(HOME / "dashboard-history.sqlite")}
     with open(log, "wb") as out:
@@ -121,8 +142,7 @@ def airflow_api_server(airflow_db, tmp_path_factory):
                 pass
             assert time.monotonic() < deadline, "api-server did not answer: " + log.read_text()[-3000:]
             time.sleep(1)
-        passwords = json.loads((HOME / "simple_auth_manager_passwords.json.generated").read_text())
-        yield base, passwords["admin"]
+        yield base, api_password("admin")
     finally:
         proc.terminate()
         try:

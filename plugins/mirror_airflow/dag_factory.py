@@ -18,6 +18,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from mirror_airflow.dag_ids import lifecycle_dag_id, mirror_dag_id, verify_dag_id
 from mirror_airflow.exceptions import MirrorSpecError
 from mirror_airflow.operators.failover import (
     ApplyTranslatedOffsetsOperator, FailoverApprovalOperator, FailoverImpactOperator, FailoverReportOperator,
@@ -40,10 +41,6 @@ TAG = "kafka-mirror"
 
 def spec_path() -> Path:
     return Path(os.environ.get(SPEC_ENV) or DEFAULT_SPEC)
-
-
-def lifecycle_dag_id(name: str) -> str:
-    return f"mirror__{name}"
 
 
 def _notifiers(name: str, alerts: dict, where: str) -> list:
@@ -149,7 +146,7 @@ def verify_dag(name: str, path: Path, settings: MirrorAirflowSettings, notifiers
     from airflow.sdk import DAG
 
     with DAG(
-        dag_id=f"mirror__{name}__verify",
+        dag_id=verify_dag_id(name),
         description=f"Nightly Spark consistency check of mirror {name}",
         schedule=settings.verify_schedule,
         start_date=START_DATE,
@@ -168,7 +165,7 @@ def manual_dag(name: str, kind: str, **kwargs):
     """`mirror__NAME__KIND`, run only when triggered (one run at a time), unpaused from the start."""
     from airflow.sdk import DAG
 
-    return DAG(dag_id=f"mirror__{name}__{kind}", schedule=None, start_date=START_DATE, catchup=False,
+    return DAG(dag_id=mirror_dag_id(name, kind), schedule=None, start_date=START_DATE, catchup=False,
                max_active_runs=1, is_paused_upon_creation=False, tags=[TAG, name, kind], **kwargs)
 
 

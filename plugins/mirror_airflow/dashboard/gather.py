@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from mirror_airflow.dag_ids import lag_dag_id, lifecycle_dag_id, verify_dag_id
 from mirror_airflow.dashboard.sampler import Sampler
 from mirror_airflow.dashboard.store import HistoryStore, Verdict
 from mirror_airflow.lag.rules import Evaluation, Limits, PartitionKey, Sample, Status, covers, evaluate, merge_windows
@@ -85,6 +86,31 @@ class Report:
     created: float
 
 
+@dataclass(frozen=True)
+class Access:
+    """What of a mirror's data the viewing user may see beyond its lifecycle DAG (which decides whether the
+    mirror is shown at all): each part belongs to a DAG, and Airflow's permission on that DAG decides."""
+
+    lag: bool = True  # read `mirror__NAME__lag`: the lag sensor's verdicts
+    verify: bool = True  # read `mirror__NAME__verify`: the verification report
+    logs: bool = True  # read the task logs of `mirror__NAME`: halt reasons come from run_worker's log
+
+
+FULL_ACCESS = Access()
+
+
+def hidden_notes(name: str, access: Access) -> list[str]:
+    """One line per part of the page the user's permissions leave out, naming the permission."""
+    notes = []
+    if not access.lag:
+        notes.append(f"lag sensor verdicts not shown: no read access to DAG {lag_dag_id(name)}")
+    if not access.verify:
+        notes.append(f"verification report not shown: no read access to DAG {verify_dag_id(name)}")
+    if not access.logs:
+        notes.append(f"halt reasons not shown: no access to the task logs of DAG {lifecycle_dag_id(name)}")
+    return notes
+
+
 @dataclass
 class Edges:
     """The dashboard's I/O, each a plain callable (see sources.py for the real ones)."""
@@ -119,16 +145,13 @@ class MirrorView:
     report: Report | None = None
     notes: list[str] = field(default_factory=list)
     measured_at: float | None = None
+    hidden: list[str] = field(default_factory=list)  # what the user's permissions leave out (hidden_notes)
 
     def to_dict(self) -> dict:
         out = {k: v for k, v in vars(self).items() if k not in ("verdicts", "report")}
         out["verdicts"] = [vars(v) for v in self.verdicts]
         out["report"] = None if self.report is None else vars(self.report)
         return out
-
-
-def lifecycle_dag_id(name: str) -> str:
-    return f"mirror__{name}"
 
 
 # --- pure pieces --------------------------------------------------------------------------------
@@ -228,8 +251,10 @@ class Dashboard:
     def mirror_names(self) -> list[str]:
         return [m.name for m in self.edges.mirrors()]
 
-    def overview(self, names: set[str] | None = None) -> list[MirrorView]:
-        """Every mirror (of `names`), in the spec's order. Lag look-ups and worker look-ups run side by side."""
+    def overview(self, names: set[str] | None = None,
+                 access: Callable[[str], Access] = lambda name: FULL_ACCESS) -> list[MirrorView]:
+        """Every mirror (of `names`), in the spec's order, each with what `access` lets the user see. Lag look-ups
+        and worker look-ups run side by side."""
         specs = [m for m in self.edges.mirrors() if names is None or m.name in names]
         paused = self.edges.paused([lifecycle_dag_id(m.name) for m in specs])
         valid = [spec for spec in specs if spec.config is not None]
@@ -237,11 +262,11 @@ class Dashboard:
             workers = {spec.name: pool.submit(self.edges.worker, spec) for spec in valid}
             notes = self._sample(valid, self.page_budget_s)
             return [self._view(spec, paused.get(lifecycle_dag_id(spec.name)), detail=False,
-                               sample_note=notes.get(spec.name),
+                               sample_note=notes.get(spec.name), access=access(spec.name),
                                worker=workers[spec.name].result() if spec.name in workers else None)
                     for spec in specs]
 
-    def mirror(self, name: str) -> MirrorView | None:
+    def mirror(self, name: str, access: Access = FULL_ACCESS) -> MirrorView | None:
         specs = [m for m in self.edges.mirrors() if m.name == name]
         if not specs:
             return None
@@ -249,7 +274,8 @@ class Dashboard:
         spec = specs[0]
         note = self._sample([spec], None).get(name) if spec.config is not None else None
         worker = self.edges.worker(spec) if spec.config is not None else None
-        return self._view(spec, self.edges.paused([dag_id]).get(dag_id), detail=True, sample_note=note, worker=worker)
+        return self._view(spec, self.edges.paused([dag_id]).get(dag_id), detail=True, sample_note=note, worker=worker,
+                          access=access)
 
     def _sample(self, specs: list[MirrorSpec], budget_s: float | None) -> dict[str, str]:
         """Measure the mirrors whose newest kept sample is older than `min_interval_s`; a note per mirror whose
@@ -259,8 +285,8 @@ class Dashboard:
         return self.sampler.sample(stale, budget_s) if stale else {}
 
     def _view(self, spec: MirrorSpec, paused: bool | None, detail: bool, sample_note: str | None,
-              worker: WorkerStatus | None) -> MirrorView:
-        view = MirrorView(spec.name, "unknown", "")
+              worker: WorkerStatus | None, access: Access = FULL_ACCESS) -> MirrorView:
+        view = MirrorView(spec.name, "unknown", "", hidden=hidden_notes(spec.name, access))
         if spec.config is None:
             view.state_reason = f"invalid spec entry: {spec.error}"
             return view
@@ -268,7 +294,8 @@ class Dashboard:
             view.notes.append(sample_note)
         now = self.clock()
         history = self.store.samples(spec.name, since=now - max(self.chart_s, 2 * spec.window_s))
-        verdicts = self.store.verdicts(spec.name, limit=10)
+        # The lag DAG's verdicts neither show nor decide the state for a user who may not read that DAG.
+        verdicts = self.store.verdicts(spec.name, limit=10) if access.lag else []
         if worker is None:
             view.notes.append("the mirror sets no metrics-port: halted partitions and schema conflicts "
                               "are not visible here (see the run_worker task log)")
@@ -299,13 +326,16 @@ class Dashboard:
                         for k, w in sorted(history.items())}
         view.throughput = [p for p in throughput_series(history) if p[0] >= start]
         view.verdicts = verdicts
-        reasons = self.edges.halt_reasons(spec) if worker is not None and worker.problems else {}
-        view.halted = [{"source": s, "topic": t, "partition": p,
-                        "reason": reasons.get((t, p), "not in the worker's metrics; see the run_worker task log")}
+        # Reasons are read from run_worker's task log: only for a user Airflow lets read the DAG's task logs.
+        with_reasons = access.logs and worker is not None and worker.problems
+        reasons = self.edges.halt_reasons(spec) if with_reasons else {}
+        unknown = "not in the worker's metrics; see the run_worker task log" if access.logs else "not shown"
+        untold = "see the run_worker task log" if access.logs else "not shown"
+        view.halted = [{"source": s, "topic": t, "partition": p, "reason": reasons.get((t, p), unknown)}
                        for s, t, p in (worker.halted if worker else ())]
         view.conflicts = [{"source": s, "topic": t} for s, t in (worker.conflicts if worker else ())]
         view.stalled = [{"source": s, "topic": t, "partition": p} for s, t, p in (worker.stalled if worker else ())]
-        view.not_mirrored = [{"source": s, "topic": t, "reason": reasons.get((t, -1), "see the run_worker task log")}
+        view.not_mirrored = [{"source": s, "topic": t, "reason": reasons.get((t, -1), untold)}
                              for s, t in (worker.not_mirrored if worker else ())]
-        view.report = self.edges.report(spec)
+        view.report = self.edges.report(spec) if access.verify else None
         return view

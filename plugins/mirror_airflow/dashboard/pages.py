@@ -71,7 +71,14 @@ def overview_page(views: list[MirrorView], base: str) -> str:
     return _page("Kafka mirrors", body)
 
 
+def _hidden(view: MirrorView, what: str) -> list[str]:
+    """The line saying that the user's permissions leave this section out (gather.hidden_notes)."""
+    return [f'<p class="empty hidden">{escape(n)}.</p>' for n in view.hidden if n.startswith(what)]
+
+
 def _verdicts(view: MirrorView) -> list[str]:
+    if hidden := _hidden(view, "lag sensor verdicts"):
+        return hidden
     if not view.verdicts:
         return ['<p class="empty">No verdict yet: the lag sensor (DAG '
                 f'<code>mirror__{escape(view.name)}__lag</code>) has not run since the dashboard was installed.</p>']
@@ -98,7 +105,7 @@ def _partitions(view: MirrorView) -> list[str]:
 
 
 def _halts(view: MirrorView) -> list[str]:
-    out = []
+    out = _hidden(view, "halt reasons")
     if view.halted:
         out.append("<table id=\"halted\"><tr><th>source</th><th>topic</th><th>partition</th><th>reason</th></tr>")
         out.extend(f"<tr><td>{escape(h['source'])}</td><td>{escape(h['topic'])}</td><td class=\"n\">{h['partition']}</td>"
@@ -129,6 +136,8 @@ def _halts(view: MirrorView) -> list[str]:
 
 def _report(view: MirrorView, base: str) -> list[str]:
     report = view.report
+    if hidden := _hidden(view, "verification report"):
+        return hidden
     if report is None:
         return ['<p class="empty">No verification report yet (DAG '
                 f'<code>mirror__{escape(view.name)}__verify</code> writes one per run).</p>']

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pydantic import Field, model_validator
 
 from airflow.sdk import DAG
+from mirror_airflow.dag_ids import lag_dag_id
 from mirror_airflow.lag.rules import Limits
 from mirror_airflow.notifications.alerts import notifiers_for
 from mirror_airflow.sensors.lag import MirrorLagSensor
@@ -67,7 +68,7 @@ def build_lag_dag(mirror: MirrorConfig, lag: dict, alerts: dict, *, spec_path, *
     except ConfigError as exc:
         raise ConfigError(f"mirror {mirror.name!r}: airflow.{exc}") from None
     options = {
-        "dag_id": f"mirror__{mirror.name}__lag",
+        "dag_id": lag_dag_id(mirror.name),
         "schedule": settings.schedule,
         "start_date": datetime(2024, 1, 1, tzinfo=timezone.utc),
         "catchup": False,

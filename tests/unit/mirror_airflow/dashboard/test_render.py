@@ -9,7 +9,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from mirror_airflow.dashboard.app import can_read, create_app
+from mirror_airflow.dashboard.app import Permissions, create_app, permissions
 from mirror_airflow.dashboard.chart import MAX_SERIES, line_chart, nice_ceiling
 from mirror_airflow.dashboard.gather import Dashboard, Edges, MirrorSpec, MirrorView, Report, WorkerStatus
 from mirror_airflow.dashboard.pages import mirror_page, overview_page
@@ -126,7 +126,7 @@ def test_anonymous_requests_are_refused(board, path):
 
 def test_logged_in_user_sees_only_mirrors_of_dags_it_may_read(board):
     app = create_app(lambda: board)
-    app.dependency_overrides[can_read] = lambda: (lambda name: name != "secret")
+    app.dependency_overrides[permissions] = lambda: Permissions(lambda dag_id, logs: "secret" not in dag_id)
     client = TestClient(app, root_path="/mirror-dashboard")
     listed = client.get("/api/mirrors").json()["mirrors"]
     assert [m["name"] for m in listed] == ["orders"]
@@ -139,9 +139,50 @@ def test_logged_in_user_sees_only_mirrors_of_dags_it_may_read(board):
     assert client.get("/api/mirrors/secret").status_code == 403
     assert client.get("/mirrors/nobody").status_code == 404
     assert client.get("/mirrors/orders/report").text == "<html>the check's own report</html>"
-    app.dependency_overrides[can_read] = lambda: (lambda name: False)
+    app.dependency_overrides[permissions] = lambda: Permissions(lambda dag_id, logs: False)
     assert client.get("/api/mirrors").json() == {"mirrors": []}
     assert [client.get(p).status_code for p in ("/mirrors/nobody", "/mirrors/orders", "/mirrors/orders/report")] == [403] * 3
+
+
+def test_each_part_of_a_mirror_is_shown_only_with_the_permission_on_its_dag(tmp_path):
+    """Read access on mirror__orders alone: the page shows the mirror, but not the lag DAG's verdicts, the
+    verify DAG's report (its route refused) nor the halt reasons read from the task log; each says why. With
+    the three permissions all are shown. Before, the lifecycle DAG's read access showed everything."""
+    html = tmp_path / "check.html"
+    html.write_text("<html>the check's own report</html>")
+    spec = MirrorSpec("orders", object(), None, Limits(), 600, 9100, str(tmp_path))
+    edges = Edges(mirrors=lambda: [spec], paused=lambda ids: {i: False for i in ids},
+                  measure=lambda s: [(("east", "orders", 0), Sample(time.time(), 3, 10))],
+                  worker=lambda s: WorkerStatus(halted=(("east", "orders", 0),)),
+                  halt_reasons=lambda s: {("orders", 0): "destination refused the record: SECRET-REASON"},
+                  report=lambda s: Report("/x.json", str(html), "inconsistent", {"missing": 4}, 0))
+    store = HistoryStore(tmp_path / "h.sqlite")
+    store.add_verdict("orders", Verdict(time.time(), "lag too high", "SECRET-VERDICT", 7, "lag sensor"))
+    app = create_app(lambda: Dashboard(edges, store))
+    client = TestClient(app, root_path="/mirror-dashboard")
+    readable: set[tuple[str, bool]] = set()
+    app.dependency_overrides[permissions] = lambda: Permissions(lambda dag_id, logs: (dag_id, logs) in readable)
+
+    readable.add(("mirror__orders", False))
+    view = client.get("/api/mirrors/orders").json()
+    assert view["verdicts"] == [] and view["report"] is None
+    assert [h["reason"] for h in view["halted"]] == ["not shown"]
+    assert view["hidden"] == ["lag sensor verdicts not shown: no read access to DAG mirror__orders__lag",
+                              "verification report not shown: no read access to DAG mirror__orders__verify",
+                              "halt reasons not shown: no access to the task logs of DAG mirror__orders"]
+    page = client.get("/mirrors/orders").text
+    assert "SECRET" not in page and "missing 4" not in page and 'id="report"' not in page
+    assert page.count('class="empty hidden"') == 3
+    assert client.get("/mirrors/orders/report").status_code == 403
+    overview = client.get("/api/mirrors").json()["mirrors"][0]
+    assert "SECRET-VERDICT" not in overview["state_reason"] and overview["state"] == "halted"
+
+    readable.update({("mirror__orders__lag", False), ("mirror__orders__verify", False), ("mirror__orders", True)})
+    view = client.get("/api/mirrors/orders").json()
+    assert [v["summary"] for v in view["verdicts"]] == ["SECRET-VERDICT"] and view["report"]["status"] == "inconsistent"
+    assert [h["reason"] for h in view["halted"]] == ["destination refused the record: SECRET-REASON"]
+    assert view["hidden"] == []
+    assert client.get("/mirrors/orders/report").text == "<html>the check's own report</html>"
 
 
 def test_airflow_loads_the_plugin_from_the_plugins_folder():
