@@ -33,7 +33,8 @@ def _compose_binary() -> Path:
 
 
 # What a user must export before `docker compose up` (no defaults: the deployment is closed unless told).
-SECRETS = {"AIRFLOW_ADMIN_PASSWORD": "test-admin-password", "POSTGRES_PASSWORD": "test-postgres-password",
+SECRETS = {"AIRFLOW_ADMIN_PASSWORD": "test-admin-password", "AIRFLOW_TASKS_PASSWORD": "test-tasks-password",
+           "POSTGRES_PASSWORD": "test-postgres-password",
            "AIRFLOW_SECRET_KEY": "test-secret-key", "AIRFLOW_JWT_SECRET": "test-jwt-secret"}
 
 
@@ -182,7 +183,7 @@ def test_the_compose_spec_points_at_compose_services(model):
 def test_the_airflow_connections_point_at_compose_services(model):
     env = model["services"]["airflow-scheduler"]["environment"]
     api = json.loads(env["AIRFLOW_CONN_AIRFLOW_API"])
-    assert api["host"] == "airflow-apiserver" and api["password"] == env["AIRFLOW_ADMIN_PASSWORD"]
+    assert api["host"] == "airflow-apiserver" and api["password"] == SECRETS["AIRFLOW_TASKS_PASSWORD"]
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].startswith(f"http://{api['host']}:{api['port']}/")
     spark = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
     assert spark["host"].removeprefix("spark://") in model["services"]
@@ -245,9 +246,28 @@ def test_the_secrets_reach_every_airflow_component(model):
     assert model["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"] == SECRETS["POSTGRES_PASSWORD"]
 
 
+def test_the_tasks_call_the_api_as_a_least_privileged_user_and_never_hold_the_admins_password(model):
+    """Issue 46 item 4: before, every task had AIRFLOW_CONN_AIRFLOW_API with the admin's login and password (and
+    AIRFLOW_ADMIN_PASSWORD itself). The role `user` is SimpleAuthManager's least that may pause a DAG (viewer may
+    not; op and admin may also read connections); tests/integration/test_airflow_pause_api.py runs the pause check
+    as that user against a real api-server and sees it refused the connections."""
+    users = dict(u.split(":") for u in model["services"]["airflow-apiserver"]["environment"][
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(","))
+    for name in AIRFLOW_SERVICES:
+        env = model["services"][name]["environment"]
+        api = json.loads(env["AIRFLOW_CONN_AIRFLOW_API"])
+        assert (api["login"], users[api["login"]]) == ("mirror-tasks", "user")
+        assert SECRETS["AIRFLOW_ADMIN_PASSWORD"] not in json.dumps(env), name
+    init = model["services"]["airflow-init"]["environment"]
+    assert (init["AIRFLOW_ADMIN_PASSWORD"], init["AIRFLOW_TASKS_PASSWORD"]) == (
+        SECRETS["AIRFLOW_ADMIN_PASSWORD"], SECRETS["AIRFLOW_TASKS_PASSWORD"])
+    script = (ROOT / "docker/airflow/init.sh").read_text()
+    assert '"mirror-tasks": os.environ["AIRFLOW_TASKS_PASSWORD"]' in script
+
+
 def test_the_compose_file_says_how_to_require_authentication():
     text = COMPOSE_FILE.read_text()
-    assert "SASL_SSL" in text and "registry URLs" in text and "BIND_ADDRESS" in text
+    assert "SASL_SSL" in text and "basic.auth.user.info" in text and "BIND_ADDRESS" in text
 
 
 # ------------------------------------------------------------------ the CeleryExecutor variant
