@@ -54,6 +54,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 
+from bench.charts import redraw
 from bench.common import bench_stack
 from bench.harness import (RESULTS, SYSTEMS, Clusters, delete_topics, end_total, latency_labels, launch, preload,
                            run_one, stop, system_procs, tree_rss_mib, warm_up)
@@ -186,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps({"meta": meta, "ratios": ratio_rows, "runs": runs}, indent=2) + "\n")
     table = markdown(rows, ratio_rows, meta)
     out.with_suffix(".md").write_text(table)
+    redraw(out.name, out.parent)  # the docs' charts of this result, when a page shows it (bench/charts.py)
     print("\n" + table)
     return 0
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from bench.charts import redraw
 from bench.compare import build_parser
 from bench.harness import Clusters, delete_topics, latency_labels, preload, run_one, system_procs, warm_up
 from bench.report import _rate_name, medians
@@ -183,6 +184,7 @@ def write_results(runs: list[dict], systems: list[str], size: int, sides: list[s
     out.with_name(out.name + "-runs.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=2) + "\n")
     table = markdown(rows, meta)
     out.with_suffix(".md").write_text(table)
+    redraw(out.name, out.parent)  # the docs' charts of this result, when a page shows it (bench/charts.py)
     return table
 
 
