@@ -39,6 +39,11 @@ def _label(value: float) -> str:
     return f"{value:g}"
 
 
+def _width(index: int, count: int) -> float:
+    """Stroke widths from 6 px (the first line, drawn first) down to 1.5 px (the last, drawn on top)."""
+    return 6.0 - 4.5 * index / max(1, count - 1) if count > 1 else 2.0
+
+
 def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], title: str, unit: str, chart_id: str) -> str:
     """An <svg> of the series (the MAX_SERIES with the highest last value when there are more);
     a text note instead when no series has two points."""
@@ -76,14 +81,19 @@ def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], title: str, 
                      f'{time.strftime("%H:%M:%S", time.gmtime(t))}</text>')
     parts.append(f'<text x="12" y="{TOP + plot_h / 2:.0f}" font-size="11" transform="rotate(-90 12 '
                  f'{TOP + plot_h / 2:.0f})" text-anchor="middle">{escape(unit)}</text>')
-    legend = []
+    legend: list[str] = []
+    first_with: dict[tuple, str] = {}
     for index, (name, points) in enumerate(drawable.items()):
         colour = COLOURS[index % len(COLOURS)]
         path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in points)
+        # Each line is drawn thinner than the one before, over it: lines that lie on one another (partitions all
+        # at lag 0) still show every colour, and the legend says which ones coincide.
         parts.append(f'<polyline class="series" data-series="{escape(name)}" fill="none" stroke="{colour}" '
-                     f'stroke-width="2" points="{path}"/>')
+                     f'stroke-width="{_width(index, len(drawable)):.2f}" points="{path}"/>')
+        same = first_with.setdefault(tuple(points), name)
+        under = f", on the line of {escape(same)}" if same != name else ""
         legend.append(f'<li><span class="swatch" style="background:{colour}"></span>{escape(name)} '
-                      f'(now {_label(points[-1][1])})</li>')
+                      f'(now {_label(points[-1][1])}{under})</li>')
     parts.append("</svg>")
     note = f"<li>{hidden} more not drawn (the {MAX_SERIES} highest are)</li>" if hidden else ""
     return "".join(parts) + f'<ul class="legend">{"".join(legend)}{note}</ul>'

@@ -129,7 +129,8 @@ class MirrorView:
     state: str
     state_reason: str
     total_lag: int | None = None
-    records_per_s: float | None = None  # committed by the mirror group, between its last two samples
+    records_per_s: float | None = None  # committed by the mirror group over the newest throughput step
+    rate_interval_s: float | None = None  # the length of that step (the time between its two measurements)
     worker_produced: float | None = None  # the worker's mirror_records_produced counter (since it started)
     worker_retries: float | None = None  # its mirror_delivery_retries counter (since it started)
     partitions: list[dict] = field(default_factory=list)  # the newest sample per partition
@@ -164,26 +165,26 @@ def partition_label(key: PartitionKey) -> str:
     return "/".join(str(part) for part in key)
 
 
-def committed_rate(history: Mapping[PartitionKey, Sequence[Sample]]) -> float | None:
-    """Records per second the group committed between each partition's last two samples, summed."""
-    rates = [(position(w[-1]) - position(w[-2])) / (w[-1].time - w[-2].time)
-             for w in history.values() if len(w) >= 2 and w[-1].time > w[-2].time]
-    return sum(rates) if rates else None
-
-
-def throughput_series(history: Mapping[PartitionKey, Sequence[Sample]]) -> list[tuple[float, float]]:
-    """(time, records/s committed) between consecutive measurements that sampled the same partitions."""
+def throughput_steps(history: Mapping[PartitionKey, Sequence[Sample]]) -> list[tuple[float, float, float]]:
+    """(start, end, records/s committed) between consecutive measurements that sampled the same partitions: the
+    counters' difference over the real interval between them, however long it was."""
     rounds: dict[float, dict[PartitionKey, int]] = {}
     for key, window in history.items():
         for sample in window:
             rounds.setdefault(round(sample.time, 1), {})[key] = position(sample)
-    points = []
+    steps = []
     times = sorted(rounds)
     for before, after in zip(times, times[1:]):
         if rounds[before].keys() == rounds[after].keys() and after > before:
             moved = sum(rounds[after].values()) - sum(rounds[before].values())
-            points.append((after, max(0.0, moved / (after - before))))
-    return points
+            steps.append((before, after, max(0.0, moved / (after - before))))
+    return steps
+
+
+def step_points(steps: Sequence[tuple[float, float, float]]) -> list[tuple[float, float]]:
+    """A chart's points for the steps: each rate held over its whole interval, so a rate averaged over minutes
+    without a sample is drawn across those minutes, not as a spike at their end."""
+    return [point for start, end, rate in steps for point in ((start, rate), (end, rate))]
 
 
 def judge(history: Mapping[PartitionKey, Sequence[Sample]], spec: MirrorSpec,
@@ -316,15 +317,17 @@ class Dashboard:
             # Partitions the newest measurement still saw (a deleted topic drops out).
             current = {k: s for k, s in latest.items() if s.time >= view.measured_at - 60}
             view.total_lag = sum(s.lag for s in current.values())
-            view.records_per_s = committed_rate(history)
             view.partitions = [{"partition": partition_label(k), "lag": s.lag, "committed": s.committed,
                                 "end": s.high, "start": s.low, "time": s.time} for k, s in sorted(current.items())]
+        steps = throughput_steps(history)
+        if steps:  # the header's rate is the throughput chart's newest step: they never disagree
+            view.records_per_s, view.rate_interval_s = steps[-1][2], steps[-1][1] - steps[-1][0]
         if not detail:
             return view
         start = now - self.chart_s
         view.history = {partition_label(k): [(s.time, s.lag) for s in w if s.time >= start]
                         for k, w in sorted(history.items())}
-        view.throughput = [p for p in throughput_series(history) if p[0] >= start]
+        view.throughput = [p for p in step_points(steps) if p[0] >= start]
         view.verdicts = verdicts
         # Reasons are read from run_worker's task log: only for a user Airflow lets read the DAG's task logs.
         with_reasons = access.logs and worker is not None and worker.problems

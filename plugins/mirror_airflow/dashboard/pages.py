@@ -37,6 +37,15 @@ def _number(value, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
+def _rate(view: MirrorView) -> str:
+    """The committed rate with the interval it was measured over (the throughput chart's newest step)."""
+    if view.records_per_s is None:
+        return f"{_number(None)} records/s committed"
+    span = view.rate_interval_s or 0.0
+    over = f"{span:.0f} s" if span < 120 else f"{span / 60:.1f} min"
+    return f"{view.records_per_s:,.1f} records/s committed over the {over} between the last two samples"
+
+
 def _page(title: str, body: list[str]) -> str:
     return "\n".join([
         "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -157,7 +166,7 @@ def mirror_page(view: MirrorView, base: str) -> str:
     body = [f'<p><a href="{escape(base)}/">All mirrors</a></p>',
             f'<h1>Mirror {escape(view.name)} {state_badge(view)}</h1>',
             f'<p id="summary">{escape(view.state_reason)}. Total lag <b class="total-lag">{_number(view.total_lag)}</b> '
-            f"records; {_number(view.records_per_s, 1)} records/s committed; last sample {_when(view.measured_at)}.</p>"]
+            f"records; {_rate(view)}; last sample {_when(view.measured_at)}.</p>"]
     body.extend(f'<p class="note">{escape(n)}</p>' for n in view.notes)
     if view.cluster_faults:  # while a broker or the network fails: what the worker sees of the clusters
         body.append('<ul class="note" id="cluster-faults">'

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from mirror_airflow.dashboard.gather import (
-    Dashboard, Edges, MirrorSpec, WorkerStatus, cluster_faults, committed_rate, judge, mirror_state, throughput_series,
+    Dashboard, Edges, MirrorSpec, WorkerStatus, cluster_faults, judge, mirror_state, step_points, throughput_steps,
 )
 from mirror_airflow.dashboard.sources import halt_lines, halt_reasons, latest_report, parse_metrics, spec_mirrors
 from mirror_airflow.dashboard.store import HistoryStore, Verdict
@@ -59,17 +59,22 @@ def test_store_verdicts_newest_first_and_capped(tmp_path):
 
 
 # --- pure pieces --------------------------------------------------------------------------------
-def test_committed_rate_sums_each_partitions_last_step():
-    history = {KEY_A: [Sample(0, 100, 200), Sample(10, 150, 200)], KEY_B: [Sample(0, None, 50, 20), Sample(5, 30, 50, 20)]}
-    # A: 50 records in 10 s; B: from the log start 20 (no commit yet) to 30 in 5 s.
-    assert committed_rate(history) == pytest.approx(5.0 + 2.0)
-    assert committed_rate({KEY_A: [Sample(0, 1, 1)]}) is None
-
-
-def test_throughput_series_compares_only_rounds_of_the_same_partitions():
+def test_throughput_steps_compare_only_rounds_of_the_same_partitions():
     history = {KEY_A: [Sample(0, 0, 9), Sample(10, 100, 900), Sample(20, 300, 900)],
                KEY_B: [Sample(10, 0, 9), Sample(20, 100, 900)]}
-    assert throughput_series(history) == [(20, pytest.approx(30.0))]  # (300+100 - 100+0) / 10
+    assert throughput_steps(history) == [(10, 20, pytest.approx(30.0))]  # (300+100 - 100+0) / 10
+    # B: from the log start 20 (no commit yet) to 30.
+    assert throughput_steps({KEY_B: [Sample(0, None, 50, 20), Sample(5, 30, 50, 20)]}) == [(0, 5, pytest.approx(2.0))]
+    assert throughput_steps({KEY_A: [Sample(0, 1, 1)]}) == []
+
+
+def test_a_rate_over_a_long_gap_is_drawn_across_the_gap_not_as_a_spike_at_its_end():
+    """The issue's chart: samples every 10 s, then none for 6 minutes, then one: before, one point at the end of
+    the gap carried the 6 minutes' average, drawn as a spike at the wrong time."""
+    history = {KEY_A: [Sample(0, 0, 0), Sample(10, 100, 100), Sample(370, 460, 460)]}
+    steps = throughput_steps(history)
+    assert steps == [(0, 10, pytest.approx(10.0)), (10, 370, pytest.approx(1.0))]
+    assert step_points(steps) == [(0, 10.0), (10, 10.0), (10, 1.0), (370, 1.0)]
 
 
 def evaluation(status: Status) -> Evaluation:
@@ -316,3 +321,23 @@ def test_lag_sensor_runs_write_their_samples_and_verdicts(tmp_path, monkeypatch)
     newest = store.verdicts("orders")[0]
     assert newest.status == "LAG" and "lag 12 > max 10 records" in newest.summary and newest.total_lag == 12
     assert store.count("samples", "orders") == 2
+
+
+def test_the_header_rate_is_the_throughput_charts_newest_step(tmp_path):
+    """Issue 44 item 4: the header said "8.4 records/s committed" (each partition's last two samples) while the
+    throughput section said "no data yet" (it compares rounds of the same partitions). Both now come from the
+    same steps: a partition new in the last round leaves both empty, the next round fills both alike."""
+    clock = Clock()
+    fake = FakeEdges([spec()], paused={"mirror__orders": False})
+    fake.ends, fake.committed = {KEY_A: 10}, {KEY_A: 10}
+    board = Dashboard(fake.edges(clock), HistoryStore(tmp_path / "h.sqlite", clock=clock), min_interval_s=10, clock=clock)
+    board.mirror("orders")
+    clock.now += 10
+    fake.ends, fake.committed = {KEY_A: 94, KEY_B: 5}, {KEY_A: 94, KEY_B: 5}  # a partition appears
+    view = board.mirror("orders")
+    assert view.records_per_s is None and view.throughput == []
+    clock.now += 20
+    fake.ends, fake.committed = {KEY_A: 154, KEY_B: 5}, {KEY_A: 154, KEY_B: 5}
+    view = board.mirror("orders")
+    assert (view.records_per_s, view.rate_interval_s) == (pytest.approx(3.0), pytest.approx(20.0))
+    assert view.throughput[-1] == (pytest.approx(clock.now), pytest.approx(3.0))

@@ -36,6 +36,17 @@ def test_line_chart_scales_series_into_the_plot():
     assert 'data-series="a/0"' in svg and "(now 100)" in svg
 
 
+def test_lines_that_lie_on_one_another_stay_visible_and_are_named():
+    """Issue 44 item 4: three partitions all at lag 0 drew three lines of one width on one another, so only the
+    last colour showed. Each line is now thinner than the one under it, and the legend says which coincide."""
+    flat = [(0, 0), (10, 0), (20, 0)]
+    svg = line_chart({"a/0": flat, "a/1": flat, "a/2": flat, "a/3": [(0, 5), (20, 9)]}, "lag", "records", "c")
+    widths = [float(w) for w in re.findall(r'stroke-width="([0-9.]+)"', svg)]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == 4 and widths[-1] >= 1.5
+    assert "a/1 (now 0, on the line of a/0)" in svg and "a/2 (now 0, on the line of a/0)" in svg
+    assert "a/0 (now 0)" in svg and "a/3 (now 9)" in svg
+
+
 def test_line_chart_without_two_points_says_no_data_yet():
     assert "no data yet" in line_chart({}, "lag", "records", "c")
     assert "no data yet" in line_chart({"a/0": [(1, 5)]}, "lag", "records", "c")
