@@ -111,6 +111,32 @@ def hidden_notes(name: str, access: Access) -> list[str]:
     return notes
 
 
+@dataclass(frozen=True)
+class LagRun:
+    """Where the lag DAG is, from Airflow's metadata DB: why a mirror has no verdict yet."""
+
+    paused: bool | None  # None: Airflow has not parsed the lag DAG
+    state: str | None = None  # its newest run's state (queued, running, success, failed); None: never ran
+    started: float | None = None  # that run's start (epoch seconds)
+
+
+def no_verdict_why(name: str, run: LagRun | None, window_s: float) -> str:
+    """One line saying why the lag sensor has left no verdict, from its DAG's state."""
+    dag = lag_dag_id(name)
+    if run is None or run.paused is None:
+        return f"No verdict yet: Airflow has not parsed the lag DAG {dag}."
+    if run.paused:
+        return f"No verdict: the lag DAG {dag} is paused, so nothing judges the lag."
+    if run.state is None:
+        return f"No verdict yet: the lag DAG {dag} has not run yet (it runs on its schedule)."
+    if run.state in ("queued", "running"):
+        since = "" if run.started is None else " since " + time.strftime("%H:%M:%S UTC", time.gmtime(run.started))
+        return (f"No verdict yet: the lag sensor of {dag} is measuring{since}; it gives its verdict once it has "
+                f"watched the lag for its window ({window_s / 60:g} min).")
+    return (f"No verdict here: the newest run of {dag} ended {run.state} without writing one to the dashboard's "
+            f"store (see its task log; the dashboard and the sensor must share MIRROR_DASHBOARD_DB).")
+
+
 @dataclass
 class Edges:
     """The dashboard's I/O, each a plain callable (see sources.py for the real ones)."""
@@ -121,6 +147,7 @@ class Edges:
     worker: Callable[[MirrorSpec], WorkerStatus | None]  # None: the mirror has no metrics port
     halt_reasons: Callable[[MirrorSpec], dict[tuple[str, int], str]]  # (topic, partition) -> reason
     report: Callable[[MirrorSpec], Report | None]
+    lag_run: Callable[[str], LagRun | None] = lambda dag_id: None  # lag DAG id -> its state
 
 
 @dataclass
@@ -147,6 +174,7 @@ class MirrorView:
     notes: list[str] = field(default_factory=list)
     measured_at: float | None = None
     hidden: list[str] = field(default_factory=list)  # what the user's permissions leave out (hidden_notes)
+    no_verdict: str | None = None  # why there is no lag verdict (no_verdict_why), when there is none
 
     def to_dict(self) -> dict:
         out = {k: v for k, v in vars(self).items() if k not in ("verdicts", "report")}
@@ -329,6 +357,8 @@ class Dashboard:
                         for k, w in sorted(history.items())}
         view.throughput = [p for p in step_points(steps) if p[0] >= start]
         view.verdicts = verdicts
+        if access.lag and not verdicts:
+            view.no_verdict = no_verdict_why(spec.name, self.edges.lag_run(lag_dag_id(spec.name)), spec.window_s)
         # Reasons are read from run_worker's task log: only for a user Airflow lets read the DAG's task logs.
         with_reasons = access.logs and worker is not None and worker.problems
         reasons = self.edges.halt_reasons(spec) if with_reasons else {}

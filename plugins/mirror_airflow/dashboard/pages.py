@@ -89,8 +89,8 @@ def _verdicts(view: MirrorView) -> list[str]:
     if hidden := _hidden(view, "lag sensor verdicts"):
         return hidden
     if not view.verdicts:
-        return ['<p class="empty">No verdict yet: the lag sensor (DAG '
-                f'<code>mirror__{escape(view.name)}__lag</code>) has not run since the dashboard was installed.</p>']
+        why = view.no_verdict or "No verdict yet."
+        return [f'<p class="empty" id="no-verdict">{escape(why)}</p>']
     rows = ["<table id=\"verdicts\"><tr><th>when</th><th>status</th><th>total lag</th><th>detail</th></tr>"]
     for v in view.verdicts:
         css = f"verdict-{v.status}" if v.status in ("OK", "WARN") else "verdict-failing"

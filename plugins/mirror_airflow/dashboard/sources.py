@@ -11,7 +11,8 @@ from pathlib import Path
 
 import requests
 
-from mirror_airflow.dashboard.gather import Edges, MirrorSpec, Report, WorkerStatus, lifecycle_dag_id
+from mirror_airflow.dag_ids import lifecycle_dag_id
+from mirror_airflow.dashboard.gather import Edges, LagRun, MirrorSpec, Report, WorkerStatus
 
 HALT_MESSAGES = ("partition halted", "schema conflict: topic not mirrored", "topic not mirrored")
 LOG_TAIL_BYTES = 2 * 1024 * 1024
@@ -90,6 +91,26 @@ def paused_dags(dag_ids: list[str]) -> dict[str, bool]:
     with create_session() as session:
         rows = session.execute(select(DagModel.dag_id, DagModel.is_paused).where(DagModel.dag_id.in_(dag_ids)))
         return {dag_id: bool(paused) for dag_id, paused in rows}
+
+
+def lag_run(dag_id: str) -> LagRun:
+    """The lag DAG's pause state and its newest run (state, start) from Airflow's metadata DB."""
+    from sqlalchemy import select
+
+    from airflow.models.dag import DagModel
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        paused = session.scalar(select(DagModel.is_paused).where(DagModel.dag_id == dag_id))
+        if paused is None:
+            return LagRun(None)
+        newest = session.execute(select(DagRun.state, DagRun.start_date).where(DagRun.dag_id == dag_id)
+                                 .order_by(DagRun.id.desc()).limit(1)).first()
+    if newest is None:
+        return LagRun(bool(paused))
+    state, started = newest
+    return LagRun(bool(paused), str(getattr(state, "value", state)), started.timestamp() if started else None)
 
 
 def measure(spec: MirrorSpec, timeout: float = 10.0):
@@ -214,4 +235,4 @@ def latest_report(spec: MirrorSpec) -> Report | None:
 
 def real_edges() -> Edges:
     return Edges(mirrors=SpecMirrors(), paused=paused_dags, measure=measure, worker=worker_status,
-                 halt_reasons=halt_reasons, report=latest_report)
+                 halt_reasons=halt_reasons, report=latest_report, lag_run=lag_run)

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from mirror_airflow.dashboard.gather import (
-    Dashboard, Edges, MirrorSpec, WorkerStatus, cluster_faults, judge, mirror_state, step_points, throughput_steps,
+    Dashboard, Edges, LagRun, MirrorSpec, WorkerStatus, cluster_faults, judge, mirror_state, no_verdict_why, step_points,
+    throughput_steps,
 )
 from mirror_airflow.dashboard.sources import halt_lines, halt_reasons, latest_report, parse_metrics, spec_mirrors
 from mirror_airflow.dashboard.store import HistoryStore, Verdict
@@ -341,3 +342,29 @@ def test_the_header_rate_is_the_throughput_charts_newest_step(tmp_path):
     view = board.mirror("orders")
     assert (view.records_per_s, view.rate_interval_s) == (pytest.approx(3.0), pytest.approx(20.0))
     assert view.throughput[-1] == (pytest.approx(clock.now), pytest.approx(3.0))
+
+
+@pytest.mark.parametrize("run, says", [
+    (None, "Airflow has not parsed the lag DAG mirror__orders__lag"),
+    (LagRun(True), "mirror__orders__lag is paused, so nothing judges the lag"),
+    (LagRun(False), "has not run yet"),
+    (LagRun(False, "running", 1_000_000.0), "is measuring since 13:46:40 UTC; it gives its verdict once it has "
+                                            "watched the lag for its window (10 min)"),
+    (LagRun(False, "failed", 1.0), "ended failed without writing one"),
+])
+def test_no_verdict_says_why_from_the_lag_dags_state(run, says):
+    assert says in no_verdict_why("orders", run, 600)
+
+
+def test_a_mirror_without_a_verdict_says_why_and_one_with_a_verdict_asks_nothing(tmp_path):
+    """Issue 44 item 4: the first verdict section read "the lag sensor has not run" while its run had been
+    deferred, measuring, for minutes."""
+    clock, asked = Clock(), []
+    fake = FakeEdges([spec()], paused={"mirror__orders": False})
+    edges = fake.edges(clock)
+    edges.lag_run = lambda dag_id: asked.append(dag_id) or LagRun(False, "running", clock.now - 120)
+    store = HistoryStore(tmp_path / "h.sqlite", clock=clock)
+    board = Dashboard(edges, store, clock=clock)
+    assert "is measuring since" in board.mirror("orders").no_verdict and asked == ["mirror__orders__lag"]
+    store.add_verdict("orders", Verdict(clock.now, "OK", "fine", 0, "lag sensor"))
+    assert board.mirror("orders").no_verdict is None and asked == ["mirror__orders__lag"]
