@@ -3,8 +3,9 @@
 Once the mirror's worker holds its consumer group, Avro orders are produced to `demo.orders` on `source`
 while the worker copies them to `source.demo.orders` on `destination`; the demo prints both ends until the
 mirror has caught up. When Airflow runs on the stack (`python -m devstack airflow`), the worker is the one
-its `mirror__demo` DAG runs; otherwise the demo starts a worker itself as a stack service. `make stack-down`
-stops either. The demo's Kafka clients log to <stack>/demo.log (JSON lines), never to the terminal.
+its `mirror__demo` DAG runs; otherwise the demo starts a worker itself as a stack service. Once the mirror has
+caught up, a slow stream of orders keeps it live (devstack/stream.py). `make stack-down` stops all of them.
+The demo's Kafka clients log to <stack>/demo.log (JSON lines), never to the terminal.
 
 The step before it, `python -m devstack airflow`, is `run_with_demo` below: Airflow on the stack with
 config/mirrors.yaml pointed at the stack's clusters and the demo mirror's DAGs unpaused.
@@ -21,23 +22,18 @@ import yaml
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from devstack import Stack, paths
 from devstack.airflow import USERNAME, Airflow
 from devstack.net import free_port
-from mirror_worker.api import admin_client, consumer, held_partitions, producer, side_consumer
+from devstack.stream import STREAM_SERVICE, TOPIC, produce_orders, start_stream
+from devstack.stream import PER_SECOND as STREAM_RATE
+from mirror_worker.api import admin_client, consumer, held_partitions, side_consumer
 
-TOPIC = "demo.orders"
 MIRRORED_TOPIC = "source.demo.orders"
 GROUP = "demo-mirror"
-ORDER_SCHEMA = """
-{"type": "record", "name": "Order", "namespace": "demo",
- "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"},
-            {"name": "quantity", "type": "int"}]}
-"""
-ITEMS = ["apple", "pear", "plum", "fig", "kiwi"]
 _COORDINATOR_STARTING = {
     KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
 }
@@ -57,19 +53,6 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
     if topic in admin.list_topics(timeout=10).topics:
         return
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
-
-
-def produce_orders(bootstrap: str, registry_url: str, count: int) -> int:
-    serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url}), ORDER_SCHEMA)
-    orders = producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
-    first_id = int(time.time() * 1000)
-    for i in range(count):
-        order = {"id": first_id + i, "item": ITEMS[i % len(ITEMS)], "quantity": i + 1}
-        value = serializer(order, SerializationContext(TOPIC, MessageField.VALUE))
-        orders.produce(TOPIC, key=str(order["id"]).encode(), value=value, headers=[("demo", b"make-run")])
-    if orders.flush(30):
-        raise KafkaException("demo: not every order was delivered")
-    return first_id
 
 
 def read_orders(bootstrap: str, registry_url: str, first_id: int, count: int) -> list[dict]:
@@ -193,7 +176,7 @@ def main() -> int:
         print("demo: the local stack is not running; start it with `make stack-up`", file=sys.stderr)
         return 1
     client_log = log_to(stack.root / "demo.log")
-    source, destination = stack["source"], stack["destination"]
+    source = stack["source"]
     ensure_topic(source.kafka.bootstrap_servers, TOPIC, partitions=3)
     airflow_mirror = _airflow_mirror(stack)
     if airflow_mirror is None:
@@ -238,6 +221,8 @@ def main() -> int:
         airflow = Airflow(stack)
         release_verify(airflow.api(), caught_up)
         print_login(airflow)
+    start_stream(stack)
+    print(f"\na slow stream of {STREAM_RATE} orders/s keeps the mirror live (stack service {STREAM_SERVICE}).")
     print("the mirror keeps running in the background.  status: make stack-status    stop: make stack-down")
     return 0 if caught_up else 1
 

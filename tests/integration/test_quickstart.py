@@ -1,7 +1,8 @@
 """`make run` as the quickstart describes it, on a stack of its own: `devstack up`, `devstack airflow` and the
 demo (`python -m devstack.demo`), the Makefile's three steps (not `make run` itself: its `setup` step would
 reinstall the venv). The live table shows the copy while the orders are produced, no librdkafka line reaches
-the terminal, and the demo mirror's dashboard page reads the worker's metrics (halts, schema conflicts).
+the terminal, the demo mirror's dashboard page reads the worker's metrics (halts, schema conflicts), and after
+the demo a slow stream of orders keeps the mirror live until the stack is stopped.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -21,9 +23,10 @@ import yaml
 
 from devstack import Stack
 from devstack.airflow import Airflow
-from devstack.demo import DEMO_MIRROR
+from devstack.demo import DEMO_MIRROR, MIRRORED_TOPIC, end_offsets
 from devstack.net import free_port
 from devstack.paths import ROOT
+from devstack.stream import STREAM_SERVICE, TOPIC
 
 # Starts Airflow: grouped with the browser tests (tests/conftest.py), one Airflow at a time on the two cores.
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -88,6 +91,20 @@ def test_make_run_shows_the_copy_live_keeps_client_logs_out_and_feeds_the_dashbo
         page = _dashboard(airflow, f"/mirrors/{DEMO_MIRROR}")
         assert page.status_code == 200 and 'id="worker-produced"' in page.text
         assert "No halted partition reported." in page.text and "No schema conflict reported." in page.text
+
+        # After the demo's burst a slow stream keeps the mirror live (issue 44 item 4: every chart went flat): the
+        # source keeps growing and the copy follows; stopping the stack stops the stream with the rest.
+        stream = stack.service(STREAM_SERVICE)
+        assert stream.is_running(), demo.stdout[-1500:]
+        src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+        after_demo = end_offsets(src, TOPIC)
+        deadline = time.monotonic() + 90
+        while not (end_offsets(src, TOPIC) > after_demo and end_offsets(dst, MIRRORED_TOPIC) > after_demo):
+            assert time.monotonic() < deadline, (after_demo, end_offsets(src, TOPIC), end_offsets(dst, MIRRORED_TOPIC),
+                                                 stream.log_file.read_text()[-2000:])
+            time.sleep(2)
+        stack.down()
+        assert not stream.is_running()
     finally:
         stack.down()
         shutil.rmtree(root, ignore_errors=True)
