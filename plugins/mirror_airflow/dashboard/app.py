@@ -27,6 +27,7 @@ from mirror_airflow.dashboard.pages import mirror_page, overview_page, refused_p
 
 URL_PREFIX = "/mirror-dashboard"
 
+
 class Permissions:
     """The logged-in user's permissions on a mirror's DAGs (auth manager's rules), each asked once per request."""
 
