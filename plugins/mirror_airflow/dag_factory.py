@@ -55,7 +55,7 @@ def _notifiers(name: str, alerts: dict, where: str) -> list:
 def _mirror_entry(name: str, path: Path):
     from mirror_worker.api import load_entries
 
-    matches = [e for e in load_entries(path) if e.name == name]
+    matches = load_entries(path, only=name)  # its own entry: not the whole spec in every DAG file
     if not matches:
         raise MirrorSpecError(f"{path}: no mirror named {name!r} any more: regenerate the DAG files "
                               f"(python -m mirror_airflow.dag_factory render --spec {path} --out dags/)")

@@ -101,7 +101,7 @@ def entry_settings(entry: SpecEntry, spec_path: Path) -> MirrorAirflowSettings:
 
 
 def load_settings(spec_path: Path, mirror: str) -> MirrorAirflowSettings:
-    for entry in load_entries(spec_path):
+    for entry in load_entries(spec_path, only=mirror):
         if entry.name == mirror:
             return entry_settings(entry, spec_path)
     raise MirrorSpecError(f"{spec_path}: no mirror named {mirror!r}")
