@@ -53,7 +53,8 @@ def test_one_entry_is_the_whole_loads_entry_for_every_mirror(spec):
     whole = {entry.name: entry for entry in load_entries(spec)}
     # The cases that depend on other mirrors, as the whole load decides them:
     assert "is also mirror 'orders''s consumer group" in whole["users"].error
-    assert whole["broken-owner"].config is None and whole["takes-shared"].config is not None  # an invalid owner owns nothing
+    # An invalid mirror owns no group: the next one naming it does.
+    assert whole["broken-owner"].config is None and whole["takes-shared"].config is not None
     assert "is also mirror 'takes-shared''s" in whole["second-shared"].error
     assert whole["orders-back"].config.reverse_of.name == "orders" and whole["orders"].config.origin_records == "skip"
     for name, entry in whole.items():
