@@ -13,10 +13,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]  # the check's CLI sta
 PER_PARTITION, WINDOW = 2000, 100             # 20 windows per partition
 
 
-@pytest.mark.parametrize("reader", ["jvm", "librdkafka", "spark"])
-def test_only_the_differing_window_is_compared_record_by_record(stack, topic_name, tmp_path, reader):
+@pytest.fixture(scope="module")
+def differing(stack):
+    """A source topic of 2000 records per partition and its provenance-headed copy with one altered and one lost
+    record in window 12 of partition 1 and two records swapped in partition 2. The check only reads it: each
+    reader's run checks this one copy (building it took three produce-and-read rounds of 6000 records)."""
+    import uuid
+
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    topic = topic_name("cc-digest")
+    topic = f"cc-digest-{uuid.uuid4().hex[:12]}"
     messages = make_source(src, topic, source_records(per_partition=PER_PARTITION))
     altered, lost = (1, 1234), (1, 1250)      # both in window 12 of partition 1
     swapped = (2, 1500)                       # 1500 and 1501 change places: same window, same digests
@@ -31,7 +36,12 @@ def test_only_the_differing_window_is_compared_record_by_record(stack, topic_nam
             if coord != lost:
                 copies.append(_Altered(m) if coord == altered else m)
     mirror_copy(dst, "dc1." + topic, copies, cluster_id(src))
+    return topic
 
+
+@pytest.mark.parametrize("reader", ["jvm", "librdkafka", "spark"])
+def test_only_the_differing_window_is_compared_record_by_record(stack, differing, tmp_path, reader):
+    topic = differing
     run = run_check(stack, tmp_path, "--topics", topic, "--prefix", "dc1.", "--digest-window", str(WINDOW),
                     "--digest-reader", reader)
 

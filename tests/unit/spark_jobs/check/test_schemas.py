@@ -83,8 +83,11 @@ def exact(spark, source_records, destination_records, check=CHECK, preserve=True
     destination = cc.fingerprint(rows(spark, destination_records), provenance=True)
     source, destination = with_schema_meaning(source, destination, check, {"dst.t": "t"}, FakeRegistry)
     mapped = cc.map_to_source(destination, source, {"dst.t": "t"}, preserve, "CLUSTER")
-    outcomes = cc.record_outcomes(source, mapped, {})
-    return [r.asDict() for r in cc.summarise(outcomes).collect()], cc.offending_examples(outcomes)
+    outcomes = cc.record_outcomes(source, mapped, {}).cache()  # as the job does: read once by the six queries
+    try:
+        return [r.asDict() for r in cc.summarise(outcomes).collect()], cc.offending_examples(outcomes)
+    finally:
+        outcomes.unpersist()
 
 
 def source_records():
