@@ -204,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     rtts = [int(r) for r in args.rtts.split(",") if r]
     if set(sides) - {"source", "destination"}:
         parser.error(f"--sides: unknown {sorted(set(sides) - {'source', 'destination'})}")
-    if any(system_procs(s, args.procs)[0] not in ("worker", "mm2", "bare", "worker-eos", "worker-base") for s in systems):
+    known = ("worker", "mm2", "bare", "worker-eos", "worker-base")
+    if any(system_procs(s, args.procs)[0] not in known for s in systems):
         parser.error(f"--systems: one of {systems} is unknown")
     size = int(args.sizes.split(",")[0])
     load_start = [round(x, 2) for x in os.getloadavg()]

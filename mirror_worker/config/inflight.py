@@ -20,9 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from mirror_worker.config.librdkafka import (
-    CONSUMER_DEFAULTS, LOOPBACK_PARTITION_FETCH_BYTES, WAN_PARTITION_FETCH_BYTES, WAN_ROUND_TRIP_S,
-)
+from mirror_worker.config.librdkafka import CONSUMER_DEFAULTS, WAN_PARTITION_FETCH_BYTES, WAN_ROUND_TRIP_S
 
 MIB = 1024 * 1024
 # In-flight data of one worker process, unless the spec (`inflight-budget-bytes`) or the flag
@@ -77,7 +75,7 @@ def queue_size_for(round_trip_s: float | None) -> int:
 def consumer_prefetch_bytes(consumer: dict[str, str]) -> int:
     """A source consumer's prefetch bound in bytes: queued.max.messages.kbytes, overshot by at most one fetch."""
     kbytes = int(consumer.get("queued.max.messages.kbytes", CONSUMER_DEFAULTS["queued.max.messages.kbytes"]))
-    fetch = int(consumer.get("max.partition.fetch.bytes", max(LOOPBACK_PARTITION_FETCH_BYTES, WAN_PARTITION_FETCH_BYTES)))
+    fetch = int(consumer.get("max.partition.fetch.bytes", WAN_PARTITION_FETCH_BYTES))  # not decided yet: the larger
     return kbytes * 1024 + fetch
 
 
