@@ -115,6 +115,8 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     parser.add_argument("--latency-rate", default="10000,half",
                         help="live msgs/s for the latency runs, comma-separated; 'half': half the worker's copy rate")
     parser.add_argument("--rss-records", type=int, default=10_000_000, help="worker RSS run over this many records; 0: skip")
+    parser.add_argument("--base-tree", default=None, metavar="DIR",
+                        help="system worker-base runs the worker from this checkout (e.g. a git worktree of main)")
     parser.add_argument("--mm2-heap-mb", type=int, default=512)
     parser.add_argument("--mm2-poll-records", type=int, default=2500, help="MM2 max.poll.records (the worker's batch)")
     parser.add_argument("--kafka-heap-mb", type=int, default=768, help="heap of the brokers this run starts")

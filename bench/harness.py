@@ -34,7 +34,9 @@ from devstack.net import free_port
 from mirror_worker.batch_api import KAFKA_MAX_MESSAGE_BYTES
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SYSTEMS = ("worker", "mm2", "bare", "worker-eos", "mm2-eos")
+# worker-base: the worker of another checkout (--base-tree), with the same flags: a change against its base, side by
+# side in one run.
+SYSTEMS = ("worker", "mm2", "bare", "worker-eos", "mm2-eos", "worker-base")
 EXACTLY_ONCE = ("worker-eos", "mm2-eos")
 KEYS = 10_000
 
@@ -168,7 +170,13 @@ def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workd
     """Start `system` mirroring `topics` into `<alias>.<topic>` on the destination."""
     log = open(workdir / f"{alias}.log", "wb")  # noqa: SIM115 - closed with the process
     system, procs = system_procs(system, args.procs)
-    if system in ("worker", "worker-eos"):
+    env, cwd = None, paths.ROOT
+    if system == "worker-base":
+        if not getattr(args, "base_tree", None):
+            raise ValueError("worker-base needs --base-tree (a checkout of the commit to compare with)")
+        cwd = Path(args.base_tree).resolve()
+        env = {**os.environ, "PYTHONPATH": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"}
+    if system in ("worker", "worker-eos", "worker-base"):
         source_cfg = workdir / f"{alias}-source.properties"
         extra = "".join(f"{kv}\n" for kv in args.consumer_props.split(",") if kv)
         source_cfg.write_text(f"bootstrap.servers={clusters.source}\ngroup.id=bench-{alias}\n{extra}")
@@ -195,7 +203,7 @@ def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workd
                 "--destination-limit", str(destination_limit(args))]
     else:
         raise ValueError(system)
-    return subprocess.Popen(argv, cwd=paths.ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def live_value(size: int) -> bytes:

@@ -147,8 +147,9 @@ def markdown(rows: list[dict], meta: dict) -> str:
         "",
         "| side | RTT ms | system | msgs/s | copy msgs/s | kept (msgs/s) | kept (copy) | x MM2 (msgs/s) | "
         "x MM2 (copy) | "
-        + "".join(f"p50 ms @{_rate_name(label)} | p99 ms @{_rate_name(label)} | " for label in labels) + "CPU s |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * len(labels) + "---:|",
+        + "".join(f"p50 ms @{_rate_name(label)} | p99 ms @{_rate_name(label)} | " for label in labels)
+        + "CPU s | peak RSS MiB |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * len(labels) + "---:|---:|",
     ]
     for r in rows:
         latencies = "".join(f"{fmt(r.get(f'p50_ms_{label}'), 1)} | {fmt(r.get(f'p99_ms_{label}'), 1)} | "
@@ -156,7 +157,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
         lines.append(
             f"| {r['side']} | {r['rtt_ms']} | {r['system']} | {fmt(r['msgs_per_s'])} | {fmt(r['copy_msgs_per_s'])} | "
             f"{_pct(r['msgs_per_s_kept'])} | {_pct(r['copy_msgs_per_s_kept'])} | {_x(r['msgs_per_s_x_mm2'])} | "
-            f"{_x(r['copy_msgs_per_s_x_mm2'])} | {latencies}{fmt(r['cpu_s'], 1)} |"
+            f"{_x(r['copy_msgs_per_s_x_mm2'])} | {latencies}{fmt(r['cpu_s'], 1)} | {fmt(r.get('peak_rss_mib'), 1)} |"
         )
     goal = goal_lines(rows, meta["goal_rtt"])
     if goal:
@@ -205,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     rtts = [int(r) for r in args.rtts.split(",") if r]
     if set(sides) - {"source", "destination"}:
         parser.error(f"--sides: unknown {sorted(set(sides) - {'source', 'destination'})}")
-    if any(system_procs(s, args.procs)[0] not in ("worker", "mm2", "bare", "worker-eos") for s in systems):
+    known = ("worker", "mm2", "bare", "worker-eos", "worker-base")
+    if any(system_procs(s, args.procs)[0] not in known for s in systems):
         parser.error(f"--systems: one of {systems} is unknown")
     size = int(args.sizes.split(",")[0])
     load_start = [round(x, 2) for x in os.getloadavg()]

@@ -154,6 +154,15 @@ class MirrorMetrics:
             "mirror_cluster_round_trip_seconds", "A metadata request's round trip to the cluster, measured at start "
             "(the shortest of three): the source fetch sizes follow it", ["mirror", "cluster"], registry=self.registry,
         )
+        self.inflight_budget = Gauge(
+            "mirror_inflight_budget_bytes", "Bytes of in-flight data (source prefetch, producer queues) the worker "
+            "sized its queues within", ["mirror"], registry=self.registry,
+        )
+        self.inflight_limit = Gauge(
+            "mirror_inflight_limit", "What the worker holds in flight, as sized at start: queue_size (records, every "
+            "producer), producer_queue_bytes (each producer), consumer_queue_bytes (every source's prefetch)",
+            ["mirror", "limit"], registry=self.registry,
+        )
         self.delivery_retries = Counter(
             "mirror_delivery_retries", "Produce requests sent to the destination again (librdkafka's txretries)",
             ["mirror"], registry=self.registry,

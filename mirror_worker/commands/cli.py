@@ -45,7 +45,11 @@ def build_parser(prog: str = MODULE_COMMAND) -> argparse.ArgumentParser:
     add("--preserve.order", dest="preserve_order", type=_bool, nargs="?", const=True,
         help="keep per-partition order (each source partition feeds one destination partition)")
     add("--prefix", metavar="PREFIX", help="destination topic = PREFIX + source topic")
-    add("--queue.size", dest="queue_size", type=int, metavar="N", help="records in flight (default 10000)")
+    add("--queue.size", dest="queue_size", type=int, metavar="N",
+        help="records in flight (default: sized from the destination's round trip, 10000 when near)")
+    add("--inflight.budget.bytes", dest="inflight_budget_bytes", type=int, metavar="BYTES",
+        help="bytes of in-flight data (consumer prefetch, producer queues) the worker sizes within "
+             "(default 134217728)")
     add("--max.procs", dest="max_procs", type=int, metavar="N", help="cap on worker processes")
     add("--timings.producer.config", dest="timings_producer_config", metavar="FILE",
         help="producer .properties for heartbeat records (default: the producer's)")
@@ -98,7 +102,7 @@ _CLI_FIELDS = (
     "prefix", "queue_size", "max_procs", "schema_registry_url", "provenance_headers", "dead_letter_topic",
     "metrics_port", "on_data_loss", "config_sync_interval_ms",
     "destination_schema_registry_url", "schema_sync", "schema_compatibility", "schema_id_rewrite",
-    "static_membership", "transaction_interval_ms",
+    "static_membership", "transaction_interval_ms", "inflight_budget_bytes",
 )
 
 
@@ -150,10 +154,9 @@ def _mirror_config(args: argparse.Namespace) -> MirrorConfig:
                               "(one mirror, one consumer group)")
         group_ids.append(group)
         sources.append({"name": Path(path).stem, "consumer": settings, "schema_registry": registry})
-    queue_size = args.queue_size if args.queue_size is not None else 10_000
     kafka, destination_registry = _split(args.producer_config, args.destination_schema_registry_url,
                                          "--destination.schema.registry.url")
-    producer = producer_settings(kafka, f"--producer.config {args.producer_config}", queue_size,
+    producer = producer_settings(kafka, f"--producer.config {args.producer_config}", args.queue_size,
                                  exactly_once=bool(args.exactly_once))
     fields = {k: getattr(args, k) for k in _CLI_FIELDS if getattr(args, k) is not None}
     fields["destination_schema_registry"] = destination_registry
@@ -162,7 +165,6 @@ def _mirror_config(args: argparse.Namespace) -> MirrorConfig:
         sources=sources,
         producer=producer,
         group_id=next((g for g in group_ids if g), f"kafka-mirror.{name}"),
-        queue_size=queue_size,
     )
     if args.exactly_once:
         fields["delivery"] = "exactly-once"

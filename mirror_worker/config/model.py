@@ -15,6 +15,7 @@ from pydantic import (
     model_validator,
 )
 
+from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, MIN_INFLIGHT_BUDGET_BYTES
 from mirror_worker.config.membership import check_instance_id
 from mirror_worker.config.registry import check_registry_settings, check_registry_url, client_config
 from mirror_worker.config.unknown_keys import unknown_key
@@ -169,7 +170,10 @@ class MirrorConfig(_Strict):
     preserve_order: StrictBool = False
     num_streams: int = Field(1, ge=1)
     num_producers: int = Field(1, ge=1)
-    queue_size: int = Field(10_000, ge=10)
+    # Records in flight across the producers; None: sized from the destination's round trip (config/inflight.py).
+    queue_size: int | None = Field(None, ge=10)
+    # Bytes of in-flight data (consumer prefetch, producer queues) the sizes stay within (config/inflight.py).
+    inflight_budget_bytes: int = Field(DEFAULT_INFLIGHT_BUDGET_BYTES, ge=MIN_INFLIGHT_BUDGET_BYTES)
     max_procs: int | None = Field(None, ge=1)
     topic_creation: TopicCreation = Field(default_factory=TopicCreation)
     provenance_headers: StrictBool = False

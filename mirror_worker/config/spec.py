@@ -290,7 +290,8 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
 
     destination = group.get("destination")
     _reject_unknown(destination, _DESTINATION_KEYS, f"{where}: destination")
-    queue_size = int(fields.get("queue_size", 10_000)) if str(fields.get("queue_size", "")).isdigit() else 10_000
+    # Unset: sized by the worker from the destination's round trip (config/inflight.py); the model checks a value.
+    queue_size = int(fields["queue_size"]) if str(fields.get("queue_size", "")).isdigit() else None
     destination_registry = registry_settings(destination.get(_REGISTRY_KEY), f"{where}: destination {_REGISTRY_KEY}")
     _check_registry(destination.get("schema-registry-url"), destination_registry, destination,
                     f"{where}: destination schema-registry-url")

@@ -73,7 +73,10 @@ class Backpressure:
         """
         if not any(stream.stash for stream in self.streams):
             return
-        room_at = max(1, self.queue_size - self.batch_size // 2)
+        # A producer may refuse records below queue.size: its own byte bound (queue.buffering.max.kbytes, sized from
+        # the memory budget) is full. Waiting for the count alone would then return at once and the loop would spin
+        # on the refusal: wait for half a batch to be delivered instead.
+        room_at = min(self.queue_size - self.batch_size // 2, max(1, self.in_flight() - self.batch_size // 2))
         started = last_log = self.clock()
         try:
             while True:

@@ -15,6 +15,7 @@ parts, each built from explicit collaborators:
     SchemaGate           engine/schema_gate.py     per source: schema-id map, ids first seen mid-stream, conflicts
     Halts                engine/halts.py           a refused record: dead letter or halt its partition
     Backpressure         engine/backpressure.py    queue.size records in flight, the wait for room, holding the consumers
+    choose_inflight      engine/inflight.py        queue.size and the producers' bytes, from the round trip and budget
     ClientSettings       clients/callbacks.py      client callbacks (errors, statistics), a bounded first contact
     StallWatch           engine/stalls.py          partitions whose records wait while none is copied: log + gauge
     SourceContact        engine/source_contact.py  a source cluster that does not answer: log + mirror_errors
@@ -33,8 +34,9 @@ from mirror_worker.clients import factory
 from mirror_worker.clients.callbacks import ClientSettings, error_text, fatal_reason
 from mirror_worker.clients.coordinator_admin import IsolatingAdmin
 from mirror_worker.clients.health import DESTINATION, STATISTICS_INTERVAL_MS
+from mirror_worker.config.inflight import LOOPBACK_QUEUE_SIZE, InflightSizes
 from mirror_worker.config.librdkafka import (
-    connection_settings, fitted_to_topics,
+    LIBRDKAFKA_MESSAGE_MAX_BYTES, connection_settings, fitted_to_topics,
 )
 from mirror_worker.config.model import MirrorConfig
 from mirror_worker.dr.acl_admin import worker_acl_sync
@@ -51,6 +53,7 @@ from mirror_worker.engine.consume import take_available
 from mirror_worker.engine.delivery import RunDelivery, refusal_reason, undelivered
 from mirror_worker.engine.halts import Halts
 from mirror_worker.engine.housekeeping import Housekeeping
+from mirror_worker.engine.inflight import choose_inflight
 from mirror_worker.engine.hot_path import BatchMirror
 from mirror_worker.engine.producer_set import ProducerSet
 from mirror_worker.engine.run_state import RunState
@@ -76,6 +79,11 @@ log = logging.getLogger("mirror_worker")
 _SIDE_TASK_ERRORS = (KafkaException, TimeoutError, TopicCreationError)
 
 
+def _batch_size(queue_size: int) -> int:
+    """The records the loop takes from a consumer at once: a quarter of what may be in flight, at most 5,000."""
+    return max(1, min(5000, queue_size // 4))
+
+
 class MirrorWorker:
     """One worker process: start-up wiring, the main loop, the client callbacks, shutdown."""
 
@@ -86,7 +94,11 @@ class MirrorWorker:
         self.metrics = metrics or MirrorMetrics(config.name)
         self.clock = clock
         self.state = RunState(config.shutdown_timeout_s, clock)
-        self.batch_size = max(1, min(5000, config.queue_size // 4))
+        # Records in flight across the producers: the configured queue_size, else sized at start() from the
+        # destination's round trip (engine/inflight.py); until then (unit tests that only assemble) the near default.
+        self.queue_size = config.queue_size or LOOPBACK_QUEUE_SIZE
+        self.producer_queue_kbytes: int | None = None  # each producer's queue.buffering.max.kbytes, from the budget
+        self.batch_size = _batch_size(self.queue_size)
         self.backlog = Backlog()  # exactly-once: whether the loop is behind its sources (the cycles' spacing)
         self.router = Router(
             # Exactly-once: each source's one transactional producer (the stream's producers[0]).
@@ -108,7 +120,7 @@ class MirrorWorker:
         self.producer_set = ProducerSet(self.producers, self.streams, config.exactly_once, self.metrics, self._label)
         self.stalls = StallWatch(self.streams, self.metrics, self._label, stall_after_s, clock,
                                  in_flight=self.producer_set.in_flight)
-        self.backpressure = Backpressure(self.streams, self.producer_set.all, config.queue_size, self.batch_size,
+        self.backpressure = Backpressure(self.streams, self.producer_set.all, self.queue_size, self.batch_size,
                                          self.metrics, self._label, self.state, clock, on_wait=self.stalls.check,
                                          serve=self.producer_set.serve)
         self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
@@ -141,6 +153,8 @@ class MirrorWorker:
                                                  "the destination")
         self.destination_cluster_id = self.clients.reach_all(  # every cluster named that does not answer
             self.admin, {s.name: s.consumer for s in cfg.sources}, cfg.startup_timeout_s)
+        self.resize(choose_inflight(cfg, self.clients.round_trips, DESTINATION, self.stream_index, self.metrics,
+                                    self._label))
         if not cfg.exactly_once:
             for _ in range(cfg.num_producers):
                 self.producers.append(factory.producer(self._producer_settings(cfg.producer)))
@@ -214,6 +228,12 @@ class MirrorWorker:
             on_consume_error=self._on_consume_error, provenance_headers=cfg.provenance_headers,
             rewrite_ids=cfg.schema_id_rewrite != "off", skip_origin=cfg.origin_records == "skip")
 
+    def resize(self, sizes: InflightSizes) -> None:
+        """Take the in-flight sizes chosen for the destination's round trip, before any producer is made."""
+        self.queue_size = self.backpressure.queue_size = sizes.queue_size
+        self.batch_size = self.backpressure.batch_size = _batch_size(sizes.queue_size)
+        self.producer_queue_kbytes = sizes.producer_queue_kbytes
+
     def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
         return (f"its exactly-once position is gone from the destination (group {POSITIONS_GROUP}, "
                 f"{self.router.policy.remote_topic(key[0])}[{key[1]}]) although one was committed "
@@ -235,6 +255,13 @@ class MirrorWorker:
         fitted = {"batch.size": str(self.batch_bytes)}
         if self.message_max_bytes is not None:
             fitted["message.max.bytes"] = str(self.message_max_bytes)
+        named = self.config.producer
+        if "queue.buffering.max.messages" not in named:
+            fitted["queue.buffering.max.messages"] = str(self.queue_size)
+        if self.producer_queue_kbytes is not None and "queue.buffering.max.kbytes" not in named:
+            # Never under two of the largest records or batches: one larger than the bound is refused forever.
+            largest = max(self.message_max_bytes or LIBRDKAFKA_MESSAGE_MAX_BYTES, self.batch_bytes)
+            fitted["queue.buffering.max.kbytes"] = str(max(self.producer_queue_kbytes, 2 * largest // 1024 + 1))
         return fitted
 
     def fit_batches(self, limits) -> None:

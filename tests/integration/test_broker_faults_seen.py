@@ -147,3 +147,58 @@ def test_a_source_across_a_wan_is_fetched_in_larger_slices(clusters, tmp_path):
     assert sized["max_partition_fetch_bytes"] == WAN_PARTITION_FETCH_BYTES
     near = measured.pop(DESTINATION)
     assert near < min(measured.values()), (near, measured)
+
+
+def _samples(url: str, name: str, mirror: str) -> dict[tuple, float]:
+    """Every sample of metric `name` of `mirror` at the worker's endpoint, by its labels other than `mirror`."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return {tuple(sorted((k, v) for k, v in s.labels.items() if k != "mirror")): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name == name and s.labels.get("mirror") == mirror}
+
+
+def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budget(clusters, tmp_path):
+    """Issue 45: the worker sizes what it holds in flight toward the destination from the round trip it measured
+    at start: a destination 50 ms away gets 45,000 records in flight (at 50 ms, 10,000 held the bench's copy at
+    51 % of its loopback rate, 40,000 at 70 %), the producers' bytes within the memory budget. It logs and exports
+    the sizes it chose, and copies every record."""
+    from devstack.toxics import proxies
+    from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, queue_size_for
+
+    src, dst = clusters["source"].bootstrap_servers, clusters["destination"].bootstrap_servers
+    topic = f"wan-dst-{uuid.uuid4().hex[:8]}"
+    create_topic(src, topic, partitions=2, replication_factor=3)
+    produce(src, topic, [{"value": f"{topic}-{i}".encode()} for i in range(200)])
+    far = proxies(clusters["destination"])
+    worker = None
+    try:
+        for proxy in far:
+            proxy.latency(25)  # each way: a 50 ms round trip
+        worker = _worker(clusters, tmp_path, topic, "--metrics.port", "0")
+        sized = worker.wait_for_log("in-flight sized for the destination's round trip", timeout=120)
+        url = worker.wait_for_log("metrics endpoint", timeout=30)["url"]
+        limits = _samples(url, "mirror_inflight_limit", topic)
+        budget = _samples(url, "mirror_inflight_budget_bytes", topic)
+        deadline = time.monotonic() + 90
+        while len(read_topic(dst, topic, idle=1)) < 200:
+            assert worker.proc.poll() is None, worker.stderr[-1500:]
+            assert time.monotonic() < deadline, f"{topic} not mirrored within 90 s"
+    finally:
+        for proxy in far:
+            proxy.restore()
+        if worker is not None:
+            worker.stop_quietly()
+    assert sized["round_trip_ms"] >= 45, sized
+    # The log rounds the round trip to 0.1 ms: the size follows the unrounded one, within 3 x 300 records/s x 0.05 ms.
+    assert abs(sized["queue_size"] - queue_size_for(sized["round_trip_ms"] / 1000)) <= 45, sized
+    assert sized["queue_size"] >= queue_size_for(0.045), sized
+    assert sized["within_budget"] and sized["named"] == [], sized
+    assert budget == {(): DEFAULT_INFLIGHT_BUDGET_BYTES}
+    assert limits[(("limit", "queue_size"),)] == sized["queue_size"]
+    assert limits[(("limit", "producer_queue_bytes"),)] == sized["producer_queue_kbytes"] * 1024
+    assert limits[(("limit", "consumer_queue_bytes"),)] + limits[(("limit", "producer_queue_bytes"),)] \
+        <= DEFAULT_INFLIGHT_BUDGET_BYTES
+    copied = [m.value() for m in read_topic(dst, topic, idle=1)]
+    assert sorted(copied) == sorted(f"{topic}-{i}".encode() for i in range(200))  # every record, each once

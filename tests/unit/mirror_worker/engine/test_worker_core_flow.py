@@ -244,3 +244,27 @@ def test_a_claim_refused_while_the_destination_learns_new_topics_is_tried_again_
     stream.transactions.commit = refused_at_first
     assign(worker, stream, TP)
     assert stream.transactions.commits == [{TP: 0}] and consumer.positions[TP] == 0
+
+
+def test_a_producer_full_below_queue_size_is_waited_for_not_spun_on():
+    """A producer's byte bound (queue.buffering.max.kbytes, from the memory budget) refuses records while fewer than
+    queue.size are in flight: the wait lasts until half a batch was delivered, instead of returning at once."""
+    worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(30))}, capacity=12, queue_size=40)
+    assign(worker, stream, TP)
+    producer.stalled = True
+    worker.hot_path.mirror(stream, consumer.consume(30))  # the producer takes 12 of them, far below queue.size 40
+    assert len(stream.stash) == 18
+    polls = 0
+
+    def poll_then_come_back(timeout=None):
+        nonlocal polls
+        polls += 1
+        if polls > 5:
+            producer.stalled = False
+        producer._deliver()
+        return 0
+
+    producer.poll = poll_then_come_back
+    worker.backpressure.wait_for_room()
+    assert polls > 5  # it waited for deliveries
+    assert len(producer) <= 12 - worker.batch_size // 2

@@ -1,0 +1,108 @@
+"""What the worker holds in flight toward the destination, sized from the destination's round trip within a memory
+budget in bytes (issue 45). Pure: the worker measures the round trip (clients/round_trip.py), logs and exports what
+this chooses (engine/inflight.py).
+
+Three things hold records between the source and the destination's acknowledgement:
+- each source consumer's prefetch, `queued.max.messages.kbytes` (CONSUMER_DEFAULTS: 16 MiB), which librdkafka
+  may overshoot by one fetch (`max.partition.fetch.bytes`);
+- the records handed to the producers and not yet acknowledged: `queue_size` records across every producer
+  (the worker's own bound, engine/backpressure.py), each producer's `queue.buffering.max.messages` equal to it;
+- the bytes of those records: each producer's `queue.buffering.max.kbytes` (librdkafka's default, 1 GiB, never
+  bound before: 10,000 records of 1 MB each would have been 10 GB).
+
+A partition's records cross to its leader about one batch per round trip, so a destination far away needs more
+records in flight to keep the same rate: `queue_size` follows the round trip. The bytes follow the budget: the
+consumers' prefetch is counted as configured, the producers share what is left. Whatever the settings name wins.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from mirror_worker.config.librdkafka import CONSUMER_DEFAULTS, WAN_PARTITION_FETCH_BYTES, WAN_ROUND_TRIP_S
+
+MIB = 1024 * 1024
+# In-flight data of one worker process, unless the spec (`inflight-budget-bytes`) or the flag
+# (--inflight.budget.bytes) says otherwise. The issue's goal is a worker under 200 MiB of RSS; the interpreter,
+# librdkafka's threads and buffers and the worker's own state take about 60-80 MiB of it on the bench.
+DEFAULT_INFLIGHT_BUDGET_BYTES = 128 * MIB
+MIN_INFLIGHT_BUDGET_BYTES = 16 * MIB
+
+# queue_size near the destination (loopback, one datacenter): the worker's long-standing default, which the
+# bench's loopback copy never waited on.
+LOOPBACK_QUEUE_SIZE = 10_000
+# Far from it: enough records for QUEUE_RATE records/s through QUEUE_ROUND_TRIPS round trips in flight
+# (docs/operations/wan.md's rule of 3 x rate x RTT). 300,000 records/s is about the loopback copy rate of 100 B
+# records on the bench; at 50 ms: 45,000 records (bench/wan.py, 1 KiB at 50 ms: 10,000 held the copy at 51 % of
+# loopback, 40,000 at 70 %, 50,000 at 69 %).
+QUEUE_RATE = 300_000
+QUEUE_ROUND_TRIPS = 3
+MAX_QUEUE_SIZE = 200_000  # 200 ms away: 180,000. Beyond, the bytes bound the copy anyway.
+# Not measured (the destination did not answer the probe): taken as a WAN this far away, as fetch_sizes_for does.
+UNMEASURED_ROUND_TRIP_S = 0.05
+# What a producer's queue.buffering.max.kbytes never goes under: a record larger than a producer's byte bound
+# would be refused forever (librdkafka counts it against the bound even in an empty queue). The worker also keeps
+# it above twice the largest record the destination topics take (engine/worker.py _fitted).
+MIN_PRODUCER_QUEUE_BYTES = 8 * MIB
+
+
+@dataclass(frozen=True)
+class InflightSizes:
+    """What the worker holds in flight, and which of it the settings named (`named`: setting -> True)."""
+
+    round_trip_s: float | None
+    budget_bytes: int
+    queue_size: int
+    producer_queue_kbytes: int  # each producer's queue.buffering.max.kbytes
+    consumer_queue_bytes: int  # every source consumer's prefetch, with one fetch of overshoot each
+    named: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def producers_queue_bytes(self) -> int:
+        return self.producer_queue_kbytes * 1024
+
+
+def queue_size_for(round_trip_s: float | None) -> int:
+    """The records in flight across every producer for a destination `round_trip_s` away (None: not measured)."""
+    if round_trip_s is not None and round_trip_s < WAN_ROUND_TRIP_S:
+        return LOOPBACK_QUEUE_SIZE
+    seconds = UNMEASURED_ROUND_TRIP_S if round_trip_s is None else round_trip_s
+    wanted = math.ceil(QUEUE_RATE * seconds * QUEUE_ROUND_TRIPS)
+    return max(LOOPBACK_QUEUE_SIZE, min(MAX_QUEUE_SIZE, wanted))
+
+
+def consumer_prefetch_bytes(consumer: dict[str, str]) -> int:
+    """A source consumer's prefetch bound in bytes: queued.max.messages.kbytes, overshot by at most one fetch."""
+    kbytes = int(consumer.get("queued.max.messages.kbytes", CONSUMER_DEFAULTS["queued.max.messages.kbytes"]))
+    fetch = int(consumer.get("max.partition.fetch.bytes", WAN_PARTITION_FETCH_BYTES))  # not decided yet: the larger
+    return kbytes * 1024 + fetch
+
+
+def inflight_sizes(round_trip_s: float | None, budget_bytes: int, queue_size: int | None,
+                   producer: dict[str, str], consumers: list[dict[str, str]], producers: int) -> InflightSizes:
+    """The in-flight sizes for a destination `round_trip_s` away within `budget_bytes`.
+
+    `queue_size`: the configured one (None: sized here); `producer`: the mirrored records' producers' settings
+    (a queue.buffering.max.kbytes there is kept); `consumers`: each source consumer's settings as it will be
+    made (its queued.max.messages.kbytes and fetch size are counted, not changed); `producers`: how many
+    producers share the rest of the budget (each gets its own queue.buffering.max.kbytes)."""
+    named = {"queue.size": queue_size is not None,
+             "queue.buffering.max.kbytes": "queue.buffering.max.kbytes" in producer}
+    consumer_bytes = sum(consumer_prefetch_bytes(c) for c in consumers)
+    if named["queue.buffering.max.kbytes"]:
+        kbytes = int(producer["queue.buffering.max.kbytes"])
+    else:
+        share = (budget_bytes - consumer_bytes) // max(1, producers)
+        kbytes = max(MIN_PRODUCER_QUEUE_BYTES, share) // 1024
+    return InflightSizes(
+        round_trip_s=round_trip_s, budget_bytes=budget_bytes,
+        queue_size=queue_size if queue_size is not None else queue_size_for(round_trip_s),
+        producer_queue_kbytes=kbytes, consumer_queue_bytes=consumer_bytes, named=named,
+    )
+
+
+def within_budget(sizes: InflightSizes, producers: int) -> bool:
+    """Whether the bytes these sizes allow in flight fit the budget (not when named settings, or a budget
+    smaller than the consumers' prefetch plus each producer's floor, exceed it)."""
+    return sizes.consumer_queue_bytes + producers * sizes.producers_queue_bytes <= sizes.budget_bytes
