@@ -4,6 +4,9 @@ jobs and the Airflow operators. Issue 44 item 1: an installed wheel has no check
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -124,3 +127,41 @@ def test_the_running_pyspark_names_its_own_version_and_ships_what_is_excluded():
 
 def test_the_package_default_reader_is_the_one_beside_the_code():
     assert CHECK_JAR == Path(connector.__file__).parents[1] / "jars" / "mirror-check.jar"
+
+
+UNRESOLVABLE = """
+import pathlib, sys
+from spark_jobs.common import connector
+connector.CHECKOUT_JARS = pathlib.Path(sys.argv[1])  # an installed package's: no checkout jars
+from spark_jobs.common.session import create_session
+try:
+    create_session("unresolvable", "local[1]")
+except connector.KafkaConnectorMissing as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.spark
+def test_a_connector_ivy_cannot_resolve_is_one_line_naming_the_settings(tmp_path):
+    """Spark's Ivy with a site's settings whose only repository is empty (as a host without Maven Central): the
+    driver's spark-submit exits before the session is up; the job says why in one line, not pyspark's
+    JAVA_GATEWAY_EXITED."""
+
+    import pyspark
+
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "ivysettings.xml").write_text(
+        '<ivysettings><settings defaultResolver="site"/><resolvers><filesystem name="site">'
+        f'<artifact pattern="{tmp_path}/repo/[organisation]/[module]/[revision]/[artifact].[ext]"/>'
+        '</filesystem></resolvers></ivysettings>')
+    (tmp_path / "spark-defaults.conf").write_text(f"spark.jars.ivySettings {tmp_path}/ivysettings.xml\n"
+                                                  f"spark.jars.ivy {tmp_path}/ivy\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_KAFKA_JARS", "PYSPARK_GATEWAY_PORT")}
+    done = subprocess.run([sys.executable, "-c", UNRESOLVABLE, str(tmp_path / "none")], capture_output=True,
+                          text=True, timeout=120, env={**env, "SPARK_CONF_DIR": str(tmp_path)})
+
+    assert done.stdout.splitlines() == [
+        f"Spark did not start: Ivy did not resolve the Kafka connector org.apache.spark:spark-sql-kafka-0-10_2.13:"
+        f"{pyspark.__version__} (spark.jars.packages) from Maven Central or spark.jars.repositories / "
+        f"spark.jars.ivySettings (its lines above say why); offline, give its jars in SPARK_KAFKA_JARS or spark.jars"
+    ], done.stderr[-3000:]
