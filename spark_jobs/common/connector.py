@@ -75,9 +75,9 @@ class KafkaConnector:
 
     def unresolved(self) -> str:
         """The one line for a driver that did not start while these packages were to be resolved."""
-        return (f"Spark did not start while resolving the Kafka connector {','.join(self.packages)} "
-                f"(spark.jars.packages: from Maven Central, or spark.jars.repositories / spark.jars.ivySettings; "
-                f"Ivy's lines above say why): without access to one, give its jars in {JARS_VARIABLE} or spark.jars")
+        return (f"Spark did not start: Ivy did not resolve the Kafka connector {','.join(self.packages)} "
+                f"(spark.jars.packages) from Maven Central or spark.jars.repositories / spark.jars.ivySettings "
+                f"(its lines above say why); offline, give its jars in {JARS_VARIABLE} or spark.jars")
 
 
 def entries(value: str | None) -> list[str]:
