@@ -152,13 +152,14 @@ def test_airflow_in_that_venv_lists_the_provider_and_builds_a_specs_dags(package
 
 # The operators' spark-submit command lines as the installed provider builds them (no submission).
 SUBMIT_COMMANDS = """
-import json, sys
+import json, shutil, sys
 from mirror_airflow.operators.spark import CatchupOperator, ConsistencyCheckOperator
 commands = {}
 for kind, operator in (("check", ConsistencyCheckOperator), ("catchup", CatchupOperator)):
     op = operator(task_id=kind, spec_path=sys.argv[1], mirror_name="m", report_dir=sys.argv[2])
     op.prepare({"params": {}})
     commands[kind] = op._get_hook()._build_spark_submit_command(op.application)
+    shutil.rmtree(op.shipped_dir)
 print(json.dumps(commands))
 """
 
