@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from spark_jobs.common.cluster_security import UnprotectedCredentials, secured_conf, spark_defaults, unprotected
-from spark_jobs.common.connector import CHECK_JAR, KafkaConnectorMissing, kafka_connector  # noqa: F401 (CHECK_JAR)
+from spark_jobs.common.connector import (  # noqa: F401 (CHECK_JAR: the package's reader, for its users)
+    CHECK_JAR, KafkaConnectorMissing, entries, kafka_connector,
+)
 
 # A driver JVM that only schedules Python tasks (the catch-up: its tasks read and write with librdkafka) starts
 # on about half the CPU with the client compiler only and the serial collector. Measured on 2 busy cores: 5.8
@@ -100,6 +102,8 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
         if connector is not None and connector.packages and "JAVA_GATEWAY_EXITED" in str(exc):
             raise KafkaConnectorMissing(connector.unresolved()) from exc
         raise
+    if connector is not None and connector.packages:
+        add_resolved_jars(session)
     running_master = session.sparkContext.master
     missing = unprotected(running_master, dict(session.sparkContext.getConf().getAll()), secrets)
     if missing:  # a session already running in this process, or a conf that turned protection off since
@@ -110,6 +114,18 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
         ship_project(session)
     record_application(session)
     return session
+
+
+def add_resolved_jars(session) -> None:
+    """The jars spark-submit resolved from spark.jars.packages, for the executors too. spark-submit puts them on the
+    driver's classpath and in spark.jars, but pyspark's builder sets its own spark.jars (the check's reader) again
+    once the JVM is up: the context listed that one only, and the check's tasks failed on a cluster's executors
+    with NoClassDefFoundError for Kafka's classes. spark-submit keeps the whole list in spark.repl.local.jars."""
+    context = session.sparkContext
+    listed = {url.rsplit("/", 1)[-1] for url in entries(context._jsc.sc().listJars().mkString(","))}
+    for jar in entries(context.getConf().get("spark.repl.local.jars", "")):
+        if jar.rsplit("/", 1)[-1] not in listed:
+            context._jsc.addJar(jar)
 
 
 def submitted_conf() -> dict[str, str]:
