@@ -102,7 +102,7 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
         if connector is not None and connector.packages and "JAVA_GATEWAY_EXITED" in str(exc):
             raise KafkaConnectorMissing(connector.unresolved()) from exc
         raise
-    if connector is not None and connector.packages:
+    if connector is not None:  # its packages, or those spark-defaults name
         add_resolved_jars(session)
     running_master = session.sparkContext.master
     missing = unprotected(running_master, dict(session.sparkContext.getConf().getAll()), secrets)
