@@ -160,7 +160,8 @@ def test_a_connector_ivy_cannot_resolve_is_one_line_naming_the_settings(tmp_path
     done = subprocess.run([sys.executable, "-c", UNRESOLVABLE, str(tmp_path / "none")], capture_output=True,
                           text=True, timeout=120, env={**env, "SPARK_CONF_DIR": str(tmp_path)})
 
-    assert done.stdout.splitlines() == [
+    # Ivy writes its own lines first (":: loading settings :: …" on stdout, the rest on stderr).
+    assert done.stdout.splitlines()[-1:] == [
         f"Spark did not start: Ivy did not resolve the Kafka connector org.apache.spark:spark-sql-kafka-0-10_2.13:"
         f"{pyspark.__version__} (spark.jars.packages) from Maven Central or spark.jars.repositories / "
         f"spark.jars.ivySettings (its lines above say why); offline, give its jars in SPARK_KAFKA_JARS or spark.jars"
