@@ -197,6 +197,13 @@ class SparkCluster:
             self.down()
             raise
 
+    def __enter__(self) -> SparkCluster:
+        self.up()  # stops what it started when it fails
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.down()
+
     def _daemon_properties(self, home: Path) -> Path:
         path = home / "spark-daemon.conf"
         home.mkdir(parents=True, exist_ok=True)

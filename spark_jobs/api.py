@@ -4,8 +4,9 @@ DAGs and the local stack import this package only through here). The jobs themse
 the operators submit the modules `spark_jobs.catchup` and `spark_jobs.consistency_check` by name. Importing this
 module imports neither pyspark nor a job.
 
-- submitting a job (the Airflow operators): `kafka_connector_jars` (the jars for `--jars`: the Kafka connector's,
-  then the check's JVM digest reader), `project_zip` (the installed `mirror_worker` and `spark_jobs` zipped for
+- submitting a job (the Airflow operators): `kafka_connector` (how the check gets Spark's Kafka connector and its
+  JVM digest reader: jars for `--jars`, or Maven coordinates for `--packages`; spark_jobs/common/connector.py),
+  `project_zip` (the installed `mirror_worker` and `spark_jobs` zipped for
   `--py-files`), `APPLICATION_FILE_ENV` (the variable naming the file where a job writes its Spark application's
   id, master, UI and event log), `THROUGHPUT_JVM_OPTIONS` (the driver JVM options the consistency check wants)
 - the Spark security posture both the jobs and the operators apply (spark_jobs/common/cluster_security.py):
@@ -18,10 +19,11 @@ module imports neither pyspark nor a job.
 
 from spark_jobs.catchup.copy_range import COPY_CONSUMER, CopySettings, CopyTask, copy_task
 from spark_jobs.common.cluster_security import UnprotectedCredentials, mirror_secrets, secured_conf, spark_defaults
-from spark_jobs.common.session import APPLICATION_FILE_ENV, THROUGHPUT_JVM_OPTIONS, kafka_connector_jars, project_zip
+from spark_jobs.common.connector import kafka_connector
+from spark_jobs.common.session import APPLICATION_FILE_ENV, THROUGHPUT_JVM_OPTIONS, project_zip
 
 __all__ = [
     "APPLICATION_FILE_ENV", "COPY_CONSUMER", "CopySettings", "CopyTask", "THROUGHPUT_JVM_OPTIONS",
-    "UnprotectedCredentials", "copy_task", "kafka_connector_jars", "mirror_secrets", "project_zip", "secured_conf",
+    "UnprotectedCredentials", "copy_task", "kafka_connector", "mirror_secrets", "project_zip", "secured_conf",
     "spark_defaults",
 ]

@@ -290,9 +290,5 @@ def spark_cluster(tmp_path_factory):
     that submit to spark:// (devstack/spark_cluster.py); its logs and event logs stay under the session's tmp."""
     from devstack.spark_cluster import SparkCluster
 
-    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"))
-    try:
-        cluster.up()
+    with SparkCluster(tmp_path_factory.mktemp("spark-cluster")) as cluster:
         yield cluster
-    finally:
-        cluster.down()

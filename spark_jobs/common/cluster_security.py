@@ -132,14 +132,19 @@ def target_secrets(target) -> tuple[str, ...]:
     return tuple(settings_secrets({"source": target.source_settings, "destination": target.destination_settings}))
 
 
-def spark_defaults(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The spark-defaults.conf spark-submit reads (SPARK_CONF_DIR, else SPARK_HOME's conf/, SPARK_HOME being
-    pyspark's folder unless set), as a dict; {} without one."""
+def spark_home(environ: Mapping[str, str] = os.environ) -> Path:
+    """The Spark spark-submit runs: SPARK_HOME, else pyspark's folder (`.` without either)."""
     home = environ.get("SPARK_HOME")
     if not home:
         spec = importlib.util.find_spec("pyspark")  # found, not imported: the operators import this module
         home = str(Path(spec.origin).parent) if spec and spec.origin else "."
-    directory = environ.get("SPARK_CONF_DIR") or str(Path(home) / "conf")
+    return Path(home)
+
+
+def spark_defaults(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The spark-defaults.conf spark-submit reads (SPARK_CONF_DIR, else spark_home()'s conf/), as a dict; {}
+    without one."""
+    directory = environ.get("SPARK_CONF_DIR") or str(spark_home(environ) / "conf")
     path = Path(directory) / "spark-defaults.conf"
     try:
         text = path.read_text()

@@ -1,5 +1,5 @@
-"""SparkSession construction shared by the jobs: Kafka connector jars (for the jobs that read with Spark's
-Kafka source), small local defaults."""
+"""SparkSession construction shared by the jobs: the Kafka connector (spark_jobs/common/connector.py, for the jobs
+that read with Spark's Kafka source), small local defaults."""
 
 from __future__ import annotations
 
@@ -15,12 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from spark_jobs.common.cluster_security import UnprotectedCredentials, secured_conf, spark_defaults, unprotected
-
-# The connector jars fetched by `make setup` (java/spark/pom.xml); SPARK_KAFKA_JARS overrides.
-_DEFAULT_JARS_DIR = Path(__file__).resolve().parents[2] / ".cache" / "spark" / "jars"
-# The consistency check's JVM digest reader ships in the package (`make setup` compiles it there before a wheel
-# is built, pyproject.toml's package data); MIRROR_CHECK_JAR overrides, an empty value leaves it out.
-CHECK_JAR = Path(__file__).resolve().parents[1] / "jars" / "mirror-check.jar"  # spark_jobs/jars/
+from spark_jobs.common.connector import (  # noqa: F401 (CHECK_JAR: the package's reader, for its users)
+    CHECK_JAR, KafkaConnectorMissing, entries, kafka_connector,
+)
 
 # A driver JVM that only schedules Python tasks (the catch-up: its tasks read and write with librdkafka) starts
 # on about half the CPU with the client compiler only and the serial collector. Measured on 2 busy cores: 5.8
@@ -60,18 +57,6 @@ def ship_project(session) -> None:
     session.sparkContext.addPyFile(str(project_zip(directory / "kafka-mirror.zip")))
 
 
-def kafka_connector_jars(jars_dir: Path | None = None) -> list[str]:
-    """The connector jars of the directory, then the package's digest reader unless the directory has one."""
-    directory = Path(jars_dir or os.environ.get("SPARK_KAFKA_JARS", _DEFAULT_JARS_DIR))
-    jars = sorted(str(p) for p in directory.glob("*.jar"))
-    if not any("spark-sql-kafka" in j for j in jars):
-        raise FileNotFoundError(f"spark-sql-kafka connector jar missing in {directory}: run `make setup`")
-    reader = Path(os.environ.get("MIRROR_CHECK_JAR", CHECK_JAR))
-    if str(reader) != "." and reader.is_file() and not any(Path(j).name == reader.name for j in jars):
-        jars.append(str(reader))
-    return jars
-
-
 def create_session(app_name: str, master: str | None = None, extra_conf: dict[str, str] | None = None,
                    kafka_source: bool = True, light_jvm: bool = False, secrets: Iterable[str] = ()):
     """A SparkSession, with the Kafka connector unless `kafka_source` is False (a job whose tasks read with
@@ -92,13 +77,17 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     elif not launched_by_spark_submit() and "spark.master" not in (extra_conf or {}):
         builder = builder.master("local[*]")
     conf = {
-        # Under spark-submit the driver's JVM is up with its --jars already (the jobs' code may come from --py-files).
-        **({"spark.jars": ",".join(kafka_connector_jars())} if kafka_source and not launched_by_spark_submit() else {}),
         "spark.sql.shuffle.partitions": "8",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": "1g",
         **(extra_conf or {}),
     }
+    # Under spark-submit the driver's JVM is up with its --jars and --packages already.
+    connector = None
+    if kafka_source and not launched_by_spark_submit():
+        base = {**submitted_conf(), **conf}
+        connector = kafka_connector(base)
+        conf.update(connector.spark_conf(base))
     if light_jvm and not launched_by_spark_submit():
         conf.setdefault("spark.driver.extraJavaOptions", LIGHT_JVM_OPTIONS)
         os.environ.setdefault("SPARK_LAUNCHER_OPTS", LIGHT_JVM_OPTIONS)  # spark-class's launcher JVM, before it
@@ -106,7 +95,15 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
     conf.update(protection(master, conf, secrets))
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:
+        # spark-submit exits before the gateway is up when Ivy cannot resolve the packages.
+        if connector is not None and connector.packages and "JAVA_GATEWAY_EXITED" in str(exc):
+            raise KafkaConnectorMissing(connector.unresolved()) from exc
+        raise
+    if connector is not None:  # its packages, or those spark-defaults name
+        add_resolved_jars(session)
     running_master = session.sparkContext.master
     missing = unprotected(running_master, dict(session.sparkContext.getConf().getAll()), secrets)
     if missing:  # a session already running in this process, or a conf that turned protection off since
@@ -117,6 +114,18 @@ def create_session(app_name: str, master: str | None = None, extra_conf: dict[st
         ship_project(session)
     record_application(session)
     return session
+
+
+def add_resolved_jars(session) -> None:
+    """The jars spark-submit resolved from spark.jars.packages, for the executors too. spark-submit puts them on the
+    driver's classpath and in spark.jars, but pyspark's builder sets its own spark.jars (the check's reader) again
+    once the JVM is up: the context listed that one only, and the check's tasks failed on a cluster's executors
+    with NoClassDefFoundError for Kafka's classes. spark-submit keeps the whole list in spark.repl.local.jars."""
+    context = session.sparkContext
+    listed = {url.rsplit("/", 1)[-1] for url in entries(context._jsc.sc().listJars().mkString(","))}
+    for jar in entries(context.getConf().get("spark.repl.local.jars", "")):
+        if jar.rsplit("/", 1)[-1] not in listed:
+            context._jsc.addJar(jar)
 
 
 def submitted_conf() -> dict[str, str]:

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from devstack.paths import ROOT
 from mirror_worker.policy.provenance import PROVENANCE_HEADER, provenance_value
-from spark_jobs.common.session import kafka_connector_jars
+from spark_jobs.common.connector import kafka_connector
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import by_partition, read_topic
 
@@ -332,7 +332,7 @@ def test_a_missing_jvm_digest_reader_exits_3_with_one_line_naming_make_setup(sta
     says why in one line, and is not mistaken for an inconsistent mirror (exit 1)."""
     jars = tmp_path / "jars"
     jars.mkdir()
-    for jar in kafka_connector_jars():
+    for jar in kafka_connector({}).jars:
         if not jar.endswith("mirror-check.jar"):
             (jars / Path(jar).name).symlink_to(jar)
     monkeypatch.setenv("SPARK_KAFKA_JARS", str(jars))

@@ -1,7 +1,9 @@
 """The project as one installable distribution (pyproject.toml): its wheel, installed with its dependencies
 (the repo's pins as constraints) into a fresh virtual environment outside the repository, works from a
 folder that is not the repo and without PYTHONPATH: the worker mirrors records on the stack, both Spark jobs
-run as modules, and Airflow loads the provider and builds a spec's DAGs.
+run as modules on a standalone cluster whose executors have the third-party packages only (the check's Kafka
+connector resolved by Spark, no checkout anywhere), the Airflow operators submit them so, and Airflow loads the
+provider and builds a spec's DAGs.
 
 The venv is built once per session (`packaged` fixture; about a minute on this machine). Its cost is pip's:
 the wheels come from pip's cache (warmed by `make setup`, which installs the same pins), else from PyPI.
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.common.connector import SHIPPED_BY_SPARK
 from tests.airflow_support import ROOT
 from tests.kafka_util import create_topic, produce
 from tests.worker_util import wait_for_count, write_mirror_spec
@@ -57,8 +60,8 @@ class Packaged:
     def run(self, *argv, timeout: float = 600) -> subprocess.CompletedProcess:
         return _run(list(argv), self.cwd, self.env, timeout)
 
-    def python(self, *argv, timeout: float = 600) -> subprocess.CompletedProcess:
-        return self.run(self.bin / "python", *argv, timeout=timeout)
+    def python(self, *argv, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+        return _run([self.bin / "python", *argv], self.cwd, {**self.env, **(env or {})}, timeout)
 
 
 @pytest.fixture(scope="session")
@@ -145,3 +148,82 @@ def test_airflow_in_that_venv_lists_the_provider_and_builds_a_specs_dags(package
                                   "print(json.dumps(sorted(mirror_dags('pkgdags', sys.argv[1]))))", spec)
     assert json.loads(built.stdout.strip().splitlines()[-1]) == [
         "mirror__pkgdags", "mirror__pkgdags__catchup", "mirror__pkgdags__lag", "mirror__pkgdags__verify"]
+
+
+# The operators' spark-submit command lines as the installed provider builds them (no submission).
+SUBMIT_COMMANDS = """
+import json, shutil, sys
+from mirror_airflow.operators.spark import CatchupOperator, ConsistencyCheckOperator
+commands = {}
+for kind, operator in (("check", ConsistencyCheckOperator), ("catchup", CatchupOperator)):
+    op = operator(task_id=kind, spec_path=sys.argv[1], mirror_name="m", report_dir=sys.argv[2])
+    op.prepare({"params": {}})
+    commands[kind] = op._get_hook()._build_spark_submit_command(op.application)
+    shutil.rmtree(op.shipped_dir)
+print(json.dumps(commands))
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel_cluster(tmp_path_factory):
+    """A standalone cluster of this module's own (devstack/spark_cluster.py, as the `spark_cluster` fixture's):
+    the jobs' application names are fixed, and the Spark tests' cluster looks applications up by name. Stopped
+    after the test, not left idle for the rest of the run; a conftest group apart from Spark's (`packaged`)."""
+    from devstack.spark_cluster import SparkCluster
+
+    with SparkCluster(tmp_path_factory.mktemp("wheel-cluster")) as cluster:
+        yield cluster
+
+
+def test_the_installed_jobs_run_on_a_cluster_and_the_operators_submit_the_connector(packaged, stack, wheel_cluster,
+                                                                                    topic_name, tmp_path):
+    """Issue 44 item 1: the driver in the wheel's venv, the executors on the cluster's Python (third-party packages,
+    nothing of the project: docs/operations/scaling.md). The catch-up copies; the check, which exited 3 before
+    ("spark-sql-kafka connector jar missing in …/site-packages/.cache/spark/jars: run `make setup`"), gets the
+    connector from Spark's Ivy at pyspark's version and finds every record; the operators built in that venv put
+    the same on spark-submit's command line (the catch-up, reading with librdkafka, gets none)."""
+    import pyspark
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic, records = topic_name("pkgspark"), 2_000
+    create_topic(src, topic, partitions=2)
+    produce(src, topic, [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2}
+                         for i in range(records)])
+    env = {**{k: v for k, v in packaged.env.items() if k not in ("SPARK_KAFKA_JARS", "MIRROR_CHECK_JAR")},
+           "SPARK_CONF_DIR": str(wheel_cluster.conf_dir), "PYSPARK_PYTHON": str(wheel_cluster.python)}
+    sides = ["--master", wheel_cluster.master_url, "--source.bootstrap.servers", src,
+             "--destination.bootstrap.servers", dst, "--topics", topic, "--prefix", "pkgspark."]
+
+    catchup = _run([packaged.bin / "python", "-m", "spark_jobs.catchup", *sides, "--group.id", f"g-{topic}",
+                    "--driver-copy-limit", "0"], packaged.cwd, env)
+    summary = json.loads(next(line for line in catchup.stdout.splitlines() if line.startswith('{"topics"')))
+    assert summary["records"] == records, summary
+    report = tmp_path / "check.json"
+    _run([packaged.bin / "python", "-m", "spark_jobs.consistency_check", *sides, "--report", report],
+         packaged.cwd, env)
+    report = json.loads(report.read_text())
+    assert report["status"] == "ok" and {k: v for k, v in report["totals"].items() if v} == {"checked": records}
+
+    connector = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+    reader = str(packaged.venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+                 / "spark_jobs" / "jars" / "mirror-check.jar")
+    events = wheel_cluster.events(wheel_cluster.application("consistency_check")["id"])
+    properties = dict(next(e for e in events if e["Event"] == "SparkListenerEnvironmentUpdate")["Spark Properties"])
+    excluded = ",".join(e.format(scala="2.13") for e in SHIPPED_BY_SPARK)  # pyspark ships them
+    assert (properties["spark.jars.packages"], properties["spark.jars.excludes"]) == (connector, excluded)
+    assert properties["spark.jars"] == reader
+    # The check's digest and Kafka source tasks ran on the executors, which had the resolved jars (before the
+    # session added them, the executors had the reader only: NoClassDefFoundError for Kafka's Deserializer).
+    executors = {e["Task Info"]["Executor ID"] for e in events if e["Event"] == "SparkListenerTaskEnd"}
+    assert executors and "driver" not in executors, executors
+
+    host, port = wheel_cluster.master_url.removeprefix("spark://").split(":")
+    commands = json.loads(packaged.python("-c", SUBMIT_COMMANDS, tmp_path / "none.yaml", tmp_path / "reports",
+                                          env={"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+                                              {"conn_type": "spark", "host": f"spark://{host}", "port": int(port)}),
+                                               "SPARK_CONF_DIR": str(wheel_cluster.conf_dir)}).stdout.splitlines()[-1])
+    check = commands["check"]
+    assert check[check.index("--packages") + 1] == connector
+    assert check[check.index("--exclude-packages") + 1] == excluded
+    assert check[check.index("--jars") + 1] == reader
+    assert not {"--jars", "--packages"} & set(commands["catchup"]), commands["catchup"]

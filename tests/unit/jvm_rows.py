@@ -12,7 +12,7 @@ from pathlib import Path
 import pyspark
 
 from spark_jobs.check.jvm import scope_json
-from spark_jobs.common.session import kafka_connector_jars
+from spark_jobs.common.connector import kafka_connector
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -26,7 +26,7 @@ def _records(batches) -> list:
 
 class JvmRows:
     def __init__(self) -> None:
-        jars = [*kafka_connector_jars(), str(Path(pyspark.__file__).parent / "jars" / "*")]
+        jars = [*kafka_connector({}).jars, str(Path(pyspark.__file__).parent / "jars" / "*")]
         if not any(j.endswith("mirror-check.jar") for j in jars):
             raise FileNotFoundError("mirror-check.jar is missing: run `make setup`")
         self.process = subprocess.Popen(["java", "-Xmx128m", "-cp", ":".join(jars), "mirror.check.RowsCli"],

@@ -291,7 +291,7 @@ SPARK_SURFACE_USERS = [ROOT / "plugins", ROOT / "dags", ROOT / "devstack", ROOT 
     ("spark_jobs", SPARK_SURFACE,
      "from spark_jobs.api import project_zip\nfrom spark_jobs import common\n"
      "def f():\n    from spark_jobs.catchup.copy_range import copy_task\n    import spark_jobs.check.job\n",
-     "from spark_jobs.api import kafka_connector_jars\nimport spark_jobs.api\n",
+     "from spark_jobs.api import kafka_connector\nimport spark_jobs.api\n",
      {"spark_jobs.common", "spark_jobs.catchup.copy_range", "spark_jobs.check.job"}),
 ])
 def test_the_surface_check_sees_internal_imports(tmp_path, package, surface, outside, inside, expected):

@@ -17,7 +17,9 @@ task then fails or succeeds as spark-submit does, without the distinction.
 
 The jobs' code goes with the submission: a zip of the installed mirror_worker and spark_jobs packages
 (spark_jobs.api.project_zip), built when the task runs, on --py-files (spark-submit puts it on the driver's
-and the executors' Python path), so a cluster that has never seen the package runs them.
+and the executors' Python path), so a cluster that has never seen the package runs them. The check's Kafka
+connector and JVM digest reader go as the job would take them itself (spark_jobs.api.kafka_connector): --jars,
+or --packages for Spark's Ivy to resolve; the catch-up reads with librdkafka and gets neither.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class MirrorSparkJob(SparkSubmitOperator):
     the project's code (project_zip)."""
 
     job = ""  # the module, run as `python -m` would
+    kafka_source = True  # the job reads with Spark's Kafka source: the connector goes with it
 
     def __init__(self, *, spec_path: str, mirror_name: str, conn_id: str = "spark_default",
                  report_dir: str | None = None, **kwargs) -> None:
@@ -113,9 +116,14 @@ class MirrorSparkJob(SparkSubmitOperator):
 
     def prepare(self, context) -> None:
         """Jars, code, outcome file and arguments, decided when the task runs (looked up on the worker host)."""
-        from spark_jobs.api import APPLICATION_FILE_ENV, kafka_connector_jars, project_zip
+        from spark_jobs.api import APPLICATION_FILE_ENV, kafka_connector, project_zip
 
-        self.jars = ",".join(kafka_connector_jars())
+        if self.kafka_source:
+            submitted = self.submitted_conf()
+            connector = kafka_connector(submitted).spark_conf(submitted)
+            self.jars = connector.get("spark.jars", self.jars)
+            self.packages = connector.get("spark.jars.packages", self.packages)
+            self.exclude_packages = connector.get("spark.jars.excludes", self.exclude_packages)
         stem = self.job.rpartition(".")[2]
         # One private directory per run (mkdtemp: 0700, a new name) holds the shipped code and the files the
         # job writes later by name (the outcome, its `.tmp`, the application): nobody else can put a file or a
@@ -130,6 +138,15 @@ class MirrorSparkJob(SparkSubmitOperator):
         self.conf.setdefault("spark.ui.enabled", "false" if self._local_master() else "true")
         self.conf.update(self.protection())
         self.application_args = ["--outcome", str(self.outcome_path), self.job, *self.job_args(context)]
+
+    def submitted_conf(self) -> dict[str, str]:
+        """The conf spark-submit will run the application with: spark-defaults.conf, the operator's conf, and its
+        jars, packages and excludes (spark-submit's flags, which replace the conf's)."""
+        from spark_jobs.api import spark_defaults
+
+        flags = {"spark.jars": self.jars, "spark.jars.packages": self.packages,
+                 "spark.jars.excludes": self.exclude_packages}
+        return {**spark_defaults(), **(self.conf or {}), **{k: v for k, v in flags.items() if v}}
 
     def _connection(self):
         from airflow.sdk import BaseHook
@@ -155,13 +172,13 @@ class MirrorSparkJob(SparkSubmitOperator):
         secured_conf, which the job applies again when it starts); UnprotectedCredentials fails the task first.
         A spec that does not load here is left to the job, which refuses it as bad input."""
         from mirror_worker.api import ConfigError, select_mirror
-        from spark_jobs.api import mirror_secrets, secured_conf, spark_defaults
+        from spark_jobs.api import mirror_secrets, secured_conf
 
         try:
             secrets = mirror_secrets(select_mirror(Path(self.spec_path), self.mirror_name))
         except ConfigError:
             secrets = []
-        return secured_conf(self.master(), {**spark_defaults(), **self.conf}, secrets)
+        return secured_conf(self.master(), self.submitted_conf(), secrets)
 
     def log_application(self) -> dict | None:
         """One line in the task log: the Spark application, its UI while it ran, its event log (history)."""
@@ -260,6 +277,7 @@ class CatchupOperator(MirrorSparkJob):
     summary (records, rates, per-partition ranges, losses) goes to the task log in one line and to XCom."""
 
     job = "spark_jobs.catchup"
+    kafka_source = False  # its tasks read with librdkafka (spark_jobs/catchup/driver.py)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -300,6 +300,32 @@ def test_verify_submits_the_check_through_the_launcher(spark_submit, tmp_path, m
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)  # spark-submit of this venv
 
 
+def test_without_a_checkout_the_check_is_submitted_with_the_connectors_coordinates_and_the_catchup_without(
+        spark_submit, tmp_path, monkeypatch):
+    """An installed package has no .cache/spark/jars beside it (issue 44 item 1): spark-submit resolves the connector
+    at pyspark's version with Spark's own Ivy, what pyspark ships left out; the check's reader goes with --jars.
+    The catch-up reads with librdkafka: neither."""
+    import pyspark
+
+    from spark_jobs.common import connector
+
+    monkeypatch.setattr(connector, "CHECKOUT_JARS", tmp_path / "site-packages" / ".cache" / "spark" / "jars")
+    monkeypatch.delenv("SPARK_KAFKA_JARS", raising=False)
+    monkeypatch.delenv("MIRROR_CHECK_JAR", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # no spark-defaults.conf
+    ConsistencyCheckOperator(task_id="consistency_check", spec_path="/s/m.yaml", mirror_name="orders",
+                             conn_id="spark_t", report_dir=str(tmp_path)).execute({})
+    CatchupOperator(task_id="catchup", spec_path="/s/m.yaml", mirror_name="orders", conn_id="spark_t",
+                    report_dir=str(tmp_path)).execute({"params": {}})
+
+    [(check, _), (catchup, _)] = spark_submit.calls
+    assert check[check.index("--packages") + 1] == f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+    assert check[check.index("--exclude-packages") + 1].split(",") == [
+        e.format(scala="2.13") for e in connector.SHIPPED_BY_SPARK]
+    assert check[check.index("--jars") + 1] == str(connector.CHECK_JAR)
+    assert not {"--jars", "--packages", "--exclude-packages"} & set(catchup), catchup
+
+
 def test_verify_of_an_empty_window_is_skipped_saying_nothing_to_check(spark_submit, tmp_path):
     """A check that read no record is no success: the task is skipped (not green) and says why."""
     from airflow.sdk.exceptions import AirflowSkipException
