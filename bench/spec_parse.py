@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args(argv)
     from mirror_airflow.dag_factory import mirror_dags
-    from mirror_worker.config.spec import load_entries
+    from mirror_worker.api import load_entries
 
     names = mirror_names(args.mirrors)
     middle = names[len(names) // 2]
