@@ -9,6 +9,7 @@ service `demo-stream` (`start_stream`); `make stack-down` stops it with the rest
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -20,6 +21,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from devstack.paths import ROOT
 from mirror_worker.api import producer
 
 STREAM_SERVICE = "demo-stream"
@@ -67,9 +69,12 @@ def start_stream(stack, per_second: int = PER_SECOND) -> bool:
     if service.is_running():
         return False
     source = stack["source"]
+    # A stack service starts in its own folder: the checkout's packages (devstack is not installed) come through
+    # PYTHONPATH, or `-m devstack.stream` dies at once with ModuleNotFoundError.
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     service.start([sys.executable, "-m", "devstack.stream", "--home", str(service.home),
                    "--bootstrap", source.kafka.bootstrap_servers, "--registry", source.registry.url,
-                   "--per-second", str(per_second)])
+                   "--per-second", str(per_second)], env={"PYTHONPATH": path})
     return True
 
 
