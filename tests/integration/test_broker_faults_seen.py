@@ -3,6 +3,7 @@ cluster's), and what an operator sees while a destination broker is unreachable 
 
 from __future__ import annotations
 
+import contextlib
 import time
 import urllib.request
 import uuid
@@ -114,28 +115,27 @@ def test_an_unreachable_destination_broker_shows_in_the_metrics_and_on_the_dashb
         worker.stop_quietly()
 
 
-def test_a_source_across_a_wan_is_fetched_in_larger_slices(clusters, tmp_path):
-    """Issue 45: the worker measures each cluster's round trip at start and sizes the source's fetches from it:
-    4 MiB per partition for a source 50 ms away (librdkafka's 1 MiB held that copy at 81 % of loopback), 1 MiB
-    nearer (on loopback 4 MiB only cost ~100 MiB of RSS at 100 B records). The records still arrive."""
+@contextlib.contextmanager
+def _mirrored_across_a_wan(clusters, tmp_path, side: str, count: int, *extra: str):
+    """A worker mirroring a new topic of `count` records while `side` ("source" or "destination") is 50 ms away
+    (25 ms each way on its proxies). Yields the worker (its `topic` set) for the test's look-ups, then waits until
+    every record is on the destination; the latency is removed and the worker stopped whatever happens."""
     from devstack.toxics import proxies
-    from mirror_worker.clients.health import DESTINATION
-    from mirror_worker.config.librdkafka import WAN_PARTITION_FETCH_BYTES
 
     src, dst = clusters["source"].bootstrap_servers, clusters["destination"].bootstrap_servers
-    topic = f"wan-{uuid.uuid4().hex[:8]}"
+    topic = f"wan-{side[:3]}-{uuid.uuid4().hex[:8]}"
     create_topic(src, topic, partitions=2, replication_factor=3)
-    produce(src, topic, [{"value": f"{topic}-{i}".encode()} for i in range(20)])
-    far = proxies(clusters["source"])
+    produce(src, topic, [{"value": f"{topic}-{i}".encode()} for i in range(count)])
+    far = proxies(clusters[side])
     worker = None
     try:
         for proxy in far:
             proxy.latency(25)  # each way: a 50 ms round trip
-        worker = _worker(clusters, tmp_path, topic)
-        sized = worker.wait_for_log("source consumer sized for its round trip", timeout=120)
-        measured = worker.wait_for_log("round trips measured", timeout=5)["round_trip_ms"]
+        worker = _worker(clusters, tmp_path, topic, *extra)
+        worker.topic = topic
+        yield worker
         deadline = time.monotonic() + 90
-        while len(read_topic(dst, topic, idle=1)) < 20:
+        while len(read_topic(dst, topic, idle=1)) < count:
             assert worker.proc.poll() is None, worker.stderr[-1500:]
             assert time.monotonic() < deadline, f"{topic} not mirrored within 90 s"
     finally:
@@ -143,6 +143,18 @@ def test_a_source_across_a_wan_is_fetched_in_larger_slices(clusters, tmp_path):
             proxy.restore()
         if worker is not None:
             worker.stop_quietly()
+
+
+def test_a_source_across_a_wan_is_fetched_in_larger_slices(clusters, tmp_path):
+    """Issue 45: the worker measures each cluster's round trip at start and sizes the source's fetches from it:
+    4 MiB per partition for a source 50 ms away (librdkafka's 1 MiB held that copy at 81 % of loopback), 1 MiB
+    nearer (on loopback 4 MiB only cost ~100 MiB of RSS at 100 B records). The records still arrive."""
+    from mirror_worker.clients.health import DESTINATION
+    from mirror_worker.config.librdkafka import WAN_PARTITION_FETCH_BYTES
+
+    with _mirrored_across_a_wan(clusters, tmp_path, "source", 20) as worker:
+        sized = worker.wait_for_log("source consumer sized for its round trip", timeout=120)
+        measured = worker.wait_for_log("round trips measured", timeout=5)["round_trip_ms"]
     assert sized["round_trip_ms"] >= 45, sized
     assert sized["max_partition_fetch_bytes"] == WAN_PARTITION_FETCH_BYTES
     near = measured.pop(DESTINATION)
@@ -164,32 +176,13 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     at start: a destination 50 ms away gets 45,000 records in flight (at 50 ms, 10,000 held the bench's copy at
     51 % of its loopback rate, 40,000 at 70 %), the producers' bytes within the memory budget. It logs and exports
     the sizes it chose, and copies every record."""
-    from devstack.toxics import proxies
     from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, queue_size_for
 
-    src, dst = clusters["source"].bootstrap_servers, clusters["destination"].bootstrap_servers
-    topic = f"wan-dst-{uuid.uuid4().hex[:8]}"
-    create_topic(src, topic, partitions=2, replication_factor=3)
-    produce(src, topic, [{"value": f"{topic}-{i}".encode()} for i in range(200)])
-    far = proxies(clusters["destination"])
-    worker = None
-    try:
-        for proxy in far:
-            proxy.latency(25)  # each way: a 50 ms round trip
-        worker = _worker(clusters, tmp_path, topic, "--metrics.port", "0")
+    with _mirrored_across_a_wan(clusters, tmp_path, "destination", 200, "--metrics.port", "0") as worker:
         sized = worker.wait_for_log("in-flight sized for the destination's round trip", timeout=120)
         url = worker.wait_for_log("metrics endpoint", timeout=30)["url"]
-        limits = _samples(url, "mirror_inflight_limit", topic)
-        budget = _samples(url, "mirror_inflight_budget_bytes", topic)
-        deadline = time.monotonic() + 90
-        while len(read_topic(dst, topic, idle=1)) < 200:
-            assert worker.proc.poll() is None, worker.stderr[-1500:]
-            assert time.monotonic() < deadline, f"{topic} not mirrored within 90 s"
-    finally:
-        for proxy in far:
-            proxy.restore()
-        if worker is not None:
-            worker.stop_quietly()
+        limits = _samples(url, "mirror_inflight_limit", worker.topic)
+        budget = _samples(url, "mirror_inflight_budget_bytes", worker.topic)
     assert sized["round_trip_ms"] >= 45, sized
     # The log rounds the round trip to 0.1 ms: the size follows the unrounded one, within 3 x 300 records/s x 0.05 ms.
     assert abs(sized["queue_size"] - queue_size_for(sized["round_trip_ms"] / 1000)) <= 45, sized
@@ -200,5 +193,5 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     assert limits[(("limit", "producer_queue_bytes"),)] == sized["producer_queue_kbytes"] * 1024
     assert limits[(("limit", "consumer_queue_bytes"),)] + limits[(("limit", "producer_queue_bytes"),)] \
         <= DEFAULT_INFLIGHT_BUDGET_BYTES
-    copied = [m.value() for m in read_topic(dst, topic, idle=1)]
-    assert sorted(copied) == sorted(f"{topic}-{i}".encode() for i in range(200))  # every record, each once
+    copied = [m.value() for m in read_topic(clusters["destination"].bootstrap_servers, worker.topic, idle=1)]
+    assert sorted(copied) == sorted(f"{worker.topic}-{i}".encode() for i in range(200))  # every record, each once
