@@ -17,9 +17,14 @@ class UnreachableClusterError(ConfigError):
     """A cluster did not answer within the bounded start-up wait."""
 
 
-class StoppedBeforeStart(MirrorError):
-    """A stop (SIGTERM, SIGINT, SIGHUP) came while the worker was still waiting for its clusters: nothing was
-    consumed or committed yet; the command exits as for any clean stop."""
+class StopInterrupted(MirrorError):
+    """A stop (SIGTERM, SIGINT, SIGHUP) came while the worker waited on a cluster for a step it needs before it
+    copies (exactly-once: its transactional producer starting, the earlier writers of partitions just assigned
+    being fenced): nothing of that step was consumed or committed; the command exits as for any clean stop."""
+
+
+class StoppedBeforeStart(StopInterrupted):
+    """A stop came while the worker was still waiting for its clusters: nothing was consumed or committed yet."""
 
 
 class ClusterRefusedError(ConfigError):

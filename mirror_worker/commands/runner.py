@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException
 from mirror_worker.commands.base import EXIT_BAD_INPUT, EXIT_FATAL, EXIT_OK, fail
 from mirror_worker.config.model import MirrorConfig
 from mirror_worker.engine.worker import MirrorWorker
-from mirror_worker.exceptions import ConfigError, MirrorError, StoppedBeforeStart
+from mirror_worker.exceptions import ConfigError, MirrorError, StopInterrupted
 from mirror_worker.logs import configure_logging
 from mirror_worker.metrics import MirrorMetrics
 
@@ -47,11 +47,12 @@ def run_worker(config: MirrorConfig, index: int = 0) -> int:
         started = True
         _tune_gc()
         worker.run()
-    except StoppedBeforeStart as exc:
-        # A clean stop (exit 0), as after it started: what was asked for was done, nothing was consumed or
-        # committed. Not bad input (2): the clusters may only be slow, and a pause or failover that stops a
-        # worker still starting must not read as a broken spec.
-        log.info("stopped before start", extra={"mirror": config.name, "reason": str(exc)})
+    except StopInterrupted as exc:
+        # A clean stop (exit 0), as after it started: what was asked for was done, nothing of the step it
+        # interrupted was consumed or committed. Not bad input (2) nor a failure (1): the clusters may only be
+        # slow, and a pause or failover that stops a worker still starting must not read as a broken spec.
+        log.info("stopped before start" if not started else "stopped during a wait on a cluster",
+                 extra={"mirror": config.name, "reason": str(exc)})
         return EXIT_OK
     except ConfigError as exc:
         return fail(str(exc), EXIT_BAD_INPUT)

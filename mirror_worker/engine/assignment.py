@@ -16,7 +16,7 @@ from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.data_loss import StartDecision, Verdict, decide_start, resets_to_earliest
 from mirror_worker.engine.halts import Halts
 from mirror_worker.engine.run_state import RunState
-from mirror_worker.exceptions import MirrorError
+from mirror_worker.exceptions import MirrorError, StopInterrupted
 from mirror_worker.metrics import MirrorMetrics
 from mirror_worker.topics.admin import topic_ids
 
@@ -65,7 +65,11 @@ class PartitionAssignment:
         if partitions:
             self.catchup_check(stream)  # a member of the group by now: a catch-up starting later sees this worker
         self.before_assign(stream, keys)
-        halts, claimed = self._assign_checked(stream, partitions)
+        try:
+            halts, claimed = self._assign_checked(stream, partitions)
+        except StopInterrupted as exc:
+            self._not_taken_up(stream, partitions, str(exc))
+            return
         stream.assigned |= keys
         if self.paused() or not claimed:  # unclaimed (exactly-once, a stop came first): never fetched
             stream.consumer.pause(partitions)
@@ -78,6 +82,22 @@ class PartitionAssignment:
         for (topic, partition), offset, reason in halts:
             self.halts.halt(stream, topic, partition, offset, reason)
         log.info("partitions assigned", extra={**self.label, "source": stream.alias, "partitions": _fmt(keys)})
+
+    def _not_taken_up(self, stream: SourceStream, partitions: list[TopicPartition], why: str) -> None:
+        """Exactly-once: a stop came while the partitions' start waited on the destination (their earlier
+        writers being fenced, this worker's producer starting). None was claimed or started in the ledger: they
+        are handed to the consumer paused, never fetched, and the stop goes on; their next owner starts where
+        their positions stand. (Left to the exception, the consumer's poll raised it and the worker exited 1.)"""
+        if stream.transactions is not None:
+            stream.transactions.forget({(tp.topic, tp.partition) for tp in partitions})
+        if stream.incremental_assignment:
+            stream.consumer.incremental_assign(partitions)
+        else:
+            stream.consumer.assign(partitions)
+        stream.consumer.pause(partitions)
+        log.info("partitions not taken up: the worker is stopping", extra={
+            **self.label, "source": stream.alias, "partitions": _fmt({(tp.topic, tp.partition) for tp in partitions}),
+            "reason": why})
 
     def on_revoke(self, stream: SourceStream, partitions: list[TopicPartition]) -> None:
         keys = {(tp.topic, tp.partition) for tp in partitions}

@@ -13,15 +13,19 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirror_worker.clients import factory
-from mirror_worker.exceptions import MirrorError
+from mirror_worker.exceptions import MirrorError, StopInterrupted
 
 log = logging.getLogger("mirror_worker")
 
 # Transactional ids fenced at the same time, each in a thread of its own: the calls wait on the destination.
 PARALLEL_FENCES = 8
+# One init_transactions call waits at most this long before a stop request is looked at again. librdkafka
+# resumes the same init on the next call ("retry call to resume"), so slicing the wait changes nothing else;
+# a whole start-up timeout in one call held a SIGTERM for as long (81 s after it, test_shutdown_bounds).
+STOP_CHECK_S = 1.0
 
 
 def connect(producer: Producer, topic: str, timeout_s: float, attempts: int = 3) -> None:
@@ -42,33 +46,40 @@ def connect(producer: Producer, topic: str, timeout_s: float, attempts: int = 3)
 
 def init_transactions(producer: Producer, timeout_s: float, what: str,
                       stopping: Callable[[], bool] = lambda: False) -> None:
-    """producer.init_transactions, again while its error is retriable, within `timeout_s` in all (MirrorError).
+    """producer.init_transactions, again while its error is retriable, within `timeout_s` in all (MirrorError);
+    StopInterrupted once `stopping()`, looked at every STOP_CHECK_S.
 
     Never given up while it runs (unlike send_offsets, bounded_call.py): an init left running could finish
-    later and fence the producer that replaced it."""
+    later and fence the producer that replaced it. A stop gives up between two calls, where no replacement
+    follows: the producer is dropped with the worker."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            producer.init_transactions(max(0.5, min(timeout_s, deadline - time.monotonic())))
+            producer.init_transactions(max(0.5, min(STOP_CHECK_S, deadline - time.monotonic())))
             return
         except KafkaException as exc:
             error = exc.args[0]
-            if not error.retriable() or time.monotonic() > deadline or stopping():
+            if not error.retriable():
                 raise MirrorError(f"exactly-once init of {what} failed: {error.str()}") from None
-            time.sleep(0.2)
+            if stopping():
+                raise StopInterrupted(f"exactly-once init of {what} stopped: the worker is stopping") from None
+            if time.monotonic() > deadline:
+                raise MirrorError(f"exactly-once init of {what} failed: {error.str()}") from None
+            if error.code() != KafkaError._TIMED_OUT:  # a refusal: asked again shortly; a timeout resumes at once
+                time.sleep(0.2)
 
 
 def fence(producer_settings: dict, ids: Iterable[str], topic: str, timeout_s: float,
           stopping: Callable[[], bool] = lambda: False) -> None:
-    """Fence every transactional.id of `ids` (MirrorError naming the first that failed). `topic` is a
-    destination topic to reach a broker through (see connect)."""
+    """Fence every transactional.id of `ids` (MirrorError naming the first that failed; StopInterrupted once
+    `stopping()`). `topic` is a destination topic to reach a broker through (see connect)."""
     ids = sorted(set(ids))
     if not ids:
         return
 
     def one(transactional_id: str) -> None:
         if stopping():
-            raise MirrorError("exactly-once fencing stopped: the worker is stopping")
+            raise StopInterrupted("exactly-once fencing stopped: the worker is stopping")
         producer = factory.producer(producer_settings, {"transactional.id": transactional_id})
         connect(producer, topic, timeout_s)
         init_transactions(producer, timeout_s, f"the earlier writer {transactional_id}", stopping)

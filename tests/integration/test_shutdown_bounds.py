@@ -149,3 +149,50 @@ def test_sigterm_while_the_destination_is_down_exits_within_one_shutdown_timeout
         assert [e for e in worker.logs() if e.get("msg") == "mirror stopped"], worker.stderr[-2000:]
     finally:
         worker.stop_quietly()
+
+
+@pytest.fixture
+def transactionless_node(tmp_path_factory):
+    """A destination whose transaction coordinator never becomes available: the transaction log asks for three
+    replicas of a one-node cluster, so every init_transactions there waits (retriable) until its timeout."""
+    with private_kafka(tmp_path_factory.mktemp("no-transactions"), **{
+            "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}) as node:
+        yield node
+
+
+def test_sigterm_while_exactly_once_waits_for_the_destinations_transaction_coordinator_exits_clean_and_promptly(
+        stack, transactionless_node, tmp_path, topic_name):
+    """Exactly-once: the worker's transactional producer waits on a destination whose coordinator never answers
+    (the same wait as the fencing of a new assignment's earlier writers) when SIGTERM comes. Nothing was copied or
+    claimed; the stop is honoured within its bound and exits 0 like any stop. Before: exit 1 ("exactly-once init
+    of ... failed: Timed out ..."), 81 s after SIGTERM, the init having waited its whole start-up timeout (120 s
+    here) in one call; in CI (2026-11-29) test_width's second worker, stopped while it fenced the partitions the
+    first had just left, exited 1 the same way ("exactly-once fencing stopped: the worker is stopping")."""
+    src, dst = stack["source"].kafka.bootstrap_servers, transactionless_node.bootstrap_servers
+    topic = topic_name("eos-stop")
+    create_topic(src, topic, partitions=2)
+    produce(src, topic, [{"value": f"v-{i}".encode(), "partition": i % 2} for i in range(10)])
+    path = write_mirror_spec(tmp_path / "mirrors.yaml", stack, "eos-stop", topic, prefix="e.", destination=dst,
+                             delivery="exactly-once", **{
+                                 "group-id": f'"g-{topic}"', "preserve-partitions": "true", "startup-timeout-s": 120,
+                                 "shutdown-timeout-s": SHUTDOWN_TIMEOUT_S})
+    worker = WorkerProcess(["--config", str(path), "--mirror", "eos-stop"], tmp_path)
+    try:
+        deadline = time.monotonic() + 90
+        while not any(e.get("msg") == "created destination topic" and e.get("topic") == f"e.{topic}"
+                      for e in worker.logs()):
+            assert worker.proc.poll() is None, worker.stderr[-2000:]
+            assert time.monotonic() < deadline, "the worker never created its destination topic"
+            time.sleep(0.2)
+        time.sleep(5)  # its transactional producer waits on the coordinator (up to the 120-s start-up timeout)
+        assert worker.proc.poll() is None, worker.stderr[-2000:]
+        stopped_at = time.monotonic()
+        code = worker.terminate(timeout=150)
+        took = time.monotonic() - stopped_at
+        messages = [entry["msg"] for entry in worker.logs()]
+        assert code == 0, worker.stderr[-2000:]
+        assert took < SHUTDOWN_TIMEOUT_S + 5 + 2, f"stopped {took:.1f}s after SIGTERM: {worker.stderr[-1500:]}"
+        assert "stopped before start" in messages and "partitions assigned" not in messages, messages
+    finally:
+        worker.stop_quietly()
+    assert read_topic(dst, f"e.{topic}", timeout=5, idle=1) == []

@@ -111,3 +111,22 @@ def test_a_worker_not_authorized_to_describe_the_lease_group_still_mirrors():
     assign(worker, stream, P0, P1)
     worker._consume_round(0)
     assert len(producer.delivered) == 7
+
+
+def test_a_stop_during_an_exactly_once_assignment_leaves_its_partitions_paused_unclaimed_and_raises_nothing():
+    """The partitions' earlier writers were being fenced when the stop came (fencing raises StopInterrupted): the
+    callback hands them to the consumer paused, starts nothing in the ledger and lets the stop go on. The exception
+    left to the consumer's poll made the worker exit 1 (CI, test_width)."""
+    from mirror_worker.exceptions import StopInterrupted
+
+    worker, stream, consumer, _ = _two_partitions(exactly_once=True, incremental=True)
+
+    def interrupted(keys):
+        raise StopInterrupted("exactly-once fencing stopped: the worker is stopping")
+
+    stream.transactions.open = interrupted
+    assign(worker, stream, P0, P1)
+    assert consumer.assignment == {P0, P1} and consumer.paused == {P0, P1}
+    assert stream.assigned == set() and stream.ledger.position(P0) is None
+    worker._consume_round(0)  # paused: nothing fetched, nothing handed over
+    assert stream.ledger.next_offsets == {} and stream.stash == []
