@@ -11,7 +11,7 @@ import pytest
 
 from mirror_worker.config.placeholders import SECRETS_DIRS_VARIABLE
 from tests.unit import troubleshooting_cases_jobs, troubleshooting_cases_worker
-from tests.unit.troubleshooting_cases import CONSUMER, PRODUCER, SPEC
+from tests.unit.troubleshooting_cases import CONSUMER, PRODUCER, SPEC, FakeCluster
 from tests.unit.troubleshooting_sites import documented_exit_codes, pattern
 
 CASES = {**troubleshooting_cases_worker.CASES, **troubleshooting_cases_jobs.CASES}
@@ -19,7 +19,7 @@ assert len(CASES) == len(troubleshooting_cases_worker.CASES) + len(troubleshooti
 
 
 def test_the_page_lists_exactly_the_cases_run_here_with_their_exit_codes():
-    assert documented_exit_codes() == {line: str(exit_code) for line, (_, _, exit_code, _) in CASES.items()}
+    assert documented_exit_codes() == {line: str(exit_code) for line, (_, _, exit_code, _, _) in CASES.items()}
 
 
 def run_command(module: str, argv: list[str], capsys) -> tuple[int, list[str]]:
@@ -36,8 +36,10 @@ def run_command(module: str, argv: list[str], capsys) -> tuple[int, list[str]]:
 
 @pytest.mark.parametrize("line", sorted(CASES))
 def test_the_command_prints_the_documented_line(line, tmp_path, capsys, monkeypatch):
-    module, argv, exit_code, files = CASES[line]
+    module, argv, exit_code, files, cluster = CASES[line]
     monkeypatch.chdir(tmp_path)
+    if cluster is not False:
+        monkeypatch.setattr("spark_jobs.common.kafka_meta.kafka_consumer", FakeCluster(cluster).consumer)
     monkeypatch.delenv("TROUBLESHOOTING_UNSET", raising=False)
     monkeypatch.delenv(SECRETS_DIRS_VARIABLE, raising=False)  # placeholders as on a host that names none
     written = {"c.properties": CONSUMER, "p.properties": PRODUCER, "spec.yaml": SPEC, **files}

@@ -52,7 +52,34 @@ CATCHUP_FLAGS = ["--config", "{dir}/spec.yaml"]
 EXPLICIT = ["--source.bootstrap.servers", NOWHERE, "--destination.bootstrap.servers", NOWHERE, "--topics", "a"]
 
 
-def case(command: str, *argv: str, exit_code: int = 2, **files: str) -> tuple:
+def case(command: str, *argv: str, exit_code: int = 2, cluster: dict[str, int] | None | bool = False,
+         **files: str) -> tuple:
     """A command's argv ({dir}: a folder holding c.properties, p.properties and spec.yaml, and `files`: name ->
-    text, a name's `_` read as `.`) and the exit code the page gives."""
-    return command, list(argv), exit_code, {name.replace("_", "."): text for name, text in files.items()}
+    text, a name's `_` read as `.`), the exit code the page gives, and for the Spark jobs the clusters they see
+    (a FakeCluster's topics, None for a cluster that does not answer; False: no fake)."""
+    return command, list(argv), exit_code, {name.replace("_", "."): text for name, text in files.items()}, cluster
+
+
+class FakeCluster:
+    """What a Spark job's metadata reader (spark_jobs/common/kafka_meta.py) sees of a cluster: these topics (name ->
+    partitions), or, for None, a cluster that does not answer."""
+
+    def __init__(self, topics: dict[str, int] | None) -> None:
+        self.topics = topics
+
+    def consumer(self, *_settings):
+        return self
+
+    def list_topics(self, timeout: float):
+        from types import SimpleNamespace
+
+        from confluent_kafka import KafkaError, KafkaException
+
+        if self.topics is None:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
+        return SimpleNamespace(cluster_id="fake", topics={
+            name: SimpleNamespace(partitions=dict.fromkeys(range(count)), error=None)
+            for name, count in self.topics.items()})
+
+    def close(self) -> None:
+        pass

@@ -3,7 +3,17 @@ makes each job print it, for test_troubleshooting.py."""
 
 from __future__ import annotations
 
-from tests.unit.troubleshooting_cases import CATCHUP, CATCHUP_FLAGS, CHECK, CHECK_FLAGS, EXPLICIT, SOURCE, SPEC, case
+from tests.unit.troubleshooting_cases import (
+    CATCHUP,
+    CATCHUP_FLAGS,
+    CHECK,
+    CHECK_FLAGS,
+    EXPLICIT,
+    SOURCE,
+    SPEC,
+    case,
+    with_source_kafka,
+)
 
 CASES = {
     # the Spark jobs: both
@@ -15,6 +25,13 @@ CASES = {
         CATCHUP, *CATCHUP_FLAGS, spec_yaml=SPEC.replace(
             f"    {SOURCE}\n", f"    sources: [{SOURCE[8:]}, {SOURCE[8:].replace('east', 'west')}]\n")),
     "consistency_check: the following arguments are required: …": case(CHECK, "--topics", "a"),
+    "catchup: … cluster unreachable at … within …s: …": case(CATCHUP, *EXPLICIT, "--no-commit", cluster=None),
+    "catchup: unknown topic … on the … cluster": case(CATCHUP, *EXPLICIT, "--no-commit", cluster={"b": 1}),
+    "catchup: the mirror selects no topic on the source cluster": case(CATCHUP, *CATCHUP_FLAGS, "--no-commit",
+                                                                       cluster={"b": 1}),
+    "catchup: refused: the mirror's credentials (…) would reach … over unauthenticated, unencrypted RPC: …": case(
+        CATCHUP, *CATCHUP_FLAGS, "--master", "spark://10.0.0.1:7077", spec_yaml=with_source_kafka(
+            "security.protocol: SASL_SSL, sasl.mechanism: PLAIN, sasl.username: u, sasl.password: p")),
     # the catch-up
     "catchup: --group.id is required (the mirror's consumer group), or --no-commit": case(CATCHUP, *EXPLICIT),
     "catchup: --from-offsets and --from-timestamp cannot be combined": case(
@@ -24,9 +41,17 @@ CASES = {
     "catchup: bad --from-offsets entry …: expected topic:partition:offset": case(
         CATCHUP, *EXPLICIT, "--no-commit", "--from-offsets", "a:0"),
     "catchup: --from-offsets is empty": case(CATCHUP, *EXPLICIT, "--no-commit", "--from-offsets", ","),
+    "catchup: --from-offsets names topic …, which the job does not copy": case(
+        CATCHUP, *EXPLICIT, "--no-commit", "--from-offsets", "b:0:1", cluster={"a": 1, "b": 1}),
+    "catchup: --from-offsets: … has no partition …": case(
+        CATCHUP, *EXPLICIT, "--no-commit", "--from-offsets", "a:5:1", cluster={"a": 1}),
     # the consistency check
     "consistency_check: --report: give the JSON path; the HTML summary is written beside it": case(
         CHECK, "--config", "{dir}/spec.yaml", "--report", "{dir}/r.html"),
+    "consistency_check: --report: cannot write under …": case(
+        CHECK, "--config", "{dir}/spec.yaml", "--report", "{dir}/p.properties/r.json"),
+    "consistency_check: --offsets: no range given (topic:partition:from-to,...)": case(
+        CHECK, *CHECK_FLAGS, "--offsets", ","),
     "consistency_check: --report: … is a directory": case(CHECK, "--config", "{dir}/spec.yaml", "--report", "{dir}"),
     "consistency_check: --offsets cannot be combined with --from-timestamp/--to-timestamp": case(
         CHECK, *CHECK_FLAGS, "--offsets", "a:0:1-2", "--from-timestamp", "1"),
