@@ -10,24 +10,25 @@ import importlib
 import pytest
 
 from mirror_worker.config.placeholders import SECRETS_DIRS_VARIABLE
-from tests.unit import troubleshooting_cases_jobs, troubleshooting_cases_worker
+from tests.unit import troubleshooting_cases_jobs, troubleshooting_cases_runtime, troubleshooting_cases_worker
 from tests.unit.troubleshooting_cases import CONSUMER, PRODUCER, SPEC, FakeCluster
 from tests.unit.troubleshooting_sites import documented_exit_codes, pattern
 
-CASES = {**troubleshooting_cases_worker.CASES, **troubleshooting_cases_jobs.CASES}
-assert len(CASES) == len(troubleshooting_cases_worker.CASES) + len(troubleshooting_cases_jobs.CASES)
+PARTS = (troubleshooting_cases_worker.CASES, troubleshooting_cases_jobs.CASES, troubleshooting_cases_runtime.CASES)
+CASES = {line: case for part in PARTS for line, case in part.items()}
+assert len(CASES) == sum(map(len, PARTS)), "a line in two case modules"
 
 
 def test_the_page_lists_exactly_the_cases_run_here_with_their_exit_codes():
     assert documented_exit_codes() == {line: str(exit_code) for line, (_, _, exit_code, _, _) in CASES.items()}
 
 
-def run_command(module: str, argv: list[str], capsys) -> tuple[int, list[str]]:
-    """The command's main in this process: its exit code and the plain lines of its stderr (the clients' own JSON
-    log lines may come first)."""
-    main = importlib.import_module(module).main
+def run_command(command, argv: list[str], capsys) -> tuple[int | str, list[str]]:
+    """The command's main (a module's) or a scene (a function) in this process: its exit code (a scene: the page's
+    exit column) and the plain lines of its stderr (the clients' own JSON log lines may come first)."""
+    main = command if callable(command) else importlib.import_module(command).main
     try:
-        code = main(argv)
+        code = main(*argv) if callable(command) else main(argv)
     except SystemExit as exc:  # argparse's own exits (--help), should a case reach one
         code = exc.code
     printed = [text for text in capsys.readouterr().err.splitlines() if text and not text.startswith("{")]
@@ -46,5 +47,5 @@ def test_the_command_prints_the_documented_line(line, tmp_path, capsys, monkeypa
     for name, text in written.items():
         (tmp_path / name).write_text(text.replace("{dir}", str(tmp_path)))
     code, printed = run_command(module, [arg.replace("{dir}", str(tmp_path)) for arg in argv], capsys)
-    assert code == exit_code, printed
+    assert str(code) == str(exit_code), printed
     assert any(pattern(line).match(text) for text in printed), f"{line!r} not in:\n" + "\n".join(printed)
