@@ -1,5 +1,6 @@
-"""The lines a running worker prints, not on bad input, each made by a scene over the fakes of tests/unit/fakes.py
-for test_troubleshooting.py. A scene prints what the user reads and returns the page's exit column."""
+"""The lines printed while things run, not on bad input: the worker's, each made by a scene over the fakes of
+tests/unit/fakes.py (a scene prints what the user reads and returns the page's exit column), and the subcommands'
+when a cluster does not answer, for test_troubleshooting.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 import tempfile
 import threading
 
-from tests.unit.troubleshooting_cases import case
+from tests.unit.troubleshooting_cases import NOWHERE, SPEC_FLAGS, WORKER, case, with_mirror_keys
 
 GOES_ON = "none: the worker goes on"
 
@@ -39,6 +40,20 @@ def stuck_shutdown() -> str:
     return "0, or the failure's code"
 
 
+def unanswered_group_read() -> int:
+    """translate-offsets reads the group's offsets from a source that does not answer (within 0.5 s here, 30 s
+    in the command)."""
+    from mirror_worker.clients import factory
+    from mirror_worker.commands.base import EXIT_FATAL, fail
+    from mirror_worker.dr.offset_translation import TranslationError, group_offsets
+
+    try:
+        group_offsets(factory.admin_client({"bootstrap.servers": NOWHERE}), "g", "source 'east'", timeout=0.5)
+    except TranslationError as exc:
+        return fail(str(exc), EXIT_FATAL)
+    return 0
+
+
 CASES = {
     # the worker at run time
     "mirror_worker: data loss on source …: …; …": case(data_lost_before_mirrored, exit_code=GOES_ON),
@@ -46,4 +61,9 @@ CASES = {
                                                                           exit_code=GOES_ON),
     "mirror_worker: shutdown did not finish within …s (a cluster unreachable?): exiting without the final commit; "
     "what it held is mirrored again after a restart": case(stuck_shutdown, exit_code="0, or the failure's code"),
+    # the subcommands against clusters that do not answer
+    "mirror_worker: source …: topics not listed: …": case(WORKER, "sync-acls", *SPEC_FLAGS, exit_code=1),
+    "mirror_worker: cannot reach source …: …": case(WORKER, "sync-group-offsets", *SPEC_FLAGS, exit_code=1,
+                                                    spec_yaml=with_mirror_keys("preserve-partitions: true")),
+    "mirror_worker: cannot read group … on …: …": case(unanswered_group_read, exit_code=1),
 }
