@@ -123,7 +123,8 @@ def scan(packages: tuple[str, ...] = PACKAGES, root: Path = ROOT) -> tuple[Site,
 
 # -- the page's side ----------------------------------------------------------------------------------------
 
-_ROW = re.compile(r"^\| `([^`]+)` \| ([^|]+) \|", re.MULTILINE)
+# A row's line in backquotes, or in double ones with a space inside (a line that holds a backquote itself).
+_ROW = re.compile(r"^\| (?:`` (.+?) ``|`([^`]+)`) \| ([^|]+) \|", re.MULTILINE)
 _PREFIX = re.compile(r"^(?:" + "|".join(PREFIXES) + r"): ")
 _LEADING_CONTEXT = re.compile(r"^(?:…:? )*")
 # A family's line says more than its placeholders: at least this many characters of text (a line such as
@@ -133,7 +134,8 @@ MIN_LITERAL = 8
 
 def documented_exit_codes() -> dict[str, str]:
     """The error lines of the page's tables (each row's first column, in backquotes) and their exit column."""
-    rows = _ROW.findall(PAGE.read_text(encoding="utf-8"))
+    text = PAGE.read_text(encoding="utf-8")
+    rows = [(doubled or single, exit_code) for doubled, single, exit_code in _ROW.findall(text)]
     assert len(rows) == len(dict(rows)), "a line documented twice"
     return dict(rows)
 
