@@ -48,7 +48,7 @@ CASES = {
     "mirror_worker: spec file not found: …": case(WORKER, "--config", "{dir}/none.yaml"),
     "mirror_worker: spec file unreadable: …: …": case(WORKER, "--config", "{dir}"),
     "mirror_worker: …: line … invalid YAML: …": case(WORKER, *SPEC_FLAGS, spec_yaml="groups: [\n"),
-    "mirror_worker: …: a mapping with … is expected": case(WORKER, *SPEC_FLAGS, spec_yaml="- a\n"),
+    "mirror_worker: …: a mapping with `groups` is expected": case(WORKER, *SPEC_FLAGS, spec_yaml="- a\n"),
     "mirror_worker: …: groups: a non-empty list is required": case(WORKER, *SPEC_FLAGS, spec_yaml="groups: []\n"),
     "mirror_worker: …: no mirrors defined": case(WORKER, *SPEC_FLAGS, spec_yaml=SPEC.split("    mirrors:")[0]),
     "mirror_worker: …: mirror …: the name is used twice": case(
@@ -168,7 +168,7 @@ CASES = {
     "mirror_worker: …: … refused; add … to allow-insecure to accept it": case(
         WORKER, *SPEC_FLAGS, spec_yaml=with_source_kafka(
             "security.protocol: SASL_PLAINTEXT, sasl.mechanism: PLAIN, sasl.username: u, sasl.password: p")),
-    "mirror_worker: …: expected …<LoginModule class> required key=\"value\" ...;…": case(
+    'mirror_worker: …: expected `<LoginModule class> required key="value" ...;`': case(
         WORKER, *SPEC_FLAGS, spec_yaml=with_source_kafka("sasl.jaas.config: nonsense")),
     "mirror_worker: …: OAuthBearerLoginModule is not translated; set librdkafka's sasl.oauthbearer.* keys "
     "instead": case(
