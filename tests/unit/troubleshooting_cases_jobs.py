@@ -15,6 +15,27 @@ from tests.unit.troubleshooting_cases import (
     with_source_kafka,
 )
 
+
+def connector_missing() -> int:
+    """The catch-up's Spark session asks for Kafka's connector where SPARK_KAFKA_JARS points, an empty folder: the
+    job's last line, as its main prints a failure."""
+    import sys
+
+    from spark_jobs.catchup.job import failure_line
+    from spark_jobs.common.connector import (
+        JARS_VARIABLE,
+        KafkaConnectorMissing,
+        kafka_connector,
+    )
+
+    try:
+        kafka_connector({}, {JARS_VARIABLE: "."})
+    except KafkaConnectorMissing as exc:
+        print(f"catchup: failed: {failure_line(exc)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 CASES = {
     # the Spark jobs: both
     "catchup: --source.bootstrap.servers is required (or --config mirrors.yaml --mirror NAME)": case(
@@ -65,4 +86,6 @@ CASES = {
         CHECK, *CHECK_FLAGS, "--from-timestamp", "yesterday"),
     "consistency_check: …: … is before 1970-01-01T00:00:00Z": case(
         CHECK, *CHECK_FLAGS, "--from-timestamp", "1969-12-31T00:00:00Z"),
+    "catchup: failed: KafkaConnectorMissing: … connector jar missing in … (…): put its jars there, or unset … to let "
+    "Spark resolve it (spark.jars.packages)": case(connector_missing, exit_code=1),
 }

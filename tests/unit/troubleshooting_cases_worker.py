@@ -170,6 +170,8 @@ CASES = {
             "security.protocol: SASL_PLAINTEXT, sasl.mechanism: PLAIN, sasl.username: u, sasl.password: p")),
     'mirror_worker: …: expected `<LoginModule class> required key="value" ...;`': case(
         WORKER, *SPEC_FLAGS, spec_yaml=with_source_kafka("sasl.jaas.config: nonsense")),
+    "mirror_worker: …: … needs username and password": case(WORKER, *SPEC_FLAGS, spec_yaml=with_source_kafka(
+        "sasl.jaas.config: 'org.apache.kafka.common.security.plain.PlainLoginModule required;'")),
     "mirror_worker: …: OAuthBearerLoginModule is not translated; set librdkafka's sasl.oauthbearer.* keys "
     "instead": case(
         WORKER, *SPEC_FLAGS, spec_yaml=with_source_kafka(

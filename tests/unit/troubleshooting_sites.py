@@ -128,7 +128,7 @@ _ROW = re.compile(r"^\| (?:`` (.+?) ``|`([^`]+)`) \| ([^|]+) \|", re.MULTILINE)
 _PREFIX = re.compile(r"^(?:" + "|".join(PREFIXES) + r"): ")
 _LEADING_CONTEXT = re.compile(r"^(?:…:? )*")
 # A family's line says more than its placeholders: at least this many characters of text (a line such as
-# `…: …` would stand for every template).
+# `…: …` would stand for every template); the same for a template standing for a documented line.
 MIN_LITERAL = 8
 
 
