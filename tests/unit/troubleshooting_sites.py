@@ -25,13 +25,14 @@ USER_FACING_ROOTS = {"MirrorError", "JobInputError", "KafkaConnectorMissing", "C
 # their ValueError into the spec's one-line ConfigError), and the operators' RuntimeError (the task's failure).
 USER_FACING_IN = {"ValueError": ("mirror_worker/config/", "plugins/mirror_airflow/settings.py"),
                   "RuntimeError": ("plugins/mirror_airflow/operators/", "plugins/mirror_airflow/notifications/")}
-# Subclasses of the roots whose message never reaches a user as a line of its own: each is caught inside the
-# code that raises it and turned into another outcome.
+# Subclasses of the roots whose message never reaches a user as a line of its own: each is caught where it is
+# called and turned into another outcome.
 INTERNAL = {
-    # exactly-once transaction states: the stream retries, re-fences or halts the partition (a halt line)
-    "TransactionAborted": "retried or turned into a partition halt by exactly_once/stream_transaction.py",
-    "ProducerFenced": "the stream re-opens its producer (exactly_once/stream_transaction.py)",
-    "TransactionPending": "the stream retries the commit or abort (exactly_once/stream_transaction.py)",
+    # exactly-once transaction outcomes, handled by engine/transaction_cycle.py (and the catch-up's
+    # spark_jobs/catchup/eos.py): the partitions are re-sent from their committed positions or fenced anew
+    "TransactionAborted": "its records are re-sent from the committed positions",
+    "ProducerFenced": "the stream is fenced anew (another owner, or its producer replaced)",
+    "TransactionPending": "the commit or abort is tried again within the shutdown's bound",
     # a clean stop (exit 0, logged), not an error
     "StoppedBeforeStart": "commands/runner.py logs it and exits 0",
 }
