@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from mirror_worker.config.placeholders import SECRETS_DIRS_VARIABLE
 from tests.unit.troubleshooting_cases import MIRROR, SOURCE, SPEC, case, with_mirror_keys
 
 IMPORT_ERROR = "DAG import error"
@@ -36,14 +37,17 @@ def with_airflow(text: str) -> str:
     return with_mirror_keys(f"airflow: {text}")
 
 
-def connection(hook: str, fields: str) -> str:
+def connection(hook: str, fields: str, secrets_dirs: str = "") -> str:
     """A task's hook (`kafka` or `schema_registry`) builds its client from connection `trouble` (`fields`: its
-    JSON form, as AIRFLOW_CONN_TROUBLE gives it, less its type)."""
+    JSON form, as AIRFLOW_CONN_TROUBLE gives it, less its type) on a host whose MIRROR_SECRETS_DIRS is
+    `secrets_dirs` (none: unset)."""
     from mirror_airflow.hooks.kafka import KafkaHook
     from mirror_airflow.hooks.schema_registry import SchemaRegistryHook
 
     from mirror_worker.api import ConfigError
 
+    if secrets_dirs:
+        os.environ[SECRETS_DIRS_VARIABLE] = secrets_dirs
     os.environ["AIRFLOW_CONN_TROUBLE"] = json.dumps({"conn_type": "kafka" if hook == "kafka" else "http",
                                                       **json.loads(fields)})
     try:
@@ -52,6 +56,7 @@ def connection(hook: str, fields: str) -> str:
         print(exc, file=sys.stderr)
     finally:
         del os.environ["AIRFLOW_CONN_TROUBLE"]
+        os.environ.pop(SECRETS_DIRS_VARIABLE, None)
     return TASK_FAILS
 
 
@@ -103,4 +108,17 @@ CASES = {
     "Airflow connection …: basic.auth.user.info is set both in extra and as the login/password": case(
         connection, "schema_registry", conn(login="u", password="p", extra=json.dumps({"basic.auth.user.info": "a:b"}),
                                             **REGISTRY), exit_code=TASK_FAILS),
+    "Airflow connection …: …: placeholders are off in an Airflow connection: the host names no secrets directory "
+    "(MIRROR_SECRETS_DIRS)": case(connection, "kafka", conn(login="u", password="${file:/s.properties:pw}", **SASL),
+                                  exit_code=TASK_FAILS),
+    "Airflow connection …: … is outside the secrets directories (MIRROR_SECRETS_DIRS): refused": case(
+        connection, "kafka", conn(login="u", password="${file:/etc/s.properties:pw}", **SASL), "{dir}",
+        exit_code=TASK_FAILS),
+    "Airflow connection …: … runs or loads code on the host: not accepted from a connection": case(
+        connection, "kafka", conn(extra=json.dumps({"bootstrap.servers": "127.0.0.1:1",
+                                                    "sasl.kerberos.kinit.cmd": "kinit"})), exit_code=TASK_FAILS),
+    "Airflow connection …: …: a connection's key files are read only inside MIRROR_SECRETS_DIRS, which this host "
+    "does not set": case(connection, "kafka", conn(extra=json.dumps({"bootstrap.servers": "127.0.0.1:1",
+                                                                     "ssl.key.location": "/k.pem"})),
+                         exit_code=TASK_FAILS),
 }

@@ -75,6 +75,11 @@ CASES = {
     "producer settings": case(WORKER, *SPEC_FLAGS, spec_yaml=with_mirror_keys("delivery: exactly-once").replace(
         f'destination: {{kafka: {{bootstrap.servers: "{NOWHERE}"',
         f'destination: {{kafka: {{bootstrap.servers: "{NOWHERE}", transactional.id: t')),
+    "mirror_worker: …: mirror …: exactly one of whitelist and blacklist is required": case(
+        WORKER, *SPEC_FLAGS, spec_yaml=SPEC.replace('        whitelist: "orders"\n', "")),
+    "mirror_worker: …: mirror …: …: credentials in a schema registry URL are refused: give them as "
+    "basic.auth.user.info in the registry's settings, from a ${file:...} placeholder": case(
+        WORKER, *SPEC_FLAGS, spec_yaml=with_registry("source", 'schema-registry-url: "https://u:p@127.0.0.1:1"')),
     "mirror_worker: …: mirror …: prefix and topic_map cannot be combined": case(
         WORKER, *SPEC_FLAGS, spec_yaml=with_mirror_keys("prefix: x.\ntopic-map: {orders: o}")),
     "mirror_worker: …: groups[…]: a mapping is expected": case(WORKER, *SPEC_FLAGS, spec_yaml="groups: [3]\n"),
