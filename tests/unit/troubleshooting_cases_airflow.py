@@ -15,6 +15,7 @@ from tests.unit.troubleshooting_cases import MIRROR, SOURCE, SPEC, case, with_mi
 
 IMPORT_ERROR = "DAG import error"
 TASK_FAILS = "the task fails"
+FAILS_AT_ONCE = "the task fails, not retried"
 
 
 def dag_import(mirror: str = "orders", check_rendered_in: str | None = None) -> str:
@@ -62,6 +63,26 @@ def connection(hook: str, fields: str, secrets_dirs: str = "") -> str:
 
 def conn(**fields) -> str:
     return json.dumps(fields)
+
+
+def failover_task(task: str, params: str) -> str:
+    """A failover DAG's task (`approve`: by the user who triggered the run, the only approver; `impact`: with
+    the run's params, JSON) fails the run at once."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import AirflowFailException
+    from mirror_airflow.operators.failover import FailoverApprovalOperator, FailoverImpactOperator
+
+    try:
+        if task == "approve":
+            FailoverApprovalOperator(task_id="approve", subject="failover", approvers=[{"id": "ann", "name": "ann"}]
+                                     ).execute({"dag_run": SimpleNamespace(triggering_user_name="ann")})
+        else:
+            FailoverImpactOperator(task_id="impact", spec_path="spec.yaml", mirror_name="orders").execute(
+                {"params": json.loads(params)})
+    except AirflowFailException as exc:
+        print(exc, file=sys.stderr)
+    return FAILS_AT_ONCE
 
 
 KAFKA = {"extra": json.dumps({"bootstrap.servers": "127.0.0.1:1"})}
@@ -121,4 +142,11 @@ CASES = {
     "does not set": case(connection, "kafka", conn(extra=json.dumps({"bootstrap.servers": "127.0.0.1:1",
                                                                      "ssl.key.location": "/k.pem"})),
                          exit_code=TASK_FAILS),
+    # Airflow: the failover
+    "the failover needs an approver other than …, who triggered it: add one to airflow.failover-approvers": case(
+        failover_task, "approve", "{}", exit_code=FAILS_AT_ONCE),
+    "group …: the mirror's own group, not a consumer group": case(
+        failover_task, "impact", '{"groups": "kafka-mirror.orders"}', exit_code=FAILS_AT_ONCE),
+    "no consumer group selected: give param groups (comma list) and/or group_pattern (a regex matching group ids on "
+    "the source)": case(failover_task, "impact", '{"groups": ""}', exit_code=FAILS_AT_ONCE),
 }
