@@ -11,7 +11,7 @@ SPEC = f"""groups:
     mirrors:
       - name: orders
         whitelist: "orders"
-        startup-timeout-s: 2
+        startup-timeout-s: 1
 """
 MIRROR = "      - name: orders\n"
 SOURCE = f'source: {{name: east, kafka: {{bootstrap.servers: "{NOWHERE}"}}}}'
@@ -39,7 +39,7 @@ def with_registry(side: str, text: str) -> str:
 def with_reverse(text: str = "", forward: str = "provenance-headers: true") -> str:
     """The spec with a failback mirror `back` of `orders` (its keys: `text`; the forward mirror's: `forward`)."""
     keys = "".join(f"        {line}\n" for line in text.splitlines())
-    return (with_mirror_keys(forward) + "      - name: back\n        startup-timeout-s: 2\n"
+    return (with_mirror_keys(forward) + "      - name: back\n        startup-timeout-s: 1\n"
             + (keys or "        reverse-of: orders\n"))
 
 
