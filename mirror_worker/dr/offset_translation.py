@@ -87,6 +87,8 @@ def group_offsets(admin, group: str, where: str, timeout: float = 30.0,
         committed = future.result(timeout).topic_partitions or []
     except KafkaException as exc:
         raise TranslationError(f"cannot read group {group!r} on {where}: {exc.args[0].str()}") from None
+    except TimeoutError:  # the future's own wait (concurrent.futures.TimeoutError is the builtin since 3.11)
+        raise TranslationError(f"cannot read group {group!r} on {where}: no answer within {timeout:g}s") from None
     return {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0 and tp.error is None}
 
 

@@ -1,73 +1,58 @@
 """docs/operations/troubleshooting.md against the code: every error line the page lists is printed by its command,
-run here with the input the page names as the cause (no server: the clusters are 127.0.0.1:1), and every case
-here is on the page. `…` on the page stands for any text."""
+run here in this process through its entry point with the input the page names as the cause (no server: the
+clusters are 127.0.0.1:1; the inputs: troubleshooting_cases*.py), and every case there is on the page. `…` on the
+page stands for any text."""
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
-from pathlib import Path
+import importlib
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "docs" / "operations" / "troubleshooting.md"
-NOWHERE = "127.0.0.1:1"
-SPEC = f"""groups:
-  - name: g
-    source: {{name: east, kafka: {{bootstrap.servers: "{NOWHERE}"}}}}
-    destination: {{kafka: {{bootstrap.servers: "{NOWHERE}"}}}}
-    mirrors:
-      - name: orders
-        whitelist: "orders"
-        startup-timeout-s: 2
-"""
-WORKER = [sys.executable, "-m", "mirror_worker"]
-FLAGS = [*WORKER, "--consumer.config", "{dir}/c.properties", "--producer.config", "{dir}/p.properties"]
+from mirror_worker.config.placeholders import SECRETS_DIRS_VARIABLE
+from tests.unit import (
+    troubleshooting_cases_airflow,
+    troubleshooting_cases_devstack,
+    troubleshooting_cases_jobs,
+    troubleshooting_cases_runtime,
+    troubleshooting_cases_worker,
+)
+from tests.unit.troubleshooting_cases import CONSUMER, PRODUCER, SPEC, FakeCluster
+from tests.unit.troubleshooting_sites import documented_exit_codes, pattern
 
-# documented line -> the command that prints it ({dir}: a folder holding c.properties, p.properties, spec.yaml,
-# unknown.yaml)
-CASES = {
-    "mirror_worker: --consumer.config is required (one per source cluster)": [*WORKER, "--whitelist", "a"],
-    "mirror_worker: unrecognized arguments: …": [*WORKER, "--bogus"],
-    "mirror_worker: argument …: invalid int value: …": [*FLAGS, "--whitelist", "a", "--num.streams", "two"],
-    "mirror_worker: config file not found: …": [*WORKER, "--consumer.config", "{dir}/none", "--producer.config",
-                                                "{dir}/p.properties", "--whitelist", "a"],
-    "mirror_worker: whitelist: invalid regex …": [*FLAGS, "--whitelist", "("],
-    "mirror_worker: spec file not found: …": [*WORKER, "--config", "{dir}/none.yaml"],
-    "mirror_worker: …: mirror '…': …: unknown key (did you mean …?)": [*WORKER, "--config", "{dir}/unknown.yaml"],
-    "mirror_worker: …: no mirror named '…' (have: …)": [*WORKER, "--config", "{dir}/spec.yaml", "--mirror", "nope"],
-    "mirror_worker: destination cluster unreachable within …s: …": [*WORKER, "--config", "{dir}/spec.yaml"],
-    "mirror_worker: source '…' cluster unreachable within …s: …": [*WORKER, "--config", "{dir}/spec.yaml"],
-    "consistency_check: the following arguments are required: …": [sys.executable, "-m",
-                                                                    "spark_jobs.consistency_check", "--topics", "a"],
-    "catchup: --source.bootstrap.servers is required (or --config mirrors.yaml --mirror NAME)": [
-        sys.executable, "-m", "spark_jobs.catchup", "--topics", "a"],
-}
+PARTS = (troubleshooting_cases_worker.CASES, troubleshooting_cases_runtime.CASES, troubleshooting_cases_jobs.CASES,
+         troubleshooting_cases_airflow.CASES, troubleshooting_cases_devstack.CASES)
+CASES = {line: case for part in PARTS for line, case in part.items()}
+assert len(CASES) == sum(map(len, PARTS)), "a line in two case modules"
 
 
-def documented_lines() -> list[str]:
-    return re.findall(r"^\| `([^`]+)` \|", PAGE.read_text(encoding="utf-8"), re.MULTILINE)
+def test_the_page_lists_exactly_the_cases_run_here_with_their_exit_codes():
+    assert documented_exit_codes() == {line: str(exit_code) for line, (_, _, exit_code, _, _) in CASES.items()}
 
 
-def pattern(line: str) -> re.Pattern:
-    return re.compile("^" + ".+".join(re.escape(part) for part in line.split("…")) + "$")
-
-
-def test_the_page_lists_exactly_the_cases_run_here():
-    assert sorted(documented_lines()) == sorted(CASES)
+def run_command(command, argv: list[str], capsys) -> tuple[int | str, list[str]]:
+    """The command's main (a module's) or a scene (a function) in this process: its exit code (a scene: the page's
+    exit column) and the plain lines of its stderr (the clients' own JSON log lines may come first)."""
+    main = command if callable(command) else importlib.import_module(command).main
+    try:
+        code = main(*argv) if callable(command) else main(argv)
+    except SystemExit as exc:  # argparse's own exits (--help), should a case reach one
+        code = exc.code
+    printed = [text for text in capsys.readouterr().err.splitlines() if text and not text.startswith("{")]
+    return code, printed
 
 
 @pytest.mark.parametrize("line", sorted(CASES))
-def test_the_command_prints_the_documented_line_and_exits_2(line, tmp_path):
-    (tmp_path / "c.properties").write_text(f"bootstrap.servers={NOWHERE}\ngroup.id=g\n")
-    (tmp_path / "p.properties").write_text(f"bootstrap.servers={NOWHERE}\n")
-    (tmp_path / "spec.yaml").write_text(SPEC)
-    (tmp_path / "unknown.yaml").write_text(SPEC.replace("whitelist:", "prefx: x.\n        whitelist:"))
-    argv = [arg.replace("{dir}", str(tmp_path)) for arg in CASES[line]]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    # The client's own JSON log lines may come first; the command's error lines are the plain ones.
-    printed = [text for text in done.stderr.splitlines() if text and not text.startswith("{")]
-    assert done.returncode == 2, done.stderr[-2000:]
+def test_the_command_prints_the_documented_line(line, tmp_path, capsys, monkeypatch):
+    module, argv, exit_code, files, cluster = CASES[line]
+    monkeypatch.chdir(tmp_path)
+    if cluster is not False:
+        monkeypatch.setattr("spark_jobs.common.kafka_meta.kafka_consumer", FakeCluster(cluster).consumer)
+    monkeypatch.delenv("TROUBLESHOOTING_UNSET", raising=False)
+    monkeypatch.delenv(SECRETS_DIRS_VARIABLE, raising=False)  # placeholders as on a host that names none
+    written = {"c.properties": CONSUMER, "p.properties": PRODUCER, "spec.yaml": SPEC, **files}
+    for name, text in written.items():
+        (tmp_path / name).write_text(text.replace("{dir}", str(tmp_path)))
+    code, printed = run_command(module, [arg.replace("{dir}", str(tmp_path)) for arg in argv], capsys)
+    assert str(code) == str(exit_code), printed
     assert any(pattern(line).match(text) for text in printed), f"{line!r} not in:\n" + "\n".join(printed)

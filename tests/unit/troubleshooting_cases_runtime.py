@@ -1,0 +1,69 @@
+"""The lines printed while things run, not on bad input: the worker's, each made by a scene over the fakes of
+tests/unit/fakes.py (a scene prints what the user reads and returns the page's exit column), and the subcommands'
+when a cluster does not answer, for test_troubleshooting.py."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import threading
+
+from tests.unit.troubleshooting_cases import NOWHERE, SPEC_FLAGS, WORKER, case, with_mirror_keys
+
+GOES_ON = "none: the worker goes on"
+
+
+def data_lost_before_mirrored() -> str:
+    """The group committed offset 2 of t[0], whose records before 5 were deleted since: the partition halts."""
+    from tests.unit.fakes import assign, make_worker, records
+
+    worker, stream, _, _ = make_worker({("t", 0): records("t", 0, range(5, 8))}, low={("t", 0): 5},
+                                       committed={("t", 0): (2, "id-t")})
+    assign(worker, stream, ("t", 0))
+    return GOES_ON
+
+
+def stuck_shutdown() -> str:
+    """A close that does not return within its bound (a cluster that stopped answering)."""
+    from mirror_worker.commands.runner import close_within
+
+    release, captured = threading.Event(), sys.stderr
+    with tempfile.TemporaryFile("w+") as stderr:  # the stacks it dumps need a file with a descriptor
+        sys.stderr = stderr
+        try:
+            close_within(lambda: release.wait(30), 0.1, "m")
+        finally:
+            sys.stderr = captured
+            release.set()
+        stderr.seek(0)
+        captured.write(stderr.read())
+    return "0, or the failure's code"
+
+
+def unanswered_group_read() -> int:
+    """translate-offsets reads the group's offsets from a source that does not answer (within 0.5 s here, 30 s
+    in the command)."""
+    from mirror_worker.clients import factory
+    from mirror_worker.commands.base import EXIT_FATAL, fail
+    from mirror_worker.dr.offset_translation import TranslationError, group_offsets
+
+    try:
+        group_offsets(factory.admin_client({"bootstrap.servers": NOWHERE}), "g", "source 'east'", timeout=0.5)
+    except TranslationError as exc:
+        return fail(str(exc), EXIT_FATAL)
+    return 0
+
+
+CASES = {
+    # the worker at run time
+    "mirror_worker: data loss on source …: …; …": case(data_lost_before_mirrored, exit_code=GOES_ON),
+    "mirror_worker: partition …[…] of source … halted at offset …: …": case(data_lost_before_mirrored,
+                                                                          exit_code=GOES_ON),
+    "mirror_worker: shutdown did not finish within …s (a cluster unreachable?): exiting without the final commit; "
+    "what it held is mirrored again after a restart": case(stuck_shutdown, exit_code="0, or the failure's code"),
+    # the subcommands against clusters that do not answer
+    "mirror_worker: source …: topics not listed: …": case(WORKER, "sync-acls", *SPEC_FLAGS, exit_code=1),
+    "mirror_worker: cannot reach source …: …": case(WORKER, "sync-group-offsets", *SPEC_FLAGS, exit_code=1,
+                                                    spec_yaml=with_mirror_keys("preserve-partitions: true")),
+    "mirror_worker: cannot read group … on …: …": case(unanswered_group_read, exit_code=1),
+}
