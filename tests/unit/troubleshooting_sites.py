@@ -35,6 +35,7 @@ INTERNAL = {
     "TransactionPending": "the commit or abort is tried again within the shutdown's bound",
     # a clean stop (exit 0, logged), not an error
     "StoppedBeforeStart": "commands/runner.py logs it and exits 0",
+    "StopInterrupted": "commands/runner.py logs it and exits 0 (a stop during an exactly-once wait on the destination)",
 }
 PREFIXES = ("mirror_worker", "catchup", "consistency_check", "devstack", "demo", "dag_factory")
 DYNAMIC = "<dynamic>"
