@@ -35,9 +35,7 @@ from mirror_worker.clients.callbacks import ClientSettings, error_text, fatal_re
 from mirror_worker.clients.coordinator_admin import IsolatingAdmin
 from mirror_worker.clients.health import DESTINATION, STATISTICS_INTERVAL_MS
 from mirror_worker.config.inflight import LOOPBACK_QUEUE_SIZE, InflightSizes
-from mirror_worker.config.librdkafka import (
-    LIBRDKAFKA_MESSAGE_MAX_BYTES, connection_settings, fitted_to_topics,
-)
+from mirror_worker.config.librdkafka import connection_settings
 from mirror_worker.config.model import MirrorConfig
 from mirror_worker.dr.acl_admin import worker_acl_sync
 from mirror_worker.dr.failback import FailbackStart, worker_failback_start
@@ -56,6 +54,7 @@ from mirror_worker.engine.housekeeping import Housekeeping
 from mirror_worker.engine.inflight import choose_inflight
 from mirror_worker.engine.hot_path import BatchMirror
 from mirror_worker.engine.producer_set import ProducerSet
+from mirror_worker.engine.producer_sizing import ProducerSizing
 from mirror_worker.engine.run_state import RunState
 from mirror_worker.engine.source_contact import SourceContact
 from mirror_worker.engine.source_stream import SourceStream
@@ -94,18 +93,17 @@ class MirrorWorker:
         self.metrics = metrics or MirrorMetrics(config.name)
         self.clock = clock
         self.state = RunState(config.shutdown_timeout_s, clock)
+        self._label = {"mirror": config.name}
         # Records in flight across the producers: the configured queue_size, else sized at start() from the
         # destination's round trip (engine/inflight.py); until then (unit tests that only assemble) the near default.
-        self.queue_size = config.queue_size or LOOPBACK_QUEUE_SIZE
-        self.producer_queue_kbytes: int | None = None  # each producer's queue.buffering.max.kbytes, from the budget
-        self.batch_size = _batch_size(self.queue_size)
+        self.sizing = ProducerSizing(config.producer, config.queue_size or LOOPBACK_QUEUE_SIZE, self._label)
+        self.batch_size = _batch_size(self.sizing.queue_size)
         self.backlog = Backlog()  # exactly-once: whether the loop is behind its sources (the cycles' spacing)
         self.router = Router(
             # Exactly-once: each source's one transactional producer (the stream's producers[0]).
             config.naming_policy(), config.preserve_partitions, config.preserve_order,
             1 if config.exactly_once else config.num_producers,
         )
-        self._label = {"mirror": config.name}
         self.clients = ClientSettings(self.metrics, self._label, self.state, self._on_delivery_error)
         self.halts = Halts(self.metrics, self._label, config.dead_letter_topic,
                            lambda topic, partition: self.router.route(topic, partition).producer_index,
@@ -120,14 +118,10 @@ class MirrorWorker:
         self.producer_set = ProducerSet(self.producers, self.streams, config.exactly_once, self.metrics, self._label)
         self.stalls = StallWatch(self.streams, self.metrics, self._label, stall_after_s, clock,
                                  in_flight=self.producer_set.in_flight)
-        self.backpressure = Backpressure(self.streams, self.producer_set.all, self.queue_size, self.batch_size,
+        self.backpressure = Backpressure(self.streams, self.producer_set.all, self.sizing.queue_size, self.batch_size,
                                          self.metrics, self._label, self.state, clock, on_wait=self.stalls.check,
                                          serve=self.producer_set.serve)
         self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
-        # The mirrored records' producers' batch.size, fitted to the destination topics by fit_batches: the
-        # configured one or lower; unnamed, what the topics take (config/librdkafka.py fitted_to_topics).
-        self.batch_bytes = int(fitted_to_topics(config.producer, [])["batch.size"])
-        self.message_max_bytes: int | None = None  # raised by fit_batches above librdkafka's default when needed
         # Built by start(): they need the clients.
         self.commits: CommitCycle
         self.assignment: PartitionAssignment
@@ -230,9 +224,9 @@ class MirrorWorker:
 
     def resize(self, sizes: InflightSizes) -> None:
         """Take the in-flight sizes chosen for the destination's round trip, before any producer is made."""
-        self.queue_size = self.backpressure.queue_size = sizes.queue_size
+        self.sizing.resize(sizes)
+        self.backpressure.queue_size = sizes.queue_size
         self.batch_size = self.backpressure.batch_size = _batch_size(sizes.queue_size)
-        self.producer_queue_kbytes = sizes.producer_queue_kbytes
 
     def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
         return (f"its exactly-once position is gone from the destination (group {POSITIONS_GROUP}, "
@@ -246,51 +240,17 @@ class MirrorWorker:
 
     def _producer_settings(self, settings: dict) -> dict:
         # The mirrored records' producers get the fitted batch.size and message.max.bytes (see fit_batches).
-        fitted = self._fitted() if settings is self.config.producer else None
+        fitted = self.sizing.fitted() if settings is self.config.producer else None
         if self.config.metrics_port is not None:  # what they see of the destination (clients/health.py)
             settings = {"statistics.interval.ms": STATISTICS_INTERVAL_MS, **settings}
         return self.clients.producer(settings, fitted)
 
-    def _fitted(self) -> dict[str, str]:
-        fitted = {"batch.size": str(self.batch_bytes)}
-        if self.message_max_bytes is not None:
-            fitted["message.max.bytes"] = str(self.message_max_bytes)
-        named = self.config.producer
-        if "queue.buffering.max.messages" not in named:
-            fitted["queue.buffering.max.messages"] = str(self.queue_size)
-        if self.producer_queue_kbytes is not None and "queue.buffering.max.kbytes" not in named:
-            # Never under two of the largest records or batches: one larger than the bound is refused forever.
-            largest = max(self.message_max_bytes or LIBRDKAFKA_MESSAGE_MAX_BYTES, self.batch_bytes)
-            fitted["queue.buffering.max.kbytes"] = str(max(self.producer_queue_kbytes, 2 * largest // 1024 + 1))
-        return fitted
-
     def fit_batches(self, limits) -> None:
-        """Keep the producers' batch.size within the smallest max.message.bytes of the destination topics (and,
-        unless the settings name one, as large as they take: batch_size_for), and their message.max.bytes
-        above the largest (librdkafka refuses a larger record itself, 1 MB by default).
-
-        message.max.bytes only goes up. The producers are replaced once everything they hold was delivered (a
-        flush, or exactly-once a commit of every partition's transaction), so no record is lost or reordered.
-        `limits` are every destination topic's known so far.
-        """
-        limits = list(limits)
-        fitted = fitted_to_topics(self.config.producer, limits)  # as the catch-up's producers are fitted
-        wanted = int(fitted["batch.size"])
-        largest = int(fitted["message.max.bytes"]) if "message.max.bytes" in fitted else None
-        if largest is not None and largest <= (self.message_max_bytes or 0):
-            largest = None
-        if wanted == self.batch_bytes and largest is None:
+        """Refit the producers to the destination topics' limits (engine/producer_sizing.py). The producers are
+        replaced once everything they hold was delivered (a flush, or exactly-once a commit of every partition's
+        transaction), so no record is lost or reordered."""
+        if not self.sizing.refit(limits):
             return
-        if wanted != self.batch_bytes:
-            log.info(f"producer batch.size {'lowered' if wanted < self.batch_bytes else 'raised'} to fit the "
-                     "destination topics", extra={
-                         **self._label, "batch_size": wanted, "smallest_max_message_bytes": min(limits, default=None)})
-        if largest is not None:
-            log.info("producer message.max.bytes raised to fit the destination topics", extra={
-                **self._label, "message_max_bytes": largest, "largest_max_message_bytes": max(limits),
-            })
-            self.message_max_bytes = largest
-        self.batch_bytes = wanted
         if not self.config.exactly_once:
             if self.producers and self.commits.flush(None):
                 self.producers[:] = [factory.producer(self._producer_settings(self.config.producer))
@@ -300,7 +260,7 @@ class MirrorWorker:
         if self.state.fatal is not None:
             return
         for stream in self.streams:
-            stream.transactions.producer_settings.update(self._fitted())
+            stream.transactions.producer_settings.update(self.sizing.fitted())
             stream.transactions.reopen()  # aborts a transaction whose commit did not finish: re-sent below
             for key in sorted(stream.assigned):
                 if stream.ledger.next_offsets.get(key, -1) > stream.ledger.committed.get(key, -1):

@@ -44,23 +44,23 @@ def test_the_budget_and_queue_size_named_in_the_config_win():
 
 def test_the_worker_applies_the_sizes_to_its_loop_and_producers():
     worker = MirrorWorker(_config())
-    assert worker.queue_size == LOOPBACK_QUEUE_SIZE == worker.backpressure.queue_size  # before start: the near size
+    assert worker.sizing.queue_size == LOOPBACK_QUEUE_SIZE == worker.backpressure.queue_size  # before start: the near size
     worker.resize(choose_inflight(worker.config, {DESTINATION: 0.1}, DESTINATION, 0, worker.metrics, {"mirror": "m"}))
     assert worker.backpressure.queue_size == 90_000 and worker.batch_size == worker.backpressure.batch_size == 5000
-    fitted = worker._fitted()
+    fitted = worker.sizing.fitted()
     assert fitted["queue.buffering.max.messages"] == "90000"
-    assert int(fitted["queue.buffering.max.kbytes"]) == worker.producer_queue_kbytes
+    assert int(fitted["queue.buffering.max.kbytes"]) == worker.sizing.producer_queue_kbytes
 
 
 def test_the_producers_byte_bound_stays_above_two_of_the_largest_records():
     worker = MirrorWorker(_config(inflight_budget_bytes=16 * 1024 * 1024))
     worker.resize(choose_inflight(worker.config, {DESTINATION: 0.001}, DESTINATION, 0, worker.metrics, {"mirror": "m"}))
-    worker.message_max_bytes = 64 * 1024 * 1024  # a destination topic takes 64 MB records
-    assert int(worker._fitted()["queue.buffering.max.kbytes"]) > 2 * 64 * 1024
+    worker.sizing.message_max_bytes = 64 * 1024 * 1024  # a destination topic takes 64 MB records
+    assert int(worker.sizing.fitted()["queue.buffering.max.kbytes"]) > 2 * 64 * 1024
 
 
 def test_producer_settings_that_name_the_bounds_keep_them():
     worker = MirrorWorker(_config({"queue.buffering.max.messages": "5000", "queue.buffering.max.kbytes": "2048"}))
     worker.resize(choose_inflight(worker.config, {DESTINATION: 0.05}, DESTINATION, 0, worker.metrics, {"mirror": "m"}))
-    fitted = worker._fitted()
+    fitted = worker.sizing.fitted()
     assert "queue.buffering.max.messages" not in fitted and "queue.buffering.max.kbytes" not in fitted
