@@ -47,6 +47,8 @@ from bench.harness import RESULTS, delete_topics
 from devstack import paths
 
 TOPIC_PARTITIONS = 10
+# Each record's timestamp is its append time on the source (the mirror keeps it): mirror_gap.
+SOURCE_TOPIC_CONFIG = {"message.timestamp.type": "LogAppendTime"}
 
 
 class Worker:
@@ -108,6 +110,8 @@ class Live(threading.Thread):
         # (wall time, records produced but not yet acknowledged by the source) each second: a backlog here means the
         # records' timestamps (taken at produce()) run ahead of the source itself.
         self.queued: list[tuple[float, int]] = []
+        # Each sampled partition's source append times, from the delivery reports (LogAppendTime): mirror_gap.
+        self.appended: dict[str, list[float]] = {f"{t}[{p}]": [] for t, p in sampled}
 
     def run(self) -> None:
         tick, i, start = 0.05, 0, time.monotonic()
@@ -118,7 +122,7 @@ class Live(threading.Thread):
                 self.late.append((round(time.time(), 2), round(time.monotonic() - start, 2)))
             for topic, partition in self.sampled:
                 for _ in range(per_tick_sample):
-                    self._send(topic, partition)
+                    self._send(topic, partition, self._on_delivery)
             for _ in range(per_tick_background):
                 topic, partition = self.partitions[i % len(self.partitions)]
                 i += 1
@@ -139,10 +143,14 @@ class Live(threading.Thread):
              "outbuf_latency_ms": round(b["outbuf_latency"]["avg"] / 1000, 1), "req_timeouts": b["req_timeouts"],
              "txerrs": b["txerrs"], "disconnects": b["disconnects"]} for b in brokers]})
 
-    def _send(self, topic: str, partition: int) -> None:
+    def _on_delivery(self, err, msg) -> None:
+        if err is None:
+            self.appended[f"{msg.topic()}[{msg.partition()}]"].append(msg.timestamp()[1] / 1000)
+
+    def _send(self, topic: str, partition: int, on_delivery=None) -> None:
         while True:
             try:
-                self.producer.produce(topic, b"x" * 100, partition=partition)
+                self.producer.produce(topic, b"x" * 100, partition=partition, on_delivery=on_delivery)
                 return
             except BufferError:
                 self.producer.poll(0.05)
@@ -190,6 +198,8 @@ class Arrivals(threading.Thread):
         path.write_text(json.dumps({name: list(zip(self.times[name], self.created[name])) for name in self.times}))
 
     def longest_gap(self, names: set[str], since: float, until: float) -> tuple[float, str]:
+        """The longest wait between two arrivals of a partition (raw: also counts a live stream the source
+        did not take)."""
         worst = (0.0, "")
         for name in names:
             stamps = [t for t in self.times.get(name, []) if since <= t <= until]
@@ -197,6 +207,42 @@ class Arrivals(threading.Thread):
             gap = max(b - a for a, b in zip(points, points[1:]))
             worst = max(worst, (round(gap, 2), name))
         return worst
+
+    def longest_mirror_gap(self, names: set[str], appended: dict[str, list[float]], since: float,
+                           until: float) -> tuple[float, str]:
+        """The longest wait of a partition on the mirror: mirror_gap over the window, for each of `names`."""
+        worst = (0.0, "")
+        for name in names:
+            gap = mirror_gap(list(zip(self.times.get(name, []), self.created.get(name, []))),
+                             appended.get(name, []), since, until)
+            worst = max(worst, (round(gap, 2), name))
+        return worst
+
+
+def mirror_gap(arrivals: list[tuple[float, float]], appended: list[float], since: float, until: float) -> float:
+    """The longest time within [since, until] that a partition's destination went without a record while its
+    source already had the next one. `arrivals`: (arrival, source append time) of each record read on the
+    destination (source topics stamp LogAppendTime, and the mirror keeps the timestamp); `appended`: the source
+    append times the live producer was acknowledged, for the records not arrived yet.
+
+    Arrivals alone also count the time the live stream's records spent reaching the source: at 1,000 partitions
+    the source broker answered the bench's producer 2-45 s late, and every partition's arrivals stopped with
+    it, whichever worker owned it. Only the wait while the source had the record is the mirror's. Records of a
+    partition arrive in order, so the next to arrive is the next appended. The arrival clock and the source's
+    are the same machine's."""
+    worst, previous, last_appended = 0.0, since, float("-inf")
+    for arrived, source_time in sorted(arrivals):
+        last_appended = max(last_appended, source_time)
+        if arrived <= since:
+            continue
+        worst = max(worst, min(arrived, until) - max(previous, source_time, since))
+        if arrived >= until:
+            return worst
+        previous = arrived
+    waiting = [t for t in appended if t > last_appended]  # on the source, never arrived
+    if waiting and min(waiting) < until:
+        worst = max(worst, until - max(previous, min(waiting), since))
+    return worst
 
 
 def wait_for(condition, what: str, timeout: float) -> float:
@@ -234,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         source, destination = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": source})
         for chunk in range(0, len(topics), 100):
-            for future in admin.create_topics([NewTopic(t, TOPIC_PARTITIONS, 1) for t in topics[chunk:chunk + 100]]).values():
+            for future in admin.create_topics([NewTopic(t, TOPIC_PARTITIONS, 1, config=SOURCE_TOPIC_CONFIG)
+                                                 for t in topics[chunk:chunk + 100]]).values():
                 future.result(120)
         live = Live(source, topics, sampled, args)
         live.start()
@@ -260,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
             kept = {f"{t}[{p}]" for t, p in sampled} - before[0]
             result["kill"] = {"killed_owned": len(before[0]), "moved": moved,
                               "others_lost": sum(len(before[s] - after[s]) for s in after),
-                              "longest_gap_kept_s": arrivals.longest_gap(kept, killed_at - 5, killed_at + 20)}
+                              "longest_gap_kept_s": arrivals.longest_gap(kept, killed_at - 5, killed_at + 20),
+                              "longest_mirror_gap_kept_s": arrivals.longest_mirror_gap(
+                                  kept, live.appended, killed_at - 5, killed_at + 20)}
             workers[0] = Worker(0, args, source, destination, f"{base}-.*", Path(tmp))
             added_at = result["added_at"] = time.time()
             result["add_reassigned_s"] = wait_for(lambda: len(workers[0].owned()) > 0 and everyone(workers),
@@ -269,7 +318,9 @@ def main(argv: list[str] | None = None) -> int:
             final = {w.slot: w.owned() for w in workers}
             stayed = {f"{t}[{p}]" for t, p in sampled} - final[0]
             result["add"] = {"added_owns": len(final[0]), "moved_from_others": sum(len(after[s] - final[s]) for s in after),
-                             "longest_gap_stayed_s": arrivals.longest_gap(stayed, added_at - 5, added_at + 20)}
+                             "longest_gap_stayed_s": arrivals.longest_gap(stayed, added_at - 5, added_at + 20),
+                             "longest_mirror_gap_stayed_s": arrivals.longest_mirror_gap(
+                                 stayed, live.appended, added_at - 5, added_at + 20)}
         finally:
             live.halt.set()
             if arrivals is not None:
