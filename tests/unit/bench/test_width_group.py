@@ -5,7 +5,7 @@ At 1,000 partitions the source broker answered the bench's own producer 2-45 s l
 arrivals counted that as the mirror's (3.8-13.95 s at the kill, 25 s at the add, docs/benchmarks/width.md).
 """
 
-from bench.width_group import mirror_gap
+from bench.width_group import mirror_gap, most_behind
 
 SINCE, UNTIL = 100.0, 125.0
 
@@ -50,3 +50,9 @@ def test_only_the_window_counts():
     # A 10-s stall that ended before the window, and steady copying within it.
     arrivals = [(a, s) for a, s in _steady(80, 130, 0.2) if not 85 <= s < 95] + [(95.1, 85.0)]
     assert mirror_gap(arrivals, [], SINCE, UNTIL) < 0.3
+
+
+def test_the_readers_backlog_is_reported_within_the_window_only():
+    samples = [(95.0, 9000), (101.0, 40), (110.0, 6975), (124.0, 12), (126.0, 8000)]
+    assert most_behind(samples, SINCE, UNTIL) == 6975
+    assert most_behind([], SINCE, UNTIL) == 0
