@@ -16,6 +16,12 @@ is watched), every other partition `--background-rate` records/s in all. Once ev
                partitions that stayed where they were.
 
 Exactly-once arrivals are read read_committed (what its readers see). Writes bench/results/width-group.json.
+
+`--logs DIR` keeps, beside the workers' logs: arrivals.json (each sampled partition's [arrival, record timestamp]
+pairs: the timestamp is the live stream's produce() time, which the mirror keeps), probes.json (each second: the
+live producer's records not yet acknowledged by the source and its librdkafka statistics, and the arrivals
+reader's own backlog) and both Kafka nodes' logs. A gap in arrivals is the mirror's only if the source had the
+records and the reader was not behind.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +47,8 @@ from bench.harness import RESULTS, delete_topics
 from devstack import paths
 
 TOPIC_PARTITIONS = 10
+# Each record's timestamp is its append time on the source (the mirror keeps it): mirror_gap.
+SOURCE_TOPIC_CONFIG = {"message.timestamp.type": "LogAppendTime"}
 
 
 class Worker:
@@ -87,32 +96,61 @@ class Worker:
 class Live(threading.Thread):
     def __init__(self, bootstrap: str, topics: list[str], sampled: list[tuple[str, int]], args) -> None:
         super().__init__(daemon=True)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        # librdkafka's statistics each second (kept with --logs): whether unacknowledged records wait in the
+        # producer's own queue (int_latency) or on the broker (waitresp, rtt).
+        self.stats: list[dict] = []
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "statistics.interval.ms": 1000,
+                                  "stats_cb": self._on_stats})
         self.partitions = [(t, p) for t in topics for p in range(TOPIC_PARTITIONS)]
         self.sampled, self.args = sampled, args
         self.halt = threading.Event()
+        # (wall time, seconds late) of each tick that started more than 0.5 s late: a stall of the live stream
+        # itself shows here, not only as a gap in the destination's arrivals.
+        self.late: list[tuple[float, float]] = []
+        # (wall time, records produced but not yet acknowledged by the source) each second: a backlog here means the
+        # records' timestamps (taken at produce()) run ahead of the source itself.
+        self.queued: list[tuple[float, int]] = []
+        # Each sampled partition's source append times, from the delivery reports (LogAppendTime): mirror_gap.
+        self.appended: dict[str, list[float]] = {f"{t}[{p}]": [] for t, p in sampled}
 
     def run(self) -> None:
         tick, i, start = 0.05, 0, time.monotonic()
         per_tick_sample = max(1, round(self.args.sample_rate * tick))
         per_tick_background = max(1, round(self.args.background_rate * tick))
         while not self.halt.is_set():
+            if time.monotonic() - start > 0.5:
+                self.late.append((round(time.time(), 2), round(time.monotonic() - start, 2)))
             for topic, partition in self.sampled:
                 for _ in range(per_tick_sample):
-                    self._send(topic, partition)
+                    self._send(topic, partition, self._on_delivery)
             for _ in range(per_tick_background):
                 topic, partition = self.partitions[i % len(self.partitions)]
                 i += 1
                 self._send(topic, partition)
             self.producer.poll(0)
+            if not self.queued or time.time() - self.queued[-1][0] >= 1:
+                self.queued.append((round(time.time(), 2), len(self.producer)))
             start += tick
             time.sleep(max(0.0, start - time.monotonic()))
         self.producer.flush(30)
 
-    def _send(self, topic: str, partition: int) -> None:
+    def _on_stats(self, raw: str) -> None:
+        stats = json.loads(raw)
+        brokers = [b for b in stats["brokers"].values() if b["nodeid"] >= 0]
+        self.stats.append({"t": round(time.time(), 2), "msg_cnt": stats["msg_cnt"], "brokers": [
+            {"state": b["state"], "outbuf": b["outbuf_msg_cnt"], "waitresp": b["waitresp_msg_cnt"],
+             "rtt_ms": round(b["rtt"]["avg"] / 1000, 1), "int_latency_ms": round(b["int_latency"]["avg"] / 1000, 1),
+             "outbuf_latency_ms": round(b["outbuf_latency"]["avg"] / 1000, 1), "req_timeouts": b["req_timeouts"],
+             "txerrs": b["txerrs"], "disconnects": b["disconnects"]} for b in brokers]})
+
+    def _on_delivery(self, err, msg) -> None:
+        if err is None:
+            self.appended[f"{msg.topic()}[{msg.partition()}]"].append(msg.timestamp()[1] / 1000)
+
+    def _send(self, topic: str, partition: int, on_delivery=None) -> None:
         while True:
             try:
-                self.producer.produce(topic, b"x" * 100, partition=partition)
+                self.producer.produce(topic, b"x" * 100, partition=partition, on_delivery=on_delivery)
                 return
             except BufferError:
                 self.producer.poll(0.05)
@@ -128,16 +166,40 @@ class Arrivals(threading.Thread):
                                   "auto.offset.reset": "latest", "fetch.wait.max.ms": 50})
         self.consumer.assign([TopicPartition(f"m.{t}", p, -1) for t, p in sampled])
         self.times: dict[str, list[float]] = {f"{t}[{p}]": [] for t, p in sampled}
+        # Each arrival's record timestamp (the source's CreateTime, kept by the mirror), beside self.times: a gap
+        # in arrivals whose records were produced all along the gap is the mirror's (or this reader's), not the
+        # live stream's.
+        self.created: dict[str, list[float]] = {name: [] for name in self.times}
+        # (wall time, records of the sampled partitions readable but not read yet) each second: this reader's own
+        # backlog, told apart from the mirror's.
+        self.behind: list[tuple[float, int]] = []
         self.halt = threading.Event()
 
     def run(self) -> None:
         while not self.halt.is_set():
             for msg in self.consumer.consume(10_000, 0.1):
                 if msg.error() is None:
-                    self.times[f"{msg.topic()[2:]}[{msg.partition()}]"].append(time.time())
+                    name = f"{msg.topic()[2:]}[{msg.partition()}]"
+                    self.times[name].append(time.time())
+                    self.created[name].append(msg.timestamp()[1] / 1000)
+            if not self.behind or time.time() - self.behind[-1][0] >= 1:
+                self.behind.append((round(time.time(), 2), self._backlog()))
         self.consumer.close()
 
+    def _backlog(self) -> int:
+        backlog = 0
+        for tp in self.consumer.position(self.consumer.assignment()):
+            _, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            if tp.offset >= 0 and high >= 0:
+                backlog += max(0, high - tp.offset)
+        return backlog
+
+    def dump(self, path: Path) -> None:
+        path.write_text(json.dumps({name: list(zip(self.times[name], self.created[name])) for name in self.times}))
+
     def longest_gap(self, names: set[str], since: float, until: float) -> tuple[float, str]:
+        """The longest wait between two arrivals of a partition (raw: also counts a live stream the source
+        did not take)."""
         worst = (0.0, "")
         for name in names:
             stamps = [t for t in self.times.get(name, []) if since <= t <= until]
@@ -145,6 +207,49 @@ class Arrivals(threading.Thread):
             gap = max(b - a for a, b in zip(points, points[1:]))
             worst = max(worst, (round(gap, 2), name))
         return worst
+
+    def longest_mirror_gap(self, names: set[str], appended: dict[str, list[float]], since: float,
+                           until: float) -> tuple[float, str]:
+        """The longest wait of a partition on the mirror: mirror_gap over the window, for each of `names`."""
+        worst = (0.0, "")
+        for name in names:
+            gap = mirror_gap(list(zip(self.times.get(name, []), self.created.get(name, []))),
+                             appended.get(name, []), since, until)
+            worst = max(worst, (round(gap, 2), name))
+        return worst
+
+
+def mirror_gap(arrivals: list[tuple[float, float]], appended: list[float], since: float, until: float) -> float:
+    """The longest time within [since, until] that a partition's destination went without a record while its
+    source already had the next one. `arrivals`: (arrival, source append time) of each record read on the
+    destination (source topics stamp LogAppendTime, and the mirror keeps the timestamp); `appended`: the source
+    append times the live producer was acknowledged, for the records not arrived yet.
+
+    Arrivals alone also count the time the live stream's records spent reaching the source: at 1,000 partitions
+    the source broker answered the bench's producer 2-45 s late, and every partition's arrivals stopped with
+    it, whichever worker owned it. Only the wait while the source had the record is the mirror's. Records of a
+    partition arrive in order, so the next to arrive is the next appended. The arrival clock and the source's
+    are the same machine's."""
+    worst, previous, last_appended = 0.0, since, float("-inf")
+    for arrived, source_time in sorted(arrivals):
+        last_appended = max(last_appended, source_time)
+        if arrived <= since:
+            continue
+        worst = max(worst, min(arrived, until) - max(previous, source_time, since))
+        if arrived >= until:
+            return worst
+        previous = arrived
+    waiting = [t for t in appended if t > last_appended]  # on the source, never arrived
+    if waiting and min(waiting) < until:
+        worst = max(worst, until - max(previous, min(waiting), since))
+    return worst
+
+
+def most_behind(samples: list[tuple[float, int]], since: float, until: float) -> int:
+    """The arrivals reader's largest backlog (records committed, not read yet) within [since, until]: a mirror's
+    gap while it is large may be the reader's (one process produces the live stream and reads the arrivals; at
+    load 10 the reader fell 4,000-7,000 committed records behind just before a kill)."""
+    return max((backlog for t, backlog in list(samples) if since <= t <= until), default=0)
 
 
 def wait_for(condition, what: str, timeout: float) -> float:
@@ -182,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         source, destination = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": source})
         for chunk in range(0, len(topics), 100):
-            for future in admin.create_topics([NewTopic(t, TOPIC_PARTITIONS, 1) for t in topics[chunk:chunk + 100]]).values():
+            for future in admin.create_topics([NewTopic(t, TOPIC_PARTITIONS, 1, config=SOURCE_TOPIC_CONFIG)
+                                                 for t in topics[chunk:chunk + 100]]).values():
                 future.result(120)
         live = Live(source, topics, sampled, args)
         live.start()
@@ -199,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             arrivals.start()
             time.sleep(10)
             before = {w.slot: w.owned() for w in workers}
-            killed_at = time.time()
+            killed_at = result["killed_at"] = time.time()
             workers[0].stop(signal.SIGKILL)
             result["kill_reassigned_s"] = wait_for(lambda: everyone(workers[1:]), "the others own every partition", 300)
             time.sleep(20)
@@ -208,20 +314,36 @@ def main(argv: list[str] | None = None) -> int:
             kept = {f"{t}[{p}]" for t, p in sampled} - before[0]
             result["kill"] = {"killed_owned": len(before[0]), "moved": moved,
                               "others_lost": sum(len(before[s] - after[s]) for s in after),
-                              "longest_gap_kept_s": arrivals.longest_gap(kept, killed_at - 5, killed_at + 20)}
+                              "longest_gap_kept_s": arrivals.longest_gap(kept, killed_at - 5, killed_at + 20),
+                              "longest_mirror_gap_kept_s": arrivals.longest_mirror_gap(
+                                  kept, live.appended, killed_at - 5, killed_at + 20),
+                              "reader_most_behind": most_behind(arrivals.behind, killed_at - 5, killed_at + 20)}
             workers[0] = Worker(0, args, source, destination, f"{base}-.*", Path(tmp))
-            added_at = time.time()
+            added_at = result["added_at"] = time.time()
             result["add_reassigned_s"] = wait_for(lambda: len(workers[0].owned()) > 0 and everyone(workers),
                                                   "the added worker owns partitions", 300)
             time.sleep(20)
             final = {w.slot: w.owned() for w in workers}
             stayed = {f"{t}[{p}]" for t, p in sampled} - final[0]
             result["add"] = {"added_owns": len(final[0]), "moved_from_others": sum(len(after[s] - final[s]) for s in after),
-                             "longest_gap_stayed_s": arrivals.longest_gap(stayed, added_at - 5, added_at + 20)}
+                             "longest_gap_stayed_s": arrivals.longest_gap(stayed, added_at - 5, added_at + 20),
+                             "longest_mirror_gap_stayed_s": arrivals.longest_mirror_gap(
+                                 stayed, live.appended, added_at - 5, added_at + 20),
+                             "reader_most_behind": most_behind(arrivals.behind, added_at - 5, added_at + 20)}
         finally:
             live.halt.set()
             if arrivals is not None:
                 arrivals.halt.set()
+                if args.logs:  # the raw arrivals and the live stream's late ticks, to read a gap against the logs
+                    arrivals.join(5)
+                    arrivals.dump(Path(tmp) / "arrivals.json")
+                    result["live_late_ticks"] = live.late[:50]
+                    (Path(tmp) / "probes.json").write_text(json.dumps({"live_queued": live.queued,
+                                                                       "reader_behind": arrivals.behind,
+                                                                       "live_stats": live.stats}))
+                    for name in ("source", "destination"):
+                        for log_file in Path(stack[name].kafka.home).glob("*.log"):
+                            shutil.copy(log_file, Path(tmp) / f"kafka-{name}-{log_file.name}")
             for worker in workers:
                 worker.stop()
             delete_topics(source, base)
