@@ -188,7 +188,7 @@ def test_the_installed_jobs_run_on_a_cluster_and_the_operators_submit_the_connec
                          for i in range(records)])
     env = {**{k: v for k, v in packaged.env.items() if k not in ("SPARK_KAFKA_JARS", "MIRROR_CHECK_JAR")},
            "SPARK_CONF_DIR": str(spark_cluster.conf_dir), "PYSPARK_PYTHON": str(spark_cluster.python)}
-    applications = {job: tmp_path / f"{job}.json" for job in ("catchup", "check")}
+    applications = {job: tmp_path / f"{job}-application.json" for job in ("catchup", "check")}
     sides = ["--master", spark_cluster.master_url, "--source.bootstrap.servers", src,
              "--destination.bootstrap.servers", dst, "--topics", topic, "--prefix", "pkgspark."]
 
