@@ -149,7 +149,11 @@ def _group(item) -> str | None:
 
 def pytest_collection_modifyitems(config, items):
     """A worker writes the groups of its items for the controller's scheduler (every worker collects the
-    same items). Not xdist_group marks: xdist 3.8 tags them onto node ids in a way pytest 9 ignores."""
+    same items). Not xdist_group marks: xdist 3.8 tags them onto node ids in a way pytest 9 ignores.
+    The late Spark group's tests of the installed wheel go last (a stable sort, the same in every worker): their
+    venv is built by the package group when it comes first (once_per_run), and the late group waits for it only
+    if it reaches them before the build is done."""
+    items.sort(key=lambda item: _group(item) == LATE_SPARK_GROUP and "packaged" in item.fixturenames)
     shared = _worker_shared(config)
     if shared:
         groups = {item.nodeid: group for item in items if (group := _group(item))}

@@ -4,7 +4,7 @@ beside, then goes next; with nothing else left it goes anyway."""
 from pathlib import Path
 from types import SimpleNamespace
 
-from tests.conftest import LATE_SPARK_GROUP, LateLast, _group
+from tests.conftest import LATE_SPARK_GROUP, LateLast, _group, pytest_collection_modifyitems
 
 
 def _queue(ready) -> LateLast:
@@ -50,3 +50,15 @@ def test_every_test_on_the_standalone_cluster_is_in_the_late_group_wherever_it_i
     assert _group(_item("tests/integration/test_package.py", "packaged", "stack")) == "package"
     assert _group(_item("tests/integration/test_consistency_check.py", "spark", markers=("spark",))) == "spark"
     assert _group(_item("tests/integration/test_consistency_check_empty.py", "spark")) == LATE_SPARK_GROUP
+
+
+def test_the_late_groups_test_of_the_installed_wheel_goes_last_and_the_rest_keeps_its_order():
+    """Its venv is the package group's to build first: the late group reaches it as late as it can."""
+    wheel_jobs = _item("tests/integration/test_package.py", "packaged", "spark_cluster")
+    items = [_item("tests/integration/test_consistency_check_empty.py", "spark"),
+             _item("tests/integration/test_package.py", "packaged"), wheel_jobs,
+             _item("tests/integration/test_spark_cluster.py", "spark_cluster"), _item("tests/unit/test_a.py")]
+    ordered = items[:2] + items[3:] + [wheel_jobs]
+    pytest_collection_modifyitems(SimpleNamespace(), items)
+    assert [item.path.name for item in items] == [item.path.name for item in ordered]
+    assert items[-1] is wheel_jobs
