@@ -231,12 +231,19 @@ class SparkCluster:
         raise StartupTimeoutError(f"spark cluster: {self.workers} workers not registered with {self.master_url} "
                                   f"within {timeout:.0f}s; see {self.home}/*/server.log")
 
-    def application(self, name: str) -> dict:
-        """The one application of that name the master knows (running or completed)."""
+    def application(self, name: str | None = None, *, app_id: str | None = None) -> dict:
+        """The one application of that name, or with that id, the master knows (running or completed). A job run
+        without a launcher naming it has a fixed name (`mirror-catchup`, `consistency_check`), which a cluster
+        shared by several tests sees more than once: those find theirs by the id the job recorded
+        (spark_jobs.common.session.APPLICATION_FILE_ENV)."""
+        if (name is None) == (app_id is None):
+            raise ValueError("an application's name or its id, not both")
         state = self.state()
-        apps = [a for a in state.get("activeapps", []) + state.get("completedapps", []) if a.get("name") == name]
+        apps = [a for a in state.get("activeapps", []) + state.get("completedapps", [])
+                if (a.get("id") == app_id if app_id else a.get("name") == name)]
         if len(apps) != 1:
-            raise StackError(f"spark cluster: {len(apps)} applications named {name!r}")
+            raise StackError(f"spark cluster: {len(apps)} applications "
+                             f"{f'with id {app_id}' if app_id else f'named {name!r}'}")
         return apps[0]
 
     def events(self, app_id: str) -> list[dict]:

@@ -7,10 +7,12 @@ and leaves it running; otherwise it starts its own under a temporary directory a
 waiting for brokers, groups and Airflow, not computing. The processes share one stack (the first that
 needs it starts it; the controller stops it), and three kinds of test stay together on one process each
 (`pytest_xdist_make_scheduler`): those that start Spark (marker `spark`, the `spark` or `spark_cluster`
-fixture), in two groups, the second handed out once the fault and browser groups have ended (LATE_SPARK_GROUP); those using Airflow's metadata DB (one `airflow db migrate` and api-server), and the browser
-tests with the Celery test (each starts an Airflow of its own). The fault tests (marker `faults`) also stay on one
-process: they share two three-node clusters of their own (`fault_stack`), started by that process once. No test
-stops a shared server: those that stop or kill a destination broker have one of their own (`outage_stack`).
+fixture), in two groups, the second handed out once the fault and browser groups have ended (LATE_SPARK_GROUP) and
+holding every test on the run's one standalone cluster (`spark_cluster`); those using Airflow's metadata DB (one
+`airflow db migrate` and api-server), and the browser tests with the Celery test (each starts an Airflow of its own).
+The fault tests (marker `faults`) also stay on one process: they share two three-node clusters of their own
+(`fault_stack`), started by that process once. No test stops a shared server: those that stop or kill a destination
+broker have one of their own (`outage_stack`).
 """
 
 from __future__ import annotations
@@ -100,9 +102,10 @@ LATE_AFTER_GROUPS = ("faults", "e2e")
 # minute 18.6 (when the fault tests ended) to 51.6, the other processes idle from minute 38. Both groups started
 # a Spark cluster (spark_cluster: 51 s under load, then three JVMs idle to the end of the run): the two files that
 # use it are late now, and test_consistency_check.py, _schemas and _transactions (9.8 min in that run) first;
-# by that run's durations the first group ends near minute 47.4, the late one near 46.9.
+# by that run's durations the first group ends near minute 47.4, the late one near 46.9. Every test that uses the
+# cluster is late (_group), wherever it is: test_spark_cluster.py, test_spark_security.py, test_package.py's jobs.
 LATE_SPARK_FILES = ("test_consistency_check_compacted.py", "test_consistency_check_digests.py",
-                    "test_consistency_check_empty.py", "test_spark_cluster.py", "test_spark_security.py")
+                    "test_consistency_check_empty.py")
 
 
 class LateLast(OrderedDict):
@@ -127,7 +130,11 @@ def _group(item) -> str | None:
     if item.get_closest_marker("e2e") or item.get_closest_marker("celery"):
         # The browser tests, then the Celery test: one Airflow of their own at a time.
         return "e2e"
-    if "spark" in item.fixturenames or "spark_cluster" in item.fixturenames or item.get_closest_marker("spark"):
+    if "spark_cluster" in item.fixturenames:
+        # The run's one standalone cluster: every test that submits to it, wherever it is (test_package's installed
+        # jobs had a cluster of their own beside it, 370-418 s of a loaded run, started and stopped for one test).
+        return LATE_SPARK_GROUP
+    if "spark" in item.fixturenames or item.get_closest_marker("spark"):
         return LATE_SPARK_GROUP if item.path.name in LATE_SPARK_FILES else "spark"
     # Before "airflow": a fault test that also runs Airflow (the lag sensor under a cut) must not start a
     # second pair of three-node clusters in the Airflow group's process.
@@ -135,14 +142,18 @@ def _group(item) -> str | None:
         return "faults"
     if "airflow_db" in item.fixturenames or "airflow_api_server" in item.fixturenames:
         return "airflow"
-    if "packaged" in item.fixturenames:  # the venv with the wheel (tests/integration/test_package.py): built once
-        return "package"
+    if "packaged" in item.fixturenames:  # the venv with the wheel (tests/integration/test_package.py; built once a
+        return "package"                 # run, `once_per_run`, and used by the late group's cluster test too)
     return None
 
 
 def pytest_collection_modifyitems(config, items):
     """A worker writes the groups of its items for the controller's scheduler (every worker collects the
-    same items). Not xdist_group marks: xdist 3.8 tags them onto node ids in a way pytest 9 ignores."""
+    same items). Not xdist_group marks: xdist 3.8 tags them onto node ids in a way pytest 9 ignores.
+    The late Spark group's tests of the installed wheel go last (a stable sort, the same in every worker): their
+    venv is built by the package group when it comes first (once_per_run), and the late group waits for it only
+    if it reaches them before the build is done."""
+    items.sort(key=lambda item: _group(item) == LATE_SPARK_GROUP and "packaged" in item.fixturenames)
     shared = _worker_shared(config)
     if shared:
         groups = {item.nodeid: group for item in items if (group := _group(item))}
@@ -211,6 +222,30 @@ def stack(request, tmp_path_factory) -> Stack:
         yield own
     finally:
         own.down()
+
+
+@pytest.fixture(scope="session")
+def once_per_run(request, tmp_path_factory):
+    """`once(name, build) -> folder`: the folder that `build(folder)` filled, built once for the whole run. In a run
+    of several test processes the first that asks builds it in the run's shared folder while the others wait, then
+    reuse it (tests of two scheduling groups need test_package's venv: a build of 320 s under a full run's load)."""
+    shared = _worker_shared(request.config)
+
+    def once(name: str, build) -> Path:
+        if not shared:
+            folder = tmp_path_factory.mktemp(name)
+            build(folder)
+            return folder
+        folder, built = shared / name, shared / f"{name}.built"
+        with _file_lock(shared / f"{name}.lock"):
+            if not built.is_file():
+                shutil.rmtree(folder, ignore_errors=True)  # what a build that failed in another process left
+                folder.mkdir()
+                build(folder)
+                built.touch()
+        return folder
+
+    return once
 
 
 @pytest.fixture(scope="module")

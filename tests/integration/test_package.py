@@ -5,8 +5,10 @@ run as modules on a standalone cluster whose executors have the third-party pack
 connector resolved by Spark, no checkout anywhere), the Airflow operators submit them so, and Airflow loads the
 provider and builds a spec's DAGs.
 
-The venv is built once per session (`packaged` fixture; about a minute on this machine). Its cost is pip's:
-the wheels come from pip's cache (warmed by `make setup`, which installs the same pins), else from PyPI.
+The venv is built once per run (`packaged` fixture, through conftest's `once_per_run`: the first test process
+that needs it builds it, another waits for it; about a minute alone on this machine, 320 s in a loaded run). Its
+cost is pip's: the wheels come from pip's cache (warmed by `make setup`, which installs the same pins), else from
+PyPI. The jobs run on the run's standalone cluster (`spark_cluster`), so their test is in the late Spark group.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.api import APPLICATION_FILE_ENV
 from spark_jobs.common.connector import SHIPPED_BY_SPARK
 from tests.airflow_support import ROOT
 from tests.kafka_util import create_topic, produce
@@ -44,18 +47,18 @@ def _run(argv: list, cwd: Path, env: dict, timeout: float = 600) -> subprocess.C
 
 
 class Packaged:
-    """The wheel installed in a fresh venv; `env` has no PYTHONPATH and `cwd` is outside the repository."""
+    """The wheel installed in a fresh venv; `env` has no PYTHONPATH and `cwd` is outside the repository. The venv
+    may be another test process's (`once_per_run`); the folders the tests write in are this process's."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, venv: Path, base: Path) -> None:
         self.cwd = base / "elsewhere"
-        self.cwd.mkdir()
-        self.venv = base / "venv"
+        self.cwd.mkdir(exist_ok=True)
+        self.venv = venv
         self.bin = self.venv / "bin"
         self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
         self.env.update({"PATH": os.pathsep.join([str(self.bin), os.environ.get("PATH", "")]),
                          "AIRFLOW_HOME": str(base / "airflow"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                          "AIRFLOW__CORE__DAGS_FOLDER": str(base / "dags")})
-        self.install_seconds = 0.0
 
     def run(self, *argv, timeout: float = 600) -> subprocess.CompletedProcess:
         return _run(list(argv), self.cwd, self.env, timeout)
@@ -65,8 +68,15 @@ class Packaged:
 
 
 @pytest.fixture(scope="session")
-def packaged(tmp_path_factory) -> Packaged:
+def packaged(once_per_run, tmp_path_factory) -> Packaged:
     base = tmp_path_factory.mktemp("package")
+    built = once_per_run("package-venv", lambda folder: _build(folder, Packaged(folder / "venv", base)))
+    return Packaged(built / "venv", base)
+
+
+def _build(base: Path, packaged: Packaged) -> None:
+    """The wheel built from a copy of the sources under `base`, and installed in `packaged.venv` with its
+    dependencies."""
     source, wheels = base / "source", base / "wheels"
     for name in SOURCES:
         target = source / name
@@ -85,7 +95,6 @@ def packaged(tmp_path_factory) -> Packaged:
                    "spark_jobs/jars/mirror-check.jar"):
         assert module in names, f"{module} is not in {wheel.name}"
 
-    packaged = Packaged(base)
     started = time.monotonic()
     _run([sys.executable, "-m", "venv", str(packaged.venv)], base, packaged.env)
     # The pip of the test's own venv first: the one a venv bundles (23.2) took 4-6 times as long for the
@@ -95,9 +104,7 @@ def packaged(tmp_path_factory) -> Packaged:
     # The repo's full pin set as constraints: the versions the tests run with.
     packaged.python("-m", "pip", "install", *quiet, "--prefer-binary", "--no-compile", "-c", ROOT / "constraints.txt",
                     f"{wheel}[airflow,spark]", timeout=1200)
-    packaged.install_seconds = round(time.monotonic() - started, 1)
-    print(f"\nfresh venv with the wheel and its dependencies: {packaged.install_seconds} s", flush=True)
-    return packaged
+    print(f"\nfresh venv with the wheel and its dependencies: {time.monotonic() - started:.1f} s", flush=True)
 
 
 def test_the_wheel_installed_elsewhere_imports_from_its_venv_and_runs_the_spark_jobs_as_modules(packaged):
@@ -164,24 +171,14 @@ print(json.dumps(commands))
 """
 
 
-@pytest.fixture(scope="module")
-def wheel_cluster(tmp_path_factory):
-    """A standalone cluster of this module's own (devstack/spark_cluster.py, as the `spark_cluster` fixture's):
-    the jobs' application names are fixed, and the Spark tests' cluster looks applications up by name. Stopped
-    after the test, not left idle for the rest of the run; a conftest group apart from Spark's (`packaged`)."""
-    from devstack.spark_cluster import SparkCluster
-
-    with SparkCluster(tmp_path_factory.mktemp("wheel-cluster")) as cluster:
-        yield cluster
-
-
-def test_the_installed_jobs_run_on_a_cluster_and_the_operators_submit_the_connector(packaged, stack, wheel_cluster,
+def test_the_installed_jobs_run_on_a_cluster_and_the_operators_submit_the_connector(packaged, stack, spark_cluster,
                                                                                     topic_name, tmp_path):
     """Issue 44 item 1: the driver in the wheel's venv, the executors on the cluster's Python (third-party packages,
     nothing of the project: docs/operations/scaling.md). The catch-up copies; the check, which exited 3 before
     ("spark-sql-kafka connector jar missing in …/site-packages/.cache/spark/jars: run `make setup`"), gets the
     connector from Spark's Ivy at pyspark's version and finds every record; the operators built in that venv put
-    the same on spark-submit's command line (the catch-up, reading with librdkafka, gets none)."""
+    the same on spark-submit's command line (the catch-up, reading with librdkafka, gets none). The run's cluster
+    (`spark_cluster`) sees the jobs' fixed names again from other tests: each run is found by the id it records."""
     import pyspark
 
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
@@ -190,24 +187,29 @@ def test_the_installed_jobs_run_on_a_cluster_and_the_operators_submit_the_connec
     produce(src, topic, [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2}
                          for i in range(records)])
     env = {**{k: v for k, v in packaged.env.items() if k not in ("SPARK_KAFKA_JARS", "MIRROR_CHECK_JAR")},
-           "SPARK_CONF_DIR": str(wheel_cluster.conf_dir), "PYSPARK_PYTHON": str(wheel_cluster.python)}
-    sides = ["--master", wheel_cluster.master_url, "--source.bootstrap.servers", src,
+           "SPARK_CONF_DIR": str(spark_cluster.conf_dir), "PYSPARK_PYTHON": str(spark_cluster.python)}
+    applications = {job: tmp_path / f"{job}-application.json" for job in ("catchup", "check")}
+    sides = ["--master", spark_cluster.master_url, "--source.bootstrap.servers", src,
              "--destination.bootstrap.servers", dst, "--topics", topic, "--prefix", "pkgspark."]
 
     catchup = _run([packaged.bin / "python", "-m", "spark_jobs.catchup", *sides, "--group.id", f"g-{topic}",
-                    "--driver-copy-limit", "0"], packaged.cwd, env)
+                    "--driver-copy-limit", "0"], packaged.cwd,
+                   {**env, APPLICATION_FILE_ENV: str(applications["catchup"])})
     summary = json.loads(next(line for line in catchup.stdout.splitlines() if line.startswith('{"topics"')))
     assert summary["records"] == records, summary
     report = tmp_path / "check.json"
     _run([packaged.bin / "python", "-m", "spark_jobs.consistency_check", *sides, "--report", report],
-         packaged.cwd, env)
+         packaged.cwd, {**env, APPLICATION_FILE_ENV: str(applications["check"])})
     report = json.loads(report.read_text())
     assert report["status"] == "ok" and {k: v for k, v in report["totals"].items() if v} == {"checked": records}
 
     connector = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
     reader = str(packaged.venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
                  / "spark_jobs" / "jars" / "mirror-check.jar")
-    events = wheel_cluster.events(wheel_cluster.application("consistency_check")["id"])
+    ran = {job: spark_cluster.application(app_id=json.loads(path.read_text())["app_id"])
+           for job, path in applications.items()}  # on the cluster's master, each under its job's fixed name
+    assert {job: app["name"] for job, app in ran.items()} == {"catchup": "mirror-catchup", "check": "consistency_check"}
+    events = spark_cluster.events(ran["check"]["id"])
     properties = dict(next(e for e in events if e["Event"] == "SparkListenerEnvironmentUpdate")["Spark Properties"])
     excluded = ",".join(e.format(scala="2.13") for e in SHIPPED_BY_SPARK)  # pyspark ships them
     assert (properties["spark.jars.packages"], properties["spark.jars.excludes"]) == (connector, excluded)
@@ -217,11 +219,11 @@ def test_the_installed_jobs_run_on_a_cluster_and_the_operators_submit_the_connec
     executors = {e["Task Info"]["Executor ID"] for e in events if e["Event"] == "SparkListenerTaskEnd"}
     assert executors and "driver" not in executors, executors
 
-    host, port = wheel_cluster.master_url.removeprefix("spark://").split(":")
+    host, port = spark_cluster.master_url.removeprefix("spark://").split(":")
     commands = json.loads(packaged.python("-c", SUBMIT_COMMANDS, tmp_path / "none.yaml", tmp_path / "reports",
                                           env={"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
                                               {"conn_type": "spark", "host": f"spark://{host}", "port": int(port)}),
-                                               "SPARK_CONF_DIR": str(wheel_cluster.conf_dir)}).stdout.splitlines()[-1])
+                                               "SPARK_CONF_DIR": str(spark_cluster.conf_dir)}).stdout.splitlines()[-1])
     check = commands["check"]
     assert check[check.index("--packages") + 1] == connector
     assert check[check.index("--exclude-packages") + 1] == excluded

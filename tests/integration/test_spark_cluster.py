@@ -41,10 +41,11 @@ def submit_to(cluster, monkeypatch) -> None:
     monkeypatch.delenv("AIRFLOW_CONN_AIRFLOW_API", raising=False)
 
 
-def tasks_on_executors(cluster, app_name: str) -> tuple[dict[str, str], list[dict]]:
-    """(executor id -> its worker's web UI address, the task-end events) of an application, from its event log;
-    asserts the application ran on the cluster's master with the cluster's Python for its executors."""
-    app = cluster.application(app_name)
+def tasks_on_executors(cluster, app_name: str | None = None,
+                       app_id: str | None = None) -> tuple[dict[str, str], list[dict]]:
+    """(executor id -> its worker's web UI address, the task-end events) of an application (by name or id), from its
+    event log; asserts the application ran on the cluster's master with the cluster's Python for its executors."""
+    app = cluster.application(app_name, app_id=app_id)
     events = cluster.events(app["id"])
     environment = next(e for e in events if e["Event"] == "SparkListenerEnvironmentUpdate")  # at the start
     properties = dict(environment["Spark Properties"])
@@ -241,7 +242,8 @@ def test_catchup_and_check_dags_run_on_the_cluster_executors(stack, spark_cluste
     assert_ran_on_workers(spark_cluster, executors, tasks)
 
 
-def test_the_catchup_run_as_a_module_ships_its_code_to_the_cluster(stack, spark_cluster, topic_name, monkeypatch):
+def test_the_catchup_run_as_a_module_ships_its_code_to_the_cluster(stack, spark_cluster, topic_name, monkeypatch,
+                                                                   tmp_path):
     """`python -m spark_jobs.catchup --master spark://...` (no spark-submit, no --py-files), the executors on the
     cluster's Python: before, every task failed four times with "No module named 'spark_jobs'"."""
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
@@ -249,6 +251,10 @@ def test_the_catchup_run_as_a_module_ships_its_code_to_the_cluster(stack, spark_
     backlog(stack, topic, 2_000)
     monkeypatch.setenv("PYSPARK_PYTHON", str(spark_cluster.python))
     monkeypatch.setenv("SPARK_CONF_DIR", str(spark_cluster.conf_dir))
+    # Its application is named mirror-catchup, as the other runs of the module on this cluster (test_package's):
+    # found by the id it records.
+    application = tmp_path / "application.json"
+    monkeypatch.setenv("MIRROR_SPARK_APPLICATION_FILE", str(application))
 
     result = run_catchup("--master", spark_cluster.master_url, "--source.bootstrap.servers", src,
                          "--destination.bootstrap.servers", dst, "--topics", topic, "--group.id", f"g-{topic}",
@@ -257,7 +263,9 @@ def test_the_catchup_run_as_a_module_ships_its_code_to_the_cluster(stack, spark_
     assert result.returncode == 0, result.stderr[-3000:]
     assert catchup_summary(result)["records"] == 2_000
     assert len(read_topic(dst, f"sm.{topic}")) == 2_000
-    executors, tasks = tasks_on_executors(spark_cluster, "mirror-catchup")
+    recorded = json.loads(application.read_text())
+    assert spark_cluster.application(app_id=recorded["app_id"])["name"] == "mirror-catchup"
+    executors, tasks = tasks_on_executors(spark_cluster, app_id=recorded["app_id"])
     assert_ran_on_workers(spark_cluster, executors, tasks)
 
 
