@@ -329,7 +329,7 @@ def sync_mirror_schemas(config: MirrorConfig, topics: Iterable[str] | None = Non
         if syncer is None:
             continue
         names = wanted if wanted is not None else config.topic_filter().select(
-            _source_topics({"group.id": config.group_id, **source.consumer}))
+            _source_topics({"group.id": config.group_id, **source.consumer}, source.name, config.startup_timeout_s))
         for topic in names:
             try:
                 syncer.sync_topic(topic)
@@ -341,7 +341,9 @@ def sync_mirror_schemas(config: MirrorConfig, topics: Iterable[str] | None = Non
     return report
 
 
-def _source_topics(consumer_settings: dict) -> list[str]:
+def _source_topics(consumer_settings: dict, alias: str, timeout_s: float) -> list[str]:
+    """The source's topics, within the mirror's start-up timeout (a fixed 30 s before: `startup-timeout-s` was
+    ignored, and the line did not say which source)."""
     from confluent_kafka import KafkaException
 
     from mirror_worker.clients import factory
@@ -351,8 +353,9 @@ def _source_topics(consumer_settings: dict) -> list[str]:
 
     consumer = factory.consumer(consumer_settings, {"enable.auto.commit": False})
     try:
-        return sorted(describe_topics(consumer, timeout=30))
+        return sorted(describe_topics(consumer, timeout=timeout_s))
     except KafkaException as exc:
-        raise UnreachableClusterError(f"source cluster unreachable: {exc.args[0].str()}") from None
+        raise UnreachableClusterError(f"source cluster {alias!r} unreachable within {timeout_s:g}s: "
+                                      f"{exc.args[0].str()}") from None
     finally:
         consumer.close()

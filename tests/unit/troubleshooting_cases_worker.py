@@ -20,6 +20,8 @@ from tests.unit.troubleshooting_cases import (
     with_source_kafka,
 )
 
+REGISTRY_NOWHERE = f'schema-registry-url: "http://{NOWHERE}"'
+
 CASES = {
     # the worker: flags
     "mirror_worker: --consumer.config is required (one per source cluster)": case(WORKER, "--whitelist", "a"),
@@ -232,6 +234,9 @@ CASES = {
                                                                          "--topics", ","),
     "mirror_worker: mirror … has no schema registries (a source schema-registry-url and a destination "
     "schema-registry-url are needed)": case(WORKER, "sync-schemas", *SPEC_FLAGS),
+    "mirror_worker: source cluster … unreachable within …s: …": case(
+        WORKER, "sync-schemas", *SPEC_FLAGS, spec_yaml=with_registry("destination", REGISTRY_NOWHERE).replace(
+            SOURCE, SOURCE[:-1] + f", {REGISTRY_NOWHERE}}}")),
     "mirror_worker: --group: must not be empty": case(WORKER, "translate-offsets", *SPEC_FLAGS, "--group", " "),
     "mirror_worker: --rewind: only with --apply": case(WORKER, "translate-offsets", *SPEC_FLAGS, "--group", "g",
                                                        "--rewind"),
