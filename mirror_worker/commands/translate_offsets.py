@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         behind = {}
         if args.apply:
             behind = translation.apply_group_offsets(config, args.group, translation.translated_offsets(translations),
-                                                     rewind=args.rewind)
+                                                     config.startup_timeout_s, rewind=args.rewind)
     except (MirrorError, KafkaException) as exc:
         return fail(str(exc), EXIT_FATAL)
     print(json.dumps(translation.report(config, args.group, translations, args.apply, behind, args.rewind), indent=2),

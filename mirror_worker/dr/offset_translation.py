@@ -262,18 +262,20 @@ def other_cluster_ids(config: MirrorConfig, source: SourceCluster, timeout: floa
 
 
 def translate_group(config: MirrorConfig, group: str, source_alias: str | None = None) -> list[PartitionFailover]:
-    """Every committed partition of `group` (topics this mirror replicates), placed or with a reason."""
+    """Every committed partition of `group` (topics this mirror replicates), placed or with a reason. Each call
+    to a cluster waits at most the mirror's startup-timeout-s (a fixed 30 s before)."""
+    timeout = config.startup_timeout_s
     source = source_cluster(config, source_alias)
-    committed = committed_source_offsets(config, source, group)
-    syncs = read_offset_syncs(config)
-    ids = source_topic_ids(source, sorted({t for t, _ in committed}))
+    committed = committed_source_offsets(config, source, group, timeout)
+    syncs = read_offset_syncs(config, timeout)
+    ids = source_topic_ids(source, sorted({t for t, _ in committed}), timeout)
     translations = translate_positions(committed, syncs, source.name, config.naming_policy().remote_topic, ids)
-    cluster_id = source_cluster_id(source)
-    others = siblings(other_cluster_ids(config, source), source.name)
-    finder, consumer = destination_finder(config)
+    cluster_id = source_cluster_id(source, timeout)
+    others = siblings(other_cluster_ids(config, source, min(10.0, timeout)), source.name)
+    finder, consumer = destination_finder(config, timeout)
     try:
         if config.reverse_of is not None:
-            return failback_placements(config, source, cluster_id, finder.reader, translations)
+            return failback_placements(config, source, cluster_id, finder.reader, translations, timeout)
         return [place(finder, SourcePartition(source.name, t.source_topic, t.partition, cluster_id, others), t)
                 for t in translations]
     finally:
@@ -281,12 +283,12 @@ def translate_group(config: MirrorConfig, group: str, source_alias: str | None =
 
 
 def failback_placements(config: MirrorConfig, source: SourceCluster, cluster_id: str, home: PartitionReader,
-                        translations: list[PartitionTranslation]) -> list[PartitionFailover]:
+                        translations: list[PartitionTranslation], timeout: float = 30.0) -> list[PartitionFailover]:
     """A reverse mirror's group moving back to the old source (its destination), placed by both mirrors'
     provenance headers (dr/failback_translation.py): the promoted partition is read too."""
-    home_cluster_id = _admin(config.producer).list_topics(timeout=30).cluster_id or ""
+    home_cluster_id = _admin(config.producer).list_topics(timeout=timeout).cluster_id or ""
     promoted = committed_reader(source.consumer, _admin(source.consumer), f"{config.name}.translate-offsets",
-                                where=f"source {source.name!r}")
+                                timeout, where=f"source {source.name!r}")
     try:
         placed = []
         for t in translations:

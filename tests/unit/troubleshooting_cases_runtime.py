@@ -8,7 +8,7 @@ import sys
 import tempfile
 import threading
 
-from tests.unit.troubleshooting_cases import NOWHERE, SPEC_FLAGS, WORKER, case, with_mirror_keys
+from tests.unit.troubleshooting_cases import SPEC_FLAGS, WORKER, case, with_mirror_keys
 
 GOES_ON = "none: the worker goes on"
 
@@ -40,20 +40,6 @@ def stuck_shutdown() -> str:
     return "0, or the failure's code"
 
 
-def unanswered_group_read() -> int:
-    """translate-offsets reads the group's offsets from a source that does not answer (within 0.5 s here, 30 s
-    in the command)."""
-    from mirror_worker.clients import factory
-    from mirror_worker.commands.base import EXIT_FATAL, fail
-    from mirror_worker.dr.offset_translation import TranslationError, group_offsets
-
-    try:
-        group_offsets(factory.admin_client({"bootstrap.servers": NOWHERE}), "g", "source 'east'", timeout=0.5)
-    except TranslationError as exc:
-        return fail(str(exc), EXIT_FATAL)
-    return 0
-
-
 CASES = {
     # the worker at run time
     "mirror_worker: data loss on source …: …; …": case(data_lost_before_mirrored, exit_code=GOES_ON),
@@ -65,5 +51,8 @@ CASES = {
     "mirror_worker: source …: topics not listed: …": case(WORKER, "sync-acls", *SPEC_FLAGS, exit_code=1),
     "mirror_worker: cannot reach source …: …": case(WORKER, "sync-group-offsets", *SPEC_FLAGS, exit_code=1,
                                                     spec_yaml=with_mirror_keys("preserve-partitions: true")),
-    "mirror_worker: cannot read group … on …: …": case(unanswered_group_read, exit_code=1),
+    # within the spec's startup-timeout-s (1 s; a fixed 30 s before)
+    "mirror_worker: cannot read group … on …: …": case(
+        WORKER, "translate-offsets", *SPEC_FLAGS, "--group", "g", exit_code=1,
+        spec_yaml=with_mirror_keys("preserve-partitions: true")),
 }
