@@ -48,6 +48,38 @@ def _dashboard(airflow: Airflow, path: str) -> requests.Response:
                         headers={"Authorization": f"Bearer {token.json()['access_token']}"})
 
 
+def _first_minute_screenshots(airflow: Airflow, demo_started: float) -> None:
+    """What a newcomer sees in the demo's first minutes, taken in the browser for the quickstart page (issue 44):
+    the demo mirror's dashboard page, then the verification report once the verify DAG (unpaused by the demo when
+    its orders are mirrored) wrote it. tests/artifacts/quickstart-*.png; docs/images/ holds copies of a run's."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.e2e import ui
+    from tests.e2e.browser import remove_profile, screenshot, start_chromium
+
+    profile = Path(tempfile.mkdtemp(prefix="kafka-mirror-quickstart-chromium-"))
+    browser = start_chromium(profile)
+    try:
+        ui.log_in(browser, airflow.url, "admin", airflow.password)
+        browser.get(f"{airflow.url}/mirror-dashboard/mirrors/{DEMO_MIRROR}")
+        WebDriverWait(browser, 60).until(lambda d: "records produced" in d.find_element(By.ID, "worker-produced").text)
+        screenshot(browser, "quickstart-1-dashboard")
+        deadline = time.monotonic() + 420
+        while _dashboard(airflow, f"/mirrors/{DEMO_MIRROR}/report").status_code != 200:
+            assert time.monotonic() < deadline, "the demo's verify DAG wrote no report within 7 minutes"
+            time.sleep(5)
+        browser.get(f"{airflow.url}/mirror-dashboard/mirrors/{DEMO_MIRROR}/report")
+        WebDriverWait(browser, 60).until(lambda d: "checked" in d.page_source)
+        assert "nothing to check" not in browser.page_source.lower()  # the demo's orders were there to check
+        screenshot(browser, "quickstart-2-verify-report")
+        print(f"\nfirst-minute screenshots: report {time.monotonic() - demo_started:.0f} s after the demo started",
+              flush=True)
+    finally:
+        browser.quit()
+        remove_profile(profile)
+
+
 def test_make_run_shows_the_copy_live_keeps_client_logs_out_and_feeds_the_dashboard():
     # Not under pytest's basetemp: concurrent pytest sessions of the same user rotate those away.
     root = Path(tempfile.mkdtemp(prefix="kafka-mirror-quickstart-"))
@@ -57,6 +89,7 @@ def test_make_run_shows_the_copy_live_keeps_client_logs_out_and_feeds_the_dashbo
         assert up.returncode == 0, up.stdout + up.stderr
         started = _run(root, "-m", "devstack", "airflow", timeout=900)
         assert started.returncode == 0, started.stdout + started.stderr
+        demo_started = time.monotonic()
         demo = _run(root, "-m", "devstack.demo", timeout=900)
         (ROOT / "tests" / "artifacts").mkdir(exist_ok=True)
         (ROOT / "tests" / "artifacts" / "quickstart-demo.txt").write_text(demo.stdout + "\n--- stderr\n" + demo.stderr)
@@ -91,6 +124,7 @@ def test_make_run_shows_the_copy_live_keeps_client_logs_out_and_feeds_the_dashbo
         page = _dashboard(airflow, f"/mirrors/{DEMO_MIRROR}")
         assert page.status_code == 200 and 'id="worker-produced"' in page.text
         assert "No halted partition reported." in page.text and "No schema conflict reported." in page.text
+        _first_minute_screenshots(airflow, demo_started)
 
         # After the demo's burst a slow stream keeps the mirror live (issue 44 item 4: every chart went flat): the
         # source keeps growing and the copy follows; stopping the stack stops the stream with the rest.
