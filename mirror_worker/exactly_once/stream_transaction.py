@@ -109,8 +109,11 @@ class StreamTransaction:
         producer = factory.producer(settings)
         self.live[id(producer)] = live
         connect(producer, self.positions_topic, self.timeout_s)
+        # A stop interrupts the init only when it replaces no producer: an init given up may still complete on the
+        # broker and fence the producer it was to replace, whose transaction the stop's final commit needs.
+        stopping = self.stopping if not self.producers else (lambda: False)
         try:
-            init_transactions(producer, self.timeout_s, f"{self.writer_id} (source {self.alias})", self.stopping)
+            init_transactions(producer, self.timeout_s, f"{self.writer_id} (source {self.alias})", stopping)
             producer.begin_transaction()
         except KafkaException as exc:
             self._retire(producer)

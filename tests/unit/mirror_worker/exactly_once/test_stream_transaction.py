@@ -165,3 +165,17 @@ def test_once_fenced_nothing_is_sent_until_reopened(world):
     tx.reopen()  # the group confirmed what this worker owns: a new producer of the same id
     assert len(producers) == 2 and producers[1].calls == ["init", "begin"]
     assert tx.commit({A: 6}, set(), 1.0) == {A: 6}
+
+
+def test_a_stop_interrupts_the_first_producers_init_but_never_one_that_replaces_a_producer(world, monkeypatch):
+    """An init given up by a stop may still complete on the broker: when it replaces a producer, that one (whose
+    transaction the stop's final commit needs) would be fenced under it. So only the first init may be interrupted."""
+    make, _fenced, _producers = world
+    asked: list[bool] = []
+    monkeypatch.setattr(stream_transaction, "init_transactions",
+                        lambda producer, timeout_s, what, stopping: asked.append(stopping()))
+    tx = make(Store({}))
+    tx.stopping = lambda: True  # a stop was asked
+    tx.open([A])  # the first producer
+    tx.reopen()  # its replacement (new topic limits, or after a fence)
+    assert asked == [True, False]
