@@ -18,7 +18,7 @@ is watched), every other partition `--background-rate` records/s in all. Once ev
 Exactly-once arrivals are read read_committed (what its readers see). Writes bench/results/width-group.json.
 
 `--logs DIR` keeps, beside the workers' logs: arrivals.json (each sampled partition's [arrival, record timestamp]
-pairs: the timestamp is the live stream's produce() time, which the mirror keeps), probes.json (each second: the
+pairs: the timestamp is the record's append time on the source, which the mirror keeps), probes.json (each second: the
 live producer's records not yet acknowledged by the source and its librdkafka statistics, and the arrivals
 reader's own backlog) and both Kafka nodes' logs. A gap in arrivals is the mirror's only if the source had the
 records and the reader was not behind.
@@ -166,9 +166,9 @@ class Arrivals(threading.Thread):
                                   "auto.offset.reset": "latest", "fetch.wait.max.ms": 50})
         self.consumer.assign([TopicPartition(f"m.{t}", p, -1) for t, p in sampled])
         self.times: dict[str, list[float]] = {f"{t}[{p}]": [] for t, p in sampled}
-        # Each arrival's record timestamp (the source's CreateTime, kept by the mirror), beside self.times: a gap
-        # in arrivals whose records were produced all along the gap is the mirror's (or this reader's), not the
-        # live stream's.
+        # Each arrival's record timestamp (its append time on the source, kept by the mirror), beside self.times: a
+        # gap in arrivals whose records were on the source all along the gap is the mirror's (or this reader's),
+        # not the live stream's.
         self.created: dict[str, list[float]] = {name: [] for name in self.times}
         # (wall time, records of the sampled partitions readable but not read yet) each second: this reader's own
         # backlog, told apart from the mirror's.
