@@ -84,6 +84,22 @@ def _has_svg(node: dict) -> bool:
     return any(_has_svg(child) for child in node.get("children") or [])
 
 
+_SEARCH_STATE = """
+const meta = document.querySelector('.md-search-result__meta');
+const links = Array.from(document.querySelectorAll('.md-search-result__item a'), a => a.href);
+return {meta: meta ? meta.textContent : '', links: links};
+"""
+
+
+def _search_state(driver) -> dict:
+    """The search header and every result's link, read at one instant."""
+    return driver.execute_script(_SEARCH_STATE)
+
+
+def _with_result(state: dict, needle: str) -> dict | None:
+    return state if any(needle in link for link in state["links"]) else None
+
+
 def test_the_docs_site_works_offline(site, offline_browser):
     from selenium.webdriver.common.by import By
 
@@ -100,11 +116,11 @@ def test_the_docs_site_works_offline(site, offline_browser):
     search = driver.find_element(By.CSS_SELECTOR, "input.md-search__input")
     search.click()
     search.send_keys("offset translation")
-    results = wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, ".md-search-result__item"), 30,
-                         "search results for 'offset translation'", interval=0.25)
-    meta = driver.find_element(By.CSS_SELECTOR, ".md-search-result__meta").text
-    assert "Initializing" not in meta and "matching" in meta, meta
-    assert any("offset-translation" in (r.find_element(By.TAG_NAME, "a").get_attribute("href") or "") for r in results)
+    # Search re-renders its result list as the query grows: read the list and its header in one script, never
+    # through element handles that the next render makes stale (CI failed once that way).
+    state = wait_until(lambda: _with_result(_search_state(driver), "offset-translation"), 30,
+                       "a search result for 'offset translation' linking the offset-translation page", interval=0.25)
+    assert "Initializing" not in state["meta"] and "matching" in state["meta"], state
     screenshot(driver, "docs-offline-2-search")
 
     off_site = [url for url in _requested_urls(driver)  # chrome:// (the first blank tab), data: and blob: stay
