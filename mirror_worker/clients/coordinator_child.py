@@ -14,6 +14,7 @@ import sys
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from mirror_worker.clients import factory
+from mirror_worker.clients.groups import group_commits
 from mirror_worker.logs import configure_logging
 
 
@@ -21,12 +22,12 @@ def _error(error) -> dict:
     return {"code": error.code(), "str": error.str()}
 
 
-def _partitions(result) -> list[dict]:
+def _partitions(topic_partitions) -> list[dict]:
     return [{"topic": tp.topic, "partition": tp.partition, "offset": tp.offset, "metadata": tp.metadata,
-             "error": _error(tp.error) if tp.error else None} for tp in result.topic_partitions or []]
+             "error": _error(tp.error) if tp.error else None} for tp in topic_partitions or []]
 
 
-def answer(admin, request: dict):
+def answer(admin, settings: dict, request: dict):
     group, timeout = request["group"], float(request["timeout"])
     if request["call"] == "describe":
         description = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout + 5)
@@ -34,14 +35,14 @@ def answer(admin, request: dict):
             {"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
              "assignment": [[tp.topic, tp.partition] for tp in (m.assignment.topic_partitions or [])]}
             for m in description.members or []]}
-    if request["call"] == "list_offsets":
+    if request["call"] == "list_offsets":  # through a consumer: the admin's call may crash (groups.group_commits)
         partitions = request["partitions"]
-        wanted = ConsumerGroupTopicPartitions(group, None if partitions is None else
-                                              [TopicPartition(t, p) for t, p in partitions])
-        return _partitions(admin.list_consumer_group_offsets([wanted], request_timeout=timeout)[group].result(timeout + 5))
+        return _partitions(group_commits(settings, group, None if partitions is None else
+                                         [(t, p) for t, p in partitions], timeout))
     if request["call"] == "alter_offsets":
         wanted = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for t, p, o in request["offsets"]])
-        return _partitions(admin.alter_consumer_group_offsets([wanted], request_timeout=timeout)[group].result(timeout + 5))
+        return _partitions(admin.alter_consumer_group_offsets([wanted], request_timeout=timeout)[group].result(
+            timeout + 5).topic_partitions)
     raise ValueError(f"unknown call {request['call']!r}")
 
 
@@ -50,11 +51,12 @@ def main() -> None:
     first = sys.stdin.readline()
     if not first:
         return
-    admin = factory.admin_client(json.loads(first)["settings"])
+    settings = json.loads(first)["settings"]
+    admin = factory.admin_client(settings)
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            reply = {"id": request["id"], "result": answer(admin, request)}
+            reply = {"id": request["id"], "result": answer(admin, settings, request)}
         except KafkaException as exc:
             reply = {"id": request["id"], "error": _error(exc.args[0])}
         sys.stdout.write(json.dumps(reply) + "\n")

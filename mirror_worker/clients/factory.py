@@ -43,8 +43,19 @@ def worker_admin_client(settings: dict, what: str) -> IsolatingAdmin:
     """A long-running worker's admin client of a cluster (`settings` whole, with the worker's callbacks):
     its consumer-group calls run in a child process that a librdkafka abort kills alone
     (clients/coordinator_admin.py); `what` names the cluster in its errors."""
+    return _isolating(admin_client(settings, whole=True), settings, what)
+
+
+def group_admin_client(settings: dict, what: str) -> IsolatingAdmin:
+    """An admin client (the connection only) whose consumer-group calls run in a child process, as the
+    worker's do: the failover commands and tasks, which read and write groups on clusters that may be young
+    or whose coordinator may be moving (clients/groups.py group_commits, clients/coordinator_admin.py)."""
+    return _isolating(admin_client(settings), settings, what)
+
+
+def _isolating(admin: AdminClient, settings: dict, what: str) -> IsolatingAdmin:
     plain = {k: v for k, v in connection_settings(settings).items() if isinstance(v, (str, int, float, bool))}
-    return IsolatingAdmin(admin_client(settings, whole=True), CoordinatorProcess(plain, what))
+    return IsolatingAdmin(admin, CoordinatorProcess(plain, what))
 
 
 def side_consumer(settings: dict, group_id: str, overrides: dict | None = None) -> Consumer:

@@ -6,6 +6,8 @@ import time
 
 from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, TopicPartition
 
+from mirror_worker.clients import factory
+
 # A young cluster (or one whose coordinator moved) answers these until its group coordinator is ready.
 _COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
                           KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
@@ -54,3 +56,33 @@ def committed_positions(consumer, partitions: list[TopicPartition], timeout: flo
     source topic's id, as the mirror writes it)."""
     return {(tp.topic, tp.partition): (tp.offset, tp.metadata)
             for tp in consumer.committed(partitions, timeout=timeout) if tp.offset >= 0}
+
+
+def group_commits(settings: dict, group: str, partitions: list[tuple[str, int]] | None,
+                  timeout: float = 30.0) -> list[TopicPartition]:
+    """`group`'s commits of `partitions` (None: of every partition of the cluster's topics), an offset below 0
+    where it has none, read as the group's own consumer reads them: a consumer of that group id that never
+    joins it and never commits. Not AdminClient.list_consumer_group_offsets: that call crashes the process
+    (SIGSEGV) when the broker answers "not the coordinator" or "coordinator not available", as a young cluster
+    does before its first group commits and any cluster does while the coordinator moves (a broker restart;
+    confluent-kafka-python issue 1982, confluent-kafka-javascript issue 374: an admin client has no consumer
+    group to hand that error to). A consumer raises that error instead: it is asked again, as in
+    `describe_group`, until the coordinator is ready or `timeout` has passed."""
+    deadline = time.monotonic() + timeout
+    consumer = factory.side_consumer(settings, group)
+    try:
+        if partitions is None:
+            metadata = consumer.list_topics(timeout=timeout)
+            partitions = sorted((name, p) for name, topic in metadata.topics.items() if topic.error is None
+                                for p in topic.partitions)
+        wanted = [TopicPartition(t, p) for t, p in partitions]
+        while wanted:
+            try:
+                return consumer.committed(wanted, timeout=max(1.0, deadline - time.monotonic()))
+            except KafkaException as exc:
+                if exc.args[0].code() not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        return []
+    finally:
+        consumer.close()

@@ -40,11 +40,14 @@ def run(args: argparse.Namespace) -> int:
         if args.rewind and not args.apply:
             raise ConfigError("--rewind: only with --apply")
         config = select_mirror(Path(args.config), args.mirror)
-        translation.source_cluster(config, args.source)
+        source = translation.source_cluster(config, args.source)
     except ConfigError as exc:
         return fail(str(exc), EXIT_BAD_INPUT)
     try:
         translations = translation.translate_group(config, args.group, args.source)
+        if not translations:  # a misspelt group, or the wrong mirror: an empty plan would pass for a done failover
+            return fail(f"group {args.group!r} has no committed offsets on source {source.name!r} for the topics "
+                        f"mirror {config.name!r} replicates: nothing to translate", EXIT_FATAL)
         behind = {}
         if args.apply:
             behind = translation.apply_group_offsets(config, args.group, translation.translated_offsets(translations),

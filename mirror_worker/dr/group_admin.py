@@ -236,12 +236,15 @@ def sync_mirror_group_offsets(config: MirrorConfig, dry_run: bool = False) -> li
     source_cluster(config, config.sources[0].name)  # preserve-partitions, or a ConfigError
     reader, consumer = destination_reader(config)
     finder = IncrementalFinder(reader)  # one call: as a full read from the low watermark
-    destination = _admin(config.producer)
+    # Group calls through a child process that reads commits with a consumer, as the worker's (group_commits).
+    destination = factory.group_admin_client(config.producer, "the destination")
+    admins = [destination]
     reports = []
     try:
         cluster_ids = {source.name: source_cluster_id(source, config.startup_timeout_s) for source in config.sources}
         for source in config.sources:
-            admin = _admin(source.consumer)
+            admin = factory.group_admin_client(source.consumer, f"source {source.name!r}")
+            admins.append(admin)
             sync = GroupOffsetSync(source.name, cluster_ids[source.name], admin,
                                    destination, finder, group_filter(config), config.topic_filter().should_replicate,
                                    config.naming_policy().remote_topic, offset_syncs_of(config),
@@ -252,4 +255,6 @@ def sync_mirror_group_offsets(config: MirrorConfig, dry_run: bool = False) -> li
             reports.append(report)
     finally:
         consumer.close()
+        for admin in admins:
+            admin.close_coordinator_process()
     return reports

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from confluent_kafka import (
     Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
 from mirror_worker.clients import factory
+from mirror_worker.clients.coordinator_admin import IsolatingAdmin
 from mirror_worker.clients.groups import describe_group
 from mirror_worker.clients.headers import UnreadableHeaders, read_headers
 from mirror_worker.config.model import MirrorConfig, SourceCluster
@@ -64,14 +65,22 @@ def source_cluster(config: MirrorConfig, alias: str | None) -> SourceCluster:
     raise ConfigError(f"mirror {config.name!r} has no source cluster {alias!r}")
 
 
-def _admin(settings: dict) -> AdminClient:
-    return factory.admin_client(settings)
+def _admin(settings: dict, what: str = "the cluster") -> IsolatingAdmin:
+    """Its consumer-group calls run in a child process and read commits through a consumer: the admin
+    client's own calls crash or abort the process on a young cluster, a moving coordinator or a dropped
+    connection (clients/groups.py group_commits, clients/coordinator_admin.py)."""
+    return factory.group_admin_client(settings, what)
 
 
 def committed_source_offsets(config: MirrorConfig, source: SourceCluster, group: str,
                              timeout: float = 30.0) -> dict[tuple[str, int], int]:
     """The group's committed positions on the source, for the topics this mirror replicates."""
-    offsets = group_offsets(_admin(source.consumer), group, f"source {source.name!r}", timeout)
+    where = f"source {source.name!r}"
+    admin = _admin(source.consumer, where)
+    try:
+        offsets = group_offsets(admin, group, where, timeout)
+    finally:
+        admin.close_coordinator_process()
     topic_filter = config.topic_filter()
     return {key: offset for key, offset in offsets.items() if topic_filter.should_replicate(key[0])}
 
@@ -267,6 +276,8 @@ def translate_group(config: MirrorConfig, group: str, source_alias: str | None =
     timeout = config.startup_timeout_s
     source = source_cluster(config, source_alias)
     committed = committed_source_offsets(config, source, group, timeout)
+    if not committed:
+        return []  # nothing to place; the mirror's syncs are not read
     syncs = read_offset_syncs(config, timeout)
     ids = source_topic_ids(source, sorted({t for t, _ in committed}), timeout)
     translations = translate_positions(committed, syncs, source.name, config.naming_policy().remote_topic, ids)
@@ -326,21 +337,25 @@ def apply_group_offsets(config: MirrorConfig, group: str, offsets: dict[tuple[st
     A partition the group already committed past its translation there (it consumed on after an earlier
     failover: the source's commits are frozen since) is left where it is unless `rewind`. Returns those
     partitions, {(topic, partition): (the group's offset there, the translation)}: left, or moved back."""
-    admin = _admin(config.producer)
+    admin = _admin(config.producer, "the destination")
     try:
-        description = describe_group(admin, group, timeout)
-    except KafkaException as exc:
-        raise TranslationError(f"cannot describe group {group!r} on the destination: {exc.args[0].str()}") from None
-    if description.members:
-        raise GroupActiveError(
-            f"destination group {group!r} has {len(description.members)} active member(s): stop its consumers "
-            "before applying translated offsets"
-        )
-    current = group_offsets(admin, group, "the destination", timeout, sorted(offsets)) if offsets else {}
-    behind = {key: (current[key], offset) for key, offset in offsets.items() if moves_back(current.get(key), offset)}
-    write_group_offsets(admin, group, offsets if rewind else {k: o for k, o in offsets.items() if k not in behind},
-                        timeout)
-    return behind
+        try:
+            description = describe_group(admin, group, timeout)
+        except KafkaException as exc:
+            raise TranslationError(f"cannot describe group {group!r} on the destination: {exc.args[0].str()}") from None
+        if description.members:
+            raise GroupActiveError(
+                f"destination group {group!r} has {len(description.members)} active member(s): stop its consumers "
+                "before applying translated offsets"
+            )
+        current = group_offsets(admin, group, "the destination", timeout, sorted(offsets)) if offsets else {}
+        behind = {key: (current[key], offset) for key, offset in offsets.items()
+                  if moves_back(current.get(key), offset)}
+        write_group_offsets(admin, group, offsets if rewind else {k: o for k, o in offsets.items() if k not in behind},
+                            timeout)
+        return behind
+    finally:
+        admin.close_coordinator_process()
 
 
 def write_group_offsets(admin, group: str, offsets: dict[tuple[str, int], int], timeout: float = 30.0) -> None:

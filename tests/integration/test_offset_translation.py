@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from devstack.paths import ROOT
 from mirror_worker.config.spec import select_mirror
 from mirror_worker.dr.offset_translation import read_offset_syncs, translate_group, translate_group_offsets
-from tests.kafka_util import commit_offsets, create_topic, end_offsets, produce
+from tests.kafka_util import commit_offsets, create_topic, end_offsets, private_kafka, produce
 from tests.worker_util import WorkerProcess, committed_offsets, wait_for_count, write_mirror_spec
 
 pytestmark = pytest.mark.integration
@@ -243,3 +243,27 @@ def test_translation_refused_without_preserve_partitions(stack, topic_name, tmp_
         "mirror_worker: mirror 'np': offset translation needs preserve-partitions (destination partition = source "
         "partition); with other routings a source partition spreads over several destination partitions"
     )
+
+
+@pytest.fixture
+def young_source(tmp_path_factory):
+    """A one-node cluster just started: no group has committed there yet, so its group coordinator is not
+    ready (no __consumer_offsets) when the command first asks."""
+    with private_kafka(tmp_path_factory.mktemp("young-source")) as node:
+        yield node
+
+
+def test_a_group_with_no_commits_on_a_young_source_gets_one_line_not_a_crash(stack, young_source, tmp_path):
+    """Before: the command read the group's commits with AdminClient.list_consumer_group_offsets, which crashes
+    the process (SIGSEGV, exit -11) when the coordinator answers "not the coordinator" (a young cluster, or one
+    whose coordinator moved: a broker restart during a failover), and printed nothing. A group with no commits
+    also passed as an empty translation (exit 0; with --apply nothing written, and nothing said)."""
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, "young", "young-topic", prefix="dr.",
+                             source=young_source.bootstrap_servers, **{"preserve-partitions": "true"})
+    for apply in ((), ("--apply",)):
+        result = _cli("--config", str(spec), "--mirror", "young", "--group", "never-committed", *apply)
+        assert result.returncode == 1, (result.returncode, result.stderr)
+        assert [line for line in result.stderr.splitlines() if not line.startswith("{")] == [
+            "mirror_worker: group 'never-committed' has no committed offsets on source 'east' for the topics mirror "
+            "'young' replicates: nothing to translate"], result.stderr
+        assert result.stdout == ""

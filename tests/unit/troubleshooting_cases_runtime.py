@@ -40,6 +40,17 @@ def stuck_shutdown() -> str:
     return "0, or the failure's code"
 
 
+def group_without_commits(*argv: str) -> int:
+    """translate-offsets of a group that committed nothing on the topics the mirror replicates: the group read
+    answers empty (faked here; on the real stack: test_offset_translation.py, a young source)."""
+    from unittest import mock
+
+    from mirror_worker.commands.main import main
+
+    with mock.patch("mirror_worker.dr.offset_translation.committed_source_offsets", return_value={}):
+        return main(list(argv))
+
+
 CASES = {
     # the worker at run time
     "mirror_worker: data loss on source …: …; …": case(data_lost_before_mirrored, exit_code=GOES_ON),
@@ -55,4 +66,7 @@ CASES = {
     "mirror_worker: cannot read group … on …: …": case(
         WORKER, "translate-offsets", *SPEC_FLAGS, "--group", "g", exit_code=1,
         spec_yaml=with_mirror_keys("preserve-partitions: true")),
+    "mirror_worker: group … has no committed offsets on source … for the topics mirror … replicates: nothing to "
+    "translate": case(group_without_commits, "translate-offsets", *SPEC_FLAGS, "--group", "g", exit_code=1,
+                      spec_yaml=with_mirror_keys("preserve-partitions: true")),
 }
