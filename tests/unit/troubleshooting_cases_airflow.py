@@ -218,4 +218,7 @@ CASES = {
         spark_task, "check", "3", '{"status": "incomplete", "totals": {}}', exit_code=TASK_RETRIED),
     "mirror …: the catch-up … (exit …): …": case(spark_task, "catchup", "1", '{"records": 120, "seconds": 4}',
                                                   exit_code=TASK_RETRIED),
+    "Airflow connection …: …: ${env:...} is not resolved in …; put the secret in a file under …": case(
+        connection, "kafka", conn(login="u", password="${env:KAFKA_PASSWORD}", **SASL), "{dir}", exit_code=TASK_FAILS),
+    "usage: spark_launcher.py … FILE MODULE [ARGS...]": case("mirror_airflow.spark_launcher", exit_code=2),
 }
