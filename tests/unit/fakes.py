@@ -326,6 +326,9 @@ class FakeAdmin:
     def list_topics(self, topic=None, timeout=None):
         return SimpleNamespace(topics={})  # no topic: no failover mark (failover_mark.py)
 
+    def close_coordinator_process(self) -> None:  # an IsolatingAdmin's (factory.group_admin_client)
+        pass
+
 
 class FakeDestination:
     """DestinationTopics: topics exist with the source's partitions; no size limit unless set."""

@@ -85,6 +85,64 @@ def failover_task(task: str, params: str) -> str:
     return FAILS_AT_ONCE
 
 
+TASK_RETRIED = "the task fails (retried)"
+ALERT_LOST = "the alert is not sent"
+
+
+def group_pattern_not_a_regex() -> str:
+    """The failover's impact task with param group_pattern `(`: the source's groups are listed first."""
+    from unittest import mock
+
+    with mock.patch("mirror_airflow.hooks.offsets.MirrorOffsetsHook.source_groups", lambda self: ["app"]):
+        return failover_task("impact", '{"group_pattern": "("}')
+
+
+def webhook(url: str, status: str = "") -> str:
+    """An alert posted to `url` (a webhook connection's host and endpoint); `status`: what a server there answers.
+    Airflow logs the notifier's failure in the task log; the task's own outcome stands."""
+    import urllib.error
+    from unittest import mock
+
+    from mirror_airflow.notifications.alerts import post_json
+
+    answer = urllib.error.HTTPError(url, int(status), "Forbidden", {}, None) if status else None
+    with mock.patch("urllib.request.urlopen", side_effect=answer) if answer else mock.MagicMock():
+        try:
+            post_json(url, {"text": "mirror orders failed"}, 1)
+        except RuntimeError as exc:
+            print(exc, file=sys.stderr)
+    return ALERT_LOST
+
+
+def worker_exits() -> str:
+    """The run_worker task's mirror worker exits 1: the task fails with the worker's last stderr line."""
+    from mirror_airflow.exceptions import WorkerFailedError
+
+    print(WorkerFailedError("orders", 1, "mirror_worker: destination cluster unreachable within 30s: …"),
+          file=sys.stderr)
+    return TASK_RETRIED
+
+
+def spark_task(job: str, code: str, report: str = "") -> str:
+    """The verify DAG's check (or the catch-up's task) after spark-submit ended with exit `code` (the launcher's
+    outcome), the check's report `report` written."""
+    from unittest import mock
+
+    from mirror_airflow.operators.spark import CatchupOperator, ConsistencyCheckOperator
+
+    operator = (ConsistencyCheckOperator if job == "check" else CatchupOperator)(
+        task_id=job, spec_path="spec.yaml", mirror_name="orders", report_dir=".")
+    if report:
+        Path("r.json").write_text(report)
+    operator.report_path = operator.summary_path = Path("r.json") if report else None  # what prepare() names
+    with mock.patch.object(type(operator), "submit", lambda self, context: (int(code), None)):
+        try:
+            operator.execute({})
+        except RuntimeError as exc:
+            print(exc, file=sys.stderr)
+    return TASK_RETRIED
+
+
 KAFKA = {"extra": json.dumps({"bootstrap.servers": "127.0.0.1:1"})}
 SASL = {"extra": json.dumps({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_SSL"})}
 REGISTRY = {"host": "https://127.0.0.1", "port": 1}
@@ -149,4 +207,18 @@ CASES = {
         failover_task, "impact", '{"groups": "kafka-mirror.orders"}', exit_code=FAILS_AT_ONCE),
     "no consumer group selected: give param groups (comma list) and/or group_pattern (a regex matching group ids on "
     "the source)": case(failover_task, "impact", '{"groups": ""}', exit_code=FAILS_AT_ONCE),
+    "param group_pattern: not a regex (…): …": case(group_pattern_not_a_regex, exit_code=FAILS_AT_ONCE),
+    # Airflow: alerts and the mirror's tasks
+    "webhook … unreachable: …": case(webhook, "http://127.0.0.1:1/alerts", exit_code=ALERT_LOST),
+    "webhook … answered HTTP …": case(webhook, "https://hooks.example.com/alerts", "403", exit_code=ALERT_LOST),
+    "mirror worker … exited with code ……": case(worker_exits, exit_code=TASK_RETRIED),
+    "mirror … is inconsistent: …": case(
+        spark_task, "check", "1", '{"status": "inconsistent", "totals": {"missing": 3}}', exit_code=TASK_RETRIED),
+    "mirror …: the consistency check did not complete (exit …, …): …": case(
+        spark_task, "check", "3", '{"status": "incomplete", "totals": {}}', exit_code=TASK_RETRIED),
+    "mirror …: the catch-up … (exit …): …": case(spark_task, "catchup", "1", '{"records": 120, "seconds": 4}',
+                                                  exit_code=TASK_RETRIED),
+    "Airflow connection …: …: ${env:...} is not resolved in …; put the secret in a file under …": case(
+        connection, "kafka", conn(login="u", password="${env:KAFKA_PASSWORD}", **SASL), "{dir}", exit_code=TASK_FAILS),
+    "usage: spark_launcher.py … FILE MODULE [ARGS...]": case("mirror_airflow.spark_launcher", exit_code=2),
 }
