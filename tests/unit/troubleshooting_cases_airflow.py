@@ -211,6 +211,7 @@ CASES = {
     # Airflow: alerts and the mirror's tasks
     "webhook … unreachable: …": case(webhook, "http://127.0.0.1:1/alerts", exit_code=ALERT_LOST),
     "webhook … answered HTTP …": case(webhook, "https://hooks.example.com/alerts", "403", exit_code=ALERT_LOST),
+    "webhook …: not a usable URL": case(webhook, "https://hooks example.com/alerts", exit_code=ALERT_LOST),
     "mirror worker … exited with code ……": case(worker_exits, exit_code=TASK_RETRIED),
     "mirror … is inconsistent: …": case(
         spark_task, "check", "1", '{"status": "inconsistent", "totals": {"missing": 3}}', exit_code=TASK_RETRIED),

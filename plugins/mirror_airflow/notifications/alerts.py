@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import http.client
 import json
 import logging
 import re
@@ -88,8 +89,12 @@ def alert_text(fields: dict) -> str:
 
 
 def _safe_target(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or '?'}"
+    """The URL's scheme and host only: its path and query may hold a token."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a broken IPv6 literal
+        return "(its URL)"
+    return f"{parts.scheme}://{parts.hostname or '?'}" if parts.scheme else "(its URL)"
 
 
 def _connection_url(conn_id: str) -> str:
@@ -107,10 +112,10 @@ def _connection_url(conn_id: str) -> str:
 
 
 def post_json(url: str, payload: dict, timeout: float) -> int:
-    request = urllib.request.Request(
-        url, data=json.dumps(payload).encode(), method="POST", headers={"Content-Type": "application/json"},
-    )
-    try:
+    try:  # the Request itself refuses a URL without a scheme or with a broken IPv6 literal
+        request = urllib.request.Request(
+            url, data=json.dumps(payload).encode(), method="POST", headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status
     except urllib.error.HTTPError as exc:
@@ -118,7 +123,7 @@ def post_json(url: str, payload: dict, timeout: float) -> int:
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise RuntimeError(f"webhook {_safe_target(url)} unreachable: {reason}") from None
-    except ValueError:
+    except (ValueError, http.client.InvalidURL):  # InvalidURL: a space or a control character in the URL
         raise RuntimeError(f"webhook {_safe_target(url)}: not a usable URL") from None
 
 

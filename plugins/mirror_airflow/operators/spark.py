@@ -240,7 +240,7 @@ class ConsistencyCheckOperator(MirrorSparkJob):
         if code == 1 and summary:
             raise RuntimeError(f"mirror {self.mirror_name!r} is inconsistent: {summary}") from error
         if code != 0 or error is not None:
-            what = {2: "bad input", 3: "could not complete"}.get(code, "failed")
+            what = {2: "bad input", 3: "failed while it ran"}.get(code, "failed")
             raise RuntimeError(f"mirror {self.mirror_name!r}: the consistency check did not complete "
                                f"(exit {'?' if code is None else code}, {what})"
                                f"{': ' + summary if summary else ''}") from error

@@ -349,7 +349,7 @@ def test_verify_of_an_empty_window_is_skipped_saying_nothing_to_check(spark_subm
         "b": {"mode": "compacted", "reason": "c"}, "n": {"mode": "records", "reason": "r"}, "a": {"mode": "compacted"}}},
      r"mirror 'orders' is inconsistent: inconsistent: checked=9, missing=1; latest value per key: a, b \(report "),
     (2, None, r"mirror 'orders': the consistency check did not complete \(exit 2, bad input\)$"),
-    (3, None, r"mirror 'orders': the consistency check did not complete \(exit 3, could not complete\)$"),
+    (3, None, r"mirror 'orders': the consistency check did not complete \(exit 3, failed while it ran\)$"),
 ])
 def test_verify_tells_the_checks_exit_codes_apart(spark_submit, tmp_path, code, report, message):
     spark_submit.exit_code, spark_submit.report = code, report

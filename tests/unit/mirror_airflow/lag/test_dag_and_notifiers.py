@@ -123,3 +123,17 @@ def test_trigger_round_trips_through_its_serialised_kwargs(mirror):
     assert classpath == "mirror_airflow.triggers.lag.MirrorLagTrigger"
     assert decode_windows(again.samples) == windows and again.serialize() == (classpath, kwargs)
     assert (again.spec_path, again.mirror_name) == (SPEC, "orders")
+
+
+@pytest.mark.parametrize("url", ["https://hooks example.com/alerts?token=s3cret", "https://[::1/alerts?token=s3cret",
+                                 "hooks.example.com/alerts?token=s3cret"])
+def test_a_webhook_url_that_cannot_be_used_is_one_line_naming_no_secret(url):
+    """A webhook connection whose host has a space, a broken IPv6 literal or no scheme. Before: the request's
+    constructor (outside the try), http.client.InvalidURL (not a ValueError) and the error's own target
+    (urlsplit) raised raw exceptions into the task log instead of the notifier's one line."""
+    from mirror_airflow.notifications.alerts import post_json
+
+    with pytest.raises(RuntimeError) as raised:
+        post_json(url, {"text": "mirror orders failed"}, 1)
+    assert str(raised.value).endswith(": not a usable URL") and "s3cret" not in str(raised.value)
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
