@@ -22,11 +22,14 @@ SECRET_KEY_PATTERN = (
     r"password|secret|jaas\.config|user\.info|token|credential|ssl\.key\.pem|ssl\.keystore\.key$|private"
 )
 _SECRET_KEY = re.compile(SECRET_KEY_PATTERN, re.IGNORECASE)
-# `password="..."` / `password=...` inside a JAAS line or any echoed `key=value` of a secret key.
+# `password="..."` / `password=...` inside a JAAS line or any echoed `key=value` of a secret key; `key: value`
+# (YAML, JSON's `"key": "value"`) only where the value ends its line or field (`_cut`).
 _INLINE = re.compile(
-    r"""(?P<key>\b[\w.]*(?:password|secret|user\.info|token)[\w.]*\s*[=:]\s*)(?P<value>"(?:[^"\\]|\\.)*"|'[^']*'|[^\s,;}"']+)""",
+    r"""(?P<key>\b[\w.]*(?:password|secret|user\.info|token)[\w.]*"?\s*(?P<sep>[=:])\s*)(?P<value>"(?:[^"\\]|\\.)*"|'[^']*'|[^\s,;}"']+)""",
     re.IGNORECASE,
 )
+# What may follow an echoed `key: value` (spaces skipped): the end, or the next field of a mapping.
+_FIELD_END = frozenset(",;}])#\r\n")
 # Shorter values are not cut out of free text: a 2-letter "secret" would shred every log line.
 # (Redaction by key covers them.)
 MIN_SECRET_LENGTH = 4
@@ -97,7 +100,17 @@ def redact_text(text: str) -> str:
         escaped = json.dumps(secret)[1:-1]
         if escaped != secret and escaped in text:
             text = text.replace(escaped, REDACTED)
-    return _INLINE.sub(lambda m: m.group("key") + REDACTED, text)
+    return _INLINE.sub(_cut, text)
+
+
+def _cut(match: re.Match) -> str:
+    """An inline pair's value replaced; but `key: words…` is a line about the key (`sasl.password: missing`,
+    `basic.auth.user.info: must be USER:PASSWORD`), not an echo of its value: kept whole."""
+    if match.group("sep") == ":" and match.group("value")[0] not in "\"'":
+        following = match.string[match.end():].lstrip(" \t")[:1]
+        if following and following not in _FIELD_END:
+            return match.group(0)
+    return match.group("key") + REDACTED
 
 
 class RedactingFilter(logging.Filter):

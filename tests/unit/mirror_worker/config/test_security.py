@@ -300,3 +300,22 @@ def test_truststores_made_by_keytool(certs, tmp_path):
     assert out == {"ssl.ca.pem": certs.ca_pem.read_text()}
     with pytest.raises(ConfigError, match="librdkafka cannot read a JKS truststore"):
         translate_security({"ssl.truststore.location": str(tmp_path / "ts.JKS")}, "w")
+
+
+@pytest.mark.parametrize("text, expected", [
+    # An echoed setting ends its line or field: cut.
+    ("  sasl.password: hunter2\n  next: 1", "  sasl.password: [redacted]\n  next: 1"),
+    ("{sasl.password: hunter2, x: y}", "{sasl.password: [redacted], x: y}"),
+    ("bad line sasl.password: hunter2", "bad line sasl.password: [redacted]"),
+    ("sasl.password: hunter2  # the old one", "sasl.password: [redacted]  # the old one"),
+    ('"token": "abc-123"', '"token": [redacted]'),
+    # Our own lines name a secret key, then say what is wrong with it: kept whole (they used to read
+    # "sasl.password: [redacted] (set it)", "basic.auth.user.info: [redacted] be USER:PASSWORD").
+    ("mirror_worker: spec.yaml: basic.auth.user.info: must be USER:PASSWORD",
+     "mirror_worker: spec.yaml: basic.auth.user.info: must be USER:PASSWORD"),
+    ("basic.auth.user.info and bearer.auth.token: give only one of them",
+     "basic.auth.user.info and bearer.auth.token: give only one of them"),
+    ("sasl.password: missing (set it)", "sasl.password: missing (set it)"),
+])
+def test_a_key_colon_pair_is_cut_only_when_its_value_ends_the_field(text, expected):
+    assert redaction.redact_text(text) == expected
