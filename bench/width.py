@@ -138,6 +138,15 @@ def cpu_s(pid: int) -> float:
     return total
 
 
+def log_tail(path: Path, lines: int = 8) -> list[str]:
+    """The last lines of a system's log (its errors, for a run that did not finish), each cut to 400 chars."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line[:400] for line in text[-lines:]]
+
+
 def run_one(system: str, width: int, topics: list[str], partitions: int, clusters: Clusters, workdir: Path, args) -> dict:
     alias = f"r{uuid.uuid4().hex[:6]}"
     args.partitions = partitions
@@ -162,6 +171,7 @@ def run_one(system: str, width: int, topics: list[str], partitions: int, cluster
             time.sleep(0.5)
         if done is None:
             row["error"] = f"exited with {proc.returncode}" if proc.poll() is not None else "timed out"
+            row["log_tail"] = log_tail(workdir / f"{alias}.log")  # the workdir goes with the run
             return row
         row.update(seconds=round(done - launched, 1), msgs_per_s=round(args.records / (done - launched)),
                    first_record_s=round(first - launched, 1), cpu_s=round(cpu, 1),
