@@ -143,6 +143,116 @@ def spark_task(job: str, code: str, report: str = "") -> str:
     return TASK_RETRIED
 
 
+
+def lag_task(what: str) -> str:
+    """The lag sensor measures the mirror (its task fails with the line): the source refuses its metadata
+    (`lag`), the destination its heartbeat topic (`heartbeats`), or the heartbeats do not come within 50 ms."""
+    import time
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    from mirror_airflow.lag import measure
+
+    from mirror_worker.api import select_mirror
+
+    def list_topics(topic=None, timeout=None):
+        if what != "stall":
+            raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+        return SimpleNamespace(topics={topic: SimpleNamespace(error=None, partitions={0: None})})
+
+    consumer = SimpleNamespace(list_topics=list_topics, close=lambda: None, assign=lambda partitions: None,
+                               offsets_for_times=lambda tps, timeout: [TopicPartition(tp.topic, 0, 2) for tp in tps],
+                               get_watermark_offsets=lambda tp, timeout, cached: (0, 5),
+                               consume=lambda n, timeout: time.sleep(0.01) or [])
+    mirror = select_mirror(Path("spec.yaml"), "orders")
+    with mock.patch.object(measure, "side_consumer", lambda *args: consumer):
+        try:
+            measure.measure_partitions(mirror, 1) if what == "lag" else measure.newest_heartbeats(mirror, 60, 0.05)
+        except measure.MeasurementError as exc:  # the sensor's AirflowException
+            print(exc, file=sys.stderr)
+    return TASK_FAILS
+
+
+class MarkingAdmin:
+    """The clusters' admin as the failover's tasks use it: consumer groups with `members` (group -> count), the
+    failover's mark topic created (shown in the metadata only when `shows_mark`) and deleted."""
+
+    def __init__(self, members: dict[str, int], shows_mark: bool = True) -> None:
+        from tests.unit.fakes import FakeAdmin
+
+        self.groups, self.shows_mark, self.marks = FakeAdmin(group_members=members), shows_mark, set()
+
+    def describe_consumer_groups(self, groups, request_timeout=None):
+        return self.groups.describe_consumer_groups(groups)
+
+    def list_topics(self, topic=None, timeout=None):
+        from types import SimpleNamespace
+
+        shown = self.marks if self.shows_mark else set()
+        return SimpleNamespace(brokers={1: None}, topics={t: SimpleNamespace(error=None) for t in shown if t == topic})
+
+    def create_topics(self, topics, request_timeout=None):
+        from tests.unit.fakes import FakeFuture
+
+        self.marks |= {t.topic for t in topics}
+        return {t.topic: FakeFuture() for t in topics}
+
+    def delete_topics(self, topics, operation_timeout=None):
+        from tests.unit.fakes import FakeFuture
+
+        self.marks -= set(topics)
+        return {t: FakeFuture() for t in topics}
+
+
+def handover(what: str) -> str:
+    """The failover's (or the catch-up's) stop_mirror task, or the catch-up's resume_mirror: a catch-up holds the
+    lease group (`catchup`), the mirror's workers do not leave its group (`busy`), the mark topic never shows in the
+    destination's metadata (`mark`), or the Airflow API connection is gone at the resume (`resume`)."""
+    import itertools
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from mirror_airflow.operators.handover import ResumeMirrorOperator, StopMirrorOperator
+
+    from mirror_worker.dr import failover_mark
+
+    members = {"catchup": {"kafka-mirror.orders.catchup": 1}, "busy": {"kafka-mirror.orders": 2}}.get(what, {})
+    admin = MarkingAdmin(members, shows_mark=what != "mark")
+    clock = SimpleNamespace(monotonic=itertools.count(0, 40).__next__, sleep=lambda seconds: None)
+    names = {"spec_path": "spec.yaml", "mirror_name": "orders", "lifecycle_dag_id": "mirror__orders"}
+    with mock.patch("mirror_airflow.operators.base.admin_client", lambda settings: admin), \
+            mock.patch.object(failover_mark, "time", clock):
+        try:
+            if what == "resume":
+                ResumeMirrorOperator(task_id="resume_mirror", **names).execute(
+                    {"ti": SimpleNamespace(xcom_pull=lambda task_ids: {"paused_here": True})})
+            else:
+                StopMirrorOperator(task_id="stop_mirror", wait_timeout_s=1e-9, failover=what != "busy",
+                                   **names).execute({})
+        except Exception as exc:  # noqa: BLE001 - what fails the task: a RuntimeError, the mark's MirrorError
+            print(exc, file=sys.stderr)
+    return TASK_FAILS
+
+
+def failover_not_applied() -> str:
+    """The failover's report task after an apply that wrote no group's offsets (the groups still active)."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import AirflowFailException
+    from mirror_airflow.operators.failover import FailoverReportOperator
+
+    pulled = {"impact": {"mirror": "orders", "groups": []}, "approve": {"responded_by_user": {"id": "bob"}},
+              "stop_mirror": {"paused_here": True}, "apply_offsets": {"applied": [], "not_applied": [
+                  {"group": "app", "reason": "destination group 'app' has 2 active member(s)"}]}}
+    try:
+        FailoverReportOperator(task_id="report", spec_path="spec.yaml", mirror_name="orders",
+                               lifecycle_dag_id="mirror__orders", report_dir=".").execute(
+            {"ti": SimpleNamespace(xcom_pull=lambda task_ids, key=None: pulled[task_ids])})
+    except AirflowFailException as exc:
+        print(exc, file=sys.stderr)
+    return FAILS_AT_ONCE
+
 KAFKA = {"extra": json.dumps({"bootstrap.servers": "127.0.0.1:1"})}
 SASL = {"extra": json.dumps({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_SSL"})}
 REGISTRY = {"host": "https://127.0.0.1", "port": 1}
@@ -222,4 +332,15 @@ CASES = {
     "Airflow connection …: …: ${env:...} is not resolved in …; put the secret in a file under …": case(
         connection, "kafka", conn(login="u", password="${env:KAFKA_PASSWORD}", **SASL), "{dir}", exit_code=TASK_FAILS),
     "usage: spark_launcher.py … FILE MODULE [ARGS...]": case("mirror_airflow.spark_launcher", exit_code=2),
+    # Airflow: the lag sensor and the failover's stop, resume and report
+    "mirror …: lag measurement failed: …": case(lag_task, "lag", exit_code=TASK_FAILS),
+    "mirror …: heartbeat read failed: …": case(lag_task, "heartbeats", exit_code=TASK_FAILS),
+    "mirror …: reading heartbeats from … timed out": case(lag_task, "stall", exit_code=TASK_FAILS),
+    "a catch-up holds mirror group … on source … (its lease group … has … active member(s) after … s): let it "
+    "finish, then fail over": case(handover, "catchup", exit_code=TASK_FAILS),
+    "mirror group … on source … still has … active member(s) after … s: pause DAG … (or stop its worker) first": case(
+        handover, "busy", exit_code=TASK_FAILS),
+    "topic … created but not in the destination's metadata after … s": case(handover, "mark", exit_code=TASK_FAILS),
+    "cannot unpause …: connection … is gone": case(handover, "resume", exit_code=TASK_FAILS),
+    "failover of mirror …: … (report …)": case(failover_not_applied, exit_code=FAILS_AT_ONCE),
 }
