@@ -53,7 +53,9 @@ def test_the_command_prints_the_documented_line(line, tmp_path, capsys, monkeypa
     module, argv, exit_code, files, cluster = CASES[line]
     monkeypatch.chdir(tmp_path)
     if cluster is not False:
-        monkeypatch.setattr("spark_jobs.common.kafka_meta.kafka_consumer", FakeCluster(cluster).consumer)
+        fake = FakeCluster(cluster)
+        monkeypatch.setattr("spark_jobs.common.kafka_meta.kafka_consumer", fake.consumer)
+        monkeypatch.setattr("spark_jobs.common.kafka_meta.admin_client", fake.admin)
     monkeypatch.delenv("TROUBLESHOOTING_UNSET", raising=False)
     monkeypatch.delenv(SECRETS_DIRS_VARIABLE, raising=False)  # placeholders as on a host that names none
     written = {"c.properties": CONSUMER, "p.properties": PRODUCER, "spec.yaml": SPEC, **files}

@@ -61,8 +61,9 @@ def case(command: str, *argv: str, exit_code: int = 2, cluster: dict[str, int] |
 
 
 class FakeCluster:
-    """What a Spark job's metadata reader (spark_jobs/common/kafka_meta.py) sees of a cluster: these topics (name ->
-    partitions), or, for None, a cluster that does not answer."""
+    """What a Spark job's metadata reader (spark_jobs/common/kafka_meta.py) sees of a cluster, through its consumer
+    and its admin client: these topics (name -> partitions), each partition holding offsets 0..10, or, for None, a
+    cluster that does not answer."""
 
     def __init__(self, topics: dict[str, int] | None) -> None:
         self.topics = topics
@@ -80,6 +81,18 @@ class FakeCluster:
         return SimpleNamespace(cluster_id="fake", topics={
             name: SimpleNamespace(partitions=dict.fromkeys(range(count)), error=None)
             for name, count in self.topics.items()})
+
+    def admin(self, *_settings, **_options):
+        return self
+
+    def list_offsets(self, requests, isolation_level=None, request_timeout=None):
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        from tests.unit.fakes import FakeFuture
+
+        return {tp: FakeFuture(TopicPartition(tp.topic, tp.partition, 0 if spec == OffsetSpec.earliest() else 10))
+                for tp, spec in requests.items()}
 
     def close(self) -> None:
         pass

@@ -175,6 +175,31 @@ def jvm_reader_missing() -> int:
     return check_job(lambda: windows_on_jvm(spark, None, 1, {}))
 
 
+
+def spark_not_started() -> int:
+    """The check's Spark session does not start: Spark's JVM exits before it answers (no Java for it)."""
+    from pyspark.errors import PySparkRuntimeError
+
+    def start():
+        raise PySparkRuntimeError(errorClass="JAVA_GATEWAY_EXITED", messageParameters={})
+    return check_job(start)
+
+
+def running_session_unprotected() -> int:
+    """The catch-up of a mirror with credentials asks for a session on spark://10.0.0.1:7077 (the cluster's shared
+    secret given): getOrCreate hands back one already running in the process, without the RPC protection the job
+    set."""
+    from spark_jobs.common.session import create_session
+
+    running = SimpleNamespace(stop=lambda: None, sparkContext=SimpleNamespace(
+        master="spark://10.0.0.1:7077", getConf=lambda: SimpleNamespace(getAll=lambda: [])))
+    builder = SimpleNamespace(getOrCreate=lambda: running)
+    builder.appName = builder.master = builder.config = lambda *args: builder
+    with mock.patch("pyspark.sql.SparkSession.builder", builder):
+        return catchup_job(lambda: create_session("mirror-catchup", "spark://10.0.0.1:7077", kafka_source=False,
+                                                  extra_conf={"spark.authenticate.secret": "s"},
+                                                  secrets=["source sasl.password"]))
+
 CASES = {
     # the Spark jobs: both
     "catchup: --source.bootstrap.servers is required (or --config mirrors.yaml --mirror NAME)": case(
@@ -254,4 +279,11 @@ CASES = {
     "executors): set spark.executorEnv.PYTHONHASHSEED": case(hash_seeds_differ, exit_code=3),
     "consistency_check: check failed: the digest pass's JVM reader is not on Spark's classpath: …": case(
         jvm_reader_missing, exit_code=3),
+    "consistency_check: --offsets: topic … is not among the checked topics": case(
+        CHECK, *CHECK_FLAGS, "--offsets", "payments:0:0-5", cluster={"orders": 1}),
+    "consistency_check: --offsets: topic … has … partitions on the source cluster; … is not one": case(
+        CHECK, *CHECK_FLAGS, "--offsets", "orders:3:0-5", cluster={"orders": 1}),
+    "consistency_check: check failed: …": case(spark_not_started, exit_code=3),
+    "catchup: refused: the mirror's credentials would reach … unprotected: … missing from the running session": case(
+        running_session_unprotected),
 }

@@ -22,6 +22,21 @@ from tests.unit.troubleshooting_cases import (
 
 REGISTRY_NOWHERE = f'schema-registry-url: "http://{NOWHERE}"'
 
+
+def truststore_without_certificate(*argv: str) -> int:
+    """The spec's source names a PKCS12 truststore that holds a private key and no certificate (its password
+    opens it)."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
+
+    from mirror_worker.commands.main import main
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    with open("trust.p12", "wb") as store:
+        store.write(pkcs12.serialize_key_and_certificates(b"k", key, None, None, BestAvailableEncryption(b"pw")))
+    return main(list(argv))
+
+
 CASES = {
     # the worker: flags
     "mirror_worker: --consumer.config is required (one per source cluster)": case(WORKER, "--whitelist", "a"),
@@ -192,6 +207,9 @@ CASES = {
     "mirror_worker: …: … is not a PKCS12 truststore, or ssl.truststore.password is wrong": case(
         WORKER, *SPEC_FLAGS, spec_yaml=with_source_kafka(
             "ssl.truststore.type: PKCS12, ssl.truststore.location: '{dir}/p.properties'")),
+    "mirror_worker: …: … holds no certificate": case(
+        truststore_without_certificate, *SPEC_FLAGS, spec_yaml=with_source_kafka(
+            "ssl.truststore.type: PKCS12, ssl.truststore.location: trust.p12, ssl.truststore.password: pw")),
     "mirror_worker: …: ${…:PATH:KEY} expected": case(
         WORKER, *SPEC_FLAGS, spec_yaml=with_source_kafka("sasl.username: '${file:nokey}'")),
     "mirror_worker: …: … must be a file name inside …": case(
