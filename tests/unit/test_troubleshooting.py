@@ -19,6 +19,7 @@ from tests.unit import (
     troubleshooting_cases_jobs,
     troubleshooting_cases_runtime,
     troubleshooting_cases_schemas,
+    troubleshooting_cases_teststack,
     troubleshooting_cases_worker,
 )
 from tests.unit.troubleshooting_cases import CONSUMER, PRODUCER, SPEC, FakeCluster
@@ -27,7 +28,7 @@ from tests.unit.troubleshooting_sites import documented_exit_codes, pattern
 PARTS = (troubleshooting_cases_worker.CASES, troubleshooting_cases_runtime.CASES, troubleshooting_cases_jobs.CASES,
          troubleshooting_cases_airflow.CASES, troubleshooting_cases_devstack.CASES,
          troubleshooting_cases_dr.CASES, troubleshooting_cases_eos.CASES,
-         troubleshooting_cases_schemas.CASES)
+         troubleshooting_cases_schemas.CASES, troubleshooting_cases_teststack.CASES)
 CASES = {line: case for part in PARTS for line, case in part.items()}
 assert len(CASES) == sum(map(len, PARTS)), "a line in two case modules"
 
