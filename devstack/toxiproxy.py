@@ -87,7 +87,7 @@ class ToxiproxyServer:
             with urllib.request.urlopen(request, timeout=10) as response:
                 text = response.read().decode()
         except urllib.error.HTTPError as exc:
-            raise StackError(f"toxiproxy {method} {path}: HTTP {exc.code} {exc.read().decode()[:300]}") from exc
+            raise StackError(f"toxiproxy {method} {path}: HTTP {exc.code} {' '.join(exc.read().decode(errors='replace').split())[:300]}") from exc
         return json.loads(text) if text.strip() else None
 
     def start(self) -> None:

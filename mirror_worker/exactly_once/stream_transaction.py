@@ -159,7 +159,7 @@ class StreamTransaction:
                 return found
             found_again, writers = self.positions(keys)
             found.update({key: position for key, position in found_again.items() if key not in self.from_legacy})
-        raise MirrorError(f"exactly-once: the writers of source {self.alias!r}'s partitions kept changing while "
+        raise MirrorError(f"exactly-once: the writers of the partitions of source {self.alias!r} kept changing while "
                           f"{MAX_FENCING_ROUNDS} rounds fenced them: another process claims them meanwhile")
 
     def _fence(self, writers: dict[PositionKey, str | None], fenced: set[str]) -> int:

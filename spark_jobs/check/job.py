@@ -380,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
                                                "seconds": round(time.monotonic() - started, 2)})
         report = check_topics(spark, plan)
         html = write_report(report, plan.report)
+    except JobInputError as exc:  # the session's own refusal: one already running here without protection
+        print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     except (PySparkException, Py4JError, OSError, ReadFailed, JvmReaderMissing, SchemaRegistryUnavailable) as exc:
         log.exception("check failed")
         print(f"{PROG}: check failed: {' '.join(str(exc).split())[:300]}", file=sys.stderr)

@@ -181,7 +181,7 @@ def topics_not_shown(what: str) -> int:
 CASES = {
     "mirror_worker: exactly-once init of … failed: …": case(init_refused, exit_code=1),
     "mirror_worker: exactly-once begin of … failed: …": case(stream, "begin", exit_code=1),
-    "mirror_worker: exactly-once: the writers of source …'s partitions kept changing while … rounds fenced them: "
+    "mirror_worker: exactly-once: the writers of the partitions of source … kept changing while … rounds fenced them: "
     "another process claims them meanwhile": case(stream, "claimed", exit_code=1),
     "mirror_worker: exactly-once: destination partition …[…] is already written by another mirror (…); this one "
     "(…) would fence it: give one of them other destination topics (prefix, topic-map), or, if that mirror is gone "

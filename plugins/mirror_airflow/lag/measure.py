@@ -53,7 +53,7 @@ def measure_partitions(mirror: MirrorConfig, timeout: float = 30.0) -> list[tupl
             finally:
                 consumer.close()
     except KafkaException as exc:
-        raise MeasurementError(f"mirror {mirror.name}: lag measurement failed: {exc.args[0]}") from None
+        raise MeasurementError(f"mirror {mirror.name}: lag measurement failed: {exc.args[0].str()}") from None
     return out
 
 
@@ -121,7 +121,7 @@ def newest_heartbeats(mirror: MirrorConfig, lookback_s: float, timeout: float = 
         if ends:
             raise MeasurementError(f"mirror {mirror.name}: reading heartbeats from {topic} timed out")
     except KafkaException as exc:
-        raise MeasurementError(f"mirror {mirror.name}: heartbeat read failed: {exc.args[0]}") from None
+        raise MeasurementError(f"mirror {mirror.name}: heartbeat read failed: {exc.args[0].str()}") from None
     finally:
         consumer.close()
     return {alias: list(by_worker.values()) for alias, by_worker in found.items()}

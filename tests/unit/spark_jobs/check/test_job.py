@@ -473,3 +473,27 @@ def test_write_report_writes_json_and_html_beside_it(tmp_path):
     assert json.loads((tmp_path / "out" / "check.json").read_text()) == report
     assert '<span class="status inconsistent">inconsistent</span>' in html.read_text()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["check.html", "check.json"]
+
+
+def test_a_session_refused_for_its_protection_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """A Spark session already running in the process without RPC protection (session.py refuses it after
+    creating it). Before: the check caught only Spark's and the read's errors around create_session, so the
+    refusal (a JobInputError) ended in a traceback."""
+    from spark_jobs.common.cluster_security import UnprotectedCredentials
+    from types import SimpleNamespace
+
+    from tests.unit.troubleshooting_cases import SPEC
+
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    monkeypatch.setattr(cc, "plan_check", lambda args: SimpleNamespace(target=None))  # the clusters: not asked
+    monkeypatch.setattr(cc, "target_secrets", lambda target: ())
+
+    def refused(*_args, **_kwargs):
+        raise UnprotectedCredentials("refused: the mirror's credentials would reach spark://h:7077 unprotected: "
+                                     "spark.authenticate missing from the running session")
+
+    monkeypatch.setattr(cc, "create_session", refused)
+    code = cc.main(["--config", str(tmp_path / "spec.yaml"), "--report", str(tmp_path / "r.json")])
+    lines = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("{")]
+    assert code == 2 and lines == [f"{cc.PROG}: refused: the mirror's credentials would reach spark://h:7077 "
+                                   "unprotected: spark.authenticate missing from the running session"], lines
