@@ -139,3 +139,26 @@ def offsets_retention_ms(admin, timeout_s: float) -> int | None:
 def committed_position(tp: TopicPartition) -> tuple[int, str] | None:
     """A committed position as (next offset, source topic id), None when there is none."""
     return (tp.offset, parse_position_metadata(tp.metadata)[0]) if tp.offset >= 0 else None
+
+
+# The positions of one send_offsets_to_transaction reach __consumer_offsets as one batch, which the broker
+# refuses past its message.max.bytes (1 MiB by default) with "Unknown broker error" for every partition: at ~260 B
+# a position (names and metadata), ~4,000 positions at once. Sends of at most this many bytes, several in one
+# transaction when needed (tests/integration/test_width.py).
+OFFSETS_SEND_BYTES = 512 * 1024
+_RECORD_OVERHEAD = 96  # a position's key and value framing, its group's name, the batch's per-record bytes
+
+
+def offset_sends(slots: list[TopicPartition], limit: int = OFFSETS_SEND_BYTES) -> list[list[TopicPartition]]:
+    """`slots` in order, cut into sends of at most `limit` estimated bytes each (one slot alone may exceed it)."""
+    sends: list[list[TopicPartition]] = []
+    size = 0
+    for slot in slots:
+        cost = _RECORD_OVERHEAD + len(slot.topic) + len((slot.metadata or "").encode())
+        if not sends or size + cost > limit:
+            sends.append([])
+            size = 0
+        sends[-1].append(slot)
+        size += cost
+    return sends
+

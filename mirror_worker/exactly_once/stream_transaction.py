@@ -41,7 +41,7 @@ from mirror_worker.exactly_once.bounded_call import STUCK_AFTER_S, StuckCall, ca
 from mirror_worker.exactly_once.fencing import connect, fence, init_transactions
 from mirror_worker.exactly_once.position_store import PositionStore
 from mirror_worker.exactly_once.positions import (
-    RELEASED, PositionKey, keepalive_due, legacy_transactional_id, transactional_id,
+    RELEASED, PositionKey, keepalive_due, legacy_transactional_id, offset_sends, transactional_id,
 )
 from mirror_worker.exactly_once.transactions import (
     FENCED, RETRY_BACKOFF_MS, ProducerFenced, TransactionAborted, TransactionPending,
@@ -295,12 +295,16 @@ class StreamTransaction:
             raise TransactionPending(str(failed)) from None
 
     def _send_offsets(self, producer: Producer, slots: list, timeout_s: float) -> None:
-        """send_offsets_to_transaction, given up STUCK_AFTER_S past its timeout (StuckCall: the caller replaces
-        the producer; see bounded_call). A given-up producer is never called again; its thread drops it once
-        the call returns (a late TxnOffsetCommit of the fenced epoch is refused by the broker)."""
-        call_within(lambda: producer.send_offsets_to_transaction(slots, self.store.group_metadata, timeout_s),
-                    timeout_s + STUCK_AFTER_S, lambda: self.abandoned.append(producer),
-                    lambda: self.abandoned.remove(producer))
+        """send_offsets_to_transaction, in sends the broker can write (positions.offset_sends), each given up
+        STUCK_AFTER_S past its timeout (StuckCall: the caller replaces the producer; see bounded_call). A
+        given-up producer is never called again; its thread drops it once the call returns (a late
+        TxnOffsetCommit of the fenced epoch is refused by the broker). A send that fails leaves the
+        transaction to the caller's handling of its error, as one send did: all of them are made again."""
+        for send in offset_sends(slots):
+            call_within(lambda send=send: producer.send_offsets_to_transaction(send, self.store.group_metadata,
+                                                                               timeout_s),
+                        timeout_s + STUCK_AFTER_S, lambda: self.abandoned.append(producer),
+                        lambda: self.abandoned.remove(producer))
 
     # ---------------------------------------------------------------- partitions leaving, shutdown
     def forget(self, keys) -> None:

@@ -135,3 +135,34 @@ def test_exactly_once_at_1000_partitions_under_1024_open_files_with_a_zombie(sta
     finally:
         for worker in workers:
             worker.stop_quietly()
+
+
+def test_exactly_once_claims_and_commits_positions_larger_than_one_offsets_batch(stack, tmp_path, topic_name):
+    """The positions one transaction commits go to __consumer_offsets as one batch, which the broker refuses past
+    its message.max.bytes (1 MiB) with "Unknown broker error" for every partition. Each position carries ~260 B
+    of metadata at usual name lengths, so from ~4,000 partitions moving at once (the claim at start, a worker
+    that takes over a dead one's partitions) the claim was refused until the start-up timeout and the worker
+    exited 1 (bench/width.py at 5,000 partitions). Here a 1,400-character group id (named twice in each position)
+    makes 1,000 positions ~3 MB."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    base = topic_name("wide-positions")
+    topics = [f"{base}-{i}" for i in range(TOPICS)]
+    admin = AdminClient({"bootstrap.servers": src})
+    for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
+        future.result(120)
+    consumer = write_properties(tmp_path / "source.properties", {
+        "bootstrap.servers": src, "group.id": f"g-{base}-{'x' * 1400}", "auto.offset.reset": "earliest"})
+    producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": dst})
+    args = ["--consumer.config", consumer, "--producer.config", producer, "--whitelist", f"{base}-.*",
+            "--name", base, "--prefix", "w.", "--preserve.partitions", "--exactly.once",
+            "--offset.commit.interval.ms", "1000"]
+    _produce(src, topics, "a", 2)
+    worker = WorkerProcess(args, tmp_path, "wide")
+    try:
+        wait_while_running(lambda: _committed(dst, topics) == WIDTH * 2, "every record copied and committed",
+                           [worker], 240)
+        copied = _sequences(_read_all(dst, [f"w.{t}" for t in topics]), prefix="w.")
+        assert copied == _sequences(_read_all(src, topics))
+        assert worker.terminate() == 0, worker.stderr[-2000:]
+    finally:
+        worker.stop_quietly()

@@ -69,3 +69,20 @@ def test_a_workers_transactional_id_names_its_group_source_and_member_not_a_part
     assert worker_transactional_id("kafka-mirror.orders", "east", "slot-0") == "kafka-mirror-eos.kafka-mirror.orders.east.slot-0"
     router = Router(PrefixPolicy("src."), preserve_partitions=True, preserve_order=False, num_producers=1)
     assert {router.route("t", p).producer_index for p in range(50)} == {0}  # one producer per source
+
+
+def test_positions_are_sent_in_pieces_the_broker_can_write():
+    from confluent_kafka import TopicPartition
+
+    from mirror_worker.exactly_once.positions import OFFSETS_SEND_BYTES, offset_sends
+
+    metadata = "m" * 250
+    slots = [TopicPartition(f"w.t-{i // 10}", i % 10, 5, metadata) for i in range(5000)]
+    sends = offset_sends(slots)
+    assert [slot for send in sends for slot in send] == slots  # all, in order
+    sizes = [sum(96 + len(s.topic) + len(s.metadata) for s in send) for send in sends]
+    assert len(sends) == 4 and max(sizes) <= OFFSETS_SEND_BYTES, sizes
+    assert offset_sends(slots[:1000]) == [slots[:1000]]  # the usual transaction: one send
+    assert offset_sends([]) == []
+    huge = TopicPartition("t", 0, 1, "x" * 4000)
+    assert offset_sends([huge, huge], limit=1000) == [[huge], [huge]]  # alone past the limit: still sent
