@@ -63,8 +63,9 @@ def init_transactions(producer: Producer, timeout_s: float, what: str,
                 raise MirrorError(f"exactly-once init of {what} failed: {error.str()}") from None
             if stopping():
                 raise StopInterrupted(f"exactly-once init of {what} stopped: the worker is stopping") from None
-            if time.monotonic() > deadline:
-                raise MirrorError(f"exactly-once init of {what} failed: {error.str()}") from None
+            if time.monotonic() > deadline:  # a cluster's first transactions wait for __transaction_state
+                raise MirrorError(f"exactly-once init of {what} failed: no answer within {timeout_s:.0f}s "
+                                  f"(startup-timeout-s): {error.str()}") from None
             if error.code() != KafkaError._TIMED_OUT:  # a refusal: asked again shortly; a timeout resumes at once
                 time.sleep(0.2)
 

@@ -55,3 +55,9 @@ def test_fencing_stops_as_a_stop(monkeypatch):
     with pytest.raises(StopInterrupted):
         fencing.fence({}, ["a", "b", "c"], "dest.t", 30.0, stopping=lambda: True)
     assert made == []  # not one more producer once the stop was asked
+
+
+def test_an_init_that_never_answers_names_its_bound():
+    producer = WaitingProducer(timeouts=10**6)
+    with pytest.raises(MirrorError, match=r"^exactly-once init of w failed: no answer within 1s \(startup-timeout-s\)"):
+        fencing.init_transactions(producer, 1.0, "w")
