@@ -139,12 +139,14 @@ def cpu_s(pid: int) -> float:
 
 
 def log_tail(path: Path, lines: int = 8) -> list[str]:
-    """The last lines of a system's log (its errors, for a run that did not finish), each cut to 400 chars."""
+    """A system's warnings and errors (the last 20) and its last lines, for a run that did not finish; each
+    cut to 400 characters."""
     try:
         text = path.read_text(errors="replace").splitlines()
     except OSError:
         return []
-    return [line[:400] for line in text[-lines:]]
+    noted = [line for line in text[:-lines] if '"level": "warning"' in line or '"level": "error"' in line]
+    return [line[:400] for line in noted[-20:] + text[-lines:]]
 
 
 def run_one(system: str, width: int, topics: list[str], partitions: int, clusters: Clusters, workdir: Path, args) -> dict:
