@@ -87,7 +87,8 @@ class ToxiproxyServer:
             with urllib.request.urlopen(request, timeout=10) as response:
                 text = response.read().decode()
         except urllib.error.HTTPError as exc:
-            raise StackError(f"toxiproxy {method} {path}: HTTP {exc.code} {' '.join(exc.read().decode(errors='replace').split())[:300]}") from exc
+            answer = " ".join(exc.read().decode(errors="replace").split())  # one line, whatever the body
+            raise StackError(f"toxiproxy {method} {path}: HTTP {exc.code} {answer[:300]}") from exc
         return json.loads(text) if text.strip() else None
 
     def start(self) -> None:

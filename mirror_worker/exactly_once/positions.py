@@ -161,4 +161,3 @@ def offset_sends(slots: list[TopicPartition], limit: int = OFFSETS_SEND_BYTES) -
         sends[-1].append(slot)
         size += cost
     return sends
-
