@@ -29,8 +29,8 @@ from mirror_worker.dr.group_rules import (
 )
 from mirror_worker.dr.offset_syncs import OffsetSync, translate_positions
 from mirror_worker.dr.offset_translation import (
-    PartitionReader, TranslationError, group_offsets, place, read_offset_syncs, source_cluster, source_cluster_id,
-    source_topic_ids, write_group_offsets,
+    PartitionReader, TranslationError, group_offsets, mirrored_partitions, place, read_offset_syncs, source_cluster,
+    source_cluster_id, source_topic_ids, write_group_offsets,
 )
 from mirror_worker.dr.resume_index import IncrementalFinder
 from mirror_worker.dr.resume_search import SourcePartition, siblings
@@ -75,14 +75,16 @@ class GroupOffsetSync:
             if report.not_writer is not None:
                 return report
             groups = self.source_groups()
+            # One metadata read per sync; each group's commits are read for the mirrored partitions only.
+            partitions = mirrored_partitions(self.source_admin, self.mirrored, "offsets", f"source {self.alias!r}",
+                                             self.timeout)
         except TranslationError as exc:
             report.errors["*"] = str(exc)
             return report
         syncs: list[OffsetSync] | None = None
-        for group in groups:
+        for group in groups if partitions else []:
             try:
-                committed = {k: o for k, o in group_offsets(self.source_admin, group, f"source {self.alias!r}",
-                                                            self.timeout).items() if self.mirrored(k[0])}
+                committed = group_offsets(self.source_admin, group, f"source {self.alias!r}", self.timeout, partitions)
                 if not committed:
                     continue
                 if syncs is None:  # read once per sync, and only when a group has something to translate

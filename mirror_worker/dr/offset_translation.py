@@ -78,11 +78,22 @@ def committed_source_offsets(config: MirrorConfig, source: SourceCluster, group:
     where = f"source {source.name!r}"
     admin = _admin(source.consumer, where)
     try:
-        offsets = group_offsets(admin, group, where, timeout)
+        partitions = mirrored_partitions(admin, config.topic_filter().should_replicate, repr(group), where, timeout)
+        return group_offsets(admin, group, where, timeout, partitions) if partitions else {}
     finally:
         admin.close_coordinator_process()
-    topic_filter = config.topic_filter()
-    return {key: offset for key, offset in offsets.items() if topic_filter.should_replicate(key[0])}
+
+
+def mirrored_partitions(admin, mirrored, group: str, where: str, timeout: float = 30.0) -> list[tuple[str, int]]:
+    """The partitions of the cluster's topics that `mirrored(topic)` selects (one metadata read): a group's
+    commits are read for these only, not for every partition of the cluster (clients/groups.group_commits).
+    `group` names what was to be read in the error, as group_offsets does."""
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise TranslationError(f"cannot read group {group} on {where}: {exc.args[0].str()}") from None
+    return sorted((name, p) for name, topic in metadata.topics.items() if topic.error is None and mirrored(name)
+                  for p in topic.partitions)
 
 
 def group_offsets(admin, group: str, where: str, timeout: float = 30.0,

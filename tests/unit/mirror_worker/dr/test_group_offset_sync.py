@@ -88,6 +88,15 @@ class FakeClusterAdmin:
         self.refuse_writes = refuse_writes
         self.writes: list[tuple[str, dict]] = []
 
+    def list_topics(self, topic=None, timeout=None):
+        """The topics its groups committed, with those partitions."""
+        topics: dict[str, set[int]] = {}
+        for offsets in self.offsets.values():
+            for t, p in offsets:
+                topics.setdefault(t, set()).add(p)
+        return SimpleNamespace(topics={t: SimpleNamespace(error=None, partitions=dict.fromkeys(sorted(ps)))
+                                       for t, ps in topics.items()})
+
     def list_consumer_groups(self, request_timeout=None):
         return FakeFuture(SimpleNamespace(valid=[SimpleNamespace(group_id=g) for g in self.offsets], errors=[]))
 
