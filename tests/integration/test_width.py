@@ -85,21 +85,27 @@ def _committed(dst: str, topics: list[str]) -> int:
         consumer.close()
 
 
-def test_exactly_once_at_1000_partitions_under_1024_open_files_with_a_zombie(stack, tmp_path, topic_name):
+def _wide_mirror(stack, tmp_path: Path, base: str, consumer_settings: dict) -> tuple[list[str], list[str]]:
+    """TOPICS topics of PARTITIONS on the source named `base`-i, and an exactly-once worker's arguments mirroring
+    them to `w.`-prefixed topics (its source consumer: `consumer_settings` added)."""
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
-    base = topic_name("width")
     topics = [f"{base}-{i}" for i in range(TOPICS)]
     admin = AdminClient({"bootstrap.servers": src})
     for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
         future.result(120)
     consumer = write_properties(tmp_path / "source.properties", {
-        "bootstrap.servers": src, "group.id": f"g-{base}", "auto.offset.reset": "earliest",
-        "partition.assignment.strategy": "cooperative-sticky", **FROZEN,
-    })
+        "bootstrap.servers": src, "auto.offset.reset": "earliest", **consumer_settings})
     producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": dst})
-    args = ["--consumer.config", consumer, "--producer.config", producer, "--whitelist", f"{base}-.*",
-            "--name", base, "--prefix", "w.", "--preserve.partitions", "--exactly.once",
-            "--offset.commit.interval.ms", "1000"]
+    return topics, ["--consumer.config", consumer, "--producer.config", producer, "--whitelist", f"{base}-.*",
+                    "--name", base, "--prefix", "w.", "--preserve.partitions", "--exactly.once",
+                    "--offset.commit.interval.ms", "1000"]
+
+
+def test_exactly_once_at_1000_partitions_under_1024_open_files_with_a_zombie(stack, tmp_path, topic_name):
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    base = topic_name("width")
+    topics, args = _wide_mirror(stack, tmp_path, base, {
+        "group.id": f"g-{base}", "partition.assignment.strategy": "cooperative-sticky", **FROZEN})
     _produce(src, topics, "a", 2)
     first = WorkerProcess(args, tmp_path, "first", open_files=1024)
     workers = [first]
@@ -146,16 +152,7 @@ def test_exactly_once_claims_and_commits_positions_larger_than_one_offsets_batch
     makes 1,000 positions ~3 MB."""
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     base = topic_name("wide-positions")
-    topics = [f"{base}-{i}" for i in range(TOPICS)]
-    admin = AdminClient({"bootstrap.servers": src})
-    for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
-        future.result(120)
-    consumer = write_properties(tmp_path / "source.properties", {
-        "bootstrap.servers": src, "group.id": f"g-{base}-{'x' * 1400}", "auto.offset.reset": "earliest"})
-    producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": dst})
-    args = ["--consumer.config", consumer, "--producer.config", producer, "--whitelist", f"{base}-.*",
-            "--name", base, "--prefix", "w.", "--preserve.partitions", "--exactly.once",
-            "--offset.commit.interval.ms", "1000"]
+    topics, args = _wide_mirror(stack, tmp_path, base, {"group.id": f"g-{base}-{'x' * 1400}"})
     _produce(src, topics, "a", 2)
     worker = WorkerProcess(args, tmp_path, "wide")
     try:
