@@ -23,13 +23,20 @@ PARTITIONS = 6
 
 
 class LiveProducer(threading.Thread):
-    """Produces `total` unique records into `topic` at about `rate` per second, in the background."""
+    """Produces `total` unique records into `topic` at about `rate` per second, in the background.
 
-    def __init__(self, bootstrap: str, topic: str, total: int, rate: int, tag: str = "r") -> None:
+    With `hold_at`, it waits after that many records until release(): a test that must act while part of the
+    stream is still to come gets that by construction, however slowly the machine starts the worker.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, total: int, rate: int, tag: str = "r",
+                 hold_at: int | None = None) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.total, self.rate, self.tag = bootstrap, topic, total, rate, tag
+        self.hold_at = hold_at
         self.error: Exception | None = None
         self.stopped = threading.Event()  # stop(): no more records after the current chunk
+        self.released = threading.Event()
 
     def run(self) -> None:
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
@@ -39,6 +46,9 @@ class LiveProducer(threading.Thread):
             for start in range(0, self.total, chunk):
                 if self.stopped.is_set():
                     break
+                if self.hold_at is not None and start >= self.hold_at:
+                    producer.flush(60)
+                    self.released.wait(300)
                 began = time.monotonic()
                 for i in range(start, min(start + chunk, self.total)):
                     producer.produce(self.topic, f"{self.tag}-{i:08d}".encode() + b"." * 80, f"k{i % 97}".encode())
@@ -51,8 +61,13 @@ class LiveProducer(threading.Thread):
 
     def stop(self) -> None:
         self.stopped.set()
+        self.released.set()
+
+    def release(self) -> None:
+        self.released.set()
 
     def finish(self) -> None:
+        self.released.set()
         self.join(120)
         assert not self.is_alive(), "live producer did not finish"
         if self.error:
@@ -123,17 +138,20 @@ def _verify(mirror, expected: int, record_property) -> int:
 
 
 def test_kill_9_mid_stream_then_restart_loses_nothing(mirror, record_property):
-    live = LiveProducer(mirror.src, mirror.topic, total=40_000, rate=5_000)
+    # The producer holds at 30,000 until the kill: on a slow machine it used to produce all 40,000 before
+    # the worker had started, and the worker had copied them all by the kill (CI of stop 55).
+    live = LiveProducer(mirror.src, mirror.topic, total=40_000, rate=5_000, hold_at=30_000)
     live.start()
     worker = mirror("first")
     worker.wait_started()
     # Mid-stream, with some commits done (1 s interval): however slow the machine is, kill only once a
-    # part has been mirrored, while the producer is still going.
+    # part has been mirrored, while the producer is still going (or held).
     _wait_for_destination_total(mirror.dst, mirror.topic, 5_000, timeout=60)
     time.sleep(1.5)
     assert worker.proc.poll() is None
     worker.kill()
     assert len(read_topic(mirror.dst, mirror.topic)) < 40_000  # really mid-stream
+    live.release()
     restarted = mirror("second")
     restarted.wait_started()
     live.finish()
