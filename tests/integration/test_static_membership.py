@@ -41,7 +41,8 @@ def _logged_at(entry: dict) -> float:
 def test_kill_9_then_restart_with_the_same_slot_resumes_within_5_seconds(mirror, record_property, delivery):
     """Exactly-once: the restarted member's transactional producers fence the dead ones' and abort what they left
     open, so read_committed readers see each record once."""
-    live = LiveProducer(mirror.src, mirror.topic, total=60_000, rate=2_000)
+    # Held at 50,000 until the restarted worker has resumed: the restart is mid-stream however slow the machine.
+    live = LiveProducer(mirror.src, mirror.topic, total=60_000, rate=2_000, hold_at=50_000)
     live.start()
     watermarks = Consumer({"bootstrap.servers": mirror.dst, "group.id": "watermarks"})
     try:
@@ -72,6 +73,7 @@ def test_kill_9_then_restart_with_the_same_slot_resumes_within_5_seconds(mirror,
           f"({since_launch:.2f} s after its launch)")
     assert resumed_after < RESUME_WITHIN_S
     assert live.is_alive(), "the source producer finished before the restart: not mid-stream"
+    live.release()
     live.finish()
     duplicates = _verify(mirror, 60_000, record_property)  # read_committed: nothing lost, per-partition order kept
     if delivery:
