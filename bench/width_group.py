@@ -161,10 +161,18 @@ class Arrivals(threading.Thread):
 
     def __init__(self, bootstrap: str, sampled: list[tuple[str, int]], read_committed: bool) -> None:
         super().__init__(daemon=True)
+        # A topic missing from the metadata when the partitions are assigned is looked up again only at the periodic
+        # refresh (5 minutes by default): at 5,000 partitions the workers were still creating destination topics
+        # when this reader started, and it read nothing for the whole run (stop 55's run). So it waits for the
+        # sampled topics, and refreshes often in case one is made again.
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"arrivals-{uuid.uuid4().hex[:6]}",
                                   "isolation.level": "read_committed" if read_committed else "read_uncommitted",
-                                  "auto.offset.reset": "latest", "fetch.wait.max.ms": 50})
+                                  "auto.offset.reset": "latest", "fetch.wait.max.ms": 50,
+                                  "topic.metadata.refresh.interval.ms": 5000})
+        wanted = {(f"m.{t}", p) for t, p in sampled}
+        self.waited_for_topics_s = wait_for(lambda: wanted <= self._known(), "the sampled destination topics", 300)
         self.consumer.assign([TopicPartition(f"m.{t}", p, -1) for t, p in sampled])
+        self.error: BaseException | None = None
         self.times: dict[str, list[float]] = {f"{t}[{p}]": [] for t, p in sampled}
         # Each arrival's record timestamp (its append time on the source, kept by the mirror), beside self.times: a
         # gap in arrivals whose records were on the source all along the gap is the mirror's (or this reader's),
@@ -175,16 +183,32 @@ class Arrivals(threading.Thread):
         self.behind: list[tuple[float, int]] = []
         self.halt = threading.Event()
 
+    def _known(self) -> set[tuple[str, int]]:
+        topics = self.consumer.list_topics(timeout=30).topics
+        return {(name, p) for name, meta in topics.items() if meta.error is None for p in meta.partitions}
+
     def run(self) -> None:
-        while not self.halt.is_set():
-            for msg in self.consumer.consume(10_000, 0.1):
-                if msg.error() is None:
-                    name = f"{msg.topic()[2:]}[{msg.partition()}]"
-                    self.times[name].append(time.time())
-                    self.created[name].append(msg.timestamp()[1] / 1000)
-            if not self.behind or time.time() - self.behind[-1][0] >= 1:
-                self.behind.append((round(time.time(), 2), self._backlog()))
-        self.consumer.close()
+        try:
+            while not self.halt.is_set():
+                for msg in self.consumer.consume(10_000, 0.1):
+                    if msg.error() is None:
+                        name = f"{msg.topic()[2:]}[{msg.partition()}]"
+                        self.times[name].append(time.time())
+                        self.created[name].append(msg.timestamp()[1] / 1000)
+                if not self.behind or time.time() - self.behind[-1][0] >= 1:
+                    self.behind.append((round(time.time(), 2), self._backlog()))
+        except BaseException as exc:  # a reader that died must not read as "no arrivals": main() raises it
+            self.error = exc
+        finally:
+            self.consumer.close()
+
+    def check(self) -> None:
+        """Raises if the reader died, or read nothing at all (its gaps would be the window, not the mirror's)."""
+        if self.error is not None:
+            raise RuntimeError(f"the arrivals reader failed: {self.error!r}") from self.error
+        if not any(self.times.values()):
+            raise RuntimeError("the arrivals reader read no record of any sampled partition: "
+                               "its gaps would say nothing")
 
     def _backlog(self) -> int:
         backlog = 0
@@ -303,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             result["balance"] = {"per_worker": counts, "max_deviation_pct": round(max(abs(c - mean) for c in counts) / mean * 100, 1)}
             arrivals = Arrivals(destination, sampled, args.delivery == "exactly-once")
             arrivals.start()
+            result["reader_waited_for_topics_s"] = arrivals.waited_for_topics_s
             time.sleep(10)
             before = {w.slot: w.owned() for w in workers}
             killed_at = result["killed_at"] = time.time()
@@ -312,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             after = {w.slot: w.owned() for w in workers[1:]}
             moved = sum(len(after[s] - before[s]) for s in after)
             kept = {f"{t}[{p}]" for t, p in sampled} - before[0]
+            arrivals.check()
             result["kill"] = {"killed_owned": len(before[0]), "moved": moved,
                               "others_lost": sum(len(before[s] - after[s]) for s in after),
                               "longest_gap_kept_s": arrivals.longest_gap(kept, killed_at - 5, killed_at + 20),
@@ -325,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(20)
             final = {w.slot: w.owned() for w in workers}
             stayed = {f"{t}[{p}]" for t, p in sampled} - final[0]
+            arrivals.check()
             result["add"] = {"added_owns": len(final[0]), "moved_from_others": sum(len(after[s] - final[s]) for s in after),
                              "longest_gap_stayed_s": arrivals.longest_gap(stayed, added_at - 5, added_at + 20),
                              "longest_mirror_gap_stayed_s": arrivals.longest_mirror_gap(
