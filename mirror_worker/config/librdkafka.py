@@ -9,6 +9,7 @@ rejection is turned into a one-line ConfigError naming the key and where it came
 from __future__ import annotations
 
 import logging
+import math
 import re
 
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -71,13 +72,31 @@ WAN_PARTITION_FETCH_BYTES = 4194304
 WAN_ROUND_TRIP_S = 0.015
 
 
+# librdkafka fetches a partition again while its prefetch queue holds fewer records than queued.min.messages
+# (default 100,000 per partition). Near the source a fetch returns within a millisecond or two, and 5,000 records
+# of 100 B are ~12 ms of the loop's work, so more only holds memory: copying 2M x 100 B on loopback, peak RSS 201
+# MiB with 100,000 and 158 MiB with 5,000 (1 partition: 141 and 100), at the same rate and CPU (2026-11-30,
+# bench.compare worker-base beside worker). A partition keeps two round trips of the whole copy rate (it may be the
+# only one); a WAN source keeps librdkafka's default, with its larger fetches.
+LOOPBACK_QUEUED_MIN_MESSAGES = 5000
+LIBRDKAFKA_QUEUED_MIN_MESSAGES = 100_000
+PREFETCH_RATE = 300_000  # records/s: about the loop's copy rate of 100 B records on the bench
+
+
+def queued_min_messages_for(round_trip_s: float) -> int:
+    """A near source's queued.min.messages: two round trips of PREFETCH_RATE, at least 5,000."""
+    wanted = math.ceil(2 * PREFETCH_RATE * round_trip_s)
+    return min(LIBRDKAFKA_QUEUED_MIN_MESSAGES, max(LOOPBACK_QUEUED_MIN_MESSAGES, wanted))
+
+
 def fetch_sizes_for(round_trip_s: float | None, settings: dict[str, str]) -> dict[str, str]:
-    """The source consumer's max.partition.fetch.bytes for a cluster `round_trip_s` away (None: not measured,
-    taken as a WAN: the larger size never slows a copy), unless its settings name one."""
-    if "max.partition.fetch.bytes" in settings:
-        return {}
+    """The source consumer's max.partition.fetch.bytes and queued.min.messages for a cluster `round_trip_s` away
+    (None: not measured, taken as a WAN: the larger sizes never slow a copy), each unless its settings name it."""
     wan = round_trip_s is None or round_trip_s >= WAN_ROUND_TRIP_S
-    return {"max.partition.fetch.bytes": str(WAN_PARTITION_FETCH_BYTES if wan else LOOPBACK_PARTITION_FETCH_BYTES)}
+    sizes = {"max.partition.fetch.bytes": str(WAN_PARTITION_FETCH_BYTES if wan else LOOPBACK_PARTITION_FETCH_BYTES)}
+    if not wan:
+        sizes["queued.min.messages"] = str(queued_min_messages_for(round_trip_s))
+    return {key: value for key, value in sizes.items() if key not in settings}
 
 
 # The KIP-848 consumer protocol assigns on the broker and takes the heartbeat interval from it: librdkafka

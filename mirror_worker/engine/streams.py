@@ -15,7 +15,12 @@ from mirror_worker.clients import factory
 from mirror_worker.clients.callbacks import ClientSettings
 from mirror_worker.clients.health import STATISTICS_INTERVAL_MS
 from mirror_worker.clients.log_ends import reads_committed
-from mirror_worker.config.librdkafka import assignment_strategy, connection_settings, fetch_sizes_for
+from mirror_worker.config.librdkafka import (
+    LIBRDKAFKA_QUEUED_MIN_MESSAGES,
+    assignment_strategy,
+    connection_settings,
+    fetch_sizes_for,
+)
 from mirror_worker.config.membership import membership_settings
 from mirror_worker.config.model import MirrorConfig, SourceCluster
 from mirror_worker.engine.halts import Halts
@@ -68,7 +73,8 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
         log.info("source consumer sized for its round trip", extra={
             "mirror": cfg.name, "source": source.name,
             "round_trip_ms": None if round_trip is None else round(round_trip * 1000, 1),
-            "max_partition_fetch_bytes": int(settings["max.partition.fetch.bytes"])})
+            "max_partition_fetch_bytes": int(settings["max.partition.fetch.bytes"]),
+            "queued_min_messages": int(settings.get("queued.min.messages", LIBRDKAFKA_QUEUED_MIN_MESSAGES))})
         consumer = factory.consumer(clients.client(settings, stats_source=source.name))
         source_id = cluster_id(consumer, f"source {source.name!r}")
         admin = factory.worker_admin_client(

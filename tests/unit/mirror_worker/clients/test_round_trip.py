@@ -11,6 +11,7 @@ from mirror_worker.clients.health import DESTINATION
 from mirror_worker.clients.round_trip import PROBE_TOPIC, round_trip_s
 from mirror_worker.config.librdkafka import (
     LOOPBACK_PARTITION_FETCH_BYTES,
+    LOOPBACK_QUEUED_MIN_MESSAGES,
     WAN_PARTITION_FETCH_BYTES,
     consumer_settings,
     fetch_sizes_for,
@@ -61,14 +62,27 @@ def test_a_cluster_that_stops_answering_keeps_what_was_measured():
     (None, WAN_PARTITION_FETCH_BYTES),         # not measured: the size that never slows a copy
 ])
 def test_the_fetch_size_follows_the_round_trip(round_trip, expected):
-    assert fetch_sizes_for(round_trip, {}) == {"max.partition.fetch.bytes": str(expected)}
+    assert fetch_sizes_for(round_trip, {})["max.partition.fetch.bytes"] == str(expected)
+
+
+@pytest.mark.parametrize("round_trip, expected", [
+    (0.0008, str(LOOPBACK_QUEUED_MIN_MESSAGES)),  # a fetch answers in a millisecond: a small prefetch keeps up
+    (0.004, str(LOOPBACK_QUEUED_MIN_MESSAGES)),
+    (0.010, "6000"),                              # two round trips of 300,000 records/s
+    (0.050, None),                                # a WAN: librdkafka's default (100,000 per partition)
+    (None, None),
+])
+def test_the_prefetched_records_follow_the_round_trip(round_trip, expected):
+    assert fetch_sizes_for(round_trip, {}).get("queued.min.messages") == expected
 
 
 def test_a_fetch_size_the_settings_name_wins_at_any_round_trip():
-    named = consumer_settings({"bootstrap.servers": "a:1", "max.partition.fetch.bytes": "2097152"}, "source")
+    named = consumer_settings({"bootstrap.servers": "a:1", "max.partition.fetch.bytes": "2097152",
+                               "queued.min.messages": "777"}, "source")
     assert fetch_sizes_for(0.0008, named) == {} == fetch_sizes_for(0.2, named)
-    # Unnamed, the parsed settings leave it out, for the round trip to decide.
-    assert "max.partition.fetch.bytes" not in consumer_settings({"bootstrap.servers": "a:1"}, "source")
+    # Unnamed, the parsed settings leave them out, for the round trip to decide.
+    unnamed = consumer_settings({"bootstrap.servers": "a:1"}, "source")
+    assert "max.partition.fetch.bytes" not in unnamed and "queued.min.messages" not in unnamed
 
 
 class FakeState:
