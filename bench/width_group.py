@@ -6,7 +6,9 @@
 On two Kafka nodes started for the run, `--width` partitions (topics of 10) are mirrored by `--workers` workers of
 one mirror (static membership, `--worker.slot i`, cooperative-sticky assignment). A live stream runs throughout:
 `--sample` partitions spread over the topics get `--sample-rate` records/s each (their arrival on the destination
-is watched), every other partition `--background-rate` records/s in all. Once every partition is owned:
+is watched), every other partition `--background-rate` records/s in all. Once every partition is owned, the
+shares have not changed for 10 s (settled_s) and every sampled partition's records arrive within 2 s of reaching
+the source (caught_up_s: before, a kill measured the workers' start-up backlog):
 
   balance      partitions per worker, and the largest deviation from the mean (%);
   kill         worker 0 is killed (-9); once the others own everything: the partitions that changed owner (only
@@ -43,7 +45,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.common import bench_stack
-from bench.harness import RESULTS, delete_topics
+from bench.harness import RESULTS, create_topics, delete_topics, warm_transactions
 from devstack import paths
 
 TOPIC_PARTITIONS = 10
@@ -112,6 +114,11 @@ class Live(threading.Thread):
         self.queued: list[tuple[float, int]] = []
         # Each sampled partition's source append times, from the delivery reports (LogAppendTime): mirror_gap.
         self.appended: dict[str, list[float]] = {f"{t}[{p}]": [] for t, p in sampled}
+        # Just after the topics were created, produce() to one the producer has no metadata for raises "Unknown
+        # topic" (it killed this thread, and so the run's live stream, once at 5,000): it starts once it knows all.
+        wanted = set(self.partitions)
+        wait_for(lambda: wanted <= {(n, p) for n, m in self.producer.list_topics(timeout=30).topics.items()
+                                    if m.error is None for p in m.partitions}, "the source topics' metadata", 300)
 
     def run(self) -> None:
         tick, i, start = 0.05, 0, time.monotonic()
@@ -161,10 +168,10 @@ class Arrivals(threading.Thread):
 
     def __init__(self, bootstrap: str, sampled: list[tuple[str, int]], read_committed: bool) -> None:
         super().__init__(daemon=True)
-        # A topic missing from the metadata when the partitions are assigned is looked up again only at the periodic
-        # refresh (5 minutes by default): at 5,000 partitions the workers were still creating destination topics
-        # when this reader started, and it read nothing for the whole run (stop 55's run). So it waits for the
-        # sampled topics, and refreshes often in case one is made again.
+        # At 5,000 partitions a reader that assigned its 200 partitions at once read nothing for the whole run (stop
+        # 55's run), although every destination topic had existed for 28 s. The same reader, after one metadata
+        # request for every topic (waiting for the sampled ones: 0.3 s) and with a 5-s refresh, read them (not
+        # traced further in librdkafka).
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"arrivals-{uuid.uuid4().hex[:6]}",
                                   "isolation.level": "read_committed" if read_committed else "read_uncommitted",
                                   "auto.offset.reset": "latest", "fetch.wait.max.ms": 50,
@@ -201,6 +208,16 @@ class Arrivals(threading.Thread):
             self.error = exc
         finally:
             self.consumer.close()
+
+    def caught_up(self, within_s: float = 2.0, recent_s: float = 5.0) -> bool:
+        """Every sampled partition's latest arrival is recent and was on the source under `within_s` before: the
+        mirror keeps up with the live stream (a run that killed a worker while the workers were still 35 s behind
+        measured their start-up backlog, not the kill)."""
+        now = time.time()
+        for name, stamps in self.times.items():
+            if not stamps or now - stamps[-1] > recent_s or stamps[-1] - self.created[name][-1] > within_s:
+                return False
+        return True
 
     def check(self) -> None:
         """Raises if the reader died, or read nothing at all (its gaps would be the window, not the mirror's)."""
@@ -276,6 +293,15 @@ def most_behind(samples: list[tuple[float, int]], since: float, until: float) ->
     return max((backlog for t, backlog in list(samples) if since <= t <= until), default=0)
 
 
+def settled(workers: list[Worker], everyone, hold_s: float = 10.0) -> bool:
+    """Every partition owned, by workers that each own some, with no share changing for `hold_s`."""
+    shares = [w.owned() for w in workers]
+    if not everyone(workers) or not all(shares):
+        return False
+    time.sleep(hold_s)
+    return [w.owned() for w in workers] == shares
+
+
 def wait_for(condition, what: str, timeout: float) -> float:
     started = time.monotonic()
     while not condition():
@@ -314,6 +340,14 @@ def main(argv: list[str] | None = None) -> int:
             for future in admin.create_topics([NewTopic(t, TOPIC_PARTITIONS, 1, config=SOURCE_TOPIC_CONFIG)
                                                  for t in topics[chunk:chunk + 100]]).values():
                 future.result(120)
+        if args.delivery == "exactly-once":
+            # The destination's transaction state made before the workers start, as bench.compare does: on fresh
+            # brokers busy creating thousands of partitions, three workers' first init_transactions all waited past
+            # their 30-s start-up timeout for it once (stop 56), and the run measured nothing.
+            warm = f"warm-{args.run}"
+            create_topics(destination, [warm], 1)
+            warm_transactions(destination, warm, 1)
+            delete_topics(destination, warm)
         live = Live(source, topics, sampled, args)
         live.start()
         workers = [Worker(i, args, source, destination, f"{base}-.*", Path(tmp)) for i in range(args.workers)]
@@ -321,13 +355,16 @@ def main(argv: list[str] | None = None) -> int:
         try:
             everyone = lambda ws: len(set().union(*(w.owned() for w in ws))) == args.width  # noqa: E731
             result["all_owned_s"] = wait_for(lambda: everyone(workers), "every partition owned", 600)
-            time.sleep(10)  # settled
+            # Every partition owned is not settled: two workers may own all while the third still joins (a 5,000 run
+            # measured 2,500 / 1,667 / 0 ten seconds later). Settled: each owns some, the same for 10 s.
+            result["settled_s"] = wait_for(lambda: settled(workers, everyone), "the workers' shares settled", 600)
             counts = [len(w.owned()) for w in workers]
             mean = args.width / args.workers
             result["balance"] = {"per_worker": counts, "max_deviation_pct": round(max(abs(c - mean) for c in counts) / mean * 100, 1)}
             arrivals = Arrivals(destination, sampled, args.delivery == "exactly-once")
             arrivals.start()
             result["reader_waited_for_topics_s"] = arrivals.waited_for_topics_s
+            result["caught_up_s"] = wait_for(arrivals.caught_up, "the mirror caught up with the live stream", 600)
             time.sleep(10)
             before = {w.slot: w.owned() for w in workers}
             killed_at = result["killed_at"] = time.time()
