@@ -7,8 +7,8 @@ of the copy themselves, have their own surface: `mirror_worker.batch_api`.
 
 - spec: `load_entries` (`SpecEntry`s: each mirror's config and `airflow:` mapping), `select_mirror`,
   `MirrorConfig`, `SLOT_FLAG` (the worker's slot flag)
-- Kafka clients and their settings: `admin_client`, `consumer`, `side_consumer`, `producer` (the one place that
-  builds them); `connection_settings`, `consumer_settings`, `producer_settings`, `settings_from_connection`
+- Kafka clients and their settings: `admin_client`, `group_admin_client` (its consumer-group calls in a child
+  process), `consumer`, `side_consumer`, `producer` (the one place that builds them); `connection_settings`, `consumer_settings`, `producer_settings`, `settings_from_connection`
 - security posture (config/posture.py, config/placeholders.py): `PlaceholderRule` (what a connection's
   placeholders may read; `SECRETS_DIRS_VARIABLE` names the allowlist's variable), `allowed_insecure` and
   `check_url` (an `allow-insecure` opt-in, an http:// URL)
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from mirror_worker.surface import lazy_names
 
 if TYPE_CHECKING:  # the same names, for readers and type checkers (the import graph counts these edges)
-    from mirror_worker.clients.factory import admin_client, consumer, producer, side_consumer
+    from mirror_worker.clients.factory import admin_client, consumer, group_admin_client, producer, side_consumer
     from mirror_worker.clients.groups import active_members, group_ids, held_partitions
     from mirror_worker.clients.log_ends import list_offsets, log_bounds, reads_committed
     from mirror_worker.config.librdkafka import (
@@ -62,6 +62,7 @@ _HOME = {
     "MirrorConfig": ("mirror_worker.config.model", "MirrorConfig"),
     "SLOT_FLAG": ("mirror_worker.config.membership", "SLOT_FLAG"),
     "admin_client": ("mirror_worker.clients.factory", "admin_client"),
+    "group_admin_client": ("mirror_worker.clients.factory", "group_admin_client"),
     "consumer": ("mirror_worker.clients.factory", "consumer"),
     "side_consumer": ("mirror_worker.clients.factory", "side_consumer"),
     "producer": ("mirror_worker.clients.factory", "producer"),

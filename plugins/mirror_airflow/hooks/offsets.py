@@ -71,6 +71,13 @@ class MirrorOffsetsHook(BaseHook):
                             reads_committed(self.source.consumer), self.timeout_s)
 
     def destination_members(self, group: str) -> int:
-        from mirror_worker.api import active_members
+        """Members of `group` on the destination, described through a child process as the worker's group calls
+        are (clients/coordinator_admin.py): the failover preview asks just when the destination's coordinator
+        may be moving or not yet ready."""
+        from mirror_worker.api import active_members, group_admin_client
 
-        return active_members(self._admin(self.config.producer), group, self.timeout_s)
+        admin = group_admin_client(self.config.producer, "the destination")
+        try:
+            return active_members(admin, group, self.timeout_s)
+        finally:
+            admin.close_coordinator_process()
