@@ -56,8 +56,23 @@ from confluent_kafka import Consumer
 
 from bench.charts import redraw
 from bench.common import bench_stack
-from bench.harness import (RESULTS, SYSTEMS, Clusters, delete_topics, end_total, latency_labels, launch, preload,
-                           run_one, stop, system_procs, tree_rss_mib, warm_up)
+from bench.harness import (
+    DEFAULT_SYSTEMS,
+    RESULTS,
+    SYSTEMS,
+    Clusters,
+    delete_topics,
+    end_total,
+    latency_labels,
+    launch,
+    preload,
+    refuse_missing_flags,
+    run_one,
+    stop,
+    system_procs,
+    tree_rss_mib,
+    warm_up,
+)
 from bench.report import markdown, medians, ratios
 
 # Why a warm-up run of each system before the first size's repeats (--warm-up-runs, not in the medians): on the
@@ -107,7 +122,8 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warm-up-runs", type=int, default=WARM_UP_RUNS,
                         help="runs of every system before the first size's repeats, not counted (see WARM_UP_RUNS)")
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
+                        help=f"comma-separated, of {', '.join(SYSTEMS)}")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--procs", type=int, default=1, help="worker --num.streams, MM2 tasks.max, bare processes")
     parser.add_argument("--worker-args", default="", help="extra worker flags, e.g. '--queue.size 20000'")
@@ -142,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = {system_procs(s, args.procs)[0] for s in systems} - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}")
+    refuse_missing_flags(parser, systems, args)
     load_start = [round(x, 2) for x in os.getloadavg()]
     runs: list[dict] = []
     rss = None

@@ -34,9 +34,11 @@ from devstack.net import free_port
 from mirror_worker.batch_api import KAFKA_MAX_MESSAGE_BYTES
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# What `make bench` runs when no --systems is given: each runs with no other flag.
+DEFAULT_SYSTEMS = ("worker", "mm2", "bare", "worker-eos", "mm2-eos")
 # worker-base: the worker of another checkout (--base-tree), with the same flags: a change against its base, side by
-# side in one run.
-SYSTEMS = ("worker", "mm2", "bare", "worker-eos", "mm2-eos", "worker-base")
+# side in one run. Named only; it needs --base-tree.
+SYSTEMS = (*DEFAULT_SYSTEMS, "worker-base")
 EXACTLY_ONCE = ("worker-eos", "mm2-eos")
 KEYS = 10_000
 
@@ -154,6 +156,13 @@ def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
 
 
 # ------------------------------------------------------------------------------------------- systems
+def refuse_missing_flags(parser, systems: list[str], args) -> None:
+    """One line and exit 2 before any broker starts, for a system named without the flag it needs (a bench that died
+    after its set-up and preload, in a traceback, was what `make bench` did when worker-base was a default)."""
+    if any(system_procs(s, 1)[0] == "worker-base" for s in systems) and not getattr(args, "base_tree", None):
+        parser.error("worker-base needs --base-tree (a checkout of the commit to compare with)")
+
+
 def system_procs(system: str, default: int) -> tuple[str, int]:
     """`worker@2` -> ("worker", 2); `worker` -> ("worker", default)."""
     name, _, procs = system.partition("@")

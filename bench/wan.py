@@ -37,7 +37,16 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from bench.charts import redraw
 from bench.compare import build_parser
-from bench.harness import Clusters, delete_topics, latency_labels, preload, run_one, system_procs, warm_up
+from bench.harness import (
+    Clusters,
+    delete_topics,
+    latency_labels,
+    preload,
+    refuse_missing_flags,
+    run_one,
+    system_procs,
+    warm_up,
+)
 from bench.report import _rate_name, medians
 from devstack.kafka_cluster import FaultStack
 from devstack.toxics import Proxy, proxies, reset
@@ -209,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     known = ("worker", "mm2", "bare", "worker-eos", "worker-base")
     if any(system_procs(s, args.procs)[0] not in known for s in systems):
         parser.error(f"--systems: one of {systems} is unknown")
+    refuse_missing_flags(parser, systems, args)
     size = int(args.sizes.split(",")[0])
     load_start = [round(x, 2) for x in os.getloadavg()]
     runs: list[dict] = []

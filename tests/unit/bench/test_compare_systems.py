@@ -1,0 +1,26 @@
+"""`make bench` runs bench.compare with its defaults: every default system must run without extra flags, and a
+system that needs a flag is refused at once, in one line, before any broker starts (stop 56: the default systems
+included worker-base, and `make bench` died with a traceback after setting up and preloading)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import compare
+
+
+def test_the_default_systems_need_no_other_flag():
+    args = compare.build_parser().parse_args([])
+    assert "worker-base" not in args.systems.split(",")
+    assert args.systems.split(",") == ["worker", "mm2", "bare", "worker-eos", "mm2-eos"]
+
+
+def test_worker_base_without_a_base_tree_is_refused_before_anything_starts(monkeypatch, capsys):
+    def no_stack(*_a, **_k):
+        raise AssertionError("a broker was started")
+
+    monkeypatch.setattr(compare, "bench_stack", no_stack)
+    with pytest.raises(SystemExit) as exited:
+        compare.main(["--systems", "worker-base,worker"])
+    assert exited.value.code == 2
+    assert "worker-base needs --base-tree" in capsys.readouterr().err
