@@ -8,7 +8,8 @@ of the copy themselves, have their own surface: `mirror_worker.batch_api`.
 - spec: `load_entries` (`SpecEntry`s: each mirror's config and `airflow:` mapping), `select_mirror`,
   `MirrorConfig`, `SLOT_FLAG` (the worker's slot flag)
 - Kafka clients and their settings: `admin_client`, `group_admin_client` (its consumer-group calls in a child
-  process), `consumer`, `side_consumer`, `producer` (the one place that builds them); `connection_settings`, `consumer_settings`, `producer_settings`, `settings_from_connection`
+  process), `consumer`, `side_consumer`, `producer` (the one place that builds them); `connection_settings`,
+  `consumer_settings`, `producer_settings`, `settings_from_connection`
 - security posture (config/posture.py, config/placeholders.py): `PlaceholderRule` (what a connection's
   placeholders may read; `SECRETS_DIRS_VARIABLE` names the allowlist's variable), `allowed_insecure` and
   `check_url` (an `allow-insecure` opt-in, an http:// URL)

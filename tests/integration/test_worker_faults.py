@@ -46,8 +46,8 @@ class LiveProducer(threading.Thread):
             for start in range(0, self.total, chunk):
                 if self.stopped.is_set():
                     break
-                if self.hold_at is not None and start >= self.hold_at:
-                    producer.flush(60)
+                if self.hold_at is not None and start >= self.hold_at and not self.released.is_set():
+                    producer.flush(60)  # everything before the hold is on the source while it holds
                     self.released.wait(300)
                 began = time.monotonic()
                 for i in range(start, min(start + chunk, self.total)):
