@@ -106,6 +106,7 @@ class Live(threading.Thread):
         self.partitions = [(t, p) for t in topics for p in range(TOPIC_PARTITIONS)]
         self.sampled, self.args = sampled, args
         self.halt = threading.Event()
+        self.error: BaseException | None = None
         # (wall time, seconds late) of each tick that started more than 0.5 s late: a stall of the live stream
         # itself shows here, not only as a gap in the destination's arrivals.
         self.late: list[tuple[float, float]] = []
@@ -121,12 +122,24 @@ class Live(threading.Thread):
                                     if m.error is None for p in m.partitions}, "the source topics' metadata", 300)
 
     def run(self) -> None:
+        try:
+            self._produce()
+        except BaseException as exc:  # a live stream that died must not read as a mirror's gap: check() raises it
+            self.error = exc
+
+    def _produce(self) -> None:
         tick, i, start = 0.05, 0, time.monotonic()
-        per_tick_sample = max(1, round(self.args.sample_rate * tick))
-        per_tick_background = max(1, round(self.args.background_rate * tick))
+        # Records owed per tick, carried over: the rates as given (rounding each tick's share had made 10 records/s
+        # per sampled partition 20).
+        owed_sample = owed_background = 0.0
         while not self.halt.is_set():
             if time.monotonic() - start > 0.5:
                 self.late.append((round(time.time(), 2), round(time.monotonic() - start, 2)))
+            owed_sample += self.args.sample_rate * tick
+            owed_background += self.args.background_rate * tick
+            per_tick_sample, per_tick_background = int(owed_sample), int(owed_background)
+            owed_sample -= per_tick_sample
+            owed_background -= per_tick_background
             for topic, partition in self.sampled:
                 for _ in range(per_tick_sample):
                     self._send(topic, partition, self._on_delivery)
@@ -140,6 +153,10 @@ class Live(threading.Thread):
             start += tick
             time.sleep(max(0.0, start - time.monotonic()))
         self.producer.flush(30)
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"the live stream failed: {self.error!r}") from self.error
 
     def _on_stats(self, raw: str) -> None:
         stats = json.loads(raw)
@@ -375,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
             moved = sum(len(after[s] - before[s]) for s in after)
             kept = {f"{t}[{p}]" for t, p in sampled} - before[0]
             arrivals.check()
+            live.check()
             result["kill"] = {"killed_owned": len(before[0]), "moved": moved,
                               "others_lost": sum(len(before[s] - after[s]) for s in after),
                               "longest_gap_kept_s": arrivals.longest_gap(kept, killed_at - 5, killed_at + 20),
@@ -389,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
             final = {w.slot: w.owned() for w in workers}
             stayed = {f"{t}[{p}]" for t, p in sampled} - final[0]
             arrivals.check()
+            live.check()
             result["add"] = {"added_owns": len(final[0]), "moved_from_others": sum(len(after[s] - final[s]) for s in after),
                              "longest_gap_stayed_s": arrivals.longest_gap(stayed, added_at - 5, added_at + 20),
                              "longest_mirror_gap_stayed_s": arrivals.longest_mirror_gap(
