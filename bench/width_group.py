@@ -118,8 +118,7 @@ class Live(threading.Thread):
         # Just after the topics were created, produce() to one the producer has no metadata for raises "Unknown
         # topic" (it killed this thread, and so the run's live stream, once at 5,000): it starts once it knows all.
         wanted = set(self.partitions)
-        wait_for(lambda: wanted <= {(n, p) for n, m in self.producer.list_topics(timeout=30).topics.items()
-                                    if m.error is None for p in m.partitions}, "the source topics' metadata", 300)
+        wait_for(lambda: wanted <= known_partitions(self.producer), "the source topics' metadata", 300)
 
     def run(self) -> None:
         try:
@@ -194,7 +193,8 @@ class Arrivals(threading.Thread):
                                   "auto.offset.reset": "latest", "fetch.wait.max.ms": 50,
                                   "topic.metadata.refresh.interval.ms": 5000})
         wanted = {(f"m.{t}", p) for t, p in sampled}
-        self.waited_for_topics_s = wait_for(lambda: wanted <= self._known(), "the sampled destination topics", 300)
+        self.waited_for_topics_s = wait_for(lambda: wanted <= known_partitions(self.consumer),
+                                            "the sampled destination topics", 300)
         self.consumer.assign([TopicPartition(f"m.{t}", p, -1) for t, p in sampled])
         self.error: BaseException | None = None
         self.times: dict[str, list[float]] = {f"{t}[{p}]": [] for t, p in sampled}
@@ -206,10 +206,6 @@ class Arrivals(threading.Thread):
         # backlog, told apart from the mirror's.
         self.behind: list[tuple[float, int]] = []
         self.halt = threading.Event()
-
-    def _known(self) -> set[tuple[str, int]]:
-        topics = self.consumer.list_topics(timeout=30).topics
-        return {(name, p) for name, meta in topics.items() if meta.error is None for p in meta.partitions}
 
     def run(self) -> None:
         try:
@@ -308,6 +304,12 @@ def most_behind(samples: list[tuple[float, int]], since: float, until: float) ->
     gap while it is large may be the reader's (one process produces the live stream and reads the arrivals; at
     load 10 the reader fell 4,000-7,000 committed records behind just before a kill)."""
     return max((backlog for t, backlog in list(samples) if since <= t <= until), default=0)
+
+
+def known_partitions(client) -> set[tuple[str, int]]:
+    """(topic, partition) of every topic in `client`'s metadata (one request, which also fills its cache)."""
+    topics = client.list_topics(timeout=30).topics
+    return {(name, p) for name, meta in topics.items() if meta.error is None for p in meta.partitions}
 
 
 def settled(workers: list[Worker], everyone, hold_s: float = 10.0) -> bool:
