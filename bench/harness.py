@@ -85,12 +85,35 @@ def record_values(size: int, seed: int = 7):
     return value
 
 
+class Refusals:
+    """A preload producer's failed deliveries. Only failures call back (delivery.report.only.error), so counting
+    costs nothing per record. A preload that lost records looked complete (flush empties the queue either way) and
+    the run after it waited out its timeout for records that were never written."""
+
+    def __init__(self) -> None:
+        self.count, self.first = 0, None
+
+    def __call__(self, err, _msg) -> None:
+        if err is not None:
+            self.count += 1
+            self.first = self.first or err
+
+    def settings(self) -> dict:
+        return {"delivery.report.only.error": True, "on_delivery": self}
+
+    def check(self, what: str) -> None:
+        if self.count:
+            raise RuntimeError(f"{what}: {self.count:,} records not written ({self.first})")
+
+
 def preload(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
     """Fill `topic` with keyed records of `size`-byte values; returns the seconds it took."""
     started = time.monotonic()
     create_topics(bootstrap, [topic], partitions)
+    refusals = Refusals()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                         "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
+                         "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000,
+                         **refusals.settings()})
     value = record_values(size)
     keys = [f"key-{i}".encode() for i in range(KEYS)]
     produce = producer.produce
@@ -103,7 +126,14 @@ def preload(bootstrap: str, topic: str, records: int, size: int, partitions: int
                 producer.poll(0.05)
     if producer.flush(300) != 0:
         raise RuntimeError(f"preload of {topic} did not complete")
+    refusals.check(f"preload of {topic}")
     return time.monotonic() - started
+
+
+def known_partitions(client) -> set[tuple[str, int]]:
+    """(topic, partition) of every topic in `client`'s metadata (one request, which also fills its cache)."""
+    topics = client.list_topics(timeout=30).topics
+    return {(name, p) for name, meta in topics.items() if meta.error is None for p in meta.partitions}
 
 
 def end_total(consumer: Consumer, topic: str, partitions: int) -> int:

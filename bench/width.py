@@ -40,7 +40,19 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from bench.common import bench_stack
-from bench.harness import RESULTS, Clusters, delete_topics, launch, measure_latency, record_values, stop, tree
+from bench.harness import (
+    RESULTS,
+    Clusters,
+    Refusals,
+    delete_topics,
+    known_partitions,
+    launch,
+    measure_latency,
+    record_values,
+    refuse_missing_flags,
+    stop,
+    tree,
+)
 from mirror_worker.batch_api import POSITIONS_GROUP
 
 TOPIC_PARTITIONS = 10
@@ -59,8 +71,16 @@ def preload(bootstrap: str, topics: list[str], partitions: int, records: int, si
     for chunk in range(0, len(topics), 100):
         for future in admin.create_topics([NewTopic(t, partitions, 1) for t in topics[chunk:chunk + 100]]).values():
             future.result(120)
+    refusals = Refusals()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4",
-                         "queue.buffering.max.messages": 1_000_000})
+                         "queue.buffering.max.messages": 1_000_000, **refusals.settings()})
+    # Records for a topic its metadata does not show yet can fail as unknown: wait until every partition is known.
+    wanted = {(t, p) for t in topics for p in range(partitions)}
+    deadline = time.monotonic() + 120
+    while not wanted <= known_partitions(producer):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"preload: {len(wanted - known_partitions(producer)):,} partitions not known in 120s")
+        time.sleep(0.5)
     value = record_values(size)
     width = len(topics) * partitions
     for i in range(records):
@@ -73,6 +93,7 @@ def preload(bootstrap: str, topics: list[str], partitions: int, records: int, si
                 producer.poll(0.05)
     if producer.flush(600) != 0:
         raise RuntimeError("preload did not complete")
+    refusals.check("preload")
     return time.monotonic() - started
 
 
@@ -219,8 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-rate", type=float, default=1000.0)
     parser.add_argument("--run-timeout", type=float, default=900.0)
     parser.add_argument("--kafka-heap-mb", type=int, default=768)
+    parser.add_argument("--base-tree", default=None, metavar="DIR",
+                        help="for the system worker-base: a checkout of the commit to compare with")
     parser.add_argument("--out", default=str(RESULTS / "width"))
     args = parser.parse_args(argv)
+    refuse_missing_flags(parser, args.systems.split(","), args)
     # What bench.harness.launch reads.
     args.procs, args.consumer_props, args.producer_props, args.worker_args = 1, "", "", ""
     args.mm2_poll_records, args.mm2_heap_mb, args.destination_max_message_bytes = 10_000, 512, None

@@ -45,7 +45,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.common import bench_stack
-from bench.harness import RESULTS, create_topics, delete_topics, warm_transactions
+from bench.harness import RESULTS, create_topics, delete_topics, known_partitions, warm_transactions
 from devstack import paths
 
 TOPIC_PARTITIONS = 10
@@ -304,12 +304,6 @@ def most_behind(samples: list[tuple[float, int]], since: float, until: float) ->
     gap while it is large may be the reader's (one process produces the live stream and reads the arrivals; at
     load 10 the reader fell 4,000-7,000 committed records behind just before a kill)."""
     return max((backlog for t, backlog in list(samples) if since <= t <= until), default=0)
-
-
-def known_partitions(client) -> set[tuple[str, int]]:
-    """(topic, partition) of every topic in `client`'s metadata (one request, which also fills its cache)."""
-    topics = client.list_topics(timeout=30).topics
-    return {(name, p) for name, meta in topics.items() if meta.error is None for p in meta.partitions}
 
 
 def settled(workers: list[Worker], everyone, hold_s: float = 10.0) -> bool:

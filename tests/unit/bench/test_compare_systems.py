@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import compare
+from bench import compare, width
 
 
 def test_the_default_systems_need_no_other_flag():
@@ -15,12 +15,13 @@ def test_the_default_systems_need_no_other_flag():
     assert args.systems.split(",") == ["worker", "mm2", "bare", "worker-eos", "mm2-eos"]
 
 
-def test_worker_base_without_a_base_tree_is_refused_before_anything_starts(monkeypatch, capsys):
+@pytest.mark.parametrize("bench", [compare, width])
+def test_worker_base_without_a_base_tree_is_refused_before_anything_starts(bench, monkeypatch, capsys):
     def no_stack(*_a, **_k):
         raise AssertionError("a broker was started")
 
-    monkeypatch.setattr(compare, "bench_stack", no_stack)
+    monkeypatch.setattr(bench, "bench_stack", no_stack)
     with pytest.raises(SystemExit) as exited:
-        compare.main(["--systems", "worker-base,worker"])
+        bench.main(["--systems", "worker-base,worker"])
     assert exited.value.code == 2
     assert "worker-base needs --base-tree" in capsys.readouterr().err
