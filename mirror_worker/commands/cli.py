@@ -146,7 +146,7 @@ def _mirror_config(args: argparse.Namespace) -> MirrorConfig:
     for path in args.consumer_configs:
         where = f"--consumer.config {path}"
         kafka, registry = _split(path, args.schema_registry_url, "--schema.registry.url")
-        settings = consumer_settings(kafka, where)
+        settings = consumer_settings(kafka, where, sized_by_round_trip=True)
         group = settings.get("group.id")
         first = next((g for g in group_ids if g), None)
         if group and first and group != first:

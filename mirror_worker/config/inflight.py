@@ -4,7 +4,7 @@ this chooses (engine/inflight.py).
 
 Three things hold records between the source and the destination's acknowledgement:
 - each source consumer's prefetch, `queued.max.messages.kbytes` (CONSUMER_DEFAULTS: 16 MiB), which librdkafka
-  may overshoot by one fetch (`max.partition.fetch.bytes`);
+  may overshoot by one fetch response (`fetch.max.bytes`);
 - the records handed to the producers and not yet acknowledged: `queue_size` records across every producer
   (the worker's own bound, engine/backpressure.py), each producer's `queue.buffering.max.messages` equal to it;
 - the bytes of those records: each producer's `queue.buffering.max.kbytes` (librdkafka's default, 1 GiB, never
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from mirror_worker.config.librdkafka import CONSUMER_DEFAULTS, WAN_PARTITION_FETCH_BYTES, WAN_ROUND_TRIP_S
+from mirror_worker.config.librdkafka import CONSUMER_DEFAULTS, WAN_FETCH_MAX_BYTES, WAN_ROUND_TRIP_S
 
 MIB = 1024 * 1024
 # In-flight data of one worker process, unless the spec (`inflight-budget-bytes`) or the flag
@@ -73,9 +73,10 @@ def queue_size_for(round_trip_s: float | None) -> int:
 
 
 def consumer_prefetch_bytes(consumer: dict[str, str]) -> int:
-    """A source consumer's prefetch bound in bytes: queued.max.messages.kbytes, overshot by at most one fetch."""
+    """A source consumer's prefetch bound in bytes: queued.max.messages.kbytes, overshot by at most one fetch
+    response (fetch.max.bytes over all of a broker's partitions: at width one response holds many partitions')."""
     kbytes = int(consumer.get("queued.max.messages.kbytes", CONSUMER_DEFAULTS["queued.max.messages.kbytes"]))
-    fetch = int(consumer.get("max.partition.fetch.bytes", WAN_PARTITION_FETCH_BYTES))  # not decided yet: the larger
+    fetch = int(consumer.get("fetch.max.bytes", WAN_FETCH_MAX_BYTES))  # not decided yet: the larger
     return kbytes * 1024 + fetch
 
 

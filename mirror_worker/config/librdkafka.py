@@ -46,8 +46,8 @@ CONSUMER_DEFAULTS = {
     "auto.offset.reset": "earliest",
     # Bounds the consumer's prefetch: with the producer's queue.size this bounds the worker's memory.
     "queued.max.messages.kbytes": "16384",
-    "fetch.max.bytes": "16777216",
-    # max.partition.fetch.bytes is not among these: it follows the source's round trip (fetch_sizes_for).
+    # fetch.max.bytes and max.partition.fetch.bytes are not among these: the worker's follow the source's round
+    # trip (fetch_sizes_for); consumer_settings gives every other caller WAN_FETCH_MAX_BYTES.
     # When that prefetch is full, librdkafka waits this long before it fetches again (default 1000 ms):
     # meanwhile the loop drains the queue and starves. 10 ms took 1 KiB records from 32K to ~100K msgs/s
     # and 100 B from 120K to ~260K on the bench, memory unchanged (issue #7).
@@ -67,6 +67,14 @@ CONSUMER_DEFAULTS = {
 # docs/benchmarks/wan.md). So the size follows the round trip measured at start (clients/round_trip.py).
 LOOPBACK_PARTITION_FETCH_BYTES = 1048576  # librdkafka's own default
 WAN_PARTITION_FETCH_BYTES = 4194304
+# A fetch response carries up to fetch.max.bytes over all of a broker's partitions, and librdkafka keeps a
+# response's buffer until the last of its records is consumed: at width (5,000 partitions on one broker) the
+# prefetch is a handful of whole responses. A consumer alone reading 1M x 100 B from 5,000 partitions on loopback
+# peaked at 164-216 MiB with 16 MiB responses, 104-121 with 4 MiB, at the same rate (2026-11-30, /tmp probe, four
+# runs each). Under 6 partitions a response never reached 4 MiB anyway (6 x LOOPBACK_PARTITION_FETCH_BYTES at most);
+# a WAN source keeps 16 MiB: one response per round trip is its whole rate.
+LOOPBACK_FETCH_MAX_BYTES = 4194304
+WAN_FETCH_MAX_BYTES = 16777216
 # A round trip this long is a WAN. Loopback and a datacenter answer a metadata request in ~1 ms; cross-zone
 # links a few; the shortest of three samples keeps a loaded machine's slow moment from looking like a WAN.
 WAN_ROUND_TRIP_S = 0.015
@@ -90,10 +98,12 @@ def queued_min_messages_for(round_trip_s: float) -> int:
 
 
 def fetch_sizes_for(round_trip_s: float | None, settings: dict[str, str]) -> dict[str, str]:
-    """The source consumer's max.partition.fetch.bytes and queued.min.messages for a cluster `round_trip_s` away
-    (None: not measured, taken as a WAN: the larger sizes never slow a copy), each unless its settings name it."""
+    """The source consumer's max.partition.fetch.bytes, fetch.max.bytes and queued.min.messages for a cluster
+    `round_trip_s` away (None: not measured, taken as a WAN: the larger sizes never slow a copy), each unless its
+    settings name it (parsed with `sized_by_round_trip`, which leaves them out)."""
     wan = round_trip_s is None or round_trip_s >= WAN_ROUND_TRIP_S
-    sizes = {"max.partition.fetch.bytes": str(WAN_PARTITION_FETCH_BYTES if wan else LOOPBACK_PARTITION_FETCH_BYTES)}
+    sizes = {"max.partition.fetch.bytes": str(WAN_PARTITION_FETCH_BYTES if wan else LOOPBACK_PARTITION_FETCH_BYTES),
+             "fetch.max.bytes": str(WAN_FETCH_MAX_BYTES if wan else LOOPBACK_FETCH_MAX_BYTES)}
     if not wan:
         sizes["queued.min.messages"] = str(queued_min_messages_for(round_trip_s))
     return {key: value for key, value in sizes.items() if key not in settings}
@@ -156,13 +166,19 @@ def translate_java_settings(settings: dict[str, str], where: str,
     return out
 
 
-def consumer_settings(settings: dict[str, str], where: str,
-                      placeholders: PlaceholderRule | None = None) -> dict[str, str]:
+def consumer_settings(settings: dict[str, str], where: str, placeholders: PlaceholderRule | None = None,
+                      sized_by_round_trip: bool = False) -> dict[str, str]:
+    """A consumer's librdkafka settings: `settings` translated and checked, over the worker's defaults.
+
+    `sized_by_round_trip`: a mirror source's, whose fetch sizes the worker picks from the measured round trip
+    (fetch_sizes_for): left out unless named. Any other caller gets WAN_FETCH_MAX_BYTES."""
     translated = translate_java_settings(settings, where, placeholders)
     for key, forced in _CONSUMER_FORCED.items():
         if translated.get(key, forced).lower() != forced:
             raise ConfigError(f"{where}: {key} must be {forced}: the mirror commits offsets itself, after delivery")
     defaults = dict(CONSUMER_DEFAULTS)
+    if not sized_by_round_trip:
+        defaults["fetch.max.bytes"] = str(WAN_FETCH_MAX_BYTES)
     if translated.get("group.protocol", "classic").lower() == "consumer":
         for key in _CLASSIC_ONLY_DEFAULTS:
             defaults.pop(key)

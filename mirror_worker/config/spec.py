@@ -285,7 +285,8 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
             # The catch-up lease, the lag sensor, stop_mirror and failover all look for the mirror's group.
             raise ConfigError(f"{where}: source {source_name!r} kafka: group.id: the mirror's consumer group is its "
                               "group-id (default: group-id-prefix + its name): set that instead")
-        sources.append({"name": source_name, "consumer": consumer_settings(kafka, f"{where}: source {source_name!r} kafka"),
+        consumer = consumer_settings(kafka, f"{where}: source {source_name!r} kafka", sized_by_round_trip=True)
+        sources.append({"name": source_name, "consumer": consumer,
                         "schema_registry_url": source.get("schema-registry-url"), "schema_registry": registry})
 
     destination = group.get("destination")

@@ -74,6 +74,7 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
             "mirror": cfg.name, "source": source.name,
             "round_trip_ms": None if round_trip is None else round(round_trip * 1000, 1),
             "max_partition_fetch_bytes": int(settings["max.partition.fetch.bytes"]),
+            "fetch_max_bytes": int(settings["fetch.max.bytes"]),
             "queued_min_messages": int(settings.get("queued.min.messages", LIBRDKAFKA_QUEUED_MIN_MESSAGES))})
         consumer = factory.consumer(clients.client(settings, stats_source=source.name))
         source_id = cluster_id(consumer, f"source {source.name!r}")

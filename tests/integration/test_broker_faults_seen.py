@@ -150,7 +150,9 @@ def test_a_source_across_a_wan_is_fetched_in_larger_slices(clusters, tmp_path):
     4 MiB per partition for a source 50 ms away (librdkafka's 1 MiB held that copy at 81 % of loopback), 1 MiB
     nearer (on loopback 4 MiB only cost ~100 MiB of RSS at 100 B records). The records still arrive."""
     from mirror_worker.clients.health import DESTINATION
-    from mirror_worker.config.librdkafka import LIBRDKAFKA_QUEUED_MIN_MESSAGES, WAN_PARTITION_FETCH_BYTES
+    from mirror_worker.config.librdkafka import (
+        LIBRDKAFKA_QUEUED_MIN_MESSAGES, WAN_FETCH_MAX_BYTES, WAN_PARTITION_FETCH_BYTES,
+    )
 
     with _mirrored_across_a_wan(clusters, tmp_path, "source", 20) as worker:
         sized = worker.wait_for_log("source consumer sized for its round trip", timeout=120)
@@ -158,6 +160,7 @@ def test_a_source_across_a_wan_is_fetched_in_larger_slices(clusters, tmp_path):
     assert sized["round_trip_ms"] >= 45, sized
     assert sized["max_partition_fetch_bytes"] == WAN_PARTITION_FETCH_BYTES
     assert sized["queued_min_messages"] == LIBRDKAFKA_QUEUED_MIN_MESSAGES  # far away: librdkafka's own, not 5,000
+    assert sized["fetch_max_bytes"] == WAN_FETCH_MAX_BYTES  # one response per round trip is the whole rate
     near = measured.pop(DESTINATION)
     assert near < min(measured.values()), (near, measured)
 
@@ -178,7 +181,9 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     51 % of its loopback rate, 40,000 at 70 %), the producers' bytes within the memory budget. It logs and exports
     the sizes it chose, and copies every record."""
     from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, queue_size_for
-    from mirror_worker.config.librdkafka import LOOPBACK_PARTITION_FETCH_BYTES, LOOPBACK_QUEUED_MIN_MESSAGES
+    from mirror_worker.config.librdkafka import (
+        LOOPBACK_FETCH_MAX_BYTES, LOOPBACK_PARTITION_FETCH_BYTES, LOOPBACK_QUEUED_MIN_MESSAGES,
+    )
 
     with _mirrored_across_a_wan(clusters, tmp_path, "destination", 200, "--metrics.port", "0") as worker:
         sized = worker.wait_for_log("in-flight sized for the destination's round trip", timeout=120)
@@ -189,8 +194,9 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     assert sized["round_trip_ms"] >= 45, sized
     # The source is near: small fetches and prefetch (5,000 records a partition instead of librdkafka's 100,000).
     assert source_sized["round_trip_ms"] < 15, source_sized
-    assert (source_sized["max_partition_fetch_bytes"], source_sized["queued_min_messages"]) == \
-        (LOOPBACK_PARTITION_FETCH_BYTES, LOOPBACK_QUEUED_MIN_MESSAGES), source_sized
+    assert (source_sized["max_partition_fetch_bytes"], source_sized["queued_min_messages"],
+            source_sized["fetch_max_bytes"]) == \
+        (LOOPBACK_PARTITION_FETCH_BYTES, LOOPBACK_QUEUED_MIN_MESSAGES, LOOPBACK_FETCH_MAX_BYTES), source_sized
     # The log rounds the round trip to 0.1 ms: the size follows the unrounded one, within 3 x 300 records/s x 0.05 ms.
     assert abs(sized["queue_size"] - queue_size_for(sized["round_trip_ms"] / 1000)) <= 45, sized
     assert sized["queue_size"] >= queue_size_for(0.045), sized

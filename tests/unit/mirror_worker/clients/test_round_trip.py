@@ -10,8 +10,10 @@ from mirror_worker.clients.callbacks import ClientSettings
 from mirror_worker.clients.health import DESTINATION
 from mirror_worker.clients.round_trip import PROBE_TOPIC, round_trip_s
 from mirror_worker.config.librdkafka import (
+    LOOPBACK_FETCH_MAX_BYTES,
     LOOPBACK_PARTITION_FETCH_BYTES,
     LOOPBACK_QUEUED_MIN_MESSAGES,
+    WAN_FETCH_MAX_BYTES,
     WAN_PARTITION_FETCH_BYTES,
     consumer_settings,
     fetch_sizes_for,
@@ -76,13 +78,26 @@ def test_the_prefetched_records_follow_the_round_trip(round_trip, expected):
     assert fetch_sizes_for(round_trip, {}).get("queued.min.messages") == expected
 
 
+@pytest.mark.parametrize("round_trip, expected", [
+    (0.0008, LOOPBACK_FETCH_MAX_BYTES),  # at width a near source's prefetch is a few whole responses: smaller ones
+    (0.004, LOOPBACK_FETCH_MAX_BYTES),
+    (0.050, WAN_FETCH_MAX_BYTES),        # one response per round trip is a WAN source's whole rate
+    (None, WAN_FETCH_MAX_BYTES),
+])
+def test_the_response_size_follows_the_round_trip(round_trip, expected):
+    assert fetch_sizes_for(round_trip, {})["fetch.max.bytes"] == str(expected)
+
+
 def test_a_fetch_size_the_settings_name_wins_at_any_round_trip():
     named = consumer_settings({"bootstrap.servers": "a:1", "max.partition.fetch.bytes": "2097152",
-                               "queued.min.messages": "777"}, "source")
+                               "queued.min.messages": "777", "fetch.max.bytes": "9999999"}, "source",
+                              sized_by_round_trip=True)
     assert fetch_sizes_for(0.0008, named) == {} == fetch_sizes_for(0.2, named)
-    # Unnamed, the parsed settings leave them out, for the round trip to decide.
-    unnamed = consumer_settings({"bootstrap.servers": "a:1"}, "source")
-    assert "max.partition.fetch.bytes" not in unnamed and "queued.min.messages" not in unnamed
+    # Unnamed, a mirror source's parsed settings leave them out, for the round trip to decide.
+    unnamed = consumer_settings({"bootstrap.servers": "a:1"}, "source", sized_by_round_trip=True)
+    assert not {"max.partition.fetch.bytes", "queued.min.messages", "fetch.max.bytes"} & set(unnamed)
+    # Any other consumer (the Spark jobs, the Airflow hook, the bare loop) keeps the WAN response size.
+    assert consumer_settings({"bootstrap.servers": "a:1"}, "hook")["fetch.max.bytes"] == str(WAN_FETCH_MAX_BYTES)
 
 
 class FakeState:

@@ -16,9 +16,9 @@ from mirror_worker.config.inflight import (
     queue_size_for,
     within_budget,
 )
-from mirror_worker.config.librdkafka import consumer_settings, producer_settings
+from mirror_worker.config.librdkafka import consumer_settings, fetch_sizes_for, producer_settings
 
-SOURCE = {"queued.max.messages.kbytes": "16384", "max.partition.fetch.bytes": "1048576"}
+SOURCE = {"queued.max.messages.kbytes": "16384", "max.partition.fetch.bytes": "1048576", "fetch.max.bytes": "1048576"}
 
 
 @pytest.mark.parametrize("round_trip, expected", [
@@ -60,11 +60,13 @@ def test_a_budget_smaller_than_the_prefetch_still_leaves_each_producer_its_floor
 
 
 def test_named_prefetch_is_counted_as_configured():
-    assert consumer_prefetch_bytes({"queued.max.messages.kbytes": "1024", "max.partition.fetch.bytes": "4194304"}) \
+    assert consumer_prefetch_bytes({"queued.max.messages.kbytes": "1024", "fetch.max.bytes": "4194304"}) \
         == 1 * MIB + 4 * MIB
-    # Parsed settings carry the worker's default prefetch bound (CONSUMER_DEFAULTS), counted as it is.
-    parsed = consumer_settings({"bootstrap.servers": "a:1"}, "source")
-    assert consumer_prefetch_bytes(parsed) == 16 * MIB + 4 * MIB  # the fetch size not decided yet: the larger
+    # Parsed settings carry the worker's default prefetch bound (CONSUMER_DEFAULTS), counted as it is, and one
+    # response of overshoot: a whole response, not one partition's share of it (at width it holds thousands').
+    parsed = consumer_settings({"bootstrap.servers": "a:1"}, "source", sized_by_round_trip=True)
+    assert consumer_prefetch_bytes(parsed) == 16 * MIB + 16 * MIB  # the response size not decided yet: the larger
+    assert consumer_prefetch_bytes({**parsed, **fetch_sizes_for(0.001, parsed)}) == 16 * MIB + 4 * MIB
 
 
 def test_unnamed_queue_size_leaves_the_producers_message_bound_to_the_worker():

@@ -30,8 +30,8 @@ def test_a_destination_50_ms_away_gets_more_records_in_flight_logged_and_exporte
     assert _sample(metrics, "mirror_inflight_budget_bytes") == DEFAULT_INFLIGHT_BUDGET_BYTES
     assert _sample(metrics, "mirror_inflight_limit", limit="queue_size") == 45_000
     assert _sample(metrics, "mirror_inflight_limit", limit="producer_queue_bytes") == sizes.producers_queue_bytes
-    # The source 1 ms away fetches 1 MiB per partition: counted with its 16 MiB prefetch bound.
-    assert _sample(metrics, "mirror_inflight_limit", limit="consumer_queue_bytes") == (16 + 1) * 1024 * 1024
+    # The source 1 ms away gets responses of 4 MiB: one counted with its 16 MiB prefetch bound.
+    assert _sample(metrics, "mirror_inflight_limit", limit="consumer_queue_bytes") == (16 + 4) * 1024 * 1024
     [record] = [r for r in caplog.records if r.getMessage() == "in-flight sized for the destination's round trip"]
     assert (record.round_trip_ms, record.queue_size, record.within_budget, record.named) == (50.0, 45_000, True, [])
 
