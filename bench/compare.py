@@ -84,12 +84,15 @@ WARM_UP_RUNS = 1
 
 
 # ------------------------------------------------------------------------------------------- RSS over many records
-def rss_over_records(clusters: Clusters, records: int, workdir: Path, args) -> dict:
+def rss_over_records(clusters: Clusters, records: int, workdir: Path, args, size: int = 100,
+                     mirror: Clusters | None = None) -> dict:
+    """The worker's RSS, sampled each second while it copies `records` of `size` B. `mirror`: the addresses the
+    worker reaches the clusters at (bench.wan: through the proxies), when not `clusters` (the bench's own)."""
     topic = f"bench-rss-{uuid.uuid4().hex[:6]}"
-    preload(clusters.source, topic, records, 100, args.partitions)
+    preload(clusters.source, topic, records, size, args.partitions)
     alias = f"r{uuid.uuid4().hex[:6]}"
     watcher = Consumer({"bootstrap.servers": clusters.destination, "group.id": "bench-watch"})
-    proc = launch("worker", clusters, [topic], alias, workdir, args)
+    proc = launch("worker", mirror or clusters, [topic], alias, workdir, args)
     series = []
     started = time.monotonic()
     try:
@@ -105,7 +108,7 @@ def rss_over_records(clusters: Clusters, records: int, workdir: Path, args) -> d
         delete_topics(clusters.destination, f"{alias}.")
         delete_topics(clusters.source, topic)
     copying = [rss for _, total, rss in series if 0 < total]
-    return {"records": records, "record_bytes": 100, "series": series,
+    return {"records": records, "record_bytes": size, "series": series,
             "rss_mib_max": max(copying, default=None),
             "rss_mib_at_quarters": [_rss_at(series, records * q / 4) for q in (1, 2, 3, 4)]}
 

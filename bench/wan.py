@@ -21,6 +21,8 @@ it (msgs/s from launch, copy msgs/s from the first record to the last, p50/p99 o
 at --latency-rate while the mirror keeps running). Medians of --repeats. Writes bench/results/wan.json
 (median rows), wan-runs.json (every run, settings, load) and wan.md (the table and the goal check:
 at --goal-rtt ms the worker keeps >= 80 % of its RTT-0 throughput and >= 2.5x MirrorMaker 2's).
+With --rss-records N, then the worker's RSS over N records of the first size, with each side in turn
+--goal-rtt ms away (the WAN sizes in effect), sampled each second: <out>-rss.json.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from bench.charts import redraw
-from bench.compare import build_parser
+from bench.compare import build_parser, rss_over_records
 from bench.harness import (
     Clusters,
     delete_topics,
@@ -174,6 +176,21 @@ def markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rss_across(stack, direct: Clusters, mirror: Clusters, size: int, sides: list[str], workdir: Path, args) -> None:
+    """The worker's RSS over --rss-records records of `size` B with each side --goal-rtt ms away (the WAN sizes
+    in effect); written to <out>-rss.json and printed."""
+    found = []
+    for side in sides:
+        reset(stack.toxiproxy)
+        set_rtt(proxies(stack[side]), args.goal_rtt)
+        rss = rss_over_records(direct, args.rss_records, workdir, args, size=size, mirror=mirror)
+        found.append({"side": side, "rtt_ms": args.goal_rtt, **rss})
+        print(json.dumps({k: v for k, v in found[-1].items() if k != "series"}), flush=True)
+    reset(stack.toxiproxy)
+    out = Path(args.out)
+    out.with_name(out.name + "-rss.json").write_text(json.dumps(found, indent=2) + "\n")
+
+
 def write_results(runs: list[dict], systems: list[str], size: int, sides: list[str], rtts: list[int],
                   load_start: list[float], args) -> str:
     """<out>.json (median rows), <out>-runs.json (every run, settings, load), <out>.md (the table); the table."""
@@ -254,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                 table = write_results(runs, systems, size, sides, rtts, load_start, args)
             reset(stack.toxiproxy)
             delete_topics(direct.source, topic)
+            if args.rss_records > 0:
+                rss_across(stack, direct, mirror, size, sides, workdir, args)
         finally:
             stack.down()
     print("\n" + table)

@@ -44,6 +44,7 @@ from bench.harness import (
     RESULTS,
     Clusters,
     Refusals,
+    create_topics,
     delete_topics,
     known_partitions,
     launch,
@@ -52,6 +53,7 @@ from bench.harness import (
     refuse_missing_flags,
     stop,
     tree,
+    warm_transactions,
 )
 from mirror_worker.batch_api import POSITIONS_GROUP
 
@@ -254,6 +256,14 @@ def main(argv: list[str] | None = None) -> int:
     with bench_stack(kafka_only=True, kafka_heap_mb=args.kafka_heap_mb, reuse_running=False) as stack, \
             tempfile.TemporaryDirectory(prefix="bench-width-") as tmp:
         clusters = Clusters(stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers)
+        if any(system.endswith("-eos") for system in args.systems.split(",")):
+            # The destination's transaction state made first, as bench.compare does: an exactly-once worker started
+            # after another system had made thousands of partitions there waited past its 30-s start-up timeout
+            # for the coordinator (stop 55's width-5000, exit 1).
+            warm = f"warm-{uuid.uuid4().hex[:6]}"
+            create_topics(clusters.destination, [warm], 1)
+            warm_transactions(clusters.destination, warm, 1)
+            delete_topics(clusters.destination, warm)
         for width in [int(w) for w in args.widths.split(",")]:
             topics, partitions = topics_for(width, uuid.uuid4().hex[:4])
             took = preload(clusters.source, topics, partitions, args.records, args.size)
