@@ -70,8 +70,8 @@ WAN_PARTITION_FETCH_BYTES = 4194304
 # A fetch response carries up to fetch.max.bytes over all of a broker's partitions, and librdkafka keeps a
 # response's buffer until the last of its records is consumed: at width (5,000 partitions on one broker) the
 # prefetch is a handful of whole responses. A consumer alone reading 1M x 100 B from 5,000 partitions on loopback
-# peaked at 164-216 MiB with 16 MiB responses, 104-121 with 4 MiB, at the same rate (2026-11-30, /tmp probe, four
-# runs each). Under 6 partitions a response never reached 4 MiB anyway (6 x LOOPBACK_PARTITION_FETCH_BYTES at most);
+# peaked at 164-219 MiB with 16 MiB responses, 104-121 with 4 MiB, at the same rate (2026-11-30, /tmp probe, four
+# or five runs each; docs/benchmarks/width.md). Under 6 partitions a response never reached 4 MiB anyway (6 x LOOPBACK_PARTITION_FETCH_BYTES at most);
 # a WAN source keeps 16 MiB: one response per round trip is its whole rate.
 LOOPBACK_FETCH_MAX_BYTES = 4194304
 WAN_FETCH_MAX_BYTES = 16777216
@@ -85,14 +85,17 @@ WAN_ROUND_TRIP_S = 0.015
 # of 100 B are ~12 ms of the loop's work, so more only holds memory: copying 2M x 100 B on loopback, peak RSS 201
 # MiB with 100,000 and 158 MiB with 5,000 (1 partition: 141 and 100), at the same rate and CPU (2026-11-30,
 # bench.compare worker-base beside worker). A partition keeps two round trips of the whole copy rate (it may be the
-# only one); a WAN source keeps librdkafka's default, with its larger fetches.
+# only one), at a WAN source too: 30,000 at 50 ms took the peak RSS of 10M x 100 B from a source 50 ms away from 323
+# to 283 MiB at the same rate (bench.wan --rss-records, 2026-11-30, bench/results/wan-rss/); at 1 KiB the prefetch's
+# bytes (queued.max.messages.kbytes) bind first. An unmeasured source keeps librdkafka's default.
 LOOPBACK_QUEUED_MIN_MESSAGES = 5000
 LIBRDKAFKA_QUEUED_MIN_MESSAGES = 100_000
 PREFETCH_RATE = 300_000  # records/s: about the loop's copy rate of 100 B records on the bench
 
 
 def queued_min_messages_for(round_trip_s: float) -> int:
-    """A near source's queued.min.messages: two round trips of PREFETCH_RATE, at least 5,000."""
+    """A source's queued.min.messages: two round trips of PREFETCH_RATE, at least 5,000, at most librdkafka's
+    default (100,000: from about 167 ms on)."""
     wanted = math.ceil(2 * PREFETCH_RATE * round_trip_s)
     return min(LIBRDKAFKA_QUEUED_MIN_MESSAGES, max(LOOPBACK_QUEUED_MIN_MESSAGES, wanted))
 
@@ -104,7 +107,7 @@ def fetch_sizes_for(round_trip_s: float | None, settings: dict[str, str]) -> dic
     wan = round_trip_s is None or round_trip_s >= WAN_ROUND_TRIP_S
     sizes = {"max.partition.fetch.bytes": str(WAN_PARTITION_FETCH_BYTES if wan else LOOPBACK_PARTITION_FETCH_BYTES),
              "fetch.max.bytes": str(WAN_FETCH_MAX_BYTES if wan else LOOPBACK_FETCH_MAX_BYTES)}
-    if not wan:
+    if round_trip_s is not None:
         sizes["queued.min.messages"] = str(queued_min_messages_for(round_trip_s))
     return {key: value for key, value in sizes.items() if key not in settings}
 
