@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient
-
-from devstack.toxics import Proxy
 from mirror_airflow.dashboard.gather import cluster_faults
 from mirror_airflow.dashboard.sources import parse_metrics
+
+from devstack.toxics import Proxy
 from tests.integration.test_broker_faults import PARTITIONS, _leaders, clusters  # noqa: F401  (fixture)
 from tests.integration.test_worker_faults import LiveProducer
 from tests.kafka_util import create_topic, produce
@@ -151,7 +151,9 @@ def test_a_source_across_a_wan_is_fetched_in_larger_slices(clusters, tmp_path):
     nearer (on loopback 4 MiB only cost ~100 MiB of RSS at 100 B records). The records still arrive."""
     from mirror_worker.clients.health import DESTINATION
     from mirror_worker.config.librdkafka import (
-        WAN_FETCH_MAX_BYTES, WAN_PARTITION_FETCH_BYTES, queued_min_messages_for,
+        WAN_FETCH_MAX_BYTES,
+        WAN_PARTITION_FETCH_BYTES,
+        queued_min_messages_for,
     )
 
     with _mirrored_across_a_wan(clusters, tmp_path, "source", 20) as worker:
@@ -185,7 +187,9 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     the sizes it chose, and copies every record."""
     from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, queue_size_for
     from mirror_worker.config.librdkafka import (
-        LOOPBACK_FETCH_MAX_BYTES, LOOPBACK_PARTITION_FETCH_BYTES, LOOPBACK_QUEUED_MIN_MESSAGES,
+        LOOPBACK_FETCH_MAX_BYTES,
+        LOOPBACK_PARTITION_FETCH_BYTES,
+        LOOPBACK_QUEUED_MIN_MESSAGES,
     )
 
     with _mirrored_across_a_wan(clusters, tmp_path, "destination", 200, "--metrics.port", "0") as worker:
