@@ -242,13 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-rate", type=float, default=1000.0)
     parser.add_argument("--run-timeout", type=float, default=900.0)
     parser.add_argument("--kafka-heap-mb", type=int, default=768)
+    parser.add_argument("--worker-args", default="", help="extra worker flags, e.g. '--metrics.port 19464'")
     parser.add_argument("--base-tree", default=None, metavar="DIR",
                         help="for the system worker-base: a checkout of the commit to compare with")
     parser.add_argument("--out", default=str(RESULTS / "width"))
     args = parser.parse_args(argv)
     refuse_missing_flags(parser, args.systems.split(","), args)
     # What bench.harness.launch reads.
-    args.procs, args.consumer_props, args.producer_props, args.worker_args = 1, "", "", ""
+    args.procs, args.consumer_props, args.producer_props = 1, "", ""
     args.mm2_poll_records, args.mm2_heap_mb, args.destination_max_message_bytes = 10_000, 512, None
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
             "records": args.records, "size": args.size, "load_start": [round(x, 2) for x in os.getloadavg()]}
