@@ -243,10 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-timeout", type=float, default=900.0)
     parser.add_argument("--kafka-heap-mb", type=int, default=768)
     parser.add_argument("--worker-args", default="", help="extra worker flags, e.g. '--metrics.port 19464'")
+    parser.add_argument("--logs", default=None, metavar="DIR", help="keep each system's log (and config) in DIR")
     parser.add_argument("--base-tree", default=None, metavar="DIR",
                         help="for the system worker-base: a checkout of the commit to compare with")
     parser.add_argument("--out", default=str(RESULTS / "width"))
     args = parser.parse_args(argv)
+    if args.logs:
+        Path(args.logs).mkdir(parents=True, exist_ok=True)
     refuse_missing_flags(parser, args.systems.split(","), args)
     # What bench.harness.launch reads.
     args.procs, args.consumer_props, args.producer_props = 1, "", ""
@@ -271,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"preloaded {args.records:,} x {args.size} B into {len(topics)} topics x {partitions} in {took:.0f}s",
                   flush=True)
             for system in args.systems.split(","):
-                row = run_one(system, width, topics, partitions, clusters, Path(tmp), args)
+                row = run_one(system, width, topics, partitions, clusters, Path(args.logs or tmp), args)
                 runs.append(row)
                 print(json.dumps(row), flush=True)
             delete_topics(clusters.source, topics[0].rsplit("-", 1)[0] + "-")
