@@ -244,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka-heap-mb", type=int, default=768)
     parser.add_argument("--worker-args", default="", help="extra worker flags, e.g. '--metrics.port 19464'")
     parser.add_argument("--logs", default=None, metavar="DIR", help="keep each system's log (and config) in DIR")
+    parser.add_argument("--consumer-props", default="", help="the worker's extra source settings, k=v,k=v")
+    parser.add_argument("--producer-props", default="", help="the worker's extra destination settings, k=v,k=v")
     parser.add_argument("--base-tree", default=None, metavar="DIR",
                         help="for the system worker-base: a checkout of the commit to compare with")
     parser.add_argument("--out", default=str(RESULTS / "width"))
@@ -252,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.logs).mkdir(parents=True, exist_ok=True)
     refuse_missing_flags(parser, args.systems.split(","), args)
     # What bench.harness.launch reads.
-    args.procs, args.consumer_props, args.producer_props = 1, "", ""
+    args.procs = 1
     args.mm2_poll_records, args.mm2_heap_mb, args.destination_max_message_bytes = 10_000, 512, None
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
             "records": args.records, "size": args.size, "load_start": [round(x, 2) for x in os.getloadavg()]}
