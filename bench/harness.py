@@ -377,6 +377,16 @@ def warm_up(clusters: Clusters, partitions: int) -> list[float]:
     return results
 
 
+def warm_destination_transactions(bootstrap: str) -> None:
+    """warm_transactions on a topic of its own, created and deleted here: for benches that have no warm-up topic
+    (bench.width, bench.width_group), whose exactly-once workers otherwise waited past their 30-s start-up timeout
+    for the coordinator on brokers busy with thousands of partitions."""
+    warm = f"warm-{uuid.uuid4().hex[:6]}"
+    create_topics(bootstrap, [warm], 1)
+    warm_transactions(bootstrap, warm, 1)
+    delete_topics(bootstrap, warm)
+
+
 def warm_transactions(bootstrap: str, topic: str, partitions: int) -> None:
     """A few committed transactions, so that the brokers' transaction state topic exists before the first
     exactly-once run: otherwise that run, whichever system it is (worker-eos runs before mm2-eos), pays for

@@ -44,7 +44,6 @@ from bench.harness import (
     RESULTS,
     Clusters,
     Refusals,
-    create_topics,
     delete_topics,
     known_partitions,
     launch,
@@ -53,7 +52,7 @@ from bench.harness import (
     refuse_missing_flags,
     stop,
     tree,
-    warm_transactions,
+    warm_destination_transactions,
 )
 from mirror_worker.batch_api import POSITIONS_GROUP
 
@@ -252,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.logs:
         Path(args.logs).mkdir(parents=True, exist_ok=True)
-    refuse_missing_flags(parser, args.systems.split(","), args)
+    systems = args.systems.split(",")
+    refuse_missing_flags(parser, systems, args)
     # What bench.harness.launch reads.
     args.procs = 1
     args.mm2_poll_records, args.mm2_heap_mb, args.destination_max_message_bytes = 10_000, 512, None
@@ -262,20 +262,16 @@ def main(argv: list[str] | None = None) -> int:
     with bench_stack(kafka_only=True, kafka_heap_mb=args.kafka_heap_mb, reuse_running=False) as stack, \
             tempfile.TemporaryDirectory(prefix="bench-width-") as tmp:
         clusters = Clusters(stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers)
-        if any(system.endswith("-eos") for system in args.systems.split(",")):
+        if any(system.endswith("-eos") for system in systems):
             # The destination's transaction state made first, as bench.compare does: an exactly-once worker started
-            # after another system had made thousands of partitions there waited past its 30-s start-up timeout
-            # for the coordinator (stop 55's width-5000, exit 1).
-            warm = f"warm-{uuid.uuid4().hex[:6]}"
-            create_topics(clusters.destination, [warm], 1)
-            warm_transactions(clusters.destination, warm, 1)
-            delete_topics(clusters.destination, warm)
+            # after another system had made thousands of partitions there exited at start (stop 55's width-5000).
+            warm_destination_transactions(clusters.destination)
         for width in [int(w) for w in args.widths.split(",")]:
             topics, partitions = topics_for(width, uuid.uuid4().hex[:4])
             took = preload(clusters.source, topics, partitions, args.records, args.size)
             print(f"preloaded {args.records:,} x {args.size} B into {len(topics)} topics x {partitions} in {took:.0f}s",
                   flush=True)
-            for system in args.systems.split(","):
+            for system in systems:
                 row = run_one(system, width, topics, partitions, clusters, Path(args.logs or tmp), args)
                 runs.append(row)
                 print(json.dumps(row), flush=True)

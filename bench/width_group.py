@@ -45,7 +45,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.common import bench_stack
-from bench.harness import RESULTS, create_topics, delete_topics, known_partitions, warm_transactions
+from bench.harness import RESULTS, delete_topics, known_partitions, warm_destination_transactions
 from devstack import paths
 
 TOPIC_PARTITIONS = 10
@@ -357,10 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             # The destination's transaction state made before the workers start, as bench.compare does: on fresh
             # brokers busy creating thousands of partitions, three workers' first init_transactions all waited past
             # their 30-s start-up timeout for it once (stop 56), and the run measured nothing.
-            warm = f"warm-{args.run}"
-            create_topics(destination, [warm], 1)
-            warm_transactions(destination, warm, 1)
-            delete_topics(destination, warm)
+            warm_destination_transactions(destination)
         live = Live(source, topics, sampled, args)
         live.start()
         workers = [Worker(i, args, source, destination, f"{base}-.*", Path(tmp)) for i in range(args.workers)]

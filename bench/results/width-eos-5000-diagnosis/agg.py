@@ -1,4 +1,6 @@
-import sys, collections
+import collections
+import sys
+
 tot = collections.defaultdict(lambda: collections.defaultdict(float))
 for line in open(sys.argv[1]):
     t, rest = line.split(" ", 1)
