@@ -30,7 +30,7 @@ class Backpressure:
     def __init__(self, streams: list[SourceStream], producers: Callable[[], list], queue_size: int,
                  batch_size: int, metrics: MirrorMetrics, label: dict, state: RunState,
                  clock: Callable[[], float], on_wait: Callable[[], None] = lambda: None,
-                 serve: Callable[[float], None] | None = None) -> None:
+                 serve: Callable[[float], None] | None = None, on_pause: Callable[[], None] = lambda: None) -> None:
         self.streams = streams
         self.producers = producers
         # Polls every producer for `timeout` s (the worker's: a fatal error of an exactly-once producer is its
@@ -43,6 +43,7 @@ class Backpressure:
         self.state = state
         self.clock = clock
         self.on_wait = on_wait  # called while waiting for room (the stall watch)
+        self.on_pause = on_pause  # called when a wait for room paused the consumers (the cycles' Backlog)
         self.paused = False
         self._in_flight_peak = 0
 
@@ -89,6 +90,7 @@ class Backpressure:
                 self.on_wait()
                 if self.hold_consumers():
                     self.metrics.backpressure_pauses.labels(**self.label).inc()
+                    self.on_pause()
                 if now - last_log > 10:
                     log.warning("destination slow: consumption paused", extra={**self.label, "in_flight": self.in_flight()})
                     last_log = now

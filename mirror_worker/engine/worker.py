@@ -120,7 +120,7 @@ class MirrorWorker:
                                  in_flight=self.producer_set.in_flight)
         self.backpressure = Backpressure(self.streams, self.producer_set.all, self.sizing.queue_size, self.batch_size,
                                          self.metrics, self._label, self.state, clock, on_wait=self.stalls.check,
-                                         serve=self.producer_set.serve)
+                                         serve=self.producer_set.serve, on_pause=self.backlog.paused)
         self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
         # Built by start(): they need the clients.
         self.commits: CommitCycle

@@ -58,3 +58,13 @@ def test_one_source_behind_is_enough():
     backlog.took("a", 5000, 5000)
     backlog.took("b", 3, 5000)
     assert backlog.cycle() is True
+
+
+def test_a_pause_for_the_destination_is_a_backlog_whatever_the_batches_after_it_and_counting_starts_again():
+    backlog = Backlog()
+    backlog.took("src", 5000, 5000)
+    backlog.paused()
+    backlog.took("src", 12, 5000)  # the prefetch was dropped by the pause: partial, however much the source holds
+    assert backlog.cycle() is True
+    backlog.took("src", 12, 5000)
+    assert backlog.cycle() is False
