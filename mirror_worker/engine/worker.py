@@ -156,7 +156,8 @@ class MirrorWorker:
             # Exactly-once producers are transactional: heartbeats go through a plain one.
             self.heartbeat_producer = factory.producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
         # Exactly-once keys positions by source partition on the destination topic: it needs the room.
-        destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once)
+        destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once,
+                                        stopping=self.state.stop_event.is_set)
         if cfg.exactly_once:
             topic = cfg.positions_topic
             destination.ensure_internal([topic], {"cleanup.policy": "compact"})

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, OffsetSpec
 
 from mirror_worker.config.model import TopicCreation
 from mirror_worker.exceptions import MirrorError
@@ -47,11 +48,13 @@ class TopicCreationError(MirrorError):
 class DestinationTopics:
     """Creates what is missing, grows what is too small, treats 'already exists' as success."""
 
-    def __init__(self, admin: AdminClient, creation: TopicCreation, preserve_partitions: bool, timeout: float = 30.0):
+    def __init__(self, admin: AdminClient, creation: TopicCreation, preserve_partitions: bool, timeout: float = 30.0,
+                 stopping: Callable[[], bool] = lambda: False):
         self.admin = admin
         self.creation = creation
         self.preserve_partitions = preserve_partitions
         self.timeout = timeout
+        self.stopping = stopping  # a stop was asked: waits end early
 
     def wanted_partitions(self, source: TopicInfo) -> int:
         count = self.creation.partitions_for(source.partitions)
@@ -109,7 +112,11 @@ class DestinationTopics:
             failures.update(self._grow(to_grow, {dest: existing[dest].partitions for dest in to_grow}))
         made = [t for t in mapping if t not in failures]
         grown = {t: g.new_total_count for t, g in to_grow.items() if t not in failures}
-        return self._partition_counts(made, grown), failures
+        counts = self._partition_counts(made, grown)
+        created = {t.topic for t in new_topics} - set(failures)
+        self._wait_until_served([(t, p) for t in created for p in range(counts.get(t, 0))]
+                                + [(t, p) for t in grown for p in range(existing[t].partitions, grown[t])])
+        return counts, failures
 
     def ensure_internal(self, topics: list[str], config: dict[str, str] | None = None) -> None:
         """The worker's own one-partition topics (offset syncs, positions, heartbeats, dead letters), replicated
@@ -175,6 +182,28 @@ class DestinationTopics:
         short = sorted(t for t, n in grown.items() if counts[t] < n)
         raise TopicCreationError(f"destination topics not grown after create_partitions: {', '.join(short)}")
 
+    def _wait_until_served(self, partitions: list[tuple[str, int]]) -> None:
+        """Until each new partition's leader answers for it, within `timeout`; never fails.
+
+        Metadata names a leader before that broker serves the partition: a node making thousands of them took
+        20-30 s (bench.width at 5,000 partitions), and records copied into them meanwhile came back "Not leader
+        for partition" and were retried, holding an exactly-once transaction back for all of them. A ListOffsets
+        request is answered by the leader itself. Partitions still refused at the timeout are named in one
+        line and copied into all the same (the producers retry them); other errors end their wait."""
+        deadline = time.monotonic() + max(10.0, self.timeout)
+        waiting = [TopicPartition(t, p) for t, p in partitions]
+        while waiting and not self.stopping():
+            futures = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in waiting},
+                                              request_timeout=self.timeout)
+            waiting = [tp for tp, future in futures.items() if _not_served_yet(future, self.timeout)]
+            if not waiting or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        if waiting and not self.stopping():
+            log.warning("new destination partitions not served by their leader yet: copied into all the same", extra={
+                "partitions": len(waiting), "examples": [f"{tp.topic}[{tp.partition}]" for tp in waiting[:5]],
+                "waited_s": self.timeout})
+
     def max_message_bytes(self, topics: list[str]) -> dict[str, int]:
         """Each topic's max.message.bytes, the largest record batch its broker accepts."""
         result: dict[str, int] = {}
@@ -194,6 +223,18 @@ class DestinationTopics:
             if topics:
                 time.sleep(0.2)
         return result
+
+
+_NOT_SERVED_YET = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                   KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REPLICA_NOT_AVAILABLE, KafkaError._TIMED_OUT)
+
+
+def _not_served_yet(future, timeout: float) -> bool:
+    try:
+        future.result(timeout)
+    except KafkaException as exc:
+        return exc.args[0].code() in _NOT_SERVED_YET
+    return False
 
 
 def internal_replication_factor(admin, creation: TopicCreation, timeout: float) -> int:
