@@ -21,6 +21,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mirror_worker")
 CHECK_EVERY_S = 1.0
+# More partitions than this stalled (or copying again) in one check: one line names how many and the first
+# EXAMPLES of them, not a line each (a whole destination that stood still at 5,000 partitions logged 5,000).
+LOG_EACH_UP_TO = 10
+EXAMPLES = 10
+WHY = ("records wait and none was copied: the destination does not acknowledge (see the client errors), or the "
+       "source holds them back (a transaction left open)")
 
 
 class StallWatch:
@@ -44,6 +50,8 @@ class StallWatch:
             return
         self._next_check = now + CHECK_EVERY_S
         owned = set()
+        stalled: list[tuple[tuple[str, str, int], int, int, float]] = []  # (ident, committed, end, seconds)
+        flowing: list[tuple[tuple[str, str, int], int]] = []  # (ident, committed)
         for stream in self.streams:
             for key in sorted(stream.assigned):
                 committed = stream.ledger.committed.get(key)
@@ -57,24 +65,38 @@ class StallWatch:
                     self._since[ident] = (committed, now)
                     if ident in self.stalled:
                         self._clear(ident)
-                        log.info("partition copying again", extra={
-                            **self.label, "source": stream.alias, "topic": key[0], "partition": key[1],
-                            "committed": committed})
+                        flowing.append((ident, committed))
                     continue
                 if ident not in self.stalled and now - since[1] >= self.stall_after_s:
                     self.stalled.add(ident)
                     self.metrics.stalled_partitions.labels(
                         **self.label, source=stream.alias, topic=key[0], partition=str(key[1])).set(1)
-                    log.warning("partition stalled", extra={
-                        **self.label, "source": stream.alias, "topic": key[0], "partition": key[1],
-                        "committed": committed, "waiting_up_to": end, "seconds": round(now - since[1], 1),
-                        "in_flight": self.in_flight(),
-                        "why": "records wait and none was copied: the destination does not acknowledge (see the "
-                               "client errors), or the source holds them back (a transaction left open)"})
+                    stalled.append((ident, committed, end, round(now - since[1], 1)))
+        self._log(stalled, flowing)
         for ident in set(self._since) - owned:  # revoked, lost or halted: no longer this watch's to report
             self._since.pop(ident)
             if ident in self.stalled:
                 self._clear(ident)
+
+    def _log(self, stalled: list, flowing: list) -> None:
+        if len(stalled) > LOG_EACH_UP_TO:
+            log.warning("partitions stalled", extra={
+                **self.label, "partitions": len(stalled), "sources": sorted({i[0] for i, *_ in stalled}),
+                "examples": [f"{i[1]}[{i[2]}]@{committed}" for i, committed, *_ in stalled[:EXAMPLES]],
+                "seconds": max(s for *_, s in stalled), "in_flight": self.in_flight(), "why": WHY})
+        else:
+            for (source, topic, partition), committed, end, seconds in stalled:
+                log.warning("partition stalled", extra={
+                    **self.label, "source": source, "topic": topic, "partition": partition, "committed": committed,
+                    "waiting_up_to": end, "seconds": seconds, "in_flight": self.in_flight(), "why": WHY})
+        if len(flowing) > LOG_EACH_UP_TO:
+            log.info("partitions copying again", extra={
+                **self.label, "partitions": len(flowing), "sources": sorted({i[0] for i, _ in flowing}),
+                "examples": [f"{i[1]}[{i[2]}]@{committed}" for i, committed in flowing[:EXAMPLES]]})
+        else:
+            for (source, topic, partition), committed in flowing:
+                log.info("partition copying again", extra={
+                    **self.label, "source": source, "topic": topic, "partition": partition, "committed": committed})
 
     def _clear(self, ident: tuple[str, str, int]) -> None:
         self.stalled.discard(ident)

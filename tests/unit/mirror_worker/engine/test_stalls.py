@@ -66,3 +66,26 @@ def test_nothing_waiting_halted_or_released_is_never_stalled():
             assert watch.stalled == {("east", "orders", 0)}  # the released one, still assigned
             released.assigned.clear()
     assert watch.stalled == set() and _gauge(metrics) is None
+
+
+def test_many_partitions_stalled_at_once_are_one_line_each_way_and_every_one_has_its_gauge(caplog):
+    """At 5,000 partitions a destination that acknowledged nothing for 30 s logged 5,000 `partition stalled` lines
+    in one second (bench.width, issue 42): one line names how many, and the first few."""
+    now = [0.0]
+    stream, metrics = _Stream(high=9), MirrorMetrics("m")
+    stream.assigned = {("orders", p) for p in range(40)}
+    for p in range(40):
+        stream.ledger.start(("orders", p), 5)
+    watch = StallWatch([stream], metrics, {"mirror": "m"}, 10.0, lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="mirror_worker"):
+        for t in (0.0, 10.0):
+            now[0] = t
+            watch.check()
+        stream.ledger.mark_committed({("orders", p): 7 for p in range(40)})
+        now[0] = 11.0
+        watch.check()
+    lines = [r for r in caplog.records if "stalled" in r.msg or "copying again" in r.msg]
+    assert [r.msg for r in lines] == ["partitions stalled", "partitions copying again"]
+    assert lines[0].partitions == 40 and lines[0].examples[:2] == ["orders[0]@5", "orders[1]@5"]
+    assert len(lines[0].examples) == 10 and lines[1].partitions == 40
+    assert len(watch.stalled) == 0
