@@ -184,9 +184,12 @@ class CommitCycle:
         for stream in self.streams:
             if only is not None and only[0] is not stream:
                 continue
+            # Markers are stepped over on the cycles that commit the source group too (every commit interval), not
+            # on every transaction: a position request for every assigned partition per 30-ms cycle took 4.4 s of
+            # a 5,000-partition copy's main loop.
             self.transactions.commit_stream(stream, outcome, deadline=deadline, from_loop=from_loop,
                                             source_group=source_group, released=set(only[1]) if only else None,
-                                            step_over=only is None)
+                                            step_over=only is None and source_group)
         return outcome
 
     def claim(self, stream: SourceStream, offsets: dict) -> CommitOutcome:
