@@ -23,12 +23,59 @@ TRANSACTION_SHARE_FACTOR = 10.0
 MIN_CONSUME_SHARE = 0.2
 
 
-def next_cycle_at(started: float, ended: float, interval_s: float, behind: bool) -> float:
-    """When the next exactly-once cycle starts, after one that ran from `started` to `ended`."""
+def next_cycle_at(started: float, ended: float, interval_s: float, behind: bool,
+                  limit_s: float = float("inf")) -> float:
+    """When the next exactly-once cycle starts, after one that ran from `started` to `ended`; while behind, no
+    later than `limit_s` after it ended (the transaction stays open meanwhile)."""
     took = ended - started
     if behind:
-        return ended + max(interval_s, TRANSACTION_SHARE_FACTOR * took)
+        return ended + max(interval_s, min(limit_s, TRANSACTION_SHARE_FACTOR * took))
     return max(started + interval_s, ended + MIN_CONSUME_SHARE * interval_s)
+
+
+FULL, TRANSACTIONS = "full", "transactions"
+
+
+class Cadence:
+    """When the main loop commits. At-least-once: every commit interval (FULL). Exactly-once: a transaction
+    cycle every interval, spaced by `next_cycle_at`; the first cycle due after each commit interval also commits
+    the source group and the offset syncs (FULL), the others only the transactions (TRANSACTIONS).
+
+    Exactly-once, the commit interval no longer starts a cycle of its own: it did, 30 ms after the last one,
+    whatever the catch-up spacing said, so cycles came at least every commit interval (5 s). At 5,000 partitions
+    a commit took ~6 s (a marker into every partition), and commits were more than half of the copy.
+    `catch_up_limit_s` bounds the spacing: a transaction open that long is not yet near librdkafka's
+    transaction.timeout.ms (60 s), and a partition's committed offset moves before the stall watch's timeout.
+    """
+
+    def __init__(self, now: float, commit_interval_s: float, transaction_interval_s: float | None,
+                 catch_up_limit_s: float) -> None:
+        self.commit_interval_s = commit_interval_s
+        self.transaction_interval_s = transaction_interval_s
+        self.catch_up_limit_s = catch_up_limit_s
+        self.next_commit = now + commit_interval_s
+        self.next_transactions = now + (transaction_interval_s or 0.0)
+
+    def due(self, now: float) -> str | None:
+        if self.transaction_interval_s is None:
+            return FULL if now >= self.next_commit else None
+        if now < self.next_transactions:
+            return None
+        return FULL if now >= self.next_commit else TRANSACTIONS
+
+    def done(self, kind: str, started: float, ended: float, behind: bool) -> None:
+        """A cycle of `kind` ran from `started` to `ended`; `behind`: Backlog.cycle() (exactly-once)."""
+        if kind == FULL:
+            self.next_commit = ended + self.commit_interval_s
+        if self.transaction_interval_s is not None:
+            self.next_transactions = next_cycle_at(started, ended, self.transaction_interval_s, behind,
+                                                   self.catch_up_limit_s)
+
+    def wait(self, now: float, timeout: float) -> float:
+        """How long the loop may wait for records now: exactly-once, no later than the next cycle."""
+        if self.transaction_interval_s is None:
+            return timeout
+        return min(timeout, max(0.0, self.next_transactions - now))
 
 
 class Backlog:

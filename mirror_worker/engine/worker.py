@@ -44,7 +44,7 @@ from mirror_worker.dr.group_admin import worker_group_syncs
 from mirror_worker.dr.offset_syncs import OffsetSyncWriter
 from mirror_worker.engine.assignment import PartitionAssignment
 from mirror_worker.engine.backpressure import Backpressure
-from mirror_worker.engine.cadence import Backlog, next_cycle_at
+from mirror_worker.engine.cadence import FULL, Backlog, Cadence
 from mirror_worker.engine.catchup_lease import CatchupCheck
 from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.consume import take_available
@@ -271,16 +271,16 @@ class MirrorWorker:
     def run(self) -> None:
         cfg = self.config
         now = self.clock()
-        next_commit = now + cfg.commit_interval_s
         next_refresh = now + cfg.topic_refresh_interval_s
         next_config_sync = now + cfg.config_sync_interval_ms / 1000
         next_acl_sync = next_group_sync = now  # the first right away: they should not wait behind a started mirror
         next_heartbeat = now
         timeout = 0.5 if len(self.streams) == 1 else 0.1
         # Exactly-once: transactions commit this often, so read_committed readers see records this late; the
-        # source group's offsets (and offset syncs, position keep-alives) keep the commit interval.
-        transaction_interval = cfg.transaction_interval_ms / 1000 if cfg.exactly_once else None
-        next_transactions = now + (transaction_interval or 0)
+        # source group's offsets (and offset syncs, position keep-alives) keep the commit interval. Spaced for
+        # catch-up at most 3 commit intervals, and half the stall timeout (engine/cadence.py).
+        cadence = Cadence(now, cfg.commit_interval_s, cfg.transaction_interval_ms / 1000 if cfg.exactly_once else None,
+                          min(3 * cfg.commit_interval_s, self.stalls.stall_after_s / 2))
         while self.state.running:
             now = self.clock()
             if now >= next_refresh:
@@ -299,22 +299,21 @@ class MirrorWorker:
                 self._side_task("heartbeat", lambda: self.housekeeping.send_heartbeats(
                     self.heartbeat_producer or self.producers[0], self.destination_cluster_id))
                 next_heartbeat = now + cfg.heartbeat_interval_s
-            if now >= next_commit:
-                self.metrics.in_flight.labels(**self._label).set(self.backpressure.in_flight())
-                self.checkpoint_and_commit(from_loop=True)  # exactly-once: with the positions due for a keep-alive
-                next_commit = self.clock() + cfg.commit_interval_s
-                next_transactions = self.clock() + (transaction_interval or 0)
-            elif transaction_interval is not None and now >= next_transactions:
-                self.checkpoint_and_commit(from_loop=True, source_group=False)
+            kind = cadence.due(now)
+            if kind is not None:
+                if kind == FULL:
+                    self.metrics.in_flight.labels(**self._label).set(self.backpressure.in_flight())
+                # Exactly-once, FULL: with the source group, and the positions due for a keep-alive.
+                self.checkpoint_and_commit(from_loop=True, source_group=kind == FULL)
                 ended = self.clock()
-                behind = self.backlog.cycle()
-                self.metrics.transaction_cycle_seconds.labels(**self._label).observe(ended - now)
-                self.metrics.transaction_cycles.labels(spacing="catch_up" if behind else "interval", **self._label).inc()
-                next_transactions = next_cycle_at(now, ended, transaction_interval, behind)
-            wait = timeout
-            if transaction_interval is not None:  # a record consumed now waits no longer than the interval
-                wait = min(timeout, max(0.0, next_transactions - self.clock()))
-            self._consume_round(wait)
+                behind = False
+                if cfg.exactly_once:
+                    behind = self.backlog.cycle()
+                    self.metrics.transaction_cycle_seconds.labels(**self._label).observe(ended - now)
+                    self.metrics.transaction_cycles.labels(spacing="catch_up" if behind else "interval",
+                                                           **self._label).inc()
+                cadence.done(kind, now, ended, behind)
+            self._consume_round(cadence.wait(self.clock(), timeout))
             self.stalls.check()
         if self.state.fatal is not None:
             raise FatalMirrorError(self.state.fatal)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_worker.engine.cadence import MIN_CONSUME_SHARE, TRANSACTION_SHARE_FACTOR, Backlog, next_cycle_at
+from mirror_worker.engine.cadence import (
+    FULL, MIN_CONSUME_SHARE, TRANSACTION_SHARE_FACTOR, TRANSACTIONS, Backlog, Cadence, next_cycle_at,
+)
 
 
 def test_an_ordinary_rate_counts_the_interval_from_the_cycles_start():
@@ -68,3 +70,30 @@ def test_a_pause_for_the_destination_is_a_backlog_whatever_the_batches_after_it_
     assert backlog.cycle() is True
     backlog.took("src", 12, 5000)
     assert backlog.cycle() is False
+
+
+def test_catch_up_spacing_is_bounded():
+    assert next_cycle_at(10.0, 16.0, 0.03, behind=True, limit_s=15.0) == pytest.approx(31.0)
+    assert next_cycle_at(10.0, 10.5, 0.03, behind=True, limit_s=15.0) == pytest.approx(15.5)
+
+
+def test_exactly_once_the_commit_interval_joins_the_next_cycle_instead_of_starting_one():
+    """Issue 42: the commit interval started a cycle of its own 30 ms after the last, whatever the catch-up
+    spacing: at 5,000 partitions (a commit ~6 s) commits were more than half of the copy."""
+    cadence = Cadence(0.0, commit_interval_s=5.0, transaction_interval_s=0.03, catch_up_limit_s=15.0)
+    assert cadence.due(0.01) is None and cadence.due(0.03) == TRANSACTIONS
+    cadence.done(TRANSACTIONS, 0.03, 6.0, behind=True)  # a 6-s cycle while behind: the next at 6 + 15
+    assert cadence.next_transactions == pytest.approx(21.0)
+    assert cadence.due(8.0) is None  # the commit interval passed, the catch-up spacing has not
+    assert cadence.wait(8.0, 0.5) == 0.5 and cadence.wait(20.9, 0.5) == pytest.approx(0.1)
+    assert cadence.due(21.0) == FULL  # the source group with the next cycle
+    cadence.done(FULL, 21.0, 21.2, behind=False)
+    assert cadence.next_commit == pytest.approx(26.2) and cadence.next_transactions == pytest.approx(21.206)
+    assert cadence.due(21.3) == TRANSACTIONS
+
+
+def test_at_least_once_commits_every_commit_interval_and_waits_as_long_as_it_likes():
+    cadence = Cadence(0.0, commit_interval_s=5.0, transaction_interval_s=None, catch_up_limit_s=15.0)
+    assert cadence.due(4.9) is None and cadence.due(5.0) == FULL
+    cadence.done(FULL, 5.0, 5.4, behind=False)
+    assert cadence.next_commit == pytest.approx(10.4) and cadence.wait(6.0, 0.5) == 0.5
