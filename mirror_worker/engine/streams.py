@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from confluent_kafka import KafkaException
+
 from mirror_worker.clients import factory
 from mirror_worker.clients.callbacks import ClientSettings
-from mirror_worker.clients.health import STATISTICS_INTERVAL_MS
+from mirror_worker.clients.health import statistics_interval_ms
 from mirror_worker.clients.log_ends import reads_committed
 from mirror_worker.config.librdkafka import (
     LIBRDKAFKA_QUEUED_MIN_MESSAGES,
@@ -28,22 +30,23 @@ from mirror_worker.engine.schema_gate import SchemaGate
 from mirror_worker.engine.source_stream import SourceStream
 from mirror_worker.exactly_once.stream_transaction import StreamTransaction
 from mirror_worker.metrics import MirrorMetrics
+from mirror_worker.topics.admin import describe_topics
 
 log = logging.getLogger("mirror_worker")
 
 
 def consumer_settings(cfg: MirrorConfig, source: SourceCluster, stream_index: int,
-                      round_trip_s: float | None = None) -> tuple[dict, str]:
+                      round_trip_s: float | None = None, partitions: int | None = None) -> tuple[dict, str]:
     """The source consumer's settings, and the reset policy the worker applies itself (see below).
 
     The source's own settings win over the worker's defaults (assignor, fetch sizes for the source's round trip
-    `round_trip_s`), not over what the worker's guarantees need (static member id aside: isolation, the reset
-    policy)."""
+    `round_trip_s`, the statistics interval for the `partitions` it mirrors), not over what the worker's
+    guarantees need (static member id aside: isolation, the reset policy)."""
     settings = {"group.id": cfg.group_id, **assignment_strategy(source.consumer, cfg.exactly_once),
                 **fetch_sizes_for(round_trip_s, source.consumer), **source.consumer,
                 **membership_settings(cfg.static_membership, cfg.group_id, source.name, cfg.worker_slot, stream_index)}
     if cfg.metrics_port is not None:
-        settings.setdefault("statistics.interval.ms", STATISTICS_INTERVAL_MS)
+        settings.setdefault("statistics.interval.ms", statistics_interval_ms(partitions or 0))
     if cfg.exactly_once:
         settings["isolation.level"] = "read_committed"
     reset_policy = settings.get("auto.offset.reset", "latest")
@@ -51,6 +54,16 @@ def consumer_settings(cfg: MirrorConfig, source: SourceCluster, stream_index: in
     # later must surface as an error, never as librdkafka's silent reset.
     settings["auto.offset.reset"] = "error"
     return settings, reset_policy
+
+
+def selected_partitions(cfg: MirrorConfig, admin, timeout_s: float) -> int | None:
+    """How many partitions the mirror's topic filter selects on the source `admin` talks to; None when it does
+    not answer (the statistics interval then stays the default; discovery proper comes later)."""
+    try:
+        visible = describe_topics(admin, timeout_s)
+    except KafkaException:
+        return None
+    return sum(visible[topic].partitions for topic in cfg.topic_filter().select(visible))
 
 
 def incremental(settings: dict) -> bool:
@@ -69,19 +82,24 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
     streams = [] if streams is None else streams
     for source in cfg.sources:
         round_trip = clients.round_trips.get(source.name)
-        settings, reset_policy = consumer_settings(cfg, source, stream_index, round_trip)
+        width = None
+        if cfg.metrics_port is not None:  # the statistics interval follows the width (clients/health.py)
+            width = selected_partitions(cfg, factory.admin_client(
+                clients.client(connection_settings(source.consumer), cluster=source.name)), cfg.startup_timeout_s)
+        settings, reset_policy = consumer_settings(cfg, source, stream_index, round_trip, width)
         log.info("source consumer sized for its round trip", extra={
             "mirror": cfg.name, "source": source.name,
             "round_trip_ms": None if round_trip is None else round(round_trip * 1000, 1),
             "max_partition_fetch_bytes": int(settings["max.partition.fetch.bytes"]),
             "fetch_max_bytes": int(settings["fetch.max.bytes"]),
-            "queued_min_messages": int(settings.get("queued.min.messages", LIBRDKAFKA_QUEUED_MIN_MESSAGES))})
+            "queued_min_messages": int(settings.get("queued.min.messages", LIBRDKAFKA_QUEUED_MIN_MESSAGES)),
+            "partitions": width, "statistics_interval_ms": settings.get("statistics.interval.ms")})
         consumer = factory.consumer(clients.client(settings, stats_source=source.name))
         source_id = cluster_id(consumer, f"source {source.name!r}")
         admin = factory.worker_admin_client(
             clients.client(connection_settings(source.consumer), cluster=source.name), f"source {source.name!r}")
         stream = SourceStream(source.name, consumer, source_id, source_id == destination_cluster_id,
-                              producers=producers, reset_policy=reset_policy,
+                              producers=producers, reset_policy=reset_policy, width=width,
                               incremental_assignment=incremental(settings),
                               instance_id=settings.get("group.instance.id"), admin=admin,
                               reads_committed=reads_committed(settings))

@@ -33,7 +33,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from mirror_worker.clients import factory
 from mirror_worker.clients.callbacks import ClientSettings, error_text, fatal_reason
 from mirror_worker.clients.coordinator_admin import IsolatingAdmin
-from mirror_worker.clients.health import DESTINATION, STATISTICS_INTERVAL_MS
+from mirror_worker.clients.health import DESTINATION, statistics_interval_ms
 from mirror_worker.config.inflight import LOOPBACK_QUEUE_SIZE, InflightSizes
 from mirror_worker.config.librdkafka import connection_settings
 from mirror_worker.config.model import MirrorConfig
@@ -166,7 +166,8 @@ class MirrorWorker:
         if cfg.exactly_once:
             def transactions(stream: SourceStream) -> StreamTransaction:
                 return StreamTransaction(
-                    cfg.name, stream.alias, self._producer_settings(cfg.producer), connection_settings(cfg.producer),
+                    cfg.name, stream.alias, self._producer_settings(cfg.producer, stream.width or 0),
+                    connection_settings(cfg.producer),
                     self.router.policy.remote_topic, stream.topic_ids.get, cfg.startup_timeout_s,
                     cfg.positions_topic, lambda topic: Owner(stream.cluster_id, topic, cfg.group_id),
                     worker_transactional_id(cfg.group_id, stream.alias, stream.instance_id or uuid.uuid4().hex[:12]),
@@ -239,11 +240,15 @@ class MirrorWorker:
     def _cluster_id(self, client, what: str) -> str:
         return self.clients.cluster_id(client, what, self.config.startup_timeout_s)
 
-    def _producer_settings(self, settings: dict) -> dict:
+    def _producer_settings(self, settings: dict, width: int | None = None) -> dict:
+        """`width`: the partitions the producer writes to, for its statistics interval (default: every
+        stream's, as counted at start; 0 before)."""
         # The mirrored records' producers get the fitted batch.size and message.max.bytes (see fit_batches).
         fitted = self.sizing.fitted() if settings is self.config.producer else None
         if self.config.metrics_port is not None:  # what they see of the destination (clients/health.py)
-            settings = {"statistics.interval.ms": STATISTICS_INTERVAL_MS, **settings}
+            if width is None:
+                width = sum(stream.width or 0 for stream in self.streams)
+            settings = {"statistics.interval.ms": statistics_interval_ms(width), **settings}
         return self.clients.producer(settings, fitted)
 
     def fit_batches(self, limits) -> None:

@@ -161,6 +161,7 @@ def test_a_source_across_a_wan_is_fetched_in_larger_slices(clusters, tmp_path):
         measured = worker.wait_for_log("round trips measured", timeout=5)["round_trip_ms"]
     assert sized["round_trip_ms"] >= 45, sized
     assert sized["max_partition_fetch_bytes"] == WAN_PARTITION_FETCH_BYTES
+    assert (sized["partitions"], sized["statistics_interval_ms"]) == (None, None), sized  # no metrics: not counted
     # Two round trips of 300,000 records/s (30,000 at 50 ms), not librdkafka's 100,000 nor a near source's 5,000; the
     # log rounds the round trip to 0.1 ms, within 2 x 300 records/s x 0.05 ms.
     assert abs(sized["queued_min_messages"] - queued_min_messages_for(sized["round_trip_ms"] / 1000)) <= 30, sized
@@ -204,6 +205,8 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     assert (source_sized["max_partition_fetch_bytes"], source_sized["queued_min_messages"],
             source_sized["fetch_max_bytes"]) == \
         (LOOPBACK_PARTITION_FETCH_BYTES, LOOPBACK_QUEUED_MIN_MESSAGES, LOOPBACK_FETCH_MAX_BYTES), source_sized
+    # With metrics on, the partitions the filter selects are counted at start: the statistics interval follows them.
+    assert (source_sized["partitions"], source_sized["statistics_interval_ms"]) == (2, "5000"), source_sized
     # The log rounds the round trip to 0.1 ms: the size follows the unrounded one, within 3 x 300 records/s x 0.05 ms.
     assert abs(sized["queue_size"] - queue_size_for(sized["round_trip_ms"] / 1000)) <= 45, sized
     assert sized["queue_size"] >= queue_size_for(0.045), sized
