@@ -240,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-s", type=float, default=10.0)
     parser.add_argument("--latency-rate", type=float, default=1000.0)
     parser.add_argument("--run-timeout", type=float, default=900.0)
-    parser.add_argument("--kafka-heap-mb", type=int, default=768)
+    # 768 MiB brokers stopped answering at 5,000 partitions (docs/benchmarks/width.md); 2 GiB finished every system.
+    parser.add_argument("--kafka-heap-mb", type=int, default=2048)
     parser.add_argument("--worker-args", default="", help="extra worker flags, e.g. '--metrics.port 19464'")
     parser.add_argument("--logs", default=None, metavar="DIR", help="keep each system's log (and config) in DIR")
     parser.add_argument("--consumer-props", default="", help="the worker's extra source settings, k=v,k=v")
