@@ -308,7 +308,7 @@ class MirrorWorker:
             if kind is not None:
                 if kind == FULL:
                     self.metrics.in_flight.labels(**self._label).set(self.backpressure.in_flight())
-                # Exactly-once, FULL: with the source group, and the positions due for a keep-alive.
+                # Exactly-once, FULL: the transactions, then the source group's offsets and the offset syncs.
                 self.checkpoint_and_commit(from_loop=True, source_group=kind == FULL)
                 ended = self.clock()
                 behind = False
