@@ -55,6 +55,7 @@ class Cadence:
         self.catch_up_limit_s = catch_up_limit_s
         self.next_commit = now + commit_interval_s
         self.next_transactions = now + (transaction_interval_s or 0.0)
+        self.spaced = False  # the next cycle was spaced for catch-up
 
     def due(self, now: float) -> str | None:
         if self.transaction_interval_s is None:
@@ -70,6 +71,14 @@ class Cadence:
         if self.transaction_interval_s is not None:
             self.next_transactions = next_cycle_at(started, ended, self.transaction_interval_s, behind,
                                                    self.catch_up_limit_s)
+            self.spaced = behind
+
+    def caught_up(self, now: float) -> None:
+        """The sources ran dry during a catch-up window (Backlog.behind_now): the next cycle comes now, not at
+        the window's end. At 1,000 partitions a live stream after a backlog waited up to 15 s for it."""
+        if self.spaced:
+            self.next_transactions = min(self.next_transactions, now)
+            self.spaced = False
 
     def wait(self, now: float, timeout: float) -> float:
         """How long the loop may wait for records now: exactly-once, no later than the next cycle."""
@@ -110,6 +119,11 @@ class Backlog:
         partitions committed back to back (37 of 54 cycles, ~0.4 s each) while the destination could not keep up.
         """
         self.waited = True
+
+    def behind_now(self) -> bool:
+        """Between cycles: False once every source seen since the last cycle ran dry in a round (a batch came
+        partial after the loop's whole wait) and no pause happened; True before any round."""
+        return self.waited or not self.full or any(self.full.values())
 
     def cycle(self) -> bool:
         """At a cycle: whether the loop is behind; counting starts again."""

@@ -319,6 +319,8 @@ class MirrorWorker:
                                                            **self._label).inc()
                 cadence.done(kind, now, ended, behind)
             self._consume_round(cadence.wait(self.clock(), timeout))
+            if cadence.spaced and not self.backlog.behind_now():
+                cadence.caught_up(self.clock())
             self.stalls.check()
         if self.state.fatal is not None:
             raise FatalMirrorError(self.state.fatal)
