@@ -74,8 +74,9 @@ class Cadence:
             self.spaced = behind
 
     def caught_up(self, now: float) -> None:
-        """The sources ran dry during a catch-up window (Backlog.behind_now): the next cycle comes now, not at
-        the window's end. At 1,000 partitions a live stream after a backlog waited up to 15 s for it."""
+        """The loop caught up during a catch-up window (no more than a batch waits in the sources,
+        stalls.waiting_more_than): the next cycle comes now, not at the window's end. At 1,000 partitions a live
+        stream after a backlog waited up to 15 s for it (p50 16.7 s)."""
         if self.spaced:
             self.next_transactions = min(self.next_transactions, now)
             self.spaced = False
@@ -119,11 +120,6 @@ class Backlog:
         partitions committed back to back (37 of 54 cycles, ~0.4 s each) while the destination could not keep up.
         """
         self.waited = True
-
-    def behind_now(self) -> bool:
-        """Between cycles: False once every source seen since the last cycle ran dry in a round (a batch came
-        partial after the loop's whole wait) and no pause happened; True before any round."""
-        return self.waited or not self.full or any(self.full.values())
 
     def cycle(self) -> bool:
         """At a cycle: whether the loop is behind; counting starts again."""

@@ -58,7 +58,7 @@ from mirror_worker.engine.producer_sizing import ProducerSizing
 from mirror_worker.engine.run_state import RunState
 from mirror_worker.engine.source_contact import SourceContact
 from mirror_worker.engine.source_stream import SourceStream
-from mirror_worker.engine.stalls import StallWatch
+from mirror_worker.engine.stalls import StallWatch, waiting_more_than
 from mirror_worker.engine.streams import attach_schema_gates, open_streams
 from mirror_worker.engine.topic_management import TopicManagement
 from mirror_worker.exactly_once.positions import (
@@ -319,7 +319,7 @@ class MirrorWorker:
                                                            **self._label).inc()
                 cadence.done(kind, now, ended, behind)
             self._consume_round(cadence.wait(self.clock(), timeout))
-            if cadence.spaced and not self.backlog.behind_now():
+            if cadence.spaced and not any(waiting_more_than(s, self.batch_size) for s in self.streams):
                 cadence.caught_up(self.clock())
             self.stalls.check()
         if self.state.fatal is not None:

@@ -99,29 +99,16 @@ def test_at_least_once_commits_every_commit_interval_and_waits_as_long_as_it_lik
     assert cadence.next_commit == pytest.approx(10.4) and cadence.wait(6.0, 0.5) == 0.5
 
 
-def test_a_catch_up_window_ends_at_the_first_round_that_finds_the_sources_drained():
+def test_a_catch_up_window_ends_once_the_loop_caught_up():
     """bench.width at 1,000 partitions: after the backlog, a live 1,000 msgs/s stream was visible 16.7 s late
     (p50; p99 21.3 s): the last backlog cycle spaced the next one up to 15 s away, and the live records waited
-    for it although the loop had emptied its consumer long before."""
-    backlog = Backlog()
+    for it although the loop had caught up long before (the worker asks stalls.waiting_more_than)."""
     cadence = Cadence(0.0, commit_interval_s=5.0, transaction_interval_s=0.03, catch_up_limit_s=15.0)
     cadence.done(TRANSACTIONS, 1.0, 2.5, behind=True)
-    assert cadence.next_transactions == pytest.approx(17.5)
-    backlog.took("src", 5000, 5000)
-    assert backlog.behind_now() is True
-    backlog.took("src", 40, 5000)  # the consumer ran dry for a whole wait
-    assert backlog.behind_now() is False
+    assert cadence.spaced and cadence.next_transactions == pytest.approx(17.5)
     cadence.caught_up(3.2)
-    assert cadence.next_transactions == pytest.approx(3.2)
-    cadence.done(TRANSACTIONS, 3.2, 3.25, behind=backlog.cycle())
+    assert cadence.next_transactions == pytest.approx(3.2) and not cadence.spaced
+    cadence.done(TRANSACTIONS, 3.2, 3.25, behind=False)
     assert cadence.next_transactions == pytest.approx(3.256)  # a 50-ms cycle: a fifth of the interval after it
     cadence.caught_up(3.24)  # not spaced for catch-up: nothing to end
     assert cadence.next_transactions == pytest.approx(3.256)
-
-
-def test_a_pause_keeps_the_window_whatever_the_rounds_after_it():
-    backlog = Backlog()
-    backlog.paused()
-    backlog.took("src", 40, 5000)
-    assert backlog.behind_now() is True
-    assert Backlog().behind_now() is True  # no round yet: nothing says the sources are drained

@@ -25,6 +25,7 @@ class _Stream:
         self.ledger = OffsetLedger()
         self.assigned = {(topic, 0)}
         self.ledger.start((topic, 0), 5)
+        self.stash: list = []
 
 
 def _gauge(metrics: MirrorMetrics) -> float | None:
@@ -89,3 +90,17 @@ def test_many_partitions_stalled_at_once_are_one_line_each_way_and_every_one_has
     assert lines[0].partitions == 40 and lines[0].examples[:2] == ["orders[0]@5", "orders[1]@5"]
     assert len(lines[0].examples) == 10 and lines[1].partitions == 40
     assert len(watch.stalled) == 0
+
+
+def test_records_waiting_are_counted_from_the_cached_ends_and_counting_stops_past_the_limit():
+    from mirror_worker.engine.stalls import waiting_more_than
+
+    stream = _Stream(high=9)  # orders[0]: handed over up to 5 (its start), the source ends at 9: 4 wait
+    assert waiting_more_than(stream, 3) is True and waiting_more_than(stream, 4) is False
+    stream.ledger.next_offsets[("orders", 0)] = 9
+    assert waiting_more_than(stream, 0) is False
+    stream.consumer.high = -1001  # not fetched yet: its end is not known
+    assert waiting_more_than(stream, 100) is True
+    stream.consumer.high = 9
+    stream.stash = ["a refused record"]
+    assert waiting_more_than(stream, 100) is True
