@@ -121,6 +121,11 @@ class Backlog:
         """
         self.waited = True
 
+    def clear(self) -> None:
+        """The loop caught up (Cadence.caught_up): what the rounds before said no longer holds."""
+        self.full.clear()
+        self.waited = False
+
     def cycle(self) -> bool:
         """At a cycle: whether the loop is behind; counting starts again."""
         behind = self.waited or any(self.full.values())

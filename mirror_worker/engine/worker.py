@@ -320,6 +320,9 @@ class MirrorWorker:
                 cadence.done(kind, now, ended, behind)
             self._consume_round(cadence.wait(self.clock(), timeout))
             if cadence.spaced and not any(waiting_more_than(s, self.batch_size) for s in self.streams):
+                # The next cycle now, counted as not behind: the one round since the last cycle came full (what
+                # arrived during it), and read as behind it spaced the next window again, at any rate.
+                self.backlog.clear()
                 cadence.caught_up(self.clock())
             self.stalls.check()
         if self.state.fatal is not None:

@@ -112,3 +112,11 @@ def test_a_catch_up_window_ends_once_the_loop_caught_up():
     assert cadence.next_transactions == pytest.approx(3.256)  # a 50-ms cycle: a fifth of the interval after it
     cadence.caught_up(3.24)  # not spaced for catch-up: nothing to end
     assert cadence.next_transactions == pytest.approx(3.256)
+
+
+def test_clearing_forgets_the_rounds_before():
+    backlog = Backlog()
+    backlog.took("src", 5000, 5000)
+    backlog.paused()
+    backlog.clear()
+    assert backlog.cycle() is False
