@@ -38,8 +38,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_SYSTEMS = ("worker", "mm2", "bare", "worker-eos", "mm2-eos")
 # worker-base: the worker of another checkout (--base-tree), with the same flags: a change against its base, side by
 # side in one run. Named only; it needs --base-tree.
-SYSTEMS = (*DEFAULT_SYSTEMS, "worker-base")
-EXACTLY_ONCE = ("worker-eos", "mm2-eos")
+SYSTEMS = (*DEFAULT_SYSTEMS, "worker-base", "worker-base-eos")
+EXACTLY_ONCE = ("worker-eos", "mm2-eos", "worker-base-eos")
+BASE = ("worker-base", "worker-base-eos")  # the worker of --base-tree (the second exactly-once)
 KEYS = 10_000
 
 
@@ -189,7 +190,7 @@ def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
 def refuse_missing_flags(parser, systems: list[str], args) -> None:
     """One line and exit 2 before any broker starts, for a system named without the flag it needs (a bench that died
     after its set-up and preload, in a traceback, was what `make bench` did when worker-base was a default)."""
-    if any(system_procs(s, 1)[0] == "worker-base" for s in systems) and not getattr(args, "base_tree", None):
+    if any(system_procs(s, 1)[0] in BASE for s in systems) and not getattr(args, "base_tree", None):
         parser.error("worker-base needs --base-tree (a checkout of the commit to compare with)")
 
 
@@ -210,12 +211,12 @@ def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workd
     log = open(workdir / f"{alias}.log", "wb")  # noqa: SIM115 - closed with the process
     system, procs = system_procs(system, args.procs)
     env, cwd = None, paths.ROOT
-    if system == "worker-base":
+    if system in BASE:
         if not getattr(args, "base_tree", None):
             raise ValueError("worker-base needs --base-tree (a checkout of the commit to compare with)")
         cwd = Path(args.base_tree).resolve()
         env = {**os.environ, "PYTHONPATH": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"}
-    if system in ("worker", "worker-eos", "worker-base"):
+    if system in ("worker", "worker-eos", *BASE):
         source_cfg = workdir / f"{alias}-source.properties"
         extra = "".join(f"{kv}\n" for kv in args.consumer_props.split(",") if kv)
         source_cfg.write_text(f"bootstrap.servers={clusters.source}\ngroup.id=bench-{alias}\n{extra}")
@@ -225,7 +226,7 @@ def launch(system: str, clusters: Clusters, topics: list[str], alias: str, workd
         argv = [sys.executable, "-m", "mirror_worker", "--name", alias, "--consumer.config", str(source_cfg),
                 "--producer.config", str(producer_cfg), "--whitelist", "|".join(topics), "--prefix", f"{alias}.",
                 "--preserve.partitions", "--num.streams", str(procs), *args.worker_args.split()]
-        if system == "worker-eos":
+        if system in ("worker-eos", "worker-base-eos"):
             argv.append("--exactly.once")
     elif system in ("mm2", "mm2-eos"):
         properties = mm2_properties(alias, clusters.source, clusters.destination, topics, procs,

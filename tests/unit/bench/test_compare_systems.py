@@ -15,13 +15,14 @@ def test_the_default_systems_need_no_other_flag():
     assert args.systems.split(",") == ["worker", "mm2", "bare", "worker-eos", "mm2-eos"]
 
 
+@pytest.mark.parametrize("base", ["worker-base", "worker-base-eos"])
 @pytest.mark.parametrize("bench", [compare, width])
-def test_worker_base_without_a_base_tree_is_refused_before_anything_starts(bench, monkeypatch, capsys):
+def test_worker_base_without_a_base_tree_is_refused_before_anything_starts(bench, base, monkeypatch, capsys):
     def no_stack(*_a, **_k):
         raise AssertionError("a broker was started")
 
     monkeypatch.setattr(bench, "bench_stack", no_stack)
     with pytest.raises(SystemExit) as exited:
-        bench.main(["--systems", "worker-base,worker"])
+        bench.main(["--systems", f"{base},worker"])
     assert exited.value.code == 2
     assert "worker-base needs --base-tree" in capsys.readouterr().err
