@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from mirror_worker.engine.cadence import (
-    FULL, MIN_CONSUME_SHARE, TRANSACTION_SHARE_FACTOR, TRANSACTIONS, Backlog, Cadence, next_cycle_at,
+    FULL,
+    MIN_CONSUME_SHARE,
+    TRANSACTION_SHARE_FACTOR,
+    TRANSACTIONS,
+    Backlog,
+    Cadence,
+    next_cycle_at,
 )
 
 
