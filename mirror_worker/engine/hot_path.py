@@ -72,7 +72,7 @@ class BatchMirror:
         before = {topic: (c[0], c[1]) for topic, c in pending.items()}
         no_limit = 1 << 62
         # queue.size bounds the records in flight across every producer (exactly-once has one per partition).
-        room = self.backpressure.room()
+        room = started_with = self.backpressure.room()
         # The current run: its partition, and what was handed over of it.
         topic = partition = None
         skip = False
@@ -193,7 +193,9 @@ class BatchMirror:
             # cover exactly what was handed over, since exactly-once commits the open transaction with it.
             if last is not None:
                 _close_run(handed_over, pending, topic, partition, last, records, size_sum, newest)
-        self.backpressure.note_in_flight(self.backpressure.queue_size - room)  # before the batch, plus it
+        if room < started_with:  # only a batch that handed records over: len() also counts unserved events,
+            # so a batch that found the queue full noted one over queue.size with no record over it
+            self.backpressure.note_in_flight(self.backpressure.queue_size - room)  # before the batch, plus it
         for topic, counts in pending.items():
             records, size = before.get(topic, (0, 0))
             if counts[0] > records:

@@ -296,3 +296,19 @@ def test_a_producer_full_below_queue_size_is_waited_for_not_spun_on():
     worker.backpressure.wait_for_room()
     assert polls > 5  # it waited for deliveries
     assert len(producer) <= 12 - worker.batch_size // 2
+
+
+def test_the_in_flight_peak_counts_only_batches_that_handed_records_over():
+    """A full run read mirror_records_in_flight_max 41 with queue.size 40 (test_delivery.py, exactly-once): len() of
+    a producer also counts librdkafka events not yet served (a log line), and a batch that found the queue full
+    (40 records and an event) handed nothing over yet noted 41. Nothing was over the bound."""
+    worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(50))}, capacity=1000, queue_size=40)
+    assign(worker, stream, TP)
+    producer.stalled = True
+    worker.hot_path.mirror(stream, consumer.consume(40))
+    peak = worker.metrics.in_flight_max.labels(mirror="m")
+    assert peak._value.get() == 40
+    producer.queue.append(("an event", None, None, None, None))  # len() 41: 40 records and one event
+    worker.hot_path.mirror(stream, consumer.consume(5))  # nothing handed over: all stashed
+    assert len(stream.stash) == 5
+    assert peak._value.get() == 40
