@@ -167,7 +167,8 @@ class DestinationTopics:
         a new internal topic after more than the 10 s this once was (bench/width.py at 5,000 partitions)."""
         grown = grown or {}
         counts: dict[str, int] = {}
-        deadline = time.monotonic() + max(10.0, self.timeout)
+        waited_s = max(10.0, self.timeout)
+        deadline = time.monotonic() + waited_s
         while True:
             current = describe_topics(self.admin, self.timeout)
             counts = {t: current[t].partitions for t in topics if t in current}
@@ -190,7 +191,8 @@ class DestinationTopics:
         for partition" and were retried, holding an exactly-once transaction back for all of them. A ListOffsets
         request is answered by the leader itself. Partitions still refused at the timeout are named in one
         line and copied into all the same (the producers retry them); other errors end their wait."""
-        deadline = time.monotonic() + max(10.0, self.timeout)
+        waited_s = max(10.0, self.timeout)
+        deadline = time.monotonic() + waited_s
         waiting = [TopicPartition(t, p) for t, p in partitions]
         while waiting and not self.stopping():
             futures = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in waiting},
@@ -202,7 +204,7 @@ class DestinationTopics:
         if waiting and not self.stopping():
             log.warning("new destination partitions not served by their leader yet: copied into all the same", extra={
                 "partitions": len(waiting), "examples": [f"{tp.topic}[{tp.partition}]" for tp in waiting[:5]],
-                "waited_s": self.timeout})
+                "waited_s": waited_s})
 
     def max_message_bytes(self, topics: list[str]) -> dict[str, int]:
         """Each topic's max.message.bytes, the largest record batch its broker accepts."""

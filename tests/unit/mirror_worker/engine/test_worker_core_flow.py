@@ -5,6 +5,22 @@ from tests.unit.fakes import assign, make_worker, records
 TP = ("t", 0)
 
 
+def _comes_back_after(polls: int, producer) -> list[int]:
+    """The stalled destination acknowledges again after `polls` polls of `producer` (the fake clock moves 50 ms a
+    reading); returns the poll count, as a one-item list the test reads."""
+    count = [0]
+
+    def poll_then_come_back(timeout=None):
+        count[0] += 1
+        if count[0] > polls:
+            producer.stalled = False
+        producer._deliver()
+        return 0
+
+    producer.poll = poll_then_come_back
+    return count
+
+
 def test_a_full_queue_stashes_the_rest_of_the_batch_in_order_and_fetches_nothing_newer():
     worker, stream, consumer, producer = make_worker({TP: records("t", 0, range(10))}, capacity=3, queue_size=40)
     assign(worker, stream, TP)
@@ -30,17 +46,7 @@ def test_a_long_wait_for_room_pauses_the_consumers_then_resumes_them():
     assign(worker, stream, TP)
     producer.stalled = True
     worker.hot_path.mirror(stream, consumer.consume(14))  # queue.size 10 fit, 10..13 stashed; 14..15 still in the consumer
-    polls = 0
-
-    def poll_then_come_back(timeout=None):
-        nonlocal polls
-        polls += 1
-        if polls > 40:  # the destination comes back after a while (the fake clock moves 50 ms a reading)
-            producer.stalled = False
-        producer._deliver()
-        return 0
-
-    producer.poll = poll_then_come_back
+    _comes_back_after(40, producer)
     worker.backpressure.wait_for_room()
     assert worker.metrics.backpressure_pauses.labels(mirror="m")._value.get() == 1
     assert TP not in consumer.paused  # resumed once there was room
@@ -59,17 +65,7 @@ def test_a_wait_that_paused_the_consumers_counts_as_behind_though_the_batches_af
     producer.stalled = True
     worker.hot_path.mirror(stream, consumer.consume(44))  # 40 fit, 40..43 stashed, 44..45 still in the consumer
     assert worker.backlog.cycle() is False  # nothing consumed through the loop yet
-    polls = 0
-
-    def poll_then_come_back(timeout=None):
-        nonlocal polls
-        polls += 1
-        if polls > 40:
-            producer.stalled = False
-        producer._deliver()
-        return 0
-
-    producer.poll = poll_then_come_back
+    _comes_back_after(40, producer)
     worker._consume_round(0)  # waits (consumers paused), hands the stash over, then a batch of 2 (of 10)
     assert worker.metrics.backpressure_pauses.labels(mirror="m")._value.get() == 1
     assert [m.value() for m in producer.delivered][-3:] == [b"t-0-43", b"t-0-44", b"t-0-45"]
@@ -282,19 +278,9 @@ def test_a_producer_full_below_queue_size_is_waited_for_not_spun_on():
     producer.stalled = True
     worker.hot_path.mirror(stream, consumer.consume(30))  # the producer takes 12 of them, far below queue.size 40
     assert len(stream.stash) == 18
-    polls = 0
-
-    def poll_then_come_back(timeout=None):
-        nonlocal polls
-        polls += 1
-        if polls > 5:
-            producer.stalled = False
-        producer._deliver()
-        return 0
-
-    producer.poll = poll_then_come_back
+    polls = _comes_back_after(5, producer)
     worker.backpressure.wait_for_room()
-    assert polls > 5  # it waited for deliveries
+    assert polls[0] > 5  # it waited for deliveries
     assert len(producer) <= 12 - worker.batch_size // 2
 
 

@@ -11,40 +11,18 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 
 from mirror_worker.config.model import TopicCreation
-from mirror_worker.topics import admin as topics_admin
 from mirror_worker.topics.admin import DestinationTopics, TopicInfo
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
-class Future:
-    def __init__(self, error: int | None = None, value=None) -> None:
-        self.error, self.value = error, value
-
-    def result(self, timeout=None):
-        if self.error is not None:
-            raise KafkaException(KafkaError(self.error))
-        return self.value
+from tests.unit.fakes import FakeFuture
 
 
 class SlowLeaders:
     """A destination where each partition of a topic created here is served by its leader from `led_at[topic]`
     (clock seconds) on; every topic in `existing` is there from the start, served."""
 
-    def __init__(self, clock: Clock, led_at: dict[str, float], partitions: int, existing: tuple[str, ...] = ()):
+    def __init__(self, clock, led_at: dict[str, float], partitions: int, existing: tuple[str, ...] = ()):
         self.clock, self.led_at, self.partitions = clock, led_at, partitions
         self.topics = set(existing)
         self.probed: list[tuple[str, int]] = []
@@ -56,22 +34,16 @@ class SlowLeaders:
 
     def create_topics(self, new_topics, request_timeout=None):
         self.topics |= {t.topic for t in new_topics}
-        return {t.topic: Future() for t in new_topics}
+        return {t.topic: FakeFuture() for t in new_topics}
 
     def list_offsets(self, requests, isolation_level=None, request_timeout=None):
         out = {}
         for tp in requests:
             self.probed.append((tp.topic, tp.partition))
             led = self.clock.now >= self.led_at.get(tp.topic, 0.0)
-            out[tp] = Future(None if led else KafkaError.NOT_LEADER_FOR_PARTITION, SimpleNamespace(offset=0))
+            out[tp] = FakeFuture(SimpleNamespace(offset=0), None if led else KafkaError.NOT_LEADER_FOR_PARTITION)
         return out
 
-
-@pytest.fixture
-def clock(monkeypatch):
-    clock = Clock()
-    monkeypatch.setattr(topics_admin, "time", clock)
-    return clock
 
 
 def test_new_partitions_are_returned_once_their_leader_serves_them(clock):

@@ -9,25 +9,13 @@ from types import SimpleNamespace
 import pytest
 
 from mirror_worker.config.model import TopicCreation
-from mirror_worker.topics import admin as topics_admin
 from mirror_worker.topics.admin import DestinationTopics, TopicCreationError
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class SlowMetadata:
     """list_topics that shows `topic` only from `visible_at` (clock seconds) on."""
 
-    def __init__(self, clock: Clock, topic: str, visible_at: float) -> None:
+    def __init__(self, clock, topic: str, visible_at: float) -> None:
         self.clock, self.topic, self.visible_at = clock, topic, visible_at
 
     def list_topics(self, timeout=None):
@@ -36,12 +24,6 @@ class SlowMetadata:
             if self.clock.now >= self.visible_at else {}
         return SimpleNamespace(topics=topics)
 
-
-@pytest.fixture
-def clock(monkeypatch):
-    clock = Clock()
-    monkeypatch.setattr(topics_admin, "time", clock)
-    return clock
 
 
 def test_a_topic_visible_after_twelve_seconds_is_waited_for_within_the_timeout(clock):
