@@ -20,16 +20,18 @@ from devstack.kafka import KafkaNode
 
 @contextmanager
 def bench_stack(kafka_only: bool = False, kafka_heap_mb: int = 384, reuse_running: bool = True,
-                kafka_gc: str = "serial"):
+                kafka_gc: str = "serial", storage: str = "disk", keep_logs: Path | None = None):
     """The running stack (`make stack-up`), or one started for this run and stopped after it.
 
     reuse_running=False: always start one (private brokers: no one else's traffic, and gigabytes of
     benchmark records never land on a stack others use).
     kafka_only: when no stack is running, start only the two Kafka nodes (no schema registries) —
     for benchmarks that copy bytes and want the machine's cores for the systems they measure.
+    storage="memory" (kafka_only): the brokers' logs in tmpfs (MEMORY_ROOT), see `memory_root`.
+    keep_logs: a directory that receives each broker's server.log when the stack stops (kafka_only).
     """
     with _sigterm_exits():
-        yield from _bench_stack(kafka_only, kafka_heap_mb, reuse_running, kafka_gc)
+        yield from _bench_stack(kafka_only, kafka_heap_mb, reuse_running, kafka_gc, storage, keep_logs)
 
 
 @contextmanager
@@ -52,12 +54,38 @@ def _sigterm_exits():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _bench_stack(kafka_only: bool, kafka_heap_mb: int, reuse_running: bool, kafka_gc: str):
+# Where storage="memory" puts the brokers' logs.
+MEMORY_ROOT = Path("/dev/shm")
+
+
+def memory_root(needed_bytes: int, root: Path = MEMORY_ROOT) -> Path:
+    """The tmpfs directory for brokers whose logs stay in memory, or SystemExit naming what is missing.
+
+    Why: on this machine's disk (ext4 on a virtual disk) a broker's appends stall in page faults on its
+    memory-mapped index files (jstack: OffsetIndex.append / TimeIndex.maybeAppend) once a run has made a
+    thousand partitions: writing a transaction's markers into 264-588 partitions took 10-16 s (a marker each,
+    ~40 ms apiece), and at 1,000 partitions both the worker and its exactly-once mode ran 1.4-2.4x slower
+    than with the same brokers in tmpfs (docs/benchmarks/width.md). That is the disk, not the systems the
+    benchmark compares; in memory the brokers stop being the limit first."""
+    if not root.is_dir():
+        raise SystemExit(f"--broker-storage memory: {root} does not exist (a tmpfs is needed); "
+                         "use --broker-storage disk")
+    usage = shutil.disk_usage(root)
+    if usage.free < needed_bytes:
+        raise SystemExit(f"--broker-storage memory: {root} has {usage.free / 2**30:.1f} GiB free, the run needs "
+                         f"about {needed_bytes / 2**30:.1f} GiB; use --broker-storage disk or fewer --records")
+    return root
+
+
+def _bench_stack(kafka_only: bool, kafka_heap_mb: int, reuse_running: bool, kafka_gc: str, storage: str,
+                 keep_logs: Path | None):
     stack = Stack(paths.default_stack_dir())
     if reuse_running and stack.is_up():
         yield stack
         return
-    root = Path(tempfile.mkdtemp(prefix="bench-stack-"))
+    if storage not in ("disk", "memory") or (storage == "memory" and not kafka_only):
+        raise ValueError(f"storage {storage!r}: 'disk', or 'memory' for kafka_only stacks")
+    root = Path(tempfile.mkdtemp(prefix="bench-stack-", dir=MEMORY_ROOT if storage == "memory" else None))
     if not kafka_only:
         own = Stack(root, kafka_heap_mb=kafka_heap_mb)
         own.up()
@@ -76,8 +104,10 @@ def _bench_stack(kafka_only: bool, kafka_heap_mb: int, reuse_running: bool, kafk
                 future.result()
         yield {name: SimpleNamespace(name=name, kafka=node) for name, node in nodes.items()}
     finally:
-        for node in nodes.values():
+        for name, node in nodes.items():
             node.stop()
+            if keep_logs is not None and node.process.log_file.exists():
+                shutil.copy(node.process.log_file, Path(keep_logs) / f"broker-{name}.log")
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -1,11 +1,13 @@
 """Production width (issue "Production width"): one mirror process at 6, 1,000 and 5,000 partitions, side by side.
 
     .venv/bin/python -m bench.width [--widths 6,1000,5000] [--records 1000000] [--size 100]
-        [--systems worker,worker-eos,mm2,bare] [--latency-s 10] [--latency-rate 1000]
+        [--systems worker,worker-eos,mm2,bare] [--latency-s 10] [--latency-rate 1000] [--broker-storage memory|disk]
 
-On two Kafka nodes started for the run: for each width, `--records` keyed records of `--size` B are preloaded
-into topics of 10 partitions (one topic of 6 for the width 6), spread evenly, so each partition of 5,000 holds
-200; then each system mirrors them, one after the other, as a fresh process into its own destination topics:
+On two Kafka nodes started for the run (their logs in tmpfs unless --broker-storage disk: on this machine's disk the
+brokers' index page faults were the limit at width; bench.common.memory_root): for each width, `--records` keyed
+records of `--size` B are preloaded into topics of 10 partitions (one topic of 6 for the width 6), spread evenly, so
+each partition of 5,000 holds 200; then each system mirrors them, one after the other, as a fresh process into its
+own destination topics:
 
   seconds      from launch until the destination holds every record: the sum of the high watermarks
                (at-least-once systems), or of the committed exactly-once positions (the worker's positions
@@ -39,7 +41,7 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from bench.common import bench_stack
+from bench.common import bench_stack, memory_root
 from bench.harness import (
     RESULTS,
     Clusters,
@@ -214,8 +216,10 @@ def run_one(system: str, width: int, topics: list[str], partitions: int, cluster
 
 
 def markdown(runs: list[dict], meta: dict) -> str:
+    storage = {"memory": "their logs in tmpfs", "disk": "their logs on disk"}.get(meta.get("broker_storage", "disk"))
     lines = [f"Width benchmark, {meta['date']}: {meta['records']:,} records of {meta['size']} B, one process per "
-             f"system, two Kafka nodes on {meta['cpus']} cores (load {meta['load_start']} -> {meta['load_end']}).",
+             f"system, two Kafka nodes ({storage}) on {meta['cpus']} cores (load {meta['load_start']} -> "
+             f"{meta['load_end']}).",
              "",
              "| system | partitions | seconds | msgs/s | first record s | CPU-s | peak RSS MiB | threads | fds | "
              "live p50 / p99 ms |",
@@ -243,7 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     # 768 MiB brokers stopped answering at 5,000 partitions (docs/benchmarks/width.md); 2 GiB finished every system.
     parser.add_argument("--kafka-heap-mb", type=int, default=2048)
     parser.add_argument("--worker-args", default="", help="extra worker flags, e.g. '--metrics.port 19464'")
-    parser.add_argument("--logs", default=None, metavar="DIR", help="keep each system's log (and config) in DIR")
+    parser.add_argument("--logs", default=None, metavar="DIR",
+                        help="keep each system's log (and config), and the brokers' server.log, in DIR")
+    # In memory by default: on this machine's disk the brokers' index page faults were the limit at 1,000
+    # partitions, for every system alike (bench.common.memory_root; docs/benchmarks/width.md).
+    parser.add_argument("--broker-storage", choices=["memory", "disk"], default="memory",
+                        help="the brokers' logs in tmpfs (default) or on disk")
     parser.add_argument("--consumer-props", default="", help="the worker's extra source settings, k=v,k=v")
     parser.add_argument("--producer-props", default="", help="the worker's extra destination settings, k=v,k=v")
     parser.add_argument("--base-tree", default=None, metavar="DIR",
@@ -258,9 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     args.procs = 1
     args.mm2_poll_records, args.mm2_heap_mb, args.destination_max_message_bytes = 10_000, 512, None
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
-            "records": args.records, "size": args.size, "load_start": [round(x, 2) for x in os.getloadavg()]}
+            "records": args.records, "size": args.size, "broker_storage": args.broker_storage,
+            "load_start": [round(x, 2) for x in os.getloadavg()]}
+    if args.broker_storage == "memory":  # the sources, one system's copy, one being deleted, markers: ~4 copies
+        memory_root(4 * args.records * (args.size + 100) + 2**30)
     runs = []
-    with bench_stack(kafka_only=True, kafka_heap_mb=args.kafka_heap_mb, reuse_running=False) as stack, \
+    with bench_stack(kafka_only=True, kafka_heap_mb=args.kafka_heap_mb, reuse_running=False,
+                     storage=args.broker_storage, keep_logs=Path(args.logs) if args.logs else None) as stack, \
             tempfile.TemporaryDirectory(prefix="bench-width-") as tmp:
         clusters = Clusters(stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers)
         if any(system.endswith("-eos") for system in systems):

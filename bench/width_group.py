@@ -1,14 +1,15 @@
 """Several workers at width (issue "Production width"): balance, and what a killed or added worker moves.
 
     .venv/bin/python -m bench.width_group [--width 5000] [--workers 3] [--delivery exactly-once]
-        [--sample 200] [--sample-rate 10] [--background-rate 1000]
+        [--sample 200] [--sample-rate 10] [--background-rate 1000] [--broker-storage memory|disk]
 
-On two Kafka nodes started for the run, `--width` partitions (topics of 10) are mirrored by `--workers` workers of
-one mirror (static membership, `--worker.slot i`, cooperative-sticky assignment). A live stream runs throughout:
-`--sample` partitions spread over the topics get `--sample-rate` records/s each (their arrival on the destination
-is watched), every other partition `--background-rate` records/s in all. Once every partition is owned, the
-shares have not changed for 10 s (settled_s) and every sampled partition's records arrive within 2 s of reaching
-the source (caught_up_s: before, a kill measured the workers' start-up backlog):
+On two Kafka nodes started for the run (their logs in tmpfs unless `--broker-storage disk`), `--width` partitions
+(topics of 10) are mirrored by `--workers` workers of one mirror (static membership, `--worker.slot i`,
+cooperative-sticky assignment). A live stream runs throughout: `--sample` partitions spread over the topics get
+`--sample-rate` records/s each (their arrival on the destination is watched), every other partition
+`--background-rate` records/s in all. Once every partition is owned, the shares have not changed for 10 s
+(settled_s) and every sampled partition's records arrive within 2 s of reaching the source (caught_up_s: before, a
+kill measured the workers' start-up backlog):
 
   balance      partitions per worker, and the largest deviation from the mean (%);
   kill         worker 0 is killed (-9); once the others own everything: the partitions that changed owner (only
@@ -44,7 +45,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.common import bench_stack
+from bench.common import bench_stack, memory_root
 from bench.harness import RESULTS, delete_topics, known_partitions, warm_destination_transactions
 from devstack import paths
 
@@ -335,15 +336,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka-heap-mb", type=int, default=768)
     parser.add_argument("--out", default=str(RESULTS / "width-group"))
     parser.add_argument("--logs", help="keep the workers' logs in this directory (default: a temporary one)")
+    parser.add_argument("--broker-storage", choices=["memory", "disk"], default="memory",
+                        help="the brokers' logs in tmpfs (default; bench.common.memory_root says why) or on disk")
     args = parser.parse_args(argv)
     args.run = uuid.uuid4().hex[:6]
     result: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "width": args.width,
-                    "workers": args.workers, "delivery": args.delivery, "load_start": os.getloadavg()[0]}
+                    "workers": args.workers, "delivery": args.delivery, "broker_storage": args.broker_storage,
+                    "load_start": os.getloadavg()[0]}
     base = f"wg{args.run}"
     topics = [f"{base}-{i}" for i in range(args.width // TOPIC_PARTITIONS)]
     step = max(1, args.width // args.sample)
     sampled = [(topics[i // TOPIC_PARTITIONS], i % TOPIC_PARTITIONS) for i in range(0, args.width, step)][:args.sample]
-    with bench_stack(kafka_only=True, kafka_heap_mb=args.kafka_heap_mb, reuse_running=False) as stack, \
+    if args.broker_storage == "memory":  # a live stream of ~3,000 records/s for a few minutes, and the indexes
+        memory_root(2 * 2**30)
+    with bench_stack(kafka_only=True, kafka_heap_mb=args.kafka_heap_mb, reuse_running=False,
+                     storage=args.broker_storage) as stack, \
             tempfile.TemporaryDirectory(prefix="bench-width-group-") as scratch:
         tmp = args.logs or scratch
         Path(tmp).mkdir(parents=True, exist_ok=True)
