@@ -1,8 +1,11 @@
 """Reading exactly-once positions on the destination (the layout: transactions.py's docstring).
 
-`PositionStore` holds the two readers of the positions group: a read_committed one (the positions a restart
-continues from; its group metadata is what transactions send their offsets with) and a read_uncommitted one
-(who owns a partition, before any fencing). Writing stays with the transactions (PartitionTransactions).
+`PositionStore` reads the positions group read_committed (the positions a restart continues from; that
+reader's group metadata is what transactions send their offsets with, so it stays open) and, when partitions
+are claimed, read_uncommitted (who owns a partition, before any fencing: a reader opened for the check and
+closed after, as are the readers of the earlier layout's group and of the positions topic; a librdkafka consumer
+is 3-5 threads, and one kept open for this made exactly-once 1.7x at-least-once's threads). Writing stays with the
+transactions (PartitionTransactions).
 """
 
 from __future__ import annotations
@@ -34,13 +37,12 @@ class PositionStore:
         self.owner = owner
         self.timeout_s = timeout_s
         self.positions_topic = positions_topic
+        self.new_consumer = factory.consumer  # taken now: the readers opened later are made the same way
         self.group = self._reader(POSITIONS_GROUP)
         self.group_metadata = self.group.consumer_group_metadata()
-        # The last committed offsets, pending transactions ignored: who owns a partition, before any fencing.
-        self.owners = self._reader(POSITIONS_GROUP, stable=False)
 
     def _reader(self, group: str, stable: bool = True) -> Consumer:
-        return factory.consumer(self.group_settings, {
+        return self.new_consumer(self.group_settings, {
             "group.id": group, "enable.auto.commit": False,
             "isolation.level": "read_committed" if stable else "read_uncommitted"})
 
@@ -66,8 +68,15 @@ class PositionStore:
     def refuse_foreign(self, keys: list[PositionKey]) -> dict[PositionKey, str | None]:
         """Before any fencing: a position of another owner means another mirror writes that partition.
         Returns the writer each position names (positions.position_writer), pending transactions ignored."""
+        if not keys:
+            return {}
+        owners = self._reader(POSITIONS_GROUP, stable=False)  # the last committed offsets, pending ones ignored
+        try:
+            committed = self._committed(owners, keys)
+        finally:
+            owners.close()
         writers = {}
-        for key, tp in zip(keys, self._committed(self.owners, keys)):
+        for key, tp in zip(keys, committed):
             writers[key] = position_writer(tp.metadata) if tp.offset >= 0 else RELEASED
             _topic_id, owner = parse_position_metadata(tp.metadata)
             if owner is not None and owner != self.owner(key[0]):
@@ -128,7 +137,7 @@ class PositionStore:
                 return set()  # nothing was ever written there (a new mirror): no need to read it to its end
         except KafkaException:
             pass  # read it, as below
-        reader = factory.consumer(self.group_settings, {
+        reader = self.new_consumer(self.group_settings, {
             "group.id": POSITIONS_GROUP,
             "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
         })
@@ -153,4 +162,3 @@ class PositionStore:
 
     def close(self) -> None:
         self.group.close()
-        self.owners.close()

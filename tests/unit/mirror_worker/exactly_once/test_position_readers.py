@@ -1,0 +1,83 @@
+"""The position store keeps one reader of the positions group open, not two (issue "Production width": exactly-once
+ran 36-39 threads against at-least-once's 23, the goal is 1.5x; each librdkafka consumer is 3-5 threads).
+
+The read_uncommitted reader (who owns a partition, before any fencing) is asked only when partitions are claimed,
+so it is opened for that and closed after; the read_committed one stays (its group metadata goes with every
+transaction's offsets)."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from confluent_kafka import TopicPartition
+
+from mirror_worker.exactly_once import position_store as module
+from mirror_worker.exactly_once.positions import Owner
+
+
+class Reader:
+    """A consumer of the positions group: records whether it is open, answers no position."""
+
+    def __init__(self, opened: list, overrides: dict) -> None:
+        self.isolation = overrides["isolation.level"]
+        self.closed = False
+        opened.append(self)
+
+    def consumer_group_metadata(self):
+        return "metadata"
+
+    def committed(self, partitions, timeout):
+        return [TopicPartition(tp.topic, tp.partition, -1001) for tp in partitions]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def store(opened: list) -> module.PositionStore:
+    with mock.patch.object(module.factory, "consumer", lambda settings, overrides: Reader(opened, overrides)):
+        return module.PositionStore("orders", "east", {}, lambda topic: topic, lambda topic: "id",
+                                    lambda topic: Owner("c1", topic, "kafka-mirror.orders"), 0.05,
+                                    "orders.mirror.eos-positions")
+
+
+def open_readers(opened: list) -> list[str]:
+    return [reader.isolation for reader in opened if not reader.closed]
+
+
+def test_a_running_store_holds_only_the_read_committed_reader():
+    opened: list = []
+    positions = store(opened)
+    assert open_readers(opened) == ["read_committed"]
+    assert positions.group_metadata == "metadata"
+
+
+def test_the_ownership_check_reads_uncommitted_through_a_reader_it_closes_after():
+    opened: list = []
+    positions = store(opened)
+    seen_during: list = []
+    real_committed = Reader.committed
+
+    def committed(self, partitions, timeout):
+        seen_during.append((self.isolation, open_readers(opened)))
+        return real_committed(self, partitions, timeout)
+
+    with mock.patch.object(Reader, "committed", committed):
+        writers = positions.refuse_foreign([("orders", 0), ("orders", 1)])
+
+    assert writers == {("orders", 0): "", ("orders", 1): ""}  # RELEASED: no position yet
+    assert seen_during == [("read_uncommitted", ["read_committed", "read_uncommitted"])]
+    assert open_readers(opened) == ["read_committed"]
+
+
+def test_the_ownership_reader_is_closed_when_the_check_refuses():
+    opened: list = []
+    positions = store(opened)
+    other = module.position_metadata("id", Owner("c1", "orders", "kafka-mirror.other"), "w")
+    with mock.patch.object(Reader, "committed", lambda self, tps, timeout: [TopicPartition("orders", 0, 5, other)]):
+        try:
+            positions.refuse_foreign([("orders", 0)])
+        except module.IdentityCollision:
+            pass
+        else:
+            raise AssertionError("a position of another mirror was not refused")
+    assert open_readers(opened) == ["read_committed"]
