@@ -64,8 +64,8 @@ def memory_root(needed_bytes: int, root: Path = MEMORY_ROOT) -> Path:
     Why: on this machine's disk (ext4 on a virtual disk) a broker's appends stall in page faults on its
     memory-mapped index files (jstack: OffsetIndex.append / TimeIndex.maybeAppend) once a run has made a
     thousand partitions: writing a transaction's markers into 264-588 partitions took 10-16 s (a marker each,
-    ~40 ms apiece), and at 1,000 partitions both the worker and its exactly-once mode ran 1.4-2.4x slower
-    than with the same brokers in tmpfs (docs/benchmarks/width.md). That is the disk, not the systems the
+    ~40 ms apiece), and at 1,000 partitions the worker ran 1.3-1.8x slower at-least-once and 1.3-3.7x slower
+    exactly-once than with the same brokers in tmpfs (docs/benchmarks/width.md). That is the disk, not the systems the
     benchmark compares; in memory the brokers stop being the limit first."""
     if not root.is_dir():
         raise SystemExit(f"--broker-storage memory: {root} does not exist (a tmpfs is needed); "
