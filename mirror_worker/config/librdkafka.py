@@ -71,8 +71,12 @@ WAN_PARTITION_FETCH_BYTES = 4194304
 # response's buffer until the last of its records is consumed: at width (5,000 partitions on one broker) the
 # prefetch is a handful of whole responses. A consumer alone reading 1M x 100 B from 5,000 partitions on loopback
 # peaked at 164-219 MiB with 16 MiB responses, 104-121 with 4 MiB, at the same rate (2026-11-30, /tmp probe, four
-# or five runs each; docs/benchmarks/width.md). Under 6 partitions a response never reached 4 MiB anyway (6 x LOOPBACK_PARTITION_FETCH_BYTES at most);
-# a WAN source keeps 16 MiB: one response per round trip is its whole rate.
+# or five runs each; docs/benchmarks/width.md). So a near source of many partitions gets 4 MiB responses.
+# Not one of a few partitions: a response that cuts its partitions' data short costs CPU while the destination is
+# slow. With the destination 50 ms away (1M x 1 KiB, bench.wan), 6 partitions of 1 MiB fetches under a 4 MiB cap
+# took 20.8-21.3 CPU-s at 44,000 msgs/s, against 7.3-7.6 CPU-s at 66,000-69,000 with the cap above 6 MiB or
+# 512-KiB fetches under it; 24 partitions 12.9 against 8.7 (2026-11-30, stop 59; docs/benchmarks/wan.md). A source
+# whose partitions' fetches all fit in WAN_FETCH_MAX_BYTES keeps that: its responses are never cut short.
 LOOPBACK_FETCH_MAX_BYTES = 4194304
 WAN_FETCH_MAX_BYTES = 16777216
 # A round trip this long is a WAN. Loopback and a datacenter answer a metadata request in ~1 ms; cross-zone
@@ -100,13 +104,16 @@ def queued_min_messages_for(round_trip_s: float) -> int:
     return min(LIBRDKAFKA_QUEUED_MIN_MESSAGES, max(LOOPBACK_QUEUED_MIN_MESSAGES, wanted))
 
 
-def fetch_sizes_for(round_trip_s: float | None, settings: dict[str, str]) -> dict[str, str]:
+def fetch_sizes_for(round_trip_s: float | None, settings: dict[str, str],
+                    partitions: int | None = None) -> dict[str, str]:
     """The source consumer's max.partition.fetch.bytes, fetch.max.bytes and queued.min.messages for a cluster
-    `round_trip_s` away (None: not measured, taken as a WAN: the larger sizes never slow a copy), each unless its
-    settings name it (parsed with `sized_by_round_trip`, which leaves them out)."""
+    `round_trip_s` away (None: not measured, taken as a WAN: the larger sizes never slow a copy) whose mirrored
+    `partitions` were counted at start (None: not counted, taken as many), each unless its settings name it
+    (parsed with `sized_by_round_trip`, which leaves them out)."""
     wan = round_trip_s is None or round_trip_s >= WAN_ROUND_TRIP_S
+    few = partitions is not None and partitions * LOOPBACK_PARTITION_FETCH_BYTES <= WAN_FETCH_MAX_BYTES
     sizes = {"max.partition.fetch.bytes": str(WAN_PARTITION_FETCH_BYTES if wan else LOOPBACK_PARTITION_FETCH_BYTES),
-             "fetch.max.bytes": str(WAN_FETCH_MAX_BYTES if wan else LOOPBACK_FETCH_MAX_BYTES)}
+             "fetch.max.bytes": str(WAN_FETCH_MAX_BYTES if wan or few else LOOPBACK_FETCH_MAX_BYTES)}
     if round_trip_s is not None:
         sizes["queued.min.messages"] = str(queued_min_messages_for(round_trip_s))
     return {key: value for key, value in sizes.items() if key not in settings}

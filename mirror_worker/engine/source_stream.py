@@ -50,7 +50,7 @@ class SourceStream:
     topic_ids: dict[str, str] = field(default_factory=dict)
     recreated: dict[str, str] = field(default_factory=dict)  # topic -> its id before it was recreated
     reported_loss: set[tuple[str, int]] = field(default_factory=set)
-    width: int | None = None  # partitions the filter selected at start, when counted (the statistics interval)
+    width: int | None = None  # partitions the filter selected at start, when counted (statistics, fetch sizes)
     schemas: SchemaGate | None = None  # when this source and the destination have registries
 
     def drop_stashed(self, keys) -> None:

@@ -19,6 +19,7 @@ from mirror_worker.clients.health import statistics_interval_ms
 from mirror_worker.clients.log_ends import reads_committed
 from mirror_worker.config.librdkafka import (
     LIBRDKAFKA_QUEUED_MIN_MESSAGES,
+    WAN_ROUND_TRIP_S,
     assignment_strategy,
     connection_settings,
     fetch_sizes_for,
@@ -43,7 +44,7 @@ def consumer_settings(cfg: MirrorConfig, source: SourceCluster, stream_index: in
     `round_trip_s`, the statistics interval for the `partitions` it mirrors), not over what the worker's
     guarantees need (static member id aside: isolation, the reset policy)."""
     settings = {"group.id": cfg.group_id, **assignment_strategy(source.consumer, cfg.exactly_once),
-                **fetch_sizes_for(round_trip_s, source.consumer), **source.consumer,
+                **fetch_sizes_for(round_trip_s, source.consumer, partitions), **source.consumer,
                 **membership_settings(cfg.static_membership, cfg.group_id, source.name, cfg.worker_slot, stream_index)}
     if cfg.metrics_port is not None:
         settings.setdefault("statistics.interval.ms", statistics_interval_ms(partitions or 0))
@@ -83,7 +84,10 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
     for source in cfg.sources:
         round_trip = clients.round_trips.get(source.name)
         width = None
-        if cfg.metrics_port is not None:  # the statistics interval follows the width (clients/health.py)
+        # Counted at start for the statistics interval (clients/health.py) and a near source's response size
+        # (fetch_sizes_for): one metadata request.
+        near = round_trip is not None and round_trip < WAN_ROUND_TRIP_S and "fetch.max.bytes" not in source.consumer
+        if cfg.metrics_port is not None or near:
             width = selected_partitions(cfg, factory.admin_client(
                 clients.client(connection_settings(source.consumer), cluster=source.name)), cfg.startup_timeout_s)
         settings, reset_policy = consumer_settings(cfg, source, stream_index, round_trip, width)

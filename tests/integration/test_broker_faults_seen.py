@@ -188,9 +188,9 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     the sizes it chose, and copies every record."""
     from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, queue_size_for
     from mirror_worker.config.librdkafka import (
-        LOOPBACK_FETCH_MAX_BYTES,
         LOOPBACK_PARTITION_FETCH_BYTES,
         LOOPBACK_QUEUED_MIN_MESSAGES,
+        WAN_FETCH_MAX_BYTES,
     )
 
     with _mirrored_across_a_wan(clusters, tmp_path, "destination", 200, "--metrics.port", "0") as worker:
@@ -200,11 +200,12 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
         limits = _samples(url, "mirror_inflight_limit", worker.topic)
         budget = _samples(url, "mirror_inflight_budget_bytes", worker.topic)
     assert sized["round_trip_ms"] >= 45, sized
-    # The source is near: small fetches and prefetch (5,000 records a partition instead of librdkafka's 100,000).
+    # The source is near: small fetches and prefetch (5,000 records a partition instead of librdkafka's 100,000);
+    # its 2 partitions' fetches fit in one response, never cut short (fetch_sizes_for).
     assert source_sized["round_trip_ms"] < 15, source_sized
     assert (source_sized["max_partition_fetch_bytes"], source_sized["queued_min_messages"],
             source_sized["fetch_max_bytes"]) == \
-        (LOOPBACK_PARTITION_FETCH_BYTES, LOOPBACK_QUEUED_MIN_MESSAGES, LOOPBACK_FETCH_MAX_BYTES), source_sized
+        (LOOPBACK_PARTITION_FETCH_BYTES, LOOPBACK_QUEUED_MIN_MESSAGES, WAN_FETCH_MAX_BYTES), source_sized
     # With metrics on, the partitions the filter selects are counted at start: the statistics interval follows them.
     assert (source_sized["partitions"], source_sized["statistics_interval_ms"]) == (2, "5000"), source_sized
     # The log rounds the round trip to 0.1 ms: the size follows the unrounded one, within 3 x 300 records/s x 0.05 ms.

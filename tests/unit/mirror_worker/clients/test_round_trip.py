@@ -89,6 +89,20 @@ def test_the_response_size_follows_the_round_trip(round_trip, expected):
     assert fetch_sizes_for(round_trip, {})["fetch.max.bytes"] == str(expected)
 
 
+@pytest.mark.parametrize("partitions, expected", [
+    (6, WAN_FETCH_MAX_BYTES),        # 6 fetches of 1 MiB: a 4-MiB response cut them short (21 against 7.5 CPU-s)
+    (16, WAN_FETCH_MAX_BYTES),       # 16 x 1 MiB still fit: never cut short
+    (17, LOOPBACK_FETCH_MAX_BYTES),  # more: the response is cut short either way; the smaller holds less memory
+    (5000, LOOPBACK_FETCH_MAX_BYTES),
+    (None, LOOPBACK_FETCH_MAX_BYTES),  # not counted: taken as many
+])
+def test_a_near_source_of_few_partitions_gets_responses_that_hold_every_partitions_fetch(partitions, expected):
+    """Issue 45: a near source's 4 MiB responses (for memory at width) cut 6 partitions' 1 MiB fetches short, and
+    with the destination 50 ms away the worker burned 2.8x the CPU at two thirds of the rate (bench.wan)."""
+    assert fetch_sizes_for(0.0008, {}, partitions)["fetch.max.bytes"] == str(expected)
+    assert fetch_sizes_for(0.050, {}, partitions)["fetch.max.bytes"] == str(WAN_FETCH_MAX_BYTES)
+
+
 def test_a_fetch_size_the_settings_name_wins_at_any_round_trip():
     named = consumer_settings({"bootstrap.servers": "a:1", "max.partition.fetch.bytes": "2097152",
                                "queued.min.messages": "777", "fetch.max.bytes": "9999999"}, "source",
