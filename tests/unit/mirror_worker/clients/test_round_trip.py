@@ -95,6 +95,7 @@ def test_the_response_size_follows_the_round_trip(round_trip, expected):
     (17, LOOPBACK_FETCH_MAX_BYTES),  # more: the response is cut short either way; the smaller holds less memory
     (5000, LOOPBACK_FETCH_MAX_BYTES),
     (None, LOOPBACK_FETCH_MAX_BYTES),  # not counted: taken as many
+    (0, LOOPBACK_FETCH_MAX_BYTES),     # no topic yet: those found later may be thousands of partitions
 ])
 def test_a_near_source_of_few_partitions_gets_responses_that_hold_every_partitions_fetch(partitions, expected):
     """Issue 45: a near source's 4 MiB responses (for memory at width) cut 6 partitions' 1 MiB fetches short, and
