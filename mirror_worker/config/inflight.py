@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from mirror_worker.config.librdkafka import CONSUMER_DEFAULTS, WAN_FETCH_MAX_BYTES, WAN_ROUND_TRIP_S
+from mirror_worker.config.librdkafka import CONSUMER_DEFAULTS, WAN_FETCH_MAX_BYTES, is_near
 
 MIB = 1024 * 1024
 # In-flight data of one worker process, unless the spec (`inflight-budget-bytes`) or the flag
@@ -65,7 +65,7 @@ class InflightSizes:
 
 def queue_size_for(round_trip_s: float | None) -> int:
     """The records in flight across every producer for a destination `round_trip_s` away (None: not measured)."""
-    if round_trip_s is not None and round_trip_s < WAN_ROUND_TRIP_S:
+    if is_near(round_trip_s):
         return LOOPBACK_QUEUE_SIZE
     seconds = UNMEASURED_ROUND_TRIP_S if round_trip_s is None else round_trip_s
     wanted = math.ceil(QUEUE_RATE * seconds * QUEUE_ROUND_TRIPS)

@@ -104,13 +104,18 @@ def queued_min_messages_for(round_trip_s: float) -> int:
     return min(LIBRDKAFKA_QUEUED_MIN_MESSAGES, max(LOOPBACK_QUEUED_MIN_MESSAGES, wanted))
 
 
+def is_near(round_trip_s: float | None) -> bool:
+    """A cluster measured closer than a WAN (None: not measured, taken as a WAN)."""
+    return round_trip_s is not None and round_trip_s < WAN_ROUND_TRIP_S
+
+
 def fetch_sizes_for(round_trip_s: float | None, settings: dict[str, str],
                     partitions: int | None = None) -> dict[str, str]:
     """The source consumer's max.partition.fetch.bytes, fetch.max.bytes and queued.min.messages for a cluster
     `round_trip_s` away (None: not measured, taken as a WAN: the larger sizes never slow a copy) whose mirrored
     `partitions` were counted at start (None, or 0 before its topics exist: taken as many), each unless its
     settings name it (parsed with `sized_by_round_trip`, which leaves them out)."""
-    wan = round_trip_s is None or round_trip_s >= WAN_ROUND_TRIP_S
+    wan = not is_near(round_trip_s)
     few = bool(partitions) and partitions * LOOPBACK_PARTITION_FETCH_BYTES <= WAN_FETCH_MAX_BYTES
     sizes = {"max.partition.fetch.bytes": str(WAN_PARTITION_FETCH_BYTES if wan else LOOPBACK_PARTITION_FETCH_BYTES),
              "fetch.max.bytes": str(WAN_FETCH_MAX_BYTES if wan or few else LOOPBACK_FETCH_MAX_BYTES)}

@@ -19,10 +19,10 @@ from mirror_worker.clients.health import statistics_interval_ms
 from mirror_worker.clients.log_ends import reads_committed
 from mirror_worker.config.librdkafka import (
     LIBRDKAFKA_QUEUED_MIN_MESSAGES,
-    WAN_ROUND_TRIP_S,
     assignment_strategy,
     connection_settings,
     fetch_sizes_for,
+    is_near,
 )
 from mirror_worker.config.membership import membership_settings
 from mirror_worker.config.model import MirrorConfig, SourceCluster
@@ -83,13 +83,13 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
     streams = [] if streams is None else streams
     for source in cfg.sources:
         round_trip = clients.round_trips.get(source.name)
+        admin = factory.worker_admin_client(
+            clients.client(connection_settings(source.consumer), cluster=source.name), f"source {source.name!r}")
         width = None
-        # Counted at start for the statistics interval (clients/health.py) and a near source's response size
-        # (fetch_sizes_for): one metadata request.
-        near = round_trip is not None and round_trip < WAN_ROUND_TRIP_S and "fetch.max.bytes" not in source.consumer
-        if cfg.metrics_port is not None or near:
-            width = selected_partitions(cfg, factory.admin_client(
-                clients.client(connection_settings(source.consumer), cluster=source.name)), cfg.startup_timeout_s)
+        # Counted at start, with the stream's own admin client (one metadata request), for the statistics interval
+        # (clients/health.py) and a near source's response size (fetch_sizes_for).
+        if cfg.metrics_port is not None or (is_near(round_trip) and "fetch.max.bytes" not in source.consumer):
+            width = selected_partitions(cfg, admin, cfg.startup_timeout_s)
         settings, reset_policy = consumer_settings(cfg, source, stream_index, round_trip, width)
         log.info("source consumer sized for its round trip", extra={
             "mirror": cfg.name, "source": source.name,
@@ -100,8 +100,6 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
             "partitions": width, "statistics_interval_ms": settings.get("statistics.interval.ms")})
         consumer = factory.consumer(clients.client(settings, stats_source=source.name))
         source_id = cluster_id(consumer, f"source {source.name!r}")
-        admin = factory.worker_admin_client(
-            clients.client(connection_settings(source.consumer), cluster=source.name), f"source {source.name!r}")
         stream = SourceStream(source.name, consumer, source_id, source_id == destination_cluster_id,
                               producers=producers, reset_policy=reset_policy, width=width,
                               incremental_assignment=incremental(settings),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -25,10 +26,12 @@ from mirror_worker.exceptions import MirrorError
 
 class PositionStore:
     """Positions of one source cluster's partitions. `destination_topic`, `topic_id` and `owner` map a source
-    topic to its destination topic, its id now and this mirror's identity as that topic's writer."""
+    topic to its destination topic, its id now and this mirror's identity as that topic's writer.
+    `new_consumer(settings, overrides)` makes its readers (default: clients.factory.consumer)."""
 
     def __init__(self, mirror: str, alias: str, group_settings: dict, destination_topic, topic_id, owner,
-                 timeout_s: float, positions_topic: str) -> None:
+                 timeout_s: float, positions_topic: str,
+                 new_consumer: Callable[[dict, dict], Consumer] | None = None) -> None:
         self.mirror = mirror
         self.alias = alias
         self.group_settings = group_settings
@@ -37,7 +40,7 @@ class PositionStore:
         self.owner = owner
         self.timeout_s = timeout_s
         self.positions_topic = positions_topic
-        self.new_consumer = factory.consumer  # taken now: the readers opened later are made the same way
+        self.new_consumer = new_consumer or factory.consumer
         self.group = self._reader(POSITIONS_GROUP)
         self.group_metadata = self.group.consumer_group_metadata()
 

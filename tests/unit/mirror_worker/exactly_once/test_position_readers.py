@@ -34,10 +34,10 @@ class Reader:
 
 
 def store(opened: list) -> module.PositionStore:
-    with mock.patch.object(module.factory, "consumer", lambda settings, overrides: Reader(opened, overrides)):
-        return module.PositionStore("orders", "east", {}, lambda topic: topic, lambda topic: "id",
-                                    lambda topic: Owner("c1", topic, "kafka-mirror.orders"), 0.05,
-                                    "orders.mirror.eos-positions")
+    return module.PositionStore("orders", "east", {}, lambda topic: topic, lambda topic: "id",
+                                lambda topic: Owner("c1", topic, "kafka-mirror.orders"), 0.05,
+                                "orders.mirror.eos-positions",
+                                new_consumer=lambda settings, overrides: Reader(opened, overrides))
 
 
 def open_readers(opened: list) -> list[str]:
