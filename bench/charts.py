@@ -117,9 +117,12 @@ def wan_charts(rows: list[dict], stem: str) -> dict[str, str]:
     """`make bench-wan` (bench/wan.py): the rate from launch and first to last, loopback then each side and round
     trip of the run."""
     def where(row: dict) -> str:
-        return "loopback" if row["side"] == "loopback" else f"{row['side']} {row['rtt_ms']} ms"
+        if row["side"] == "loopback":
+            return "loopback"
+        lost = f", {row['loss_pct']:g}% loss" if row.get("loss_pct") else ""
+        return f"{row['side']} {row['rtt_ms']} ms{lost}"
 
-    ordered = sorted(rows, key=lambda r: (r["side"] != "loopback", r["side"], r["rtt_ms"]))
+    ordered = sorted(rows, key=lambda r: (r["side"] != "loopback", r["side"], r.get("loss_pct") or 0, r["rtt_ms"]))
     return {
         f"{stem}-launch-rate": bar_chart(grouped(ordered, where, lambda r: r.get("msgs_per_s")),
                                          "Rate from launch across a WAN", "records/s (higher is better)"),

@@ -14,6 +14,12 @@ mm2_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' java/mm2
 [ "$broker_version" = "$mm2_version" ] \
   || die "java/mm2/pom.xml kafka.version ($mm2_version) must equal java/kafka/pom.xml's ($broker_version)"
 
+# The loss rows of `make bench-wan` (bench/packet_loss.py): iptables, as root (bench.wan refuses --loss-pct
+# without it and says so).
+if [ "$(id -u)" -eq 0 ] && ! command -v iptables-legacy >/dev/null 2>&1 && ! command -v iptables >/dev/null 2>&1; then
+  apt_install iptables "bench.wan's packet-loss rows" iptables
+fi
+
 stamp=$(stamp_of java/mm2/pom.xml java/settings.xml)
 if compgen -G "$CACHE/mm2/libs/connect-mirror-*.jar" >/dev/null && fresh mm2 "$stamp"; then
   say "mirrormaker 2 jars ok"

@@ -27,17 +27,6 @@ fi
 bash scripts/fetch-docs-assets.sh | sed "s/^/$SETUP_NAME: /"
 bash scripts/setup-toxiproxy.sh
 
-# apt_install LOG WHY PACKAGE...: install Debian packages (as root, else through sudo), the log under .cache/logs.
-apt_install() {
-  local log="$CACHE/logs/apt-$1.log" why="$2"; shift 2
-  command -v apt-get >/dev/null 2>&1 || die "$* missing: install them for $why (Debian: apt-get install $*)"
-  say "installing Debian's $* ($why)"
-  local sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-  "${sudo[@]}" apt-get update -q > "$log" 2>&1 \
-    && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "$@" >> "$log" 2>&1 \
-    || { tail -n 20 "$log" >&2; die "apt-get could not install $* (log: $log)"; }
-}
-
 if command -v chromium >/dev/null 2>&1 && [ -x /usr/bin/chromedriver ]; then
   say "chromium ok"
 else
@@ -49,6 +38,13 @@ if command -v redis-server >/dev/null 2>&1 && command -v unshare >/dev/null 2>&1
   say "redis-server ok"
 else
   apt_install redis "the CeleryExecutor test's broker" redis-server util-linux
+fi
+# bench.wan's packet-loss rows and their test (tests/integration/test_bench_packet_loss.py): iptables rules on
+# loopback, which need root; without root the test says so and skips.
+if command -v iptables-legacy >/dev/null 2>&1 || command -v iptables >/dev/null 2>&1 || [ "$(id -u)" -ne 0 ]; then
+  say "iptables ok (or not root: the packet-loss test skips)"
+else
+  apt_install iptables "bench.wan's packet-loss rows" iptables
 fi
 
 say "ready"

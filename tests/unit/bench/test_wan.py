@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.wan import conditions, goal_lines, markdown, split_rtt, wan_rows
+from bench.wan import conditions, goal_lines, markdown, proxy_ports, runs_at, split_rtt, wan_rows
 
 
 @pytest.mark.parametrize("rtt, expected", [(0, (0, 0)), (25, (12, 13)), (50, (25, 25)), (100, (50, 50))])
@@ -18,7 +18,37 @@ def test_a_negative_rtt_is_refused():
 
 def test_loopback_is_measured_once_then_each_side_at_each_rtt_above_zero():
     assert conditions(["destination", "source"], [0, 25, 50]) == [
-        ("loopback", 0), ("destination", 25), ("destination", 50), ("source", 25), ("source", 50)]
+        ("loopback", 0, 0), ("destination", 25, 0), ("destination", 50, 0), ("source", 25, 0), ("source", 50, 0)]
+
+
+def test_a_loss_adds_one_row_per_side_at_the_goals_rtt_after_the_rest():
+    assert conditions(["destination", "source"], [0, 100], loss_pct=1, goal_rtt=50) == [
+        ("loopback", 0, 0), ("destination", 100, 0), ("source", 100, 0), ("destination", 50, 1), ("source", 50, 1)]
+
+
+def test_the_worker_runs_everywhere_and_its_peers_only_where_they_are_compared_without_loss():
+    assert runs_at("worker", 200, 0, [0, 50]) and runs_at("worker-eos", 50, 1, [0, 50])
+    assert runs_at("mm2", 50, 0, [0, 50]) and runs_at("bare", 0, 0, [0, 50])
+    assert not runs_at("mm2", 200, 0, [0, 50])
+    assert not runs_at("bare", 50, 1, [0, 50])
+
+
+def test_the_proxy_ports_are_read_from_the_mirrors_bootstrap_servers():
+    assert proxy_ports("127.0.0.1:40001,127.0.0.1:40002") == [40001, 40002]
+
+
+def test_a_loss_row_is_its_own_row_kept_against_loopback_and_named_in_the_table():
+    lossy = [{**_run("destination", 50, "worker", 45_000, 60_000, repeat), "loss_pct": 1} for repeat in (0, 1)]
+    rows = wan_rows(RUNS + lossy, ["worker", "mm2"], 1024, [])
+    lost = [r for r in rows if r["loss_pct"] == 1]
+    assert [(r["system"], r["msgs_per_s"], r["msgs_per_s_kept"], r["msgs_per_s_x_mm2"]) for r in lost] == [
+        ("worker", 45_000, 0.41, None)]  # MirrorMaker 2 did not run with the loss: no multiple, no empty mm2 row
+    assert len(goal_lines(rows, 50)) == 2  # the goal is judged without loss
+    meta = {"date": "d", "cpus": 2, "records": 1000, "record_bytes": 1024, "partitions": 6, "repeats": 2,
+            "load_start": [1], "load_end": [2], "latency_labels": [], "goal_rtt": 50, "loss_pct": 1}
+    table = markdown(rows, meta)
+    assert "| destination, 1% loss | 50 | worker | 45,000 | 60,000 | 41% |" in table
+    assert "drops 1% of the packets both ways" in table.splitlines()[0]
 
 
 def _run(side, rtt, system, msgs, copy, repeat=0):
