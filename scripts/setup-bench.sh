@@ -8,6 +8,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 SETUP_NAME=setup-bench
 source "$ROOT/scripts/common.sh"
+source "$ROOT/scripts/apt.sh"
 
 broker_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' java/kafka/pom.xml)
 mm2_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' java/mm2/pom.xml)

@@ -10,6 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 SETUP_NAME=setup-test
 source "$ROOT/scripts/common.sh"
+source "$ROOT/scripts/apt.sh"
 
 # The test packages (pytest, Selenium, MkDocs, Celery) on top of requirements.txt, under the same constraints.
 test_venv_stamp=$(stamp_of requirements.txt requirements-test.txt docker/airflow/requirements-celery.txt constraints.txt)
