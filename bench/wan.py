@@ -29,8 +29,9 @@ default) and without loss. Medians of --repeats. Per record size (--sizes; one p
 bench/results/wan-<size>.json (median rows), wan-<size>-runs.json (every run, settings, load) and
 wan-<size>.md (the table and the goal check: at --goal-rtt ms the worker keeps >= 80 % of its RTT-0
 throughput and >= 2.5x MirrorMaker 2's); with a single size, wan.json, wan-runs.json and wan.md.
-With --rss-records N, then the worker's RSS over N records of the first size, with each side in turn
---goal-rtt ms away (the WAN sizes in effect), sampled each second: <out>-rss.json.
+Then, per size, the worker's RSS over --rss-records records (10M by default; 0: none), with each side in
+turn --goal-rtt ms away (the WAN sizes in effect), sampled each second: <out>-rss.json and a line per side
+under the table.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from bench.charts import redraw
 from bench.compare import build_parser, rss_over_records
 from bench.harness import (
+    SYSTEMS,
     Clusters,
     delete_topics,
     latency_labels,
@@ -65,6 +67,7 @@ from devstack.toxics import Proxy, proxies, reset
 
 LOOPBACK = "loopback"
 KEEPS, BEATS_MM2 = 0.8, 2.5  # the goal (issue 28): share of RTT-0 throughput kept, and times MirrorMaker 2
+RSS_GOAL_MIB = 200  # issue 45: the worker's peak RSS over 10M records with the WAN sizes in effect
 
 
 def split_rtt(rtt_ms: int) -> tuple[int, int]:
@@ -217,9 +220,10 @@ def markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rss_across(stack, direct: Clusters, mirror: Clusters, size: int, sides: list[str], workdir: Path, args) -> None:
-    """The worker's RSS over --rss-records records of `size` B with each side --goal-rtt ms away (the WAN sizes
-    in effect); written to <out>-rss.json and printed."""
+def rss_across(stack, direct: Clusters, mirror: Clusters, size: int, sides: list[str], workdir: Path, args,
+               out: Path) -> list[dict]:
+    """The worker's RSS over --rss-records records of `size` B with each side in turn --goal-rtt ms away (the WAN
+    sizes in effect): <out>-rss.json, and a line per side under the table in <out>.md."""
     found = []
     for side in sides:
         reset(stack.toxiproxy)
@@ -228,8 +232,23 @@ def rss_across(stack, direct: Clusters, mirror: Clusters, size: int, sides: list
         found.append({"side": side, "rtt_ms": args.goal_rtt, **rss})
         print(json.dumps({k: v for k, v in found[-1].items() if k != "series"}), flush=True)
     reset(stack.toxiproxy)
-    out = Path(args.out)
     out.with_name(out.name + "-rss.json").write_text(json.dumps(found, indent=2) + "\n")
+    table = out.with_suffix(".md")
+    if table.exists():
+        table.write_text(table.read_text() + "\n" + "\n".join(rss_lines(found, RSS_GOAL_MIB)) + "\n")
+    return found
+
+
+def rss_lines(found: list[dict], goal_mib: float) -> list[str]:
+    """One line per side: the worker's peak RSS over the records, against the goal."""
+    lines = []
+    for row in found:
+        peak = row.get("rss_mib_max")
+        verdict = "-" if peak is None else ("met" if peak <= goal_mib else "not met")
+        lines.append(f"- peak RSS over {row['records']:,} records of {row['record_bytes']} B, {row['side']} "
+                     f"{row['rtt_ms']} ms away: {'-' if peak is None else f'{peak:.1f}'} MiB (goal <= "
+                     f"{goal_mib:g} MiB): **{verdict}**")
+    return lines
 
 
 def write_results(runs: list[dict], systems: list[str], size: int, sides: list[str], rtts: list[int],
@@ -271,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the destination brokers' message.max.bytes (Kafka's: 1048588): the worker's batches "
                              "follow it (docs/operations/wan.md), and MirrorMaker 2's and the bare loop's with them")
     parser.set_defaults(sizes="100,1024", repeats=2, systems="worker,worker-eos,mm2,bare", latency_rate="10000",
-                        rss_records=0, out=str(Path(__file__).resolve().parent / "results" / "wan"))
+                        rss_records=10_000_000, out=str(Path(__file__).resolve().parent / "results" / "wan"))
     args = parser.parse_args(argv)
     systems = [s for s in args.systems.split(",") if s]
     sides = [s for s in args.sides.split(",") if s]
@@ -279,8 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     args.peer_rtts = [int(r) for r in args.peer_rtts.split(",") if r] if args.peer_rtts else [0, args.goal_rtt]
     if set(sides) - {"source", "destination"}:
         parser.error(f"--sides: unknown {sorted(set(sides) - {'source', 'destination'})}")
-    known = ("worker", "mm2", "bare", "worker-eos", "worker-base")
-    if any(system_procs(s, args.procs)[0] not in known for s in systems):
+    if any(system_procs(s, args.procs)[0] not in SYSTEMS for s in systems):
         parser.error(f"--systems: one of {systems} is unknown")
     refuse_missing_flags(parser, systems, args)
     refuse_unless_able(args.loss_pct)
@@ -305,8 +323,9 @@ def main(argv: list[str] | None = None) -> int:
                 out = Path(args.out) if len(sizes) == 1 else Path(f"{args.out}-{size}")
                 tables.append(run_size(stack, direct, mirror, size, systems, sides, rtts, workdir, args, out,
                                        load_start))
-            if args.rss_records > 0:
-                rss_across(stack, direct, mirror, sizes[0], sides, workdir, args)
+                if args.rss_records > 0:
+                    found = rss_across(stack, direct, mirror, size, sides, workdir, args, out)
+                    tables[-1] += "\n" + "\n".join(rss_lines(found, RSS_GOAL_MIB)) + "\n"
         finally:
             stack.down()
     print("\n" + "\n".join(tables))

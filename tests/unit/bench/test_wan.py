@@ -98,3 +98,16 @@ def test_the_table_says_what_the_run_changed_from_the_defaults():
     header = markdown(rows, meta).splitlines()[0]
     assert header.endswith("Changed from the defaults: worker flags `--queue.size 40000`; worker producer properties "
                            "`batch.size=4194304`; destination message.max.bytes `8388608`.")
+
+
+def test_the_rss_lines_judge_each_side_against_the_goal():
+    from bench.wan import rss_lines
+
+    found = [{"side": "destination", "rtt_ms": 50, "records": 10_000_000, "record_bytes": 100, "rss_mib_max": 157.3},
+             {"side": "source", "rtt_ms": 50, "records": 10_000_000, "record_bytes": 100, "rss_mib_max": 281.0},
+             {"side": "source", "rtt_ms": 50, "records": 10, "record_bytes": 100, "rss_mib_max": None}]
+    assert rss_lines(found, 200) == [
+        "- peak RSS over 10,000,000 records of 100 B, destination 50 ms away: 157.3 MiB (goal <= 200 MiB): **met**",
+        "- peak RSS over 10,000,000 records of 100 B, source 50 ms away: 281.0 MiB (goal <= 200 MiB): **not met**",
+        "- peak RSS over 10 records of 100 B, source 50 ms away: - MiB (goal <= 200 MiB): **-**",
+    ]
