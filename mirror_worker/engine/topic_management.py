@@ -247,13 +247,21 @@ class TopicManagement:
                     "needs a destination partition per source partition"
                 )
 
-    def ensure_own_topics(self) -> None:
-        # The destination broker stamps each heartbeat as it appends it: the lag sensor then judges a heartbeat's
-        # age by that broker's clock and its own, never by this worker's (a clock ahead would hide a dead
-        # mirror, one behind would page forever). See docs/concepts/guarantees.md.
-        self.destination.ensure_internal([self.config.heartbeat_topic], HEARTBEAT_TOPIC_CONFIG)
-        dead_letter = self.config.dead_letter_topic
-        if dead_letter:
-            # Made before any record can be refused: a dead-letter topic that does not exist turns the first
-            # refused record into a failed delivery and the worker into an exit-and-restart loop.
-            self.destination.ensure_internal([dead_letter])
+
+def internal_topics(config) -> dict[str, dict[str, str]]:
+    """The worker's own destination topics and their configs, made at start in one go (topics/admin.py
+    ensure_internal): exactly-once's positions, the offset syncs, the heartbeats, the dead letters."""
+    topics: dict[str, dict[str, str]] = {}
+    if config.exactly_once:
+        topics[config.positions_topic] = {"cleanup.policy": "compact"}
+    if config.writes_offset_syncs:
+        topics[config.offset_syncs_topic] = {"cleanup.policy": "compact"}
+    # The destination broker stamps each heartbeat as it appends it: the lag sensor then judges a heartbeat's
+    # age by that broker's clock and its own, never by this worker's (a clock ahead would hide a dead
+    # mirror, one behind would page forever). See docs/concepts/guarantees.md.
+    topics[config.heartbeat_topic] = dict(HEARTBEAT_TOPIC_CONFIG)
+    if config.dead_letter_topic:
+        # Made before any record can be refused: a dead-letter topic that does not exist turns the first
+        # refused record into a failed delivery and the worker into an exit-and-restart loop.
+        topics[config.dead_letter_topic] = {}
+    return topics

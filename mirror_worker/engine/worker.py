@@ -60,7 +60,7 @@ from mirror_worker.engine.source_contact import SourceContact
 from mirror_worker.engine.source_stream import SourceStream
 from mirror_worker.engine.stalls import StallWatch, waiting_more_than
 from mirror_worker.engine.streams import attach_schema_gates, open_streams
-from mirror_worker.engine.topic_management import TopicManagement
+from mirror_worker.engine.topic_management import TopicManagement, internal_topics
 from mirror_worker.exactly_once.positions import (
     KEEPALIVE_MAX_S, POSITIONS_GROUP, Owner, keepalive_interval_s, offsets_retention_ms, worker_transactional_id,
 )
@@ -158,9 +158,8 @@ class MirrorWorker:
         # Exactly-once keys positions by source partition on the destination topic: it needs the room.
         destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once,
                                         stopping=self.state.stop_event.is_set)
+        destination.ensure_internal(internal_topics(cfg))
         if cfg.exactly_once:
-            topic = cfg.positions_topic
-            destination.ensure_internal([topic], {"cleanup.policy": "compact"})
             self.positions_keepalive_s = keepalive_interval_s(offsets_retention_ms(self.admin, cfg.startup_timeout_s))
         transactions = None
         if cfg.exactly_once:
@@ -181,11 +180,8 @@ class MirrorWorker:
         self.source_contact.start()
         offset_sync_writer = None
         if cfg.writes_offset_syncs:
-            topic = cfg.offset_syncs_topic
-            destination.ensure_internal([topic], {"cleanup.policy": "compact"})
-            offset_sync_writer = OffsetSyncWriter(topic, self.admin, self.router.policy.remote_topic)
+            offset_sync_writer = OffsetSyncWriter(cfg.offset_syncs_topic, self.admin, self.router.policy.remote_topic)
         self.assemble(self.admin, destination, offset_sync_writer)
-        self.topics.ensure_own_topics()
         self.topics.refresh()
         log.info("mirror started", extra={
             **self._label, "sources": [s.alias for s in self.streams], "group": cfg.group_id,

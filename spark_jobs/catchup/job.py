@@ -182,7 +182,7 @@ def ensure_destination_topics(target: JobTarget, source: KafkaMeta, topics: list
         log.warning("destination timestamp limits not raised at topic creation: %s", why)
     destination.ensure({target.destination_topic(t): infos[t] for t in topics}, configs)
     if exactly_once:
-        destination.ensure_internal([mirror.positions_topic], {"cleanup.policy": "compact"})
+        destination.ensure_internal({mirror.positions_topic: {"cleanup.policy": "compact"}})
     return destination.max_message_bytes([target.destination_topic(t) for t in topics])
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -16,7 +15,7 @@ from mirror_airflow.lag.measure import measure_partitions, newest_heartbeats
 from mirror_airflow.lag.rules import Limits, Status, evaluate
 from mirror_worker.config.model import TopicCreation
 from mirror_worker.config.spec import select_mirror
-from mirror_worker.engine.topic_management import TopicManagement
+from mirror_worker.engine.topic_management import internal_topics
 from mirror_worker.exactly_once.positions import POSITIONS_GROUP
 from mirror_worker.topics.admin import DestinationTopics
 from tests.kafka_util import create_topic, produce
@@ -122,8 +121,8 @@ def test_heartbeats_are_timed_by_the_destination_broker_not_the_worker_clock(sta
         create_topic(dst, beats, partitions=1)  # as a worker before this change made it: CreateTime
     mirror = _mirror(tmp_path, stack, "unused", **{"heartbeat-topic": beats})
     # The worker's own start-up step, on the real destination.
-    TopicManagement.ensure_own_topics(SimpleNamespace(
-        config=mirror, destination=DestinationTopics(AdminClient({"bootstrap.servers": dst}), TopicCreation(), False)))
+    DestinationTopics(AdminClient({"bootstrap.servers": dst}), TopicCreation(), False).ensure_internal(
+        internal_topics(mirror))
     assert _timestamp_type(dst, beats) == "LogAppendTime"
 
     # A worker whose clock runs an hour ahead sends a heartbeat (value and record timestamp from its clock, as

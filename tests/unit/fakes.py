@@ -339,7 +339,7 @@ class FakeDestination:
     def ensure(self, mapping, configs=None):
         return {topic: info.partitions for topic, info in mapping.items()}
 
-    def ensure_internal(self, topics, config=None):
+    def ensure_internal(self, topics):
         pass
 
     def max_message_bytes(self, topics):

@@ -180,12 +180,12 @@ def test_an_internal_topics_config_is_set_on_an_existing_topic_and_a_refusal_is_
 
     wanted = {"message.timestamp.type": "LogAppendTime"}
     admin = Admin({"beats": "CreateTime"}, refuse=False)
-    DestinationTopics(admin, TopicCreation(), False)._align_configs(["beats"], wanted)
+    DestinationTopics(admin, TopicCreation(), False)._align_configs({"beats": wanted})
     assert admin.altered == [("beats", [("message.timestamp.type", "LogAppendTime")])]
     done = Admin({"beats": "LogAppendTime"}, refuse=False)
-    DestinationTopics(done, TopicCreation(), False)._align_configs(["beats"], wanted)
+    DestinationTopics(done, TopicCreation(), False)._align_configs({"beats": wanted})
     assert done.altered == []  # nothing asked of a topic already right (no AlterConfigs permission needed)
     caplog.clear()
     refused = Admin({"beats": "CreateTime"}, refuse=True)
-    DestinationTopics(refused, TopicCreation(), False)._align_configs(["beats"], wanted)
+    DestinationTopics(refused, TopicCreation(), False)._align_configs({"beats": wanted})
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == ["topic config not set"]
