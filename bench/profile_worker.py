@@ -46,7 +46,8 @@ def top(collapsed: Path, limit: int = 25) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The flags, with every one bench.harness.launch reads (the worker's client properties too)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_500_000)
     parser.add_argument("--size", type=int, default=100)
@@ -54,8 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--procs", type=int, default=1)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--worker-args", default="")
+    parser.add_argument("--consumer-props", default="", help="extra source consumer properties, k=v,k=v")
+    parser.add_argument("--producer-props", default="", help="extra destination producer properties, k=v,k=v")
     parser.add_argument("--native", action="store_true", help="include C frames (librdkafka, CPython)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     with bench_stack(kafka_only=True, kafka_heap_mb=768, reuse_running=False) as stack, tempfile.TemporaryDirectory() as tmp:
         clusters = Clusters(stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers)
         topic = f"prof-{uuid.uuid4().hex[:6]}"
