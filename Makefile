@@ -48,7 +48,8 @@ bench: setup
 # The same systems across a WAN: 0/50/100/200 ms round trips through Toxiproxy on the destination side, then on
 # the source side, and 1 % packet loss at 50 ms on each (root: iptables); the worker in both modes everywhere,
 # MirrorMaker 2 and the bare loop at 0 and 50 ms (bench/wan.py; 1M records of 100 B and of 1 KiB per run,
-# 2 repeats, ~1 hour; results in bench/results/wan-100.md and wan-1024.md).
+# 2 repeats, then the RSS over 10M records; ~40 minutes, 30 with --latency-s 0; results in
+# bench/results/wan-100.md and wan-1024.md).
 bench-wan: setup
 	@bash scripts/setup-bench.sh
 	@bash scripts/setup-toxiproxy.sh

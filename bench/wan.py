@@ -97,14 +97,14 @@ def conditions(sides: list[str], rtts: list[int], loss_pct: float = 0, goal_rtt:
             *((side, goal_rtt, loss_pct) for side in sides if loss_pct > 0)]
 
 
-PEERS_EVERYWHERE = ("worker", "worker-eos")
+EVERYWHERE = ("worker", "worker-eos")  # the systems measured in every condition; the others are peers
 
 
 def runs_at(system: str, rtt: int, loss_pct: float, peer_rtts: list[int]) -> bool:
     """The worker in both modes runs in every condition; the peers (MirrorMaker 2, the bare loop, a base tree's
     worker) only at the RTTs their comparison is judged at (--peer-rtts) and without loss: at 200 ms MirrorMaker 2
     alone would take most of the run."""
-    return system in PEERS_EVERYWHERE or (rtt in peer_rtts and not loss_pct)
+    return system in EVERYWHERE or (rtt in peer_rtts and not loss_pct)
 
 
 def proxy_ports(bootstrap_servers: str) -> list[int]:
