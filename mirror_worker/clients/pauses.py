@@ -1,5 +1,5 @@
 """How long to wait before asking a cluster again whether something it is doing is done (a new partition
-served, a topic visible, a coordinator loaded).
+served, a new topic visible or its config readable: topics/admin.py).
 
 The first answer is usually a few milliseconds away: a broker serves a partition it just created within
 milliseconds on loopback, and across a WAN the next question takes a round trip anyway. A fixed 200 ms pause

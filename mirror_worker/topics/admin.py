@@ -27,7 +27,11 @@ class TopicInfo:
 
 def describe_topics(client, timeout: float = 10.0) -> dict[str, TopicInfo]:
     """Topics visible through any client's metadata (consumer, producer or admin)."""
-    metadata = client.list_topics(timeout=timeout)
+    return topics_in(client.list_topics(timeout=timeout))
+
+
+def topics_in(metadata) -> dict[str, TopicInfo]:
+    """The topics of one metadata answer (ClusterMetadata), those without an error and with partitions."""
     topics = {}
     for name, topic in metadata.topics.items():
         if topic.error is not None or not topic.partitions:
@@ -72,19 +76,22 @@ class DestinationTopics:
         return wanted if current < min(source.partitions, wanted) else None
 
     def ensure(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None,
-               replication_factor: int | None = None) -> dict[str, int]:
+               replication_factor: int | None = None, existing: dict[str, TopicInfo] | None = None) -> dict[str, int]:
         """mapping: destination topic -> its source topic's info. Returns destination partition counts.
-        `replication_factor`: new topics get it instead of the one `topic-creation` derives from the source's."""
-        counts, failures = self.ensure_each(mapping, extra_config, replication_factor)
+        `replication_factor`: new topics get it instead of the one `topic-creation` derives from the source's.
+        `existing`: the destination's topics when the caller just read them (else read here)."""
+        counts, failures = self.ensure_each(mapping, extra_config, replication_factor, existing)
         if failures:
             raise TopicCreationError(next(iter(failures.values())))
         return counts
 
     def ensure_each(self, mapping: dict[str, TopicInfo], extra_config: dict[str, dict[str, str]] | None = None,
-                    replication_factor: int | None = None) -> tuple[dict[str, int], dict[str, str]]:
+                    replication_factor: int | None = None, existing: dict[str, TopicInfo] | None = None
+                    ) -> tuple[dict[str, int], dict[str, str]]:
         """As `ensure`, topic by topic: (partition counts of the topics made or found, {topic: why not} of
         those the destination would not create or grow: a name too long, a collision, a refused config...)."""
-        existing = describe_topics(self.admin, self.timeout)
+        if existing is None:
+            existing = describe_topics(self.admin, self.timeout)
         failures: dict[str, str] = {}
         new_topics = [
             NewTopic(
@@ -125,8 +132,9 @@ class DestinationTopics:
         it when new and set on it when it exists and differs (best effort: a destination that refuses it is
         logged, not fatal). All in one go: across a WAN each of these steps is a round trip or more, and the
         worker used to take them once per topic (bench.wan's logs: 0.4-0.6 s of start-up at 100 ms per topic)."""
+        metadata = self.admin.list_topics(timeout=self.timeout)  # one request: the live brokers and the topics
         self.ensure({t: TopicInfo(t, 1, 1) for t in topics}, dict(topics),
-                    internal_replication_factor(self.admin, self.creation, self.timeout))
+                    internal_replication_factor(self.admin, self.creation, self.timeout, metadata), topics_in(metadata))
         configs = {t: config for t, config in topics.items() if config}
         if configs:
             self._align_configs(configs)
@@ -246,9 +254,10 @@ def _not_served_yet(future, timeout: float) -> bool:
     return False
 
 
-def internal_replication_factor(admin, creation: TopicCreation, timeout: float) -> int:
-    """`creation`'s internal replication factor for the destination `admin` talks to, by its live brokers."""
-    brokers = len(admin.list_topics(timeout=timeout).brokers)
+def internal_replication_factor(admin, creation: TopicCreation, timeout: float, metadata=None) -> int:
+    """`creation`'s internal replication factor for the destination `admin` talks to, by its live brokers (in
+    `metadata` when the caller holds a fresh answer, else asked)."""
+    brokers = len((metadata if metadata is not None else admin.list_topics(timeout=timeout)).brokers)
     factor = creation.internal_replication_factor_for(brokers)
     if 0 < factor < creation.internal_replication_factor:
         log.warning("fewer live destination brokers than the internal topics' replication factor",

@@ -92,7 +92,6 @@ class InternalDestination(SlowLeaders):
     def __init__(self, clock):
         super().__init__(clock, {}, partitions=1)
         self.calls: list[str] = []
-        self.altered: dict[str, dict] = {}
 
     def list_topics(self, timeout=None):
         self.calls.append("metadata")
@@ -125,3 +124,6 @@ def test_the_internal_topics_are_made_in_one_go_each_with_its_own_config(clock):
     assert admin.created_configs["m.dead"] == {}
     assert [c for c in admin.calls if c.startswith("describe configs")] == [
         "describe configs m.positions,m.syncs,mirror.heartbeats"]  # a topic without a config is not checked
+    # One metadata answer gives the live brokers and the topics there (before: one request each), then one to see
+    # the new topics.
+    assert admin.calls[:2] == ["metadata", "create m.dead,m.positions,m.syncs,mirror.heartbeats"]
