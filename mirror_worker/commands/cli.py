@@ -157,7 +157,7 @@ def _mirror_config(args: argparse.Namespace) -> MirrorConfig:
     kafka, destination_registry = _split(args.producer_config, args.destination_schema_registry_url,
                                          "--destination.schema.registry.url")
     producer = producer_settings(kafka, f"--producer.config {args.producer_config}", args.queue_size,
-                                 exactly_once=bool(args.exactly_once), sized_by_round_trip=True)
+                                 exactly_once=bool(args.exactly_once))
     fields = {k: getattr(args, k) for k in _CLI_FIELDS if getattr(args, k) is not None}
     fields["destination_schema_registry"] = destination_registry
     fields.update(

@@ -11,9 +11,8 @@ Three things hold records between the source and the destination's acknowledgeme
   bound before: 10,000 records of 1 MB each would have been 10 GB).
 
 A partition's records cross to its leader about one batch per round trip, so a destination far away needs more
-records in flight to keep the same rate: `queue_size` follows the round trip, and so does the producers'
-`linger.ms` (linger_ms_for). The bytes follow the budget: the consumers' prefetch is counted as configured, the
-producers share what is left. Whatever the settings name wins.
+records in flight to keep the same rate: `queue_size` follows the round trip. The bytes follow the budget: the
+consumers' prefetch is counted as configured, the producers share what is left. Whatever the settings name wins.
 """
 
 from __future__ import annotations
@@ -21,13 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from mirror_worker.config.librdkafka import (
-    CONSUMER_DEFAULTS,
-    EXACTLY_ONCE_LINGER_MS,
-    PRODUCER_DEFAULTS,
-    WAN_FETCH_MAX_BYTES,
-    is_near,
-)
+from mirror_worker.config.librdkafka import CONSUMER_DEFAULTS, WAN_FETCH_MAX_BYTES, is_near
 
 MIB = 1024 * 1024
 # In-flight data of one worker process, unless the spec (`inflight-budget-bytes`) or the flag
@@ -54,29 +47,6 @@ UNMEASURED_ROUND_TRIP_S = 0.05
 MIN_PRODUCER_QUEUE_BYTES = 8 * MIB
 
 
-# linger.ms far from the destination. librdkafka's idempotent producer sends a partition's next request only once
-# the one in flight is answered (it allows 5 records in flight a partition: any batch is more), so a batch waits a
-# round trip whatever linger.ms says. But once its first record is older than linger.ms, the broker thread's
-# wake-up is set to "now" before the in-flight check refuses the send (rdkafka_broker.c
-# rd_kafka_toppar_producer_serve, librdkafka 2.16): the thread spins until the answer comes. With the destination
-# 50 ms away (1M x 100 B, bench.wan, 2026-11-30) the producer's broker thread took 2.6-2.8 CPU-s with linger.ms 1,
-# 1.8 with 50, 0.4 with 200 (0.5-0.8 on loopback). Lingering one round trip costs a steady stream nothing (its
-# batch waits for the answer anyway; p50 of 10,000 live msgs/s 74.6 against 74.0 ms, p99 126 against 147), only
-# a record that finds its partition idle waits up to one round trip longer. Two round trips took the spin away but
-# put 23 ms on the p50 and 180 on the p99. Not measured (None): the mode's default (a WAN wrongly assumed would
-# cost latency, the spin only CPU).
-MAX_LINGER_MS = 500
-
-
-def linger_ms_for(round_trip_s: float | None, exactly_once: bool = False) -> int:
-    """The mirrored records' producers' linger.ms for a destination `round_trip_s` away: the mode's default near it
-    or unmeasured (config/librdkafka.py), the round trip in whole milliseconds far from it, at most MAX_LINGER_MS."""
-    near = int(EXACTLY_ONCE_LINGER_MS if exactly_once else PRODUCER_DEFAULTS["linger.ms"])
-    if round_trip_s is None or is_near(round_trip_s):
-        return near
-    return max(near, min(MAX_LINGER_MS, math.ceil(round_trip_s * 1000)))
-
-
 @dataclass(frozen=True)
 class InflightSizes:
     """What the worker holds in flight, and which of it the settings named (`named`: setting -> True)."""
@@ -86,7 +56,6 @@ class InflightSizes:
     queue_size: int
     producer_queue_kbytes: int  # each producer's queue.buffering.max.kbytes
     consumer_queue_bytes: int  # every source consumer's prefetch, with one fetch of overshoot each
-    linger_ms: int = int(PRODUCER_DEFAULTS["linger.ms"])  # the mirrored records' producers' linger.ms
     named: dict[str, bool] = field(default_factory=dict)
 
     @property
@@ -112,18 +81,15 @@ def consumer_prefetch_bytes(consumer: dict[str, str]) -> int:
 
 
 def inflight_sizes(round_trip_s: float | None, budget_bytes: int, queue_size: int | None,
-                   producer: dict[str, str], consumers: list[dict[str, str]], producers: int,
-                   exactly_once: bool = False) -> InflightSizes:
+                   producer: dict[str, str], consumers: list[dict[str, str]], producers: int) -> InflightSizes:
     """The in-flight sizes for a destination `round_trip_s` away within `budget_bytes`.
 
     `queue_size`: the configured one (None: sized here); `producer`: the mirrored records' producers' settings
-    (a queue.buffering.max.kbytes or linger.ms there is kept: parsed with `sized_by_round_trip`, it is there only
-    when named); `consumers`: each source consumer's settings as it will be made (its queued.max.messages.kbytes
-    and fetch size are counted, not changed); `producers`: how many producers share the rest of the budget (each
-    gets its own queue.buffering.max.kbytes)."""
+    (a queue.buffering.max.kbytes there is kept); `consumers`: each source consumer's settings as it will be
+    made (its queued.max.messages.kbytes and fetch size are counted, not changed); `producers`: how many
+    producers share the rest of the budget (each gets its own queue.buffering.max.kbytes)."""
     named = {"queue.size": queue_size is not None,
-             "queue.buffering.max.kbytes": "queue.buffering.max.kbytes" in producer,
-             "linger.ms": "linger.ms" in producer}
+             "queue.buffering.max.kbytes": "queue.buffering.max.kbytes" in producer}
     consumer_bytes = sum(consumer_prefetch_bytes(c) for c in consumers)
     if named["queue.buffering.max.kbytes"]:
         kbytes = int(producer["queue.buffering.max.kbytes"])
@@ -133,9 +99,7 @@ def inflight_sizes(round_trip_s: float | None, budget_bytes: int, queue_size: in
     return InflightSizes(
         round_trip_s=round_trip_s, budget_bytes=budget_bytes,
         queue_size=queue_size if queue_size is not None else queue_size_for(round_trip_s),
-        producer_queue_kbytes=kbytes, consumer_queue_bytes=consumer_bytes,
-        linger_ms=int(producer["linger.ms"]) if named["linger.ms"] else linger_ms_for(round_trip_s, exactly_once),
-        named=named,
+        producer_queue_kbytes=kbytes, consumer_queue_bytes=consumer_bytes, named=named,
     )
 
 

@@ -231,19 +231,14 @@ EXACTLY_ONCE_LINGER_MS = "5"
 
 
 def producer_settings(settings: dict[str, str], where: str, queue_size: int | None,
-                      exactly_once: bool = False, placeholders: PlaceholderRule | None = None,
-                      sized_by_round_trip: bool = False) -> dict[str, str]:
+                      exactly_once: bool = False, placeholders: PlaceholderRule | None = None) -> dict[str, str]:
     """`queue_size`: the records in flight the producer takes (queue.buffering.max.messages, unless the settings
-    name one); None leaves it to the worker, which sizes it from the destination's round trip (config/inflight.py).
-    `sized_by_round_trip`: the mirrored records' producers, whose linger.ms the worker picks from that round trip
-    (config/inflight.py linger_ms_for): left out unless named."""
+    name one); None leaves it to the worker, which sizes it from the destination's round trip (config/inflight.py)."""
     translated = translate_java_settings(settings, where, placeholders)
     for key, (allowed, why) in _PRODUCER_REQUIRED.items():
         if key in translated and translated[key].lower() not in allowed:
             raise ConfigError(f"{where}: {key}={translated[key]} refused: {why}")
     defaults = {**PRODUCER_DEFAULTS, **({"linger.ms": EXACTLY_ONCE_LINGER_MS} if exactly_once else {})}
-    if sized_by_round_trip:
-        del defaults["linger.ms"]
     sized = {} if queue_size is None else {"queue.buffering.max.messages": str(queue_size)}
     merged = {**defaults, **sized, **translated}
     check_librdkafka(merged, "producer", where)

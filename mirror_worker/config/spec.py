@@ -301,7 +301,7 @@ def _mirror_config(group: dict, mirror: dict, prefix: str, where: str, derived: 
     producer = producer_settings(
         _client_dict(destination.get("kafka"), f"{where}: destination kafka", destination),
         f"{where}: destination kafka", queue_size,
-        exactly_once=fields.get("delivery") == "exactly-once", sized_by_round_trip=True,
+        exactly_once=fields.get("delivery") == "exactly-once",
     )
     if destination.get("heartbeat-kafka"):
         fields["heartbeat_producer"] = producer_settings(

@@ -1,27 +1,23 @@
 """What the mirrored records' producers are built with beyond the operator's settings: their share of what is in
-flight and their linger.ms (sized from the destination's round trip, engine/inflight.py) and batches fitted to the
-destination topics.
-Settings the operator named always win; a heartbeat producer with settings of its own (--timings.producer.config)
-gets none of this."""
+flight (sized from the destination's round trip, engine/inflight.py) and batches fitted to the destination topics.
+Settings the operator named always win; the worker's other producers (heartbeats) get none of this."""
 
 from __future__ import annotations
 
 import logging
 
-from mirror_worker.config.inflight import InflightSizes, linger_ms_for
+from mirror_worker.config.inflight import InflightSizes
 from mirror_worker.config.librdkafka import KAFKA_MAX_MESSAGE_BYTES, LIBRDKAFKA_MESSAGE_MAX_BYTES, fitted_to_topics
 
 log = logging.getLogger("mirror_worker")
 
 
 class ProducerSizing:
-    def __init__(self, named: dict, queue_size: int, label: dict, exactly_once: bool = False) -> None:
+    def __init__(self, named: dict, queue_size: int, label: dict) -> None:
         self.named = named  # the producer settings as configured
         self.label = label
         self.queue_size = queue_size  # records in flight across the producers
         self.producer_queue_kbytes: int | None = None  # each producer's queue.buffering.max.kbytes, from the budget
-        # linger.ms, unless named (then it is in `named`): the mode's default until resize takes the round trip's.
-        self.linger_ms = linger_ms_for(None, exactly_once)
         # batch.size fitted to the destination topics by refit: the configured one or lower; unnamed, what the
         # topics take (config/librdkafka.py fitted_to_topics).
         self.batch_bytes = int(fitted_to_topics(named, [])["batch.size"])
@@ -34,15 +30,12 @@ class ProducerSizing:
     def resize(self, sizes: InflightSizes) -> None:
         self.queue_size = sizes.queue_size
         self.producer_queue_kbytes = sizes.producer_queue_kbytes
-        self.linger_ms = sizes.linger_ms
 
     def fitted(self) -> dict[str, str]:
         """The settings a mirrored records' producer gets on top of the named ones."""
         fitted = {"batch.size": str(self.batch_bytes)}
         if self.message_max_bytes is not None:
             fitted["message.max.bytes"] = str(self.message_max_bytes)
-        if "linger.ms" not in self.named:
-            fitted["linger.ms"] = str(self.linger_ms)
         if "queue.buffering.max.messages" not in self.named:
             fitted["queue.buffering.max.messages"] = str(self.queue_size)
         if self.producer_queue_kbytes is not None and "queue.buffering.max.kbytes" not in self.named:

@@ -96,8 +96,7 @@ class MirrorWorker:
         self._label = {"mirror": config.name}
         # Records in flight across the producers: the configured queue_size, else sized at start() from the
         # destination's round trip (engine/inflight.py); until then (unit tests that only assemble) the near default.
-        self.sizing = ProducerSizing(config.producer, config.queue_size or LOOPBACK_QUEUE_SIZE, self._label,
-                                     config.exactly_once)
+        self.sizing = ProducerSizing(config.producer, config.queue_size or LOOPBACK_QUEUE_SIZE, self._label)
         self.batch_size = _batch_size(self.sizing.queue_size)
         self.backlog = Backlog()  # exactly-once: whether the loop is behind its sources (the cycles' spacing)
         self.router = Router(

@@ -185,7 +185,7 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     """Issue 45: the worker sizes what it holds in flight toward the destination from the round trip it measured
     at start: a destination 50 ms away gets 45,000 records in flight (at 50 ms, 10,000 held the bench's copy at
     51 % of its loopback rate, 40,000 at 70 %), the producers' bytes within the memory budget. It logs and exports
-    the sizes it chose (its producers' linger.ms too), and copies every record."""
+    the sizes it chose, and copies every record."""
     from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, queue_size_for
     from mirror_worker.config.librdkafka import (
         LOOPBACK_PARTITION_FETCH_BYTES,
@@ -217,9 +217,5 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     assert limits[(("limit", "producer_queue_bytes"),)] == sized["producer_queue_kbytes"] * 1024
     assert limits[(("limit", "consumer_queue_bytes"),)] + limits[(("limit", "producer_queue_bytes"),)] \
         <= DEFAULT_INFLIGHT_BUDGET_BYTES
-    # Its producers linger one round trip (config/inflight.py linger_ms_for): with librdkafka's 1 ms their broker
-    # thread spun while each partition's batch waited for the answer to the one before.
-    assert sized["linger_ms"] >= 45 and abs(sized["linger_ms"] - sized["round_trip_ms"]) <= 1, sized
-    assert limits[(("limit", "linger_ms"),)] == sized["linger_ms"]
     copied = [m.value() for m in read_topic(clusters["destination"].bootstrap_servers, worker.topic, idle=1)]
     assert sorted(copied) == sorted(f"{worker.topic}-{i}".encode() for i in range(200))  # every record, each once

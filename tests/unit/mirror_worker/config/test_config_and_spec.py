@@ -244,32 +244,23 @@ groups:
 
 def test_exactly_once_producers_linger_longer_unless_the_settings_name_a_linger(props, tmp_path):
     """A transaction's records are visible only once it commits, and the commit sends what lingers at once:
-    exactly-once producers linger 5 ms (fewer produce requests per transaction), at-least-once keep 1 ms. The
-    mirrored records' producers get theirs from the worker (it follows the destination's round trip,
-    config/inflight.py linger_ms_for): the parsed settings hold a linger.ms only when it is named."""
-    from mirror_worker.engine.producer_sizing import ProducerSizing
-
+    exactly-once producers linger 5 ms (fewer produce requests per transaction), at-least-once keep 1 ms."""
     consumer = props("source.properties", "bootstrap.servers=127.0.0.1:1\ngroup.id=g1\nisolation.level=read_committed\n")
     plain = props("dest.properties", "bootstrap.servers=127.0.0.1:2\n")
     own = props("dest-linger.properties", "bootstrap.servers=127.0.0.1:2\nlinger.ms=3\n")
 
-    def linger(cfg) -> str:
-        """The linger.ms the worker's producers get before the round trip is measured."""
-        return {**cfg.producer, **ProducerSizing(cfg.producer, 10_000, {}, cfg.exactly_once).fitted()}["linger.ms"]
-
     def flags(producer, *extra):
         return config_from_args(parse_args(["--consumer.config", consumer, "--producer.config", producer,
-                                            "--whitelist", "t", *extra]))
+                                            "--whitelist", "t", *extra])).producer["linger.ms"]
 
-    assert "linger.ms" not in flags(plain).producer and "linger.ms" not in flags(plain, "--exactly.once").producer
-    assert linger(flags(plain)) == "1"
-    assert linger(flags(plain, "--exactly.once")) == "5"
-    assert flags(own, "--exactly.once").producer["linger.ms"] == "3" == linger(flags(own, "--exactly.once"))
+    assert flags(plain) == "1"
+    assert flags(plain, "--exactly.once") == "5"
+    assert flags(own, "--exactly.once") == "3"
     path = tmp_path / "mirrors.yaml"
     path.write_text(LINGER_SPEC)
     entries = {e.name: e.config for e in load_entries(path)}
-    assert linger(entries["copied"]) == "1"
-    assert linger(entries["transactional"]) == "5"
+    assert entries["copied"].producer["linger.ms"] == "1"
+    assert entries["transactional"].producer["linger.ms"] == "5"
     path.write_text(LINGER_SPEC.replace('"127.0.0.1:2"}', '"127.0.0.1:2", linger.ms: 3}'))
     entries = {e.name: e.config for e in load_entries(path)}
-    assert linger(entries["transactional"]) == "3" and linger(entries["copied"]) == "3"
+    assert entries["transactional"].producer["linger.ms"] == "3" and entries["copied"].producer["linger.ms"] == "3"

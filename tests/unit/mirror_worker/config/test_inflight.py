@@ -8,13 +8,11 @@ import pytest
 from mirror_worker.config.inflight import (
     DEFAULT_INFLIGHT_BUDGET_BYTES,
     LOOPBACK_QUEUE_SIZE,
-    MAX_LINGER_MS,
     MAX_QUEUE_SIZE,
     MIB,
     MIN_PRODUCER_QUEUE_BYTES,
     consumer_prefetch_bytes,
     inflight_sizes,
-    linger_ms_for,
     queue_size_for,
     within_budget,
 )
@@ -44,36 +42,14 @@ def test_the_producers_share_the_budget_left_by_the_consumers_prefetch():
     assert sizes.producer_queue_kbytes == (DEFAULT_INFLIGHT_BUDGET_BYTES - prefetch) // 2 // 1024
     assert sizes.queue_size == 45_000
     assert within_budget(sizes, 2)
-    assert sizes.linger_ms == 50
-    assert sizes.named == {"queue.size": False, "queue.buffering.max.kbytes": False, "linger.ms": False}
+    assert sizes.named == {"queue.size": False, "queue.buffering.max.kbytes": False}
 
 
 def test_hand_set_values_win_whatever_the_round_trip():
-    producer = {"queue.buffering.max.kbytes": "4096", "linger.ms": "7"}
+    producer = {"queue.buffering.max.kbytes": "4096"}
     sizes = inflight_sizes(0.2, DEFAULT_INFLIGHT_BUDGET_BYTES, 20_000, producer, [SOURCE], producers=1)
-    assert (sizes.queue_size, sizes.producer_queue_kbytes, sizes.linger_ms) == (20_000, 4096, 7)
-    assert sizes.named == {"queue.size": True, "queue.buffering.max.kbytes": True, "linger.ms": True}
-
-
-@pytest.mark.parametrize("round_trip, exactly_once, expected", [
-    (0.0008, False, 1),     # loopback, one datacenter: the modes' defaults, as before
-    (0.0008, True, 5),
-    (0.010, False, 1),
-    (None, False, 1),       # not measured: a WAN wrongly assumed would cost latency, the spin only CPU
-    (None, True, 5),
-    (0.015, False, 15),     # a WAN: one round trip, whole milliseconds up
-    (0.0501, False, 51),
-    (0.050, True, 50),
-    (0.200, False, 200),
-    (2.0, False, MAX_LINGER_MS),
-])
-def test_the_producers_linger_one_round_trip_of_a_far_destination(round_trip, exactly_once, expected):
-    """librdkafka's idempotent producer sends a partition's next batch only when the request in flight is answered,
-    and its broker thread spins from the moment that batch outlives linger.ms until the answer: a far destination's
-    producers linger one round trip (the batch waits for the answer anyway)."""
-    assert linger_ms_for(round_trip, exactly_once) == expected
-    sizes = inflight_sizes(round_trip, DEFAULT_INFLIGHT_BUDGET_BYTES, None, {}, [SOURCE], 1, exactly_once)
-    assert sizes.linger_ms == expected
+    assert (sizes.queue_size, sizes.producer_queue_kbytes) == (20_000, 4096)
+    assert sizes.named == {"queue.size": True, "queue.buffering.max.kbytes": True}
 
 
 def test_a_budget_smaller_than_the_prefetch_still_leaves_each_producer_its_floor_and_says_so():

@@ -27,21 +27,3 @@ def test_a_topic_taking_larger_records_still_raises_it_and_a_named_value_is_kept
     named = ProducerSizing({"message.max.bytes": "900000"}, 10_000, {})
     assert "message.max.bytes" not in named.fitted()
     assert named.refit([KAFKA_MAX_MESSAGE_BYTES]) is False
-
-
-def test_the_producers_linger_follows_the_sizes_chosen_for_the_round_trip_unless_named():
-    """The producers are made after the round trip is measured (engine/worker.py start): they take its linger.ms
-    (one round trip of a far destination, config/inflight.py linger_ms_for); a linger.ms the settings name stays."""
-    from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, inflight_sizes
-
-    for exactly_once, near in ((False, "1"), (True, "5")):
-        sizing = ProducerSizing({}, 10_000, {}, exactly_once)
-        assert sizing.fitted()["linger.ms"] == near  # before the round trip is known: the mode's default
-        sizing.resize(inflight_sizes(0.05, DEFAULT_INFLIGHT_BUDGET_BYTES, None, {}, [], 1, exactly_once))
-        assert sizing.fitted()["linger.ms"] == "50"
-        sizing.resize(inflight_sizes(0.0005, DEFAULT_INFLIGHT_BUDGET_BYTES, None, {}, [], 1, exactly_once))
-        assert sizing.fitted()["linger.ms"] == near
-    named = {"linger.ms": "3"}
-    sizing = ProducerSizing(named, 10_000, {})
-    sizing.resize(inflight_sizes(0.05, DEFAULT_INFLIGHT_BUDGET_BYTES, None, named, [], 1))
-    assert "linger.ms" not in sizing.fitted()
