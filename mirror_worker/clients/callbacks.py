@@ -15,7 +15,7 @@ from mirror_worker.clients.factory import admin_client, librdkafka_log
 from mirror_worker.clients.first_contact import Probe, first_contact
 from mirror_worker.clients.fold import REPEATS_FIELD, RepeatFold, kind_of
 from mirror_worker.clients.health import DESTINATION, ClientHealth
-from mirror_worker.clients.round_trip import round_trip_s
+from mirror_worker.clients.round_trip import round_trip_s, round_trips
 from mirror_worker.config.librdkafka import connection_settings
 from mirror_worker.metrics import MirrorMetrics
 
@@ -116,13 +116,15 @@ class ClientSettings:
         """The destination's cluster id, once it and every source ({name: consumer settings}) answered, in one
         wait, so that each cluster that does not is named. A source is asked through a short-lived admin client
         (its connections close on return); its stream's clients come later and find it answering. Then each
-        cluster's round trip, over the connection just made (`round_trips`, logged and exported)."""
+        cluster's round trip, over the connection just made, every cluster at once (`round_trips`, logged and
+        exported)."""
         probes = [Probe(destination_admin, "destination", DESTINATION)] + [
             Probe(admin_client(self.client(connection_settings(settings), cluster=name), whole=True),
                   f"source {name!r}", name) for name, settings in sources.items()]
         destination_id = self.cluster_ids(probes, timeout_s)[0]
+        self.round_trips.update(round_trips({probe.cluster: probe.client for probe in probes}, measure))
         for probe in probes:
-            took = self.round_trips[probe.cluster] = measure(probe.client)
+            took = self.round_trips[probe.cluster]
             if took is not None:
                 self.metrics.round_trip.labels(cluster=probe.cluster, **self.label).set(took)
         log.info("round trips measured", extra={**self.label, "round_trip_ms": {

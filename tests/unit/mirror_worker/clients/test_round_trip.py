@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from mirror_worker.clients.callbacks import ClientSettings
 from mirror_worker.clients.health import DESTINATION
-from mirror_worker.clients.round_trip import PROBE_TOPIC, round_trip_s
+from mirror_worker.clients.round_trip import PROBE_TOPIC, SAMPLES, round_trip_s, round_trips
 from mirror_worker.config.librdkafka import (
     LOOPBACK_FETCH_MAX_BYTES,
     LOOPBACK_PARTITION_FETCH_BYTES,
@@ -22,22 +24,35 @@ from mirror_worker.metrics import MirrorMetrics
 
 
 class Clock:
+    """A fake clock per thread: the samples are asked from threads of their own, each timed on its own clock."""
+
     def __init__(self) -> None:
-        self.now = 0.0
+        self.local = threading.local()
+
+    @property
+    def now(self) -> float:
+        return getattr(self.local, "now", 0.0)
+
+    @now.setter
+    def now(self, value: float) -> None:
+        self.local.now = value
 
     def __call__(self) -> float:
         return self.now
 
 
 class TimedClient:
-    """Each metadata request takes the next of `took` seconds of the fake clock; an exception is raised."""
+    """Each metadata request takes the next of `took` seconds of the fake clock (of the thread that asks, in the
+    order the threads ask); an exception is raised."""
 
     def __init__(self, clock: Clock, took: list) -> None:
         self.clock, self.took, self.asked = clock, list(took), []
+        self.lock = threading.Lock()
 
     def list_topics(self, topic=None, timeout=None):
-        self.asked.append(topic)
-        took = self.took.pop(0)
+        with self.lock:
+            self.asked.append(topic)
+            took = self.took.pop(0)
         if isinstance(took, Exception):
             raise took
         self.clock.now += took
@@ -53,10 +68,32 @@ def test_the_shortest_of_three_requests_for_one_topic_is_the_round_trip():
 def test_a_cluster_that_stops_answering_keeps_what_was_measured():
     clock = Clock()
     timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT))
-    assert round_trip_s(TimedClient(clock, [0.040, timed_out]), clock=clock) == pytest.approx(0.040)
-    assert round_trip_s(TimedClient(clock, [timed_out]), clock=clock) is None
+    assert round_trip_s(TimedClient(clock, [0.040, timed_out, timed_out]), clock=clock) == pytest.approx(0.040)
+    assert round_trip_s(TimedClient(clock, [timed_out] * 3), clock=clock) is None
 
 
+class BarrierClient:
+    """Answers only once `parties` requests are waiting at the same time: asked one after the other, the first
+    would wait in vain (its barrier breaks after `timeout_s`, and the request counts as unanswered)."""
+
+    def __init__(self, parties: int, timeout_s: float = 5.0) -> None:
+        self.barrier = threading.Barrier(parties, timeout=timeout_s)
+
+    def list_topics(self, topic=None, timeout=None):
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT)) from None
+
+
+def test_the_samples_and_the_clusters_are_asked_at_once():
+    """The defect (bench.wan's worker logs, 50 ms away): three metadata requests one after the other, then the
+    next cluster's, put each far cluster's round trip three times on the way to the first record (0.1 s at 50 ms,
+    0.4 s at 200 ms). Every sample of every cluster is now in flight at the same time."""
+    assert round_trip_s(BarrierClient(SAMPLES)) is not None
+    both = BarrierClient(2 * SAMPLES)
+    measured = round_trips({DESTINATION: both, "east": both})
+    assert set(measured) == {DESTINATION, "east"} and None not in measured.values()
 @pytest.mark.parametrize("round_trip, expected", [
     (0.0008, LOOPBACK_PARTITION_FETCH_BYTES),  # loopback, a datacenter
     (0.004, LOOPBACK_PARTITION_FETCH_BYTES),   # across zones
