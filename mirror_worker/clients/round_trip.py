@@ -21,27 +21,26 @@ def round_trip_s(client, samples: int = SAMPLES, timeout_s: float = 10.0,
     contact was made, so no connection set-up is timed); None if the cluster did not answer. The shortest,
     because a loaded machine only ever adds to a round trip: a busy moment must not look like a WAN.
 
-    The samples are asked at once, each from a thread of its own (librdkafka sends them down the same connection
-    one behind the other): start-up waits one round trip for them, not one per sample (0.1 s at 50 ms, 0.4 s at
-    200 ms). Taken one after the other they were no further apart in time on a near cluster either, where a busy
-    moment matters: milliseconds."""
-    def sample(_: int) -> float | None:
+    One after the other: asked at once from threads of their own, three samples through a 50 ms proxy measured
+    98-106 ms in half the runs, 200 ms ones 404 (bench.wan, 2026-11-30): librdkafka answered the second request
+    after the first, and the shortest was two round trips. Sizes taken from that would be a WAN twice as far."""
+    best = None
+    for _ in range(samples):
         started = clock()
         try:
             client.list_topics(topic=PROBE_TOPIC, timeout=timeout_s)
         except KafkaException:
-            return None
-        return clock() - started
-
-    with ThreadPoolExecutor(samples, thread_name_prefix="round-trip") as pool:
-        took = [t for t in pool.map(sample, range(samples)) if t is not None]
-    return min(took) if took else None
+            return best
+        took = clock() - started
+        best = took if best is None else min(best, took)
+    return best
 
 
 def round_trips(clients: dict[str, object], measure: Callable[[object], float | None] = round_trip_s
                 ) -> dict[str, float | None]:
-    """Each named cluster's round trip (`clients`: name -> a client that made contact), all measured at once:
-    start-up waits for the farthest, not for the sum of them."""
+    """Each named cluster's round trip (`clients`: name -> a client that made contact), each cluster from a thread
+    of its own (their own connections): start-up waits for the farthest cluster's samples, not for every
+    cluster's one after the other."""
     if not clients:
         return {}
     with ThreadPoolExecutor(len(clients), thread_name_prefix="round-trips") as pool:

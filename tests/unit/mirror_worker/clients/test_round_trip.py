@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirror_worker.clients.callbacks import ClientSettings
 from mirror_worker.clients.health import DESTINATION
-from mirror_worker.clients.round_trip import PROBE_TOPIC, SAMPLES, round_trip_s, round_trips
+from mirror_worker.clients.round_trip import PROBE_TOPIC, round_trip_s, round_trips
 from mirror_worker.config.librdkafka import (
     LOOPBACK_FETCH_MAX_BYTES,
     LOOPBACK_PARTITION_FETCH_BYTES,
@@ -68,32 +68,45 @@ def test_the_shortest_of_three_requests_for_one_topic_is_the_round_trip():
 def test_a_cluster_that_stops_answering_keeps_what_was_measured():
     clock = Clock()
     timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT))
-    assert round_trip_s(TimedClient(clock, [0.040, timed_out, timed_out]), clock=clock) == pytest.approx(0.040)
-    assert round_trip_s(TimedClient(clock, [timed_out] * 3), clock=clock) is None
+    assert round_trip_s(TimedClient(clock, [0.040, timed_out]), clock=clock) == pytest.approx(0.040)
+    assert round_trip_s(TimedClient(clock, [timed_out]), clock=clock) is None
 
 
 class BarrierClient:
-    """Answers only once `parties` requests are waiting at the same time: asked one after the other, the first
-    would wait in vain (its barrier breaks after `timeout_s`, and the request counts as unanswered)."""
+    """Its first request is answered only once `parties` requests (of any client sharing the barrier) wait at the
+    same time: asked one after the other, it waits in vain (the barrier breaks after `timeout_s`, and the request
+    counts as unanswered). Later ones are answered at once."""
 
-    def __init__(self, parties: int, timeout_s: float = 5.0) -> None:
-        self.barrier = threading.Barrier(parties, timeout=timeout_s)
+    def __init__(self, barrier: threading.Barrier) -> None:
+        self.barrier, self.asked = barrier, 0
 
     def list_topics(self, topic=None, timeout=None):
+        self.asked += 1
+        if self.asked > 1:
+            return
         try:
             self.barrier.wait()
         except threading.BrokenBarrierError:
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT)) from None
 
 
-def test_the_samples_and_the_clusters_are_asked_at_once():
-    """The defect (bench.wan's worker logs, 50 ms away): three metadata requests one after the other, then the
-    next cluster's, put each far cluster's round trip three times on the way to the first record (0.1 s at 50 ms,
-    0.4 s at 200 ms). Every sample of every cluster is now in flight at the same time."""
-    assert round_trip_s(BarrierClient(SAMPLES)) is not None
-    both = BarrierClient(2 * SAMPLES)
-    measured = round_trips({DESTINATION: both, "east": both})
-    assert set(measured) == {DESTINATION, "east"} and None not in measured.values()
+def test_the_clusters_are_measured_at_once_each_clusters_samples_one_after_the_other(monkeypatch):
+    """The defect: each cluster's three samples, then the next cluster's: a worker with two far clusters waited
+    for both round trips three times. The clusters are now measured side by side. A cluster's own samples stay one
+    after the other: asked at once through a 50 ms proxy they measured two round trips in half the runs."""
+    barrier = threading.Barrier(2, timeout=5)
+    clients = ClientSettings(MirrorMetrics("m"), {"mirror": "m"}, FakeState(), lambda err, msg: None)
+    monkeypatch.setattr(ClientSettings, "cluster_ids", lambda self, probes, timeout_s: ["dest-id", "east-id"])
+    monkeypatch.setattr("mirror_worker.clients.callbacks.admin_client", lambda settings, whole: BarrierClient(barrier))
+    clients.reach_all(BarrierClient(barrier), {"east": {"bootstrap.servers": "e:1"}}, 5)
+    assert set(clients.round_trips) == {DESTINATION, "east"} and None not in clients.round_trips.values()
+    assert round_trips({}) == {}
+    clock = Clock()
+    client = TimedClient(clock, [0.050, 0.051, 0.052])
+    assert round_trip_s(client, clock=clock) == pytest.approx(0.050)
+    assert clock.now == pytest.approx(0.153)  # one thread's clock: the samples one after the other
+
+
 @pytest.mark.parametrize("round_trip, expected", [
     (0.0008, LOOPBACK_PARTITION_FETCH_BYTES),  # loopback, a datacenter
     (0.004, LOOPBACK_PARTITION_FETCH_BYTES),   # across zones
