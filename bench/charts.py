@@ -133,7 +133,8 @@ def wan_charts(rows: list[dict], stem: str) -> dict[str, str]:
 
 KINDS = {"compare": compare_charts, "wan": wan_charts}
 # The results the benchmark pages show, whose charts are drawn: (result file stem, kind).
-PAGES = [("latest", "compare"), ("wan", "wan"), ("wan-100", "wan"), ("wan-1024", "wan"), ("wan-1m-50ms-quiet", "wan"), ("wan-1m-50ms-wan-settings", "wan")]
+PAGES = [("latest", "compare"), ("wan", "wan"), ("wan-100", "wan"), ("wan-1024", "wan"), ("wan-1m-50ms-quiet", "wan"),
+         ("wan-1m-50ms-wan-settings", "wan")]
 
 
 def redraw(stem: str, results: Path = RESULTS) -> list[Path]:
