@@ -20,6 +20,7 @@ from mirror_worker.policy.naming import check_mapping
 from mirror_worker.policy.routing import Router
 from mirror_worker.topics.admin import DestinationTopics, TopicInfo, describe_topics, outgrown_topics
 from mirror_worker.topics.configs import (
+    AppliedChanges,
     creation_configs,
     exclusion_pattern,
     sync_topic_configs,
@@ -65,6 +66,7 @@ class TopicManagement:
         self.empty_since: dict[str, float] = {}  # source -> since when its topic filter selects nothing
         self.selecting_nothing: set[str] = set()  # sources reported selecting no topic
         self.limits_unknown: str | None = None  # why new topics' timestamp limits cannot be raised (said once)
+        self.applied = AppliedChanges()  # config changes set and not read back yet: reported once
         assignment.before_assign = self.follow_growth
 
     def refresh(self) -> None:
@@ -112,8 +114,9 @@ class TopicManagement:
         mapping = {remote(t): info for t, info in changed.items()}
         if not changed:
             return refused
-        self.sync_configs({stream.alias: list(changed)})
+        # Read before the sync: a limit the sync sets is held as set, a read right after it may still give the old.
         self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
+        self.sync_configs({stream.alias: list(changed)})
         self.fit_batches(self.max_bytes.values())  # before any record of these topics is produced
         changed_counts = [t for t, c in counts.items() if self.router.destination_partitions.get(t) != c]
         for topic, count in counts.items():
@@ -217,11 +220,15 @@ class TopicManagement:
                 changes, errors = sync_topic_configs(stream.admin, self.admin, mapping, self.exclusions)
             except KafkaException as exc:
                 errors, changes = {"*": exc.args[0].str()}, {}
-            resized = [t for t, topic_changes in changes.items() if any(c.name == "max.message.bytes" for c in topic_changes)]
-            if resized:  # the hot path refuses records above the cached limit
-                self.max_bytes.update(self.destination.max_message_bytes(resized))
+            # The hot path refuses records above the limit it holds: it holds the value set, a topic-level value
+            # in force at once, never one read back (a busy destination may still give the old: AppliedChanges).
+            resized = {t: int(c.new) for t, topic_changes in changes.items() for c in topic_changes
+                       if c.name == "max.message.bytes"}
+            if resized:
+                self.max_bytes.update(resized)
                 self.fit_batches(self.max_bytes.values())
-            for topic, topic_changes in changes.items():
+            read = set() if "*" in errors else set(mapping.values()) - set(errors)
+            for topic, topic_changes in self.applied.news(read, changes).items():
                 labels = {**self.label, "source": stream.alias, "topic": topic}
                 for change in topic_changes:
                     self.metrics.configs_synced.labels(**labels).inc()

@@ -6,7 +6,8 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from mirror_worker.topics.admin import describe_topics
 from mirror_worker.topics.configs import describe_explicit_configs
@@ -218,3 +219,47 @@ def test_an_existing_destination_topic_halts_naming_the_setting_until_config_syn
         assert "partition halted" not in [e.get("msg") for e in worker.logs()], worker.stderr
     finally:
         worker.stop_quietly()
+
+
+def test_a_limit_raised_by_config_sync_holds_at_once_on_a_busy_destination_still_reporting_the_old_one(
+        stack, topic_name, tmp_path):
+    """A source topic's max.message.bytes raised while the destination is busy creating another mirror's topics:
+    a topic config read there right after it was changed gives the old value for a while (1-2 s after 200
+    creations; 4-21 s under constant creation; CI once logged one change four times over 6 s). The worker holds
+    the value it set, not the one read back: a record larger than the old limit is mirrored, never halted, and
+    the change is logged once."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("stale")
+    remote = f"dc.{topic}"
+    create_topic(src, topic, partitions=1)
+    worker = WorkerProcess([*_flags(stack, tmp_path, f"g-{topic}"), "--whitelist", topic, "--prefix", "dc.",
+                            "--config.sync.interval.ms", "500"], tmp_path)
+    destination_admin = AdminClient({"bootstrap.servers": dst})
+    busy = [f"{topic}-other-{i:03d}" for i in range(450)]
+    try:
+        worker.wait_for_log("mirror started")
+        # Another mirror's topics, in three bursts, while this one's limit is raised at the source.
+        created = [destination_admin.create_topics([NewTopic(t, 1, 1) for t in busy[:150]])]
+        _alter(AdminClient({"bootstrap.servers": src}), topic, {"max.message.bytes": "3000000"})
+        for burst in (busy[150:300], busy[300:]):
+            time.sleep(0.5)
+            created.append(destination_admin.create_topics([NewTopic(t, 1, 1) for t in burst]))
+        for futures in created:
+            for future in futures.values():
+                future.result(60)
+        _wait(lambda: [e for e in worker.logs() if e.get("msg") == "topic config synced"], 30, "limit synced")
+        value = bytes(1_500_000)
+        producer = Producer({"bootstrap.servers": src, "message.max.bytes": 3_000_000})
+        producer.produce(topic, value=value)
+        assert producer.flush(30) == 0
+        mirrored = wait_for_count(dst, remote, 1, timeout=60)
+        assert [len(m.value()) for m in mirrored] == [len(value)]
+        time.sleep(3)  # a few more config-sync passes
+        halted = [e.get("reason") for e in worker.logs() if e.get("msg") == "partition halted"]
+        assert halted == [], halted
+        synced = [(e["topic"], e["config"], e["new"]) for e in worker.logs() if e.get("msg") == "topic config synced"]
+        assert synced == [(remote, "max.message.bytes", "3000000")]
+    finally:
+        worker.stop_quietly()
+        for future in destination_admin.delete_topics(busy, operation_timeout=60).values():
+            future.result(60)

@@ -7,7 +7,7 @@ import pytest
 from mirror_worker.config.model import build_mirror_config
 from mirror_worker.exceptions import ConfigError
 from mirror_worker.topics.configs import (
-    ConfigChange, copied_configs, exclusion_pattern, explicit_configs, plan_config_changes,
+    AppliedChanges, ConfigChange, copied_configs, exclusion_pattern, explicit_configs, plan_config_changes,
 )
 
 DEFAULT = exclusion_pattern()
@@ -189,3 +189,25 @@ def test_an_internal_topics_config_is_set_on_an_existing_topic_and_a_refusal_is_
     refused = Admin({"beats": "CreateTime"}, refuse=True)
     DestinationTopics(refused, TopicCreation(), False)._align_configs({"beats": wanted})
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == ["topic config not set"]
+
+
+def test_a_change_planned_again_before_it_is_read_back_is_news_once_and_an_undone_edit_is_news_again():
+    applied, raised = AppliedChanges(), ConfigChange("max.message.bytes", None, "3000000")
+    assert applied.news({"dc.t", "dc.u"}, {"dc.t": [raised]}) == {"dc.t": [raised]}
+    # The destination still gives the old value: the same change is set again, not reported again.
+    assert applied.news({"dc.t", "dc.u"}, {"dc.t": [raised]}) == {}
+    # A pass that did not read dc.t (its read failed) forgets nothing.
+    assert applied.news({"dc.u"}, {}) == {}
+    assert applied.news({"dc.t"}, {"dc.t": [raised]}) == {}
+    # Read back: forgotten. An operator's later edit, undone by the sync, is news again.
+    assert applied.news({"dc.t"}, {}) == {}
+    assert applied.news({"dc.t"}, {"dc.t": [raised]}) == {"dc.t": [raised]}
+
+
+def test_a_different_value_for_a_change_still_unseen_is_news():
+    applied = AppliedChanges()
+    first, second = ConfigChange("retention.ms", None, "1000"), ConfigChange("retention.ms", None, "2000")
+    other = ConfigChange("cleanup.policy", None, "compact")
+    assert applied.news({"dc.t"}, {"dc.t": [first]}) == {"dc.t": [first]}
+    assert applied.news({"dc.t"}, {"dc.t": [second, other]}) == {"dc.t": [second, other]}
+    assert applied.news({"dc.t"}, {"dc.t": [second]}) == {}
