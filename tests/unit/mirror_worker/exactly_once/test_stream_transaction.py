@@ -3,13 +3,16 @@ reads, and what a commit names (exactly_once/stream_transaction.py)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_worker.exactly_once import stream_transaction
-from mirror_worker.exactly_once.positions import RELEASED, Owner, transactional_id
+from mirror_worker.exactly_once.positions import RELEASED, IdentityCollision, Owner, transactional_id
 from mirror_worker.exactly_once.stream_transaction import StreamTransaction
 from mirror_worker.exactly_once.transactions import ProducerFenced, TransactionPending
+from mirror_worker.exceptions import MirrorError
 
 ME = "kafka-mirror-eos.g.src.me"
 A, B = ("t", 0), ("t", 1)
@@ -179,3 +182,41 @@ def test_a_stop_interrupts_the_first_producers_init_but_never_one_that_replaces_
     tx.open([A])  # the first producer
     tx.reopen()  # its replacement (new topic limits, or after a fence)
     assert asked == [True, False]
+
+
+def test_the_refusal_read_and_the_producers_start_run_side_by_side(world, monkeypatch):
+    """Each is a few round trips across a WAN: the producer's init waits here until the refusal has begun, which
+    one after the other (start, then refusal) never happens."""
+    make, _, producers = world
+    refusing, seen = threading.Event(), []
+    store = Store({A: (7, RELEASED)})
+    refuse = store.refuse_foreign
+
+    def refuse_foreign(keys):
+        refusing.set()
+        return refuse(keys)
+
+    monkeypatch.setattr(store, "refuse_foreign", refuse_foreign)
+    monkeypatch.setattr(Producer, "init_transactions", lambda self, timeout: seen.append(refusing.wait(5)))
+    assert make(store).open([A]) == {A: (7, "id")}
+    assert seen == [True] and len(producers) == 1
+    assert store.log == ["unstable read", "stable read"]
+
+
+def test_another_mirrors_partition_is_refused_even_when_the_producer_failed_to_start_meanwhile(world, monkeypatch):
+    make, fenced, _ = world
+    store = Store({A: (7, RELEASED)})
+
+    def collide(keys):
+        raise IdentityCollision("exactly-once: destination partition dst.t[0] is already written by another mirror")
+
+    def refused_init(self, timeout):
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+
+    monkeypatch.setattr(Producer, "init_transactions", refused_init)
+    with pytest.raises(MirrorError, match="init of .* failed"):
+        make(store).open([A])  # the refusal found nothing: the start's own error
+    monkeypatch.setattr(store, "refuse_foreign", collide)
+    with pytest.raises(IdentityCollision, match="already written by another mirror"):
+        make(store).open([A])
+    assert fenced == []
