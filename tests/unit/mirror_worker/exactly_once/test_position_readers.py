@@ -81,3 +81,32 @@ def test_the_ownership_reader_is_closed_when_the_check_refuses():
         else:
             raise AssertionError("a position of another mirror was not refused")
     assert open_readers(opened) == ["read_committed"]
+
+
+def test_the_warm_up_asks_the_kept_reader_only_for_what_does_not_matter_and_keeps_quiet_when_it_fails():
+    """It connects the read_committed reader (its group's coordinator, the positions topic's leader); no reader is
+    opened for it, and an error is left to the reads that matter."""
+    opened: list = []
+    positions = store(opened)
+    asked: list = []
+
+    def committed(self, partitions, timeout):
+        asked.append(("committed", self.isolation, [(tp.topic, tp.partition) for tp in partitions]))
+        return [TopicPartition(tp.topic, tp.partition, -1001) for tp in partitions]
+
+    def watermarks(self, partition, timeout):
+        asked.append(("watermarks", self.isolation, (partition.topic, partition.partition)))
+        return 0, 0
+
+    with mock.patch.object(Reader, "committed", committed), \
+            mock.patch.object(Reader, "get_watermark_offsets", watermarks, create=True):
+        positions.warm()
+    assert asked == [("committed", "read_committed", [("orders.mirror.eos-positions", 0)]),
+                     ("watermarks", "read_committed", ("orders.mirror.eos-positions", 0))]
+    assert len(opened) == 1
+
+    def unreachable(self, partitions, timeout):
+        raise module.KafkaException(module.KafkaError(module.KafkaError._TIMED_OUT))
+
+    with mock.patch.object(Reader, "committed", unreachable):
+        positions.warm()  # nothing raised: the positions read that follows reports it

@@ -75,6 +75,9 @@ class Store:
     def close(self):
         pass
 
+    def warm(self):
+        self.warmed = True
+
 
 @pytest.fixture
 def world(monkeypatch):
@@ -184,9 +187,9 @@ def test_a_stop_interrupts_the_first_producers_init_but_never_one_that_replaces_
     assert asked == [True, False]
 
 
-def test_the_refusal_read_and_the_producers_start_run_side_by_side(world, monkeypatch):
-    """Each is a few round trips across a WAN: the producer's init waits here until the refusal has begun, which
-    one after the other (start, then refusal) never happens."""
+def test_the_refusal_read_the_positions_warm_up_and_the_producers_start_run_side_by_side(world, monkeypatch):
+    """Each is several round trips across a WAN: the producer's init waits here until the refusal and the warm-up
+    have begun, which one after the other (start, then refusal) never happens."""
     make, _, producers = world
     refusing, seen = threading.Event(), []
     store = Store({A: (7, RELEASED)})
@@ -196,10 +199,13 @@ def test_the_refusal_read_and_the_producers_start_run_side_by_side(world, monkey
         refusing.set()
         return refuse(keys)
 
+    warming = threading.Event()
     monkeypatch.setattr(store, "refuse_foreign", refuse_foreign)
-    monkeypatch.setattr(Producer, "init_transactions", lambda self, timeout: seen.append(refusing.wait(5)))
+    monkeypatch.setattr(store, "warm", warming.set)
+    monkeypatch.setattr(Producer, "init_transactions",
+                        lambda self, timeout: seen.append((refusing.wait(5), warming.wait(5))))
     assert make(store).open([A]) == {A: (7, "id")}
-    assert seen == [True] and len(producers) == 1
+    assert seen == [(True, True)] and len(producers) == 1
     assert store.log == ["unstable read", "stable read"]
 
 
