@@ -166,8 +166,8 @@ class StreamTransaction:
                           f"{MAX_FENCING_ROUNDS} rounds fenced them: another process claims them meanwhile")
 
     def _start_beside(self, keys: list[PositionKey]) -> dict[PositionKey, str | None]:
-        """_start, with refuse_foreign(keys) and the positions reader's warm-up side by side: none needs another
-        (the refusal reads with a reader of its own, the warm-up reads nothing that matters), and across a WAN
+        """_start, with refuse_foreign(keys) and the positions readers' warm-ups side by side: none needs another
+        (the refusal reads with a reader of its own, the warm-ups read nothing that matters), and across a WAN
         each is several round trips (a connection and init_transactions: 1.4 s at 200 ms; a reader's connection,
         coordinator and committed offsets: 1.2-1.45 s; py-spy of a start, stop 62). Another mirror's partition
         is refused before this producer's error, and nothing is fenced before all are done."""
@@ -176,7 +176,8 @@ class StreamTransaction:
             return {}
         outcome: dict = {}
         beside = [Thread(target=self._refuse_into, args=(keys, outcome), name=f"refuse-{self.alias}", daemon=True),
-                  Thread(target=self.store.warm, name=f"positions-{self.alias}", daemon=True)]
+                  Thread(target=self.store.warm, name=f"positions-{self.alias}", daemon=True),
+                  Thread(target=self.store.warm_legacy, name=f"positions-before-{self.alias}", daemon=True)]
         for thread in beside:
             thread.start()
         try:

@@ -110,3 +110,41 @@ def test_the_warm_up_asks_the_kept_reader_only_for_what_does_not_matter_and_keep
 
     with mock.patch.object(Reader, "committed", unreachable):
         positions.warm()  # nothing raised: the positions read that follows reports it
+
+
+def test_the_warmed_reader_of_the_earlier_layouts_group_serves_the_next_read_then_is_closed():
+    opened: list = []
+    positions = store(opened)
+    positions.warm_legacy()
+    warmed = opened[-1]
+    assert (warmed.isolation, warmed.closed) == ("read_uncommitted", False)
+    asked: list = []
+    real_committed = Reader.committed
+
+    def committed(self, partitions, timeout):
+        asked.append(self)
+        return real_committed(self, partitions, timeout)
+
+    with mock.patch.object(Reader, "committed", committed):
+        found, from_legacy, _ = positions.read([("orders", 0)])
+    assert found == {("orders", 0): None} and from_legacy == set()
+    assert asked == [opened[0], warmed] and len(opened) == 2  # no reader opened for the read
+    assert open_readers(opened) == ["read_committed"]
+
+
+def test_a_warmed_reader_that_does_not_fit_the_read_is_closed_and_none_is_kept():
+    opened: list = []
+    positions = store(opened)
+    positions.warm_legacy()
+    positions.read([("orders", 0)], stable_legacy=True)  # waits for open transactions: a read_committed reader
+    assert [r.isolation for r in opened[1:]] == ["read_uncommitted", "read_committed"]
+    assert open_readers(opened) == ["read_committed"]
+    mine = module.position_metadata("id", Owner("c1", "orders", "kafka-mirror.orders"), "w")
+    with mock.patch.object(Reader, "committed",
+                           lambda self, tps, timeout: [TopicPartition(tp.topic, tp.partition, 3, mine) for tp in tps]):
+        positions.warm_legacy()
+        positions.read([("orders", 0)])  # a position in the group: the earlier layout's is not read
+    assert open_readers(opened) == ["read_committed"]
+    positions.warm_legacy()
+    positions.close()
+    assert open_readers(opened) == []

@@ -78,6 +78,9 @@ class Store:
     def warm(self):
         self.warmed = True
 
+    def warm_legacy(self):
+        self.warmed_legacy = True
+
 
 @pytest.fixture
 def world(monkeypatch):
@@ -199,13 +202,14 @@ def test_the_refusal_read_the_positions_warm_up_and_the_producers_start_run_side
         refusing.set()
         return refuse(keys)
 
-    warming = threading.Event()
+    warming, warming_legacy = threading.Event(), threading.Event()
     monkeypatch.setattr(store, "refuse_foreign", refuse_foreign)
     monkeypatch.setattr(store, "warm", warming.set)
-    monkeypatch.setattr(Producer, "init_transactions",
-                        lambda self, timeout: seen.append((refusing.wait(5), warming.wait(5))))
+    monkeypatch.setattr(store, "warm_legacy", warming_legacy.set)
+    monkeypatch.setattr(Producer, "init_transactions", lambda self, timeout: seen.append(
+        (refusing.wait(5), warming.wait(5), warming_legacy.wait(5))))
     assert make(store).open([A]) == {A: (7, "id")}
-    assert seen == [(True, True)] and len(producers) == 1
+    assert seen == [(True, True, True)] and len(producers) == 1
     assert store.log == ["unstable read", "stable read"]
 
 
