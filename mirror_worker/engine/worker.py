@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -158,9 +159,13 @@ class MirrorWorker:
         # Exactly-once keys positions by source partition on the destination topic: it needs the room.
         destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once,
                                         stopping=self.state.stop_event.is_set)
-        destination.ensure_internal(internal_topics(cfg))
-        if cfg.exactly_once:
-            self.positions_keepalive_s = keepalive_interval_s(offsets_retention_ms(self.admin, cfg.startup_timeout_s))
+        retention = None
+        with ThreadPoolExecutor(1, thread_name_prefix="retention") as beside:
+            if cfg.exactly_once:  # a broker's config, two round trips that need nothing of the topics: beside them
+                retention = beside.submit(offsets_retention_ms, self.admin, cfg.startup_timeout_s)
+            destination.ensure_internal(internal_topics(cfg))
+        if retention is not None:
+            self.positions_keepalive_s = keepalive_interval_s(retention.result())
         transactions = None
         if cfg.exactly_once:
             def transactions(stream: SourceStream) -> StreamTransaction:

@@ -69,6 +69,12 @@ class Claimed:
     def refuse_foreign(self, keys):
         return dict.fromkeys(keys, "")
 
+    def warm(self):
+        pass
+
+    def warm_legacy(self):
+        pass
+
     def read(self, keys, stable_legacy=False):
         return dict.fromkeys(keys), set(), {key: next(self.writers) for key in keys}
 
