@@ -68,7 +68,9 @@ class PositionStore:
             reader.committed([TopicPartition(self.positions_topic, 0)], timeout=self.timeout_s)
         except KafkaException:
             pass  # the read itself says what is wrong
-        self.warmed_legacy = reader
+        previous, self.warmed_legacy = self.warmed_legacy, reader  # one left by a start that failed: not kept open
+        if previous is not None:
+            previous.close()
 
     def _legacy_reader(self, stable: bool) -> Consumer:
         warmed, self.warmed_legacy = self.warmed_legacy, None

@@ -141,7 +141,7 @@ class StreamTransaction:
     def open(self, keys: list[PositionKey]) -> dict[PositionKey, tuple[int, str] | None]:
         """Refuse partitions another mirror writes, fence their earlier writers (F), and read where each
         one stands. The caller claims them (W) before it hands over any of their records."""
-        if not (self.producers and not self.broken and not self.fenced):
+        if not self.producers or self.broken or self.fenced:
             writers = self._start_beside(keys)
         elif keys:
             writers = self.store.refuse_foreign(keys)

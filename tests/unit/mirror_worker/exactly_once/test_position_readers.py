@@ -146,5 +146,7 @@ def test_a_warmed_reader_that_does_not_fit_the_read_is_closed_and_none_is_kept()
         positions.read([("orders", 0)])  # a position in the group: the earlier layout's is not read
     assert open_readers(opened) == ["read_committed"]
     positions.warm_legacy()
+    positions.warm_legacy()  # a start that failed after its warm-up, then another: the first reader is closed
+    assert open_readers(opened) == ["read_committed", "read_uncommitted"]
     positions.close()
     assert open_readers(opened) == []
