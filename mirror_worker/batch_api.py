@@ -45,8 +45,9 @@ if TYPE_CHECKING:  # the same names, for readers and type checkers (the import g
     from mirror_worker.clients.timestamps import (
         EPOCH_ZERO_STAMP_MS, expected_destination_timestamp, produced_timestamp,
     )
+    from mirror_worker.config.fetch_sizes import WAN_PARTITION_FETCH_BYTES
     from mirror_worker.config.librdkafka import (
-        CONSUMER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, PRODUCER_DEFAULTS, WAN_PARTITION_FETCH_BYTES, batch_size_for,
+        CONSUMER_DEFAULTS, KAFKA_MAX_MESSAGE_BYTES, PRODUCER_DEFAULTS, batch_size_for,
         connection_settings, consumer_settings, fitted_to_topics, producer_settings,
     )
     from mirror_worker.config.model import TopicCreation
@@ -97,7 +98,7 @@ _HOME = {
     "fitted_to_topics": ("mirror_worker.config.librdkafka", "fitted_to_topics"),
     "producer_settings": ("mirror_worker.config.librdkafka", "producer_settings"),
     "CONSUMER_DEFAULTS": ("mirror_worker.config.librdkafka", "CONSUMER_DEFAULTS"),
-    "WAN_PARTITION_FETCH_BYTES": ("mirror_worker.config.librdkafka", "WAN_PARTITION_FETCH_BYTES"),
+    "WAN_PARTITION_FETCH_BYTES": ("mirror_worker.config.fetch_sizes", "WAN_PARTITION_FETCH_BYTES"),
     "PRODUCER_DEFAULTS": ("mirror_worker.config.librdkafka", "PRODUCER_DEFAULTS"),
     "java_security_settings": ("mirror_worker.config.security", "java_security_settings"),
     "TopicCreation": ("mirror_worker.config.model", "TopicCreation"),

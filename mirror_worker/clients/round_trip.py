@@ -1,4 +1,4 @@
-"""A cluster's round-trip time as the worker sees it at start: what its fetch sizes follow (config/librdkafka.py
+"""A cluster's round-trip time as the worker sees it at start: what its fetch sizes follow (config/fetch_sizes.py
 fetch_sizes_for), logged and exported as mirror_cluster_round_trip_seconds."""
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from mirror_worker.config.librdkafka import CONSUMER_DEFAULTS, WAN_FETCH_MAX_BYTES, is_near
+from mirror_worker.config.fetch_sizes import WAN_FETCH_MAX_BYTES, is_near
+from mirror_worker.config.librdkafka import CONSUMER_DEFAULTS
 
 MIB = 1024 * 1024
 # In-flight data of one worker process, unless the spec (`inflight-budget-bytes`) or the flag

@@ -20,9 +20,13 @@ def producer_count(cfg: MirrorConfig) -> int:
 
 
 def choose_inflight(cfg: MirrorConfig, round_trips: dict[str, float | None], destination: str, stream_index: int,
-                    metrics: MirrorMetrics, label: dict) -> InflightSizes:
-    """The sizes for this worker process (`round_trips`: each cluster's, by name; `destination`: its key there)."""
-    consumers = [consumer_settings(cfg, source, stream_index, round_trips.get(source.name))[0]
+                    metrics: MirrorMetrics, label: dict,
+                    record_bytes: dict[str, float | None] | None = None) -> InflightSizes:
+    """The sizes for this worker process (`round_trips`: each cluster's, by name; `destination`: its key there;
+    `record_bytes`: far sources' sampled record sizes, by name, which their responses follow)."""
+    record_bytes = record_bytes or {}
+    consumers = [consumer_settings(cfg, source, stream_index, round_trips.get(source.name),
+                                   record_bytes=record_bytes.get(source.name))[0]
                  for source in cfg.sources]
     producers = producer_count(cfg)
     round_trip = round_trips.get(destination)

@@ -60,7 +60,7 @@ from mirror_worker.engine.run_state import RunState
 from mirror_worker.engine.source_contact import SourceContact
 from mirror_worker.engine.source_stream import SourceStream
 from mirror_worker.engine.stalls import StallWatch, waiting_more_than
-from mirror_worker.engine.streams import attach_schema_gates, open_streams
+from mirror_worker.engine.streams import attach_schema_gates, far_sources_record_bytes, open_streams
 from mirror_worker.engine.topic_management import TopicManagement, internal_topics
 from mirror_worker.exactly_once.positions import (
     KEEPALIVE_MAX_S, POSITIONS_GROUP, Owner, keepalive_interval_s, offsets_retention_ms, worker_transactional_id,
@@ -148,8 +148,9 @@ class MirrorWorker:
                                                  "the destination")
         self.destination_cluster_id = self.clients.reach_all(  # every cluster named that does not answer
             self.admin, {s.name: s.consumer for s in cfg.sources}, cfg.startup_timeout_s)
+        self.clients.record_bytes.update(far_sources_record_bytes(cfg, self.clients))
         self.resize(choose_inflight(cfg, self.clients.round_trips, DESTINATION, self.stream_index, self.metrics,
-                                    self._label))
+                                    self._label, self.clients.record_bytes))
         if not cfg.exactly_once:
             for _ in range(cfg.num_producers):
                 self.producers.append(factory.producer(self._producer_settings(cfg.producer)))

@@ -116,16 +116,17 @@ def test_an_unreachable_destination_broker_shows_in_the_metrics_and_on_the_dashb
 
 
 @contextlib.contextmanager
-def _mirrored_across_a_wan(clusters, tmp_path, side: str, count: int, *extra: str):
-    """A worker mirroring a new topic of `count` records while `side` ("source", "destination" or "both") is 50 ms
-    away (25 ms each way on its proxies). Yields the worker (its `topic` set) for the test's look-ups, then waits
-    until every record is on the destination; the latency is removed and the worker stopped whatever happens."""
+def _mirrored_across_a_wan(clusters, tmp_path, side: str, count: int, *extra: str, value_bytes: int = 0):
+    """A worker mirroring a new topic of `count` records (values padded to `value_bytes`) while `side` ("source",
+    "destination" or "both") is 50 ms away (25 ms each way on its proxies). Yields the worker (its `topic` set) for
+    the test's look-ups, then waits until every record is on the destination; the latency is removed and the worker
+    stopped whatever happens."""
     from devstack.toxics import proxies
 
     src, dst = clusters["source"].bootstrap_servers, clusters["destination"].bootstrap_servers
     topic = f"wan-{side[:3]}-{uuid.uuid4().hex[:8]}"
     create_topic(src, topic, partitions=2, replication_factor=3)
-    produce(src, topic, [{"value": f"{topic}-{i}".encode()} for i in range(count)])
+    produce(src, topic, [{"value": f"{topic}-{i}".encode().ljust(value_bytes, b".")} for i in range(count)])
     far = [proxy for name in (("source", "destination") if side == "both" else (side,))
            for proxy in proxies(clusters[name])]
     worker = None
@@ -146,19 +147,25 @@ def _mirrored_across_a_wan(clusters, tmp_path, side: str, count: int, *extra: st
             worker.stop_quietly()
 
 
-def test_a_source_across_a_wan_is_fetched_in_larger_slices(clusters, tmp_path):
+@pytest.mark.parametrize("value_bytes", [100, 4096])
+def test_a_source_across_a_wan_is_fetched_in_larger_slices_sized_by_its_records(clusters, tmp_path, value_bytes):
     """Issue 45: the worker measures each cluster's round trip at start and sizes the source's fetches from it:
     4 MiB per partition for a source 50 ms away (librdkafka's 1 MiB held that copy at 81 % of loopback), 1 MiB
-    nearer (on loopback 4 MiB only cost ~100 MiB of RSS at 100 B records). The records still arrive."""
+    nearer (on loopback 4 MiB only cost ~100 MiB of RSS at 100 B records). A far source's records are sampled
+    first: a response carries a round trip of 1.2M records/s of their size, within 4-16 MiB (16 MiB of 100 B
+    records held 268-283 MiB of RSS). The records still arrive."""
     from mirror_worker.clients.health import DESTINATION
-    from mirror_worker.config.librdkafka import (
+    from mirror_worker.clients.record_sizes import RECORD_FRAMING_BYTES
+    from mirror_worker.config.fetch_sizes import (
         WAN_FETCH_MAX_BYTES,
         WAN_PARTITION_FETCH_BYTES,
         queued_min_messages_for,
+        wan_fetch_max_bytes,
     )
 
-    with _mirrored_across_a_wan(clusters, tmp_path, "source", 20) as worker:
-        sized = worker.wait_for_log("source consumer sized for its round trip", timeout=120)
+    with _mirrored_across_a_wan(clusters, tmp_path, "source", 200, value_bytes=value_bytes) as worker:
+        sampled = worker.wait_for_log("source records sampled", timeout=120)
+        sized = worker.wait_for_log("source consumer sized for its round trip", timeout=60)
         measured = worker.wait_for_log("round trips measured", timeout=5)["round_trip_ms"]
     assert sized["round_trip_ms"] >= 45, sized
     assert sized["max_partition_fetch_bytes"] == WAN_PARTITION_FETCH_BYTES
@@ -167,7 +174,15 @@ def test_a_source_across_a_wan_is_fetched_in_larger_slices(clusters, tmp_path):
     # log rounds the round trip to 0.1 ms, within 2 x 300 records/s x 0.05 ms.
     assert abs(sized["queued_min_messages"] - queued_min_messages_for(sized["round_trip_ms"] / 1000)) <= 30, sized
     assert 5_000 < sized["queued_min_messages"] < 100_000, sized
-    assert sized["fetch_max_bytes"] == WAN_FETCH_MAX_BYTES  # one response per round trip is the whole rate
+    # The sample read both partitions' records (each value padded to value_bytes, no key, no header).
+    assert sampled["partitions"] == 2 and sampled["record_bytes"] == value_bytes + RECORD_FRAMING_BYTES, sampled
+    assert sized["record_bytes"] == sampled["record_bytes"], (sized, sampled)
+    expected = wan_fetch_max_bytes(sized["round_trip_ms"] / 1000, sized["record_bytes"])
+    assert abs(sized["fetch_max_bytes"] - expected) <= 1_200_000 * 0.0001 * sized["record_bytes"], (sized, expected)
+    if value_bytes == 100:  # ~7 MB at 50 ms: a round trip of 1.2M records/s, not 16 MiB of ~140,000 records
+        assert 5 * 2**20 < sized["fetch_max_bytes"] < 9 * 2**20, sized
+    else:  # 4 KiB records: one response per round trip is the whole rate, the cap
+        assert sized["fetch_max_bytes"] == WAN_FETCH_MAX_BYTES, sized
     near = measured.pop(DESTINATION)
     assert near < min(measured.values()), (near, measured)
 
@@ -200,12 +215,12 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     at start: a destination 50 ms away gets 45,000 records in flight (at 50 ms, 10,000 held the bench's copy at
     51 % of its loopback rate, 40,000 at 70 %), the producers' bytes within the memory budget. It logs and exports
     the sizes it chose, and copies every record."""
-    from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, queue_size_for
-    from mirror_worker.config.librdkafka import (
+    from mirror_worker.config.fetch_sizes import (
         LOOPBACK_PARTITION_FETCH_BYTES,
         LOOPBACK_QUEUED_MIN_MESSAGES,
         WAN_FETCH_MAX_BYTES,
     )
+    from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, queue_size_for
 
     with _mirrored_across_a_wan(clusters, tmp_path, "destination", 200, "--metrics.port", "0") as worker:
         sized = worker.wait_for_log("in-flight sized for the destination's round trip", timeout=120)

@@ -11,15 +11,15 @@ from confluent_kafka import KafkaError, KafkaException
 from mirror_worker.clients.callbacks import ClientSettings
 from mirror_worker.clients.health import DESTINATION
 from mirror_worker.clients.round_trip import PROBE_TOPIC, round_trip_s, round_trips
-from mirror_worker.config.librdkafka import (
+from mirror_worker.config.fetch_sizes import (
     LOOPBACK_FETCH_MAX_BYTES,
     LOOPBACK_PARTITION_FETCH_BYTES,
     LOOPBACK_QUEUED_MIN_MESSAGES,
     WAN_FETCH_MAX_BYTES,
     WAN_PARTITION_FETCH_BYTES,
-    consumer_settings,
     fetch_sizes_for,
 )
+from mirror_worker.config.librdkafka import consumer_settings
 from mirror_worker.metrics import MirrorMetrics
 
 
@@ -182,3 +182,23 @@ def test_reach_all_measures_every_cluster_and_exports_it(monkeypatch):
     assert clients.round_trips == measured
     assert metrics.registry.get_sample_value(
         "mirror_cluster_round_trip_seconds", {"mirror": "m", "cluster": "east"}) == pytest.approx(0.0009)
+
+
+@pytest.mark.parametrize("round_trip, record_bytes, expected", [
+    (0.050, 116, 6_960_000),                 # 100 B values: 1.2M records/s over one round trip, ~7 MB
+    (0.050, 1_040, WAN_FETCH_MAX_BYTES),     # 1 KiB: the cap, as before the sample
+    (0.200, 116, WAN_FETCH_MAX_BYTES),       # farther: more records per round trip, up to the cap
+    (0.050, 20, LOOPBACK_FETCH_MAX_BYTES),   # tiny records: never under a near source's response
+    (0.050, None, WAN_FETCH_MAX_BYTES),      # not sampled (an empty topic, no answer): the cap
+    (None, 116, WAN_FETCH_MAX_BYTES),        # round trip not measured: the cap
+])
+def test_a_far_sources_response_follows_its_sampled_record_size(round_trip, record_bytes, expected):
+    """Issue 45: 16 MiB of 100 B records is ~140,000 records a response, and a source 50 ms away held the worker at
+    268-283 MiB of RSS; 8 MiB responses at 183-195 MiB at the same rate (bench.wan, stops 57 and 61)."""
+    assert fetch_sizes_for(round_trip, {}, record_bytes=record_bytes)["fetch.max.bytes"] == str(expected)
+
+
+def test_a_near_source_and_named_settings_ignore_the_sampled_size():
+    assert fetch_sizes_for(0.0008, {}, 6, 116)["fetch.max.bytes"] == str(WAN_FETCH_MAX_BYTES)  # few partitions
+    assert fetch_sizes_for(0.0008, {}, 5000, 116)["fetch.max.bytes"] == str(LOOPBACK_FETCH_MAX_BYTES)
+    assert "fetch.max.bytes" not in fetch_sizes_for(0.050, {"fetch.max.bytes": "9999999"}, record_bytes=116)

@@ -16,7 +16,8 @@ from mirror_worker.config.inflight import (
     queue_size_for,
     within_budget,
 )
-from mirror_worker.config.librdkafka import consumer_settings, fetch_sizes_for, producer_settings
+from mirror_worker.config.fetch_sizes import fetch_sizes_for
+from mirror_worker.config.librdkafka import consumer_settings, producer_settings
 
 SOURCE = {"queued.max.messages.kbytes": "16384", "max.partition.fetch.bytes": "1048576", "fetch.max.bytes": "1048576"}
 
