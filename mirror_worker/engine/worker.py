@@ -148,7 +148,21 @@ class MirrorWorker:
                                                  "the destination")
         self.destination_cluster_id = self.clients.reach_all(  # every cluster named that does not answer
             self.admin, {s.name: s.consumer for s in cfg.sources}, cfg.startup_timeout_s)
-        self.clients.record_bytes.update(far_sources_record_bytes(cfg, self.clients))
+        # Exactly-once keys positions by source partition on the destination topic: it needs the room.
+        destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once,
+                                        stopping=self.state.stop_event.is_set)
+        retention = None
+        # Round trips that need nothing of each other, side by side: the worker's own topics made on the destination,
+        # a far source's records sampled (a few round trips of the source's, engine/streams.py) and, exactly-once,
+        # the destination brokers' offsets.retention.minutes (two).
+        with ThreadPoolExecutor(2, thread_name_prefix="beside-start") as beside:
+            record_bytes = beside.submit(far_sources_record_bytes, cfg, self.clients)
+            if cfg.exactly_once:
+                retention = beside.submit(offsets_retention_ms, self.admin, cfg.startup_timeout_s)
+            destination.ensure_internal(internal_topics(cfg))
+            self.clients.record_bytes.update(record_bytes.result())
+        if retention is not None:
+            self.positions_keepalive_s = keepalive_interval_s(retention.result())
         self.resize(choose_inflight(cfg, self.clients.round_trips, DESTINATION, self.stream_index, self.metrics,
                                     self._label, self.clients.record_bytes))
         if not cfg.exactly_once:
@@ -157,16 +171,6 @@ class MirrorWorker:
         if cfg.heartbeat_producer or cfg.exactly_once:
             # Exactly-once producers are transactional: heartbeats go through a plain one.
             self.heartbeat_producer = factory.producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
-        # Exactly-once keys positions by source partition on the destination topic: it needs the room.
-        destination = DestinationTopics(self.admin, cfg.topic_creation, cfg.preserve_partitions or cfg.exactly_once,
-                                        stopping=self.state.stop_event.is_set)
-        retention = None
-        with ThreadPoolExecutor(1, thread_name_prefix="retention") as beside:
-            if cfg.exactly_once:  # a broker's config, two round trips that need nothing of the topics: beside them
-                retention = beside.submit(offsets_retention_ms, self.admin, cfg.startup_timeout_s)
-            destination.ensure_internal(internal_topics(cfg))
-        if retention is not None:
-            self.positions_keepalive_s = keepalive_interval_s(retention.result())
         transactions = None
         if cfg.exactly_once:
             def transactions(stream: SourceStream) -> StreamTransaction:

@@ -51,23 +51,32 @@ class Clock:
 
 
 class Reader:
-    """Hands out prepared batches, one per consume(); each consume() moves the clock on by `step` seconds."""
+    """A consumer whose records arrive in prepared batches: a consume() that may wait (timeout > 0) with nothing
+    left of the last batch moves the clock on by `step` seconds and takes the next; every consume() returns at most
+    `limit` of what is there."""
 
     def __init__(self, batches, clock=None, step=0.1):
         self.batches, self.clock, self.step = list(batches), clock, step
-        self.assigned, self.asked, self.closed = None, [], False
+        self.ready, self.assigned, self.asked, self.closed = [], None, [], False
 
     def assign(self, partitions):
         self.assigned = [(tp.topic, tp.partition, tp.offset) for tp in partitions]
 
     def consume(self, limit, timeout):
         self.asked.append((limit, timeout))
-        if self.clock is not None:
-            self.clock.now += self.step
-        return self.batches.pop(0) if self.batches else []
+        if not self.ready and timeout > 0:
+            if self.clock is not None:
+                self.clock.now += self.step
+            if self.batches:
+                self.ready = self.batches.pop(0)
+        taken, self.ready = self.ready[:limit], self.ready[limit:]
+        return taken
 
     def close(self):
         self.closed = True
+
+    def waits(self):
+        return sum(1 for _, timeout in self.asked if timeout > 0)
 
 
 def test_a_records_wire_size_counts_key_value_headers_and_framing():
@@ -90,13 +99,14 @@ def test_the_tail_of_each_partition_is_read_and_averaged_until_each_is_done():
     # librdkafka's "100 records before the end" offset, resolved by the consumer itself.
     assert reader.assigned == [("t", 0, -2000 - SAMPLE_TAIL), ("t", 1, -2000 - SAMPLE_TAIL)]
     assert mean == pytest.approx((100 * 100 + 300 + 101 * RECORD_FRAMING_BYTES) / 101)
-    assert len(reader.asked) == 3  # done once partition 0 gave its tail and partition 1 its end
+    assert reader.waits() == 3  # done once partition 0 gave its tail and partition 1 its end
+    assert all(limit == 1 for limit, timeout in reader.asked if timeout > 0)  # waits for one, never for a batch
 
 
 def test_empty_partitions_give_no_sample_at_once():
     reader = Reader([[eof("t", 0), eof("t", 1)]])
     assert mean_record_bytes(reader, [("t", 0), ("t", 1)], timeout_s=5) is None
-    assert len(reader.asked) == 1
+    assert reader.waits() == 1
     assert mean_record_bytes(Reader([]), [], timeout_s=5) is None
 
 
@@ -105,7 +115,7 @@ def test_what_was_read_by_the_deadline_counts_and_other_errors_are_skipped():
     other = Msg("t", 0, error=KafkaError(KafkaError._TRANSPORT))
     reader = Reader([[Msg("t", 0, b"x" * 50), other]], clock, step=0.6)
     assert mean_record_bytes(reader, [("t", 0)], timeout_s=2, clock=clock) == 50 + RECORD_FRAMING_BYTES
-    assert 3 <= len(reader.asked) <= 4  # kept asking until the deadline, never past it
+    assert 3 <= reader.waits() <= 4  # kept asking until the deadline, never past it
     assert all(timeout <= 0.5 for _, timeout in reader.asked)
 
 

@@ -36,6 +36,16 @@ def test_a_destination_50_ms_away_gets_more_records_in_flight_logged_and_exporte
     assert (record.round_trip_ms, record.queue_size, record.within_budget, record.named) == (50.0, 45_000, True, [])
 
 
+def test_a_far_sources_sampled_record_size_is_what_the_budget_counts():
+    """A far source's responses follow its records' sampled size: the budget counts the response it will get."""
+    far = {DESTINATION: 0.001, "east": 0.05}
+    unsampled = choose_inflight(_config(), far, DESTINATION, 0, MirrorMetrics("m"), {"mirror": "m"})
+    sampled = choose_inflight(_config(), far, DESTINATION, 0, MirrorMetrics("m"), {"mirror": "m"}, {"east": 116})
+    assert unsampled.consumer_queue_bytes == (16 + 16) * 1024 * 1024
+    assert sampled.consumer_queue_bytes == 16 * 1024 * 1024 + 6_960_000  # 1.2M records/s of 116 B over 50 ms
+    assert sampled.producers_queue_bytes > unsampled.producers_queue_bytes  # the rest of the budget
+
+
 def test_the_budget_and_queue_size_named_in_the_config_win():
     config = _config(queue_size=12_000, inflight_budget_bytes=64 * 1024 * 1024)
     sizes = choose_inflight(config, {DESTINATION: 0.2}, DESTINATION, 0, MirrorMetrics("m"), {"mirror": "m"})

@@ -46,3 +46,20 @@ def test_statistics_only_when_metrics_are_served():
     assert "statistics.interval.ms" not in consumer_settings(config, config.sources[0], 0)[0]
     config = _config(**{"metrics_port": 0})
     assert consumer_settings(config, config.sources[0], 0)[0]["statistics.interval.ms"] == "5000"
+
+
+def test_only_a_far_source_whose_response_size_is_not_named_is_sampled():
+    from mirror_worker.engine.streams import samples_records
+
+    plain, named = _config().sources[0], _config({"fetch.max.bytes": "8388608"}).sources[0]
+    assert samples_records(plain, 0.050)
+    assert not samples_records(plain, 0.0008)  # near: its responses do not follow the records
+    assert not samples_records(plain, None)  # no answer to the round trip: none to the sample either
+    assert not samples_records(named, 0.050)
+
+
+def test_the_sampled_record_size_reaches_the_consumer_settings():
+    config = _config()
+    small, _ = consumer_settings(config, config.sources[0], 0, 0.050, record_bytes=116)
+    unsampled, _ = consumer_settings(config, config.sources[0], 0, 0.050)
+    assert int(small["fetch.max.bytes"]) < int(unsampled["fetch.max.bytes"]) == 16 * 2**20
