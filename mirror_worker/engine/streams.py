@@ -18,7 +18,7 @@ from mirror_worker.clients import factory
 from mirror_worker.clients.callbacks import ClientSettings
 from mirror_worker.clients.health import statistics_interval_ms
 from mirror_worker.clients.log_ends import reads_committed
-from mirror_worker.clients.record_sizes import sampled_record_bytes
+from mirror_worker.clients.record_sizes import SAMPLE_CONSUMER, sampled_record_bytes
 from mirror_worker.config.fetch_sizes import LIBRDKAFKA_QUEUED_MIN_MESSAGES, fetch_sizes_for, is_near
 from mirror_worker.config.librdkafka import assignment_strategy, connection_settings
 from mirror_worker.config.membership import membership_settings
@@ -95,7 +95,7 @@ def far_sources_record_bytes(cfg: MirrorConfig, clients: ClientSettings) -> dict
         return sampled_record_bytes(
             lambda: factory.side_consumer(
                 clients.client(connection_settings(source.consumer), cluster=source.name),
-                f"{cfg.group_id}.record-sizes", {"enable.partition.eof": True, "auto.offset.reset": "earliest"}),
+                f"{cfg.group_id}.record-sizes", SAMPLE_CONSUMER),
             lambda consumer: selected_topics(cfg, consumer, timeout_s), timeout_s, source.name)
 
     with ThreadPoolExecutor(len(far), thread_name_prefix="record-sizes") as pool:
