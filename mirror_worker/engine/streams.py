@@ -95,7 +95,7 @@ def far_sources_record_bytes(cfg: MirrorConfig, clients: ClientSettings) -> dict
         return sampled_record_bytes(
             lambda: factory.side_consumer(
                 clients.client(connection_settings(source.consumer), cluster=source.name),
-                f"{cfg.group_id}.record-sizes", SAMPLE_CONSUMER),
+                cfg.group_id, SAMPLE_CONSUMER),  # never joins nor commits: the group's ACLs are the mirror's
             lambda consumer: selected_topics(cfg, consumer, timeout_s), timeout_s, source.name)
 
     with ThreadPoolExecutor(len(far), thread_name_prefix="record-sizes") as pool:
