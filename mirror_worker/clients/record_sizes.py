@@ -1,10 +1,11 @@
 """The size of a far source's records, sampled at start: what its fetch responses follow (config/fetch_sizes.py
-wan_fetch_max_bytes). A few partitions' last records are read once by a consumer of their own, which assigns
-(no group, no commit) and is closed before the mirror's consumer is made.
+wan_fetch_max_bytes). A few partitions' last records are read once by a consumer of their own, which assigns them
+(it never joins its group nor commits) and is closed before the mirror's consumer is made.
 
-Only for a source across a WAN whose fetch.max.bytes is not named: near one the responses do not follow the records
-(engine/streams.py). What it costs: that consumer's connection, a metadata request, the tail's offsets and one
-fetch, about four round trips at start (measured in bench/results/wan-rss/, docs/benchmarks/wan.md).
+Only for a source across a WAN whose fetch.max.bytes is not named: a near source's responses do not follow the
+records (engine/streams.py). What it costs: that consumer's connection and a metadata request, then the tails'
+offsets and a fetch, about eight of the source's round trips at start (0.4 s at 50 ms on the bench;
+docs/benchmarks/wan.md), beside the worker's own topics being made on the destination.
 """
 
 from __future__ import annotations

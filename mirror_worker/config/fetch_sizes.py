@@ -88,6 +88,8 @@ def fetch_sizes_for(round_trip_s: float | None, settings: dict[str, str],
     few = bool(partitions) and partitions * LOOPBACK_PARTITION_FETCH_BYTES <= WAN_FETCH_MAX_BYTES
     response = wan_fetch_max_bytes(round_trip_s, record_bytes) if wan else \
         WAN_FETCH_MAX_BYTES if few else LOOPBACK_FETCH_MAX_BYTES
+    # librdkafka refuses a fetch.max.bytes under the consumer's message.max.bytes (the largest record it takes).
+    response = max(response, int(settings.get("message.max.bytes", 0)))
     sizes = {"max.partition.fetch.bytes": str(WAN_PARTITION_FETCH_BYTES if wan else LOOPBACK_PARTITION_FETCH_BYTES),
              "fetch.max.bytes": str(response)}
     if round_trip_s is not None:

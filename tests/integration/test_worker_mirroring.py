@@ -188,6 +188,31 @@ def test_record_too_large_halts_only_its_partition(stack, topic_name, mirror_fil
     assert committed_offsets(src, group, topic, 2) == {0: 5, 1: 10}  # never past the halted record
 
 
+def test_a_source_consumer_taking_records_over_4_mib_starts_on_a_source_of_many_partitions(stack, topic_name,
+                                                                                           tmp_path):
+    """A near source of more than 16 mirrored partitions gets 4 MiB fetch responses (config/fetch_sizes.py), a far one
+    responses sized by its records, from 4 MiB: librdkafka refuses a consumer whose fetch.max.bytes is under its
+    message.max.bytes, and the worker could not make its consumer when the source's settings took records of 10 MB.
+    The response now never goes under the consumer's message.max.bytes."""
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    topic = topic_name("wide-large")
+    create_topic(src, topic, partitions=20)
+    produce(src, topic, [{"value": f"r-{i}".encode(), "partition": i % 20} for i in range(40)])
+    consumer = write_properties(tmp_path / "source.properties", {
+        "bootstrap.servers": src, "group.id": f"g-{topic}", "message.max.bytes": "10000000"})
+    producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": dst})
+    worker = WorkerProcess(["--consumer.config", consumer, "--producer.config", producer, "--whitelist", topic,
+                            "--preserve.partitions"], tmp_path)
+    try:
+        worker.wait_started()  # before: "Failed to create consumer: `fetch.max.bytes` must be >= `message.max.bytes`"
+        mirrored = wait_for_count(dst, topic, 40)
+        sized = worker.wait_for_log("source consumer sized for its round trip", timeout=5)
+    finally:
+        worker.terminate()
+    assert sorted(m.value() for m in mirrored) == sorted(f"r-{i}".encode() for i in range(40))
+    assert sized["partitions"] == 20 and sized["fetch_max_bytes"] == 10_000_000, sized
+
+
 def test_dead_letter_topic_is_opt_in_for_refused_records(stack, topic_name, mirror_files, tmp_path):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic, dlq = topic_name("big"), topic_name("dlq")

@@ -202,3 +202,14 @@ def test_a_near_source_and_named_settings_ignore_the_sampled_size():
     assert fetch_sizes_for(0.0008, {}, 6, 116)["fetch.max.bytes"] == str(WAN_FETCH_MAX_BYTES)  # few partitions
     assert fetch_sizes_for(0.0008, {}, 5000, 116)["fetch.max.bytes"] == str(LOOPBACK_FETCH_MAX_BYTES)
     assert "fetch.max.bytes" not in fetch_sizes_for(0.050, {"fetch.max.bytes": "9999999"}, record_bytes=116)
+
+
+def test_a_response_never_goes_under_the_consumers_message_max_bytes():
+    """librdkafka refuses a consumer whose fetch.max.bytes is under its message.max.bytes: a small sampled record
+    size (or a near source's 4 MiB) must not make a consumer that takes 10 MB records unmakeable."""
+    from confluent_kafka import Consumer
+
+    settings = {"message.max.bytes": "10000000"}
+    for sizes in (fetch_sizes_for(0.050, settings, record_bytes=116), fetch_sizes_for(0.0008, settings, 5000)):
+        assert sizes["fetch.max.bytes"] == "10000000"
+        Consumer({"group.id": "g", **settings, **sizes}).close()  # librdkafka takes it
