@@ -131,7 +131,9 @@ def consumer_settings(settings: dict[str, str], where: str, placeholders: Placeh
             raise ConfigError(f"{where}: {key} must be {forced}: the mirror commits offsets itself, after delivery")
     defaults = dict(CONSUMER_DEFAULTS)
     if not sized_by_round_trip:
-        defaults["fetch.max.bytes"] = str(WAN_FETCH_MAX_BYTES)
+        # Never under the consumer's message.max.bytes, which librdkafka requires (a malformed one is its to name).
+        largest = translated.get("message.max.bytes", "0")
+        defaults["fetch.max.bytes"] = str(max(WAN_FETCH_MAX_BYTES, int(largest) if largest.isdigit() else 0))
     if translated.get("group.protocol", "classic").lower() == "consumer":
         for key in _CLASSIC_ONLY_DEFAULTS:
             defaults.pop(key)

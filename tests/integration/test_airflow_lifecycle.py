@@ -93,6 +93,34 @@ def test_airflow_runs_each_mapped_worker_task_with_its_map_index_as_slot(stack, 
     assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == RECORDS
 
 
+def test_a_kafka_connection_that_takes_records_over_16_mib_passes_its_test_and_reads(stack, topic_name, monkeypatch):
+    """The hook's consumers get 16 MiB fetch responses by default (config/librdkafka.py), and librdkafka refuses a
+    consumer whose fetch.max.bytes is under its message.max.bytes: a connection whose extras took records of 20 MB
+    failed its test with an error about a setting it never named. The response now follows message.max.bytes."""
+    from confluent_kafka import TopicPartition
+
+    from mirror_airflow.hooks.kafka import KafkaHook
+
+    src = stack["source"].kafka.bootstrap_servers
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_LARGE", json.dumps(
+        {"conn_type": "kafka", "extra": {"bootstrap.servers": src, "message.max.bytes": "20000000"}}))
+    hook = KafkaHook("kafka_large")
+    ok, message = hook.test_connection()
+    assert ok, message  # before: "Failed to create consumer: `fetch.max.bytes` must be >= `message.max.bytes`"
+    topic = topic_name("hook-large")
+    create_topic(src, topic, partitions=1)
+    produce(src, topic, [{"value": b"read with 20 MB records allowed", "partition": 0}])
+    consumer = hook.get_consumer(f"hook-large-{uuid.uuid4().hex[:8]}")
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline, record = time.monotonic() + 30, None
+        while record is None and time.monotonic() < deadline:
+            record = consumer.poll(1.0)
+        assert record is not None and record.error() is None and record.value() == b"read with 20 MB records allowed"
+    finally:
+        consumer.close()
+
+
 def test_kafka_and_registry_hooks_on_the_stack(stack, topic_name, monkeypatch):
     from confluent_kafka import TopicPartition
     from airflow.providers.apache.kafka.hooks.client import KafkaAdminClientHook

@@ -213,3 +213,6 @@ def test_a_response_never_goes_under_the_consumers_message_max_bytes():
     for sizes in (fetch_sizes_for(0.050, settings, record_bytes=116), fetch_sizes_for(0.0008, settings, 5000)):
         assert sizes["fetch.max.bytes"] == "10000000"
         Consumer({"group.id": "g", **settings, **sizes}).close()  # librdkafka takes it
+    # Any other consumer (the Airflow hook, the Spark jobs) gets 16 MiB responses, or its message.max.bytes if larger.
+    hook = consumer_settings({"bootstrap.servers": "a:1", "message.max.bytes": "20000000"}, "hook")
+    assert hook["fetch.max.bytes"] == "20000000"
