@@ -12,7 +12,8 @@ producer and the latency probe) uses the brokers' direct listener, so only the m
 the WAN and the probes measure the mirror, not their own round trips.
 
 A round-trip time of R ms on one side is a latency toxic of R//2 ms upstream (requests) and R - R//2 ms
-downstream (answers) on that cluster's proxy; the other side stays at loopback. RTT 0 (both proxies, no
+downstream (answers) on that cluster's proxy; the other side stays at loopback (side "both": on both clusters'
+proxies at once). RTT 0 (both proxies, no
 toxic) is the baseline of both sides. Toxiproxy delays the bytes, not TCP itself: the mirror's socket
 runs to the proxy over loopback, so this measures what the Kafka protocol does with a round trip (fetches
 and produce requests in flight), not a TCP window too small for the bandwidth-delay product.
@@ -109,6 +110,14 @@ def runs_at(system: str, rtt: int, loss_pct: float, peer_rtts: list[int]) -> boo
 
 def proxy_ports(bootstrap_servers: str) -> list[int]:
     return [int(address.rsplit(":", 1)[1]) for address in bootstrap_servers.split(",") if address]
+
+
+SIDES = ("source", "destination", "both")
+
+
+def side_clusters(side: str) -> tuple[str, ...]:
+    """The clusters a side's RTT (or loss) is put in front of: one, or both for "both"."""
+    return ("source", "destination") if side == "both" else (side,)
 
 
 def set_rtt(cluster_proxies: list[Proxy], rtt_ms: int) -> None:
@@ -227,7 +236,8 @@ def rss_across(stack, direct: Clusters, mirror: Clusters, size: int, sides: list
     found = []
     for side in sides:
         reset(stack.toxiproxy)
-        set_rtt(proxies(stack[side]), args.goal_rtt)
+        for name in side_clusters(side):
+            set_rtt(proxies(stack[name]), args.goal_rtt)
         rss = rss_over_records(direct, args.rss_records, workdir, args, size=size, mirror=mirror)
         found.append({"side": side, "rtt_ms": args.goal_rtt, **rss})
         print(json.dumps({k: v for k, v in found[-1].items() if k != "series"}), flush=True)
@@ -279,7 +289,8 @@ def write_results(runs: list[dict], systems: list[str], size: int, sides: list[s
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(__doc__)
     parser.add_argument("--rtts", default="0,50,100,200", help="round-trip times in ms, comma-separated")
-    parser.add_argument("--sides", default="destination,source", help="which cluster the RTT is put in front of")
+    parser.add_argument("--sides", default="destination,source",
+                        help="which cluster the RTT is put in front of (source, destination, or both at once)")
     parser.add_argument("--goal-rtt", type=int, default=50, help="the RTT the goal is checked at")
     parser.add_argument("--peer-rtts", default=None,
                         help="RTTs at which the peers (mm2, bare, worker-base) run too; the worker and worker-eos run "
@@ -296,8 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     sides = [s for s in args.sides.split(",") if s]
     rtts = [int(r) for r in args.rtts.split(",") if r]
     args.peer_rtts = [int(r) for r in args.peer_rtts.split(",") if r] if args.peer_rtts else [0, args.goal_rtt]
-    if set(sides) - {"source", "destination"}:
-        parser.error(f"--sides: unknown {sorted(set(sides) - {'source', 'destination'})}")
+    if set(sides) - set(SIDES):
+        parser.error(f"--sides: unknown {sorted(set(sides) - set(SIDES))}")
     if any(system_procs(s, args.procs)[0] not in SYSTEMS for s in systems):
         parser.error(f"--systems: one of {systems} is unknown")
     refuse_missing_flags(parser, systems, args)
@@ -344,9 +355,10 @@ def run_size(stack, direct: Clusters, mirror: Clusters, size: int, systems: list
     for repeat in range(args.repeats):
         for side, rtt, loss in conditions(sides, rtts, args.loss_pct, args.goal_rtt):
             reset(stack.toxiproxy)
-            if rtt:
-                set_rtt(proxies(stack[side]), rtt)
-            lossy = PacketLoss(proxy_ports(stack[side].bootstrap_servers), loss) if loss else nullcontext()
+            for name in side_clusters(side) if rtt else ():
+                set_rtt(proxies(stack[name]), rtt)
+            lossy = PacketLoss([port for name in side_clusters(side)
+                                for port in proxy_ports(stack[name].bootstrap_servers)], loss) if loss else nullcontext()
             with lossy:
                 for system in systems:
                     if not runs_at(system, rtt, loss, args.peer_rtts):

@@ -111,3 +111,10 @@ def test_the_rss_lines_judge_each_side_against_the_goal():
         "- peak RSS over 10,000,000 records of 100 B, source 50 ms away: 281.0 MiB (goal <= 200 MiB): **not met**",
         "- peak RSS over 10 records of 100 B, source 50 ms away: - MiB (goal <= 200 MiB): **-**",
     ]
+
+
+def test_the_both_side_puts_the_round_trip_in_front_of_both_clusters():
+    from bench.wan import SIDES, side_clusters
+
+    assert side_clusters("both") == ("source", "destination")
+    assert side_clusters("source") == ("source",) and "both" in SIDES
