@@ -89,9 +89,6 @@ class ClientSettings:
         self.repeats = RepeatFold()  # the client errors logged (clients/fold.py)
         # Each cluster's round trip measured at start, in seconds (None: no answer): by DESTINATION or source name.
         self.round_trips: dict[str, float | None] = {}
-        # A far source's mean record size sampled at start, by source name (engine/streams.py
-        # far_sources_record_bytes; None: nothing read): what its fetch responses follow.
-        self.record_bytes: dict[str, float | None] = {}
 
     def client(self, settings: dict, stats_source: str | None = None, cluster: str | None = None) -> dict:
         """`stats_source`: the cluster (a source's name, or DESTINATION) whose health and lag this client's

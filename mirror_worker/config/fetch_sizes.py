@@ -77,6 +77,13 @@ def wan_fetch_max_bytes(round_trip_s: float | None, record_bytes: float | None) 
     return min(WAN_FETCH_MAX_BYTES, max(LOOPBACK_FETCH_MAX_BYTES, wanted))
 
 
+def message_max_bytes(settings: dict[str, str]) -> int:
+    """A consumer's message.max.bytes, which librdkafka refuses a fetch.max.bytes under (0: not named, or not a
+    number, which librdkafka's own check then names)."""
+    value = str(settings.get("message.max.bytes", "0"))
+    return int(value) if value.isdigit() else 0
+
+
 def fetch_sizes_for(round_trip_s: float | None, settings: dict[str, str],
                     partitions: int | None = None, record_bytes: float | None = None) -> dict[str, str]:
     """The source consumer's max.partition.fetch.bytes, fetch.max.bytes and queued.min.messages for a cluster
@@ -88,8 +95,7 @@ def fetch_sizes_for(round_trip_s: float | None, settings: dict[str, str],
     few = bool(partitions) and partitions * LOOPBACK_PARTITION_FETCH_BYTES <= WAN_FETCH_MAX_BYTES
     response = wan_fetch_max_bytes(round_trip_s, record_bytes) if wan else \
         WAN_FETCH_MAX_BYTES if few else LOOPBACK_FETCH_MAX_BYTES
-    # librdkafka refuses a fetch.max.bytes under the consumer's message.max.bytes (the largest record it takes).
-    response = max(response, int(settings.get("message.max.bytes", 0)))
+    response = max(response, message_max_bytes(settings))
     sizes = {"max.partition.fetch.bytes": str(WAN_PARTITION_FETCH_BYTES if wan else LOOPBACK_PARTITION_FETCH_BYTES),
              "fetch.max.bytes": str(response)}
     if round_trip_s is not None:

@@ -13,7 +13,7 @@ import re
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from mirror_worker.config.fetch_sizes import WAN_FETCH_MAX_BYTES
+from mirror_worker.config.fetch_sizes import WAN_FETCH_MAX_BYTES, message_max_bytes
 from mirror_worker.config.placeholders import PLACEHOLDER, PlaceholderRule, check_host_reach, resolve_placeholders
 from mirror_worker.config.posture import ALLOW_INSECURE_KEY, allowed_insecure, check_client
 from mirror_worker.config.security import translate_security
@@ -131,9 +131,7 @@ def consumer_settings(settings: dict[str, str], where: str, placeholders: Placeh
             raise ConfigError(f"{where}: {key} must be {forced}: the mirror commits offsets itself, after delivery")
     defaults = dict(CONSUMER_DEFAULTS)
     if not sized_by_round_trip:
-        # Never under the consumer's message.max.bytes, which librdkafka requires (a malformed one is its to name).
-        largest = translated.get("message.max.bytes", "0")
-        defaults["fetch.max.bytes"] = str(max(WAN_FETCH_MAX_BYTES, int(largest) if largest.isdigit() else 0))
+        defaults["fetch.max.bytes"] = str(max(WAN_FETCH_MAX_BYTES, message_max_bytes(translated)))
     if translated.get("group.protocol", "classic").lower() == "consumer":
         for key in _CLASSIC_ONLY_DEFAULTS:
             defaults.pop(key)

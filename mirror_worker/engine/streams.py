@@ -111,14 +111,17 @@ def incremental(settings: dict) -> bool:
 def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, producers: list,
                  cluster_id: Callable[[object, str], str], destination_cluster_id: str,
                  transactions: Callable[[SourceStream], StreamTransaction] | None = None,
-                 streams: list[SourceStream] | None = None) -> list[SourceStream]:
+                 streams: list[SourceStream] | None = None,
+                 record_bytes: dict[str, float | None] | None = None) -> list[SourceStream]:
     """One stream per source cluster, appended to `streams` as each is made (a source that cannot be reached
     leaves the ones before it there, for the caller to close). `cluster_id(client, what)` waits (bounded) for
-    the first contact; `transactions(stream)`, for exactly-once mirrors, makes its transactional producer."""
+    the first contact; `transactions(stream)`, for exactly-once mirrors, makes its transactional producer;
+    `record_bytes`: far sources' sampled record sizes, by name (far_sources_record_bytes)."""
     streams = [] if streams is None else streams
+    record_bytes = record_bytes or {}
     for source in cfg.sources:
         round_trip = clients.round_trips.get(source.name)
-        record_bytes = clients.record_bytes.get(source.name)
+        sampled = record_bytes.get(source.name)
         admin = factory.worker_admin_client(
             clients.client(connection_settings(source.consumer), cluster=source.name), f"source {source.name!r}")
         width = None
@@ -126,11 +129,11 @@ def open_streams(cfg: MirrorConfig, clients: ClientSettings, stream_index: int, 
         # (clients/health.py) and a near source's response size (fetch_sizes_for).
         if cfg.metrics_port is not None or (is_near(round_trip) and "fetch.max.bytes" not in source.consumer):
             width = selected_partitions(cfg, admin, cfg.startup_timeout_s)
-        settings, reset_policy = consumer_settings(cfg, source, stream_index, round_trip, width, record_bytes)
+        settings, reset_policy = consumer_settings(cfg, source, stream_index, round_trip, width, sampled)
         log.info("source consumer sized for its round trip", extra={
             "mirror": cfg.name, "source": source.name,
             "round_trip_ms": None if round_trip is None else round(round_trip * 1000, 1),
-            "record_bytes": None if record_bytes is None else round(record_bytes, 1),
+            "record_bytes": None if sampled is None else round(sampled, 1),
             "max_partition_fetch_bytes": int(settings["max.partition.fetch.bytes"]),
             "fetch_max_bytes": int(settings["fetch.max.bytes"]),
             "queued_min_messages": int(settings.get("queued.min.messages", LIBRDKAFKA_QUEUED_MIN_MESSAGES)),

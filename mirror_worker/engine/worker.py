@@ -156,15 +156,15 @@ class MirrorWorker:
         # a far source's records sampled (a few round trips of the source's, engine/streams.py) and, exactly-once,
         # the destination brokers' offsets.retention.minutes (two).
         with ThreadPoolExecutor(2, thread_name_prefix="beside-start") as beside:
-            record_bytes = beside.submit(far_sources_record_bytes, cfg, self.clients)
+            sampling = beside.submit(far_sources_record_bytes, cfg, self.clients)
             if cfg.exactly_once:
                 retention = beside.submit(offsets_retention_ms, self.admin, cfg.startup_timeout_s)
             destination.ensure_internal(internal_topics(cfg))
-            self.clients.record_bytes.update(record_bytes.result())
+            record_bytes = sampling.result()
         if retention is not None:
             self.positions_keepalive_s = keepalive_interval_s(retention.result())
         self.resize(choose_inflight(cfg, self.clients.round_trips, DESTINATION, self.stream_index, self.metrics,
-                                    self._label, self.clients.record_bytes))
+                                    self._label, record_bytes))
         if not cfg.exactly_once:
             for _ in range(cfg.num_producers):
                 self.producers.append(factory.producer(self._producer_settings(cfg.producer)))
@@ -183,7 +183,7 @@ class MirrorWorker:
                     self.clock, stopping=lambda: not self.state.running,
                 )
         open_streams(cfg, self.clients, self.stream_index, self.producers, self._cluster_id,
-                     self.destination_cluster_id, transactions, streams=self.streams)
+                     self.destination_cluster_id, transactions, streams=self.streams, record_bytes=record_bytes)
         attach_schema_gates(cfg, self.streams, self.halts, self.metrics, self._label)
         self.source_contact = SourceContact([(s.alias, s.admin) for s in self.streams], self.metrics, self._label,
                                             after_s=cfg.stall_timeout_s)
