@@ -13,41 +13,16 @@ from mirror_worker.clients.record_sizes import (
     sampled_record_bytes,
     wire_bytes,
 )
+from tests.unit.fakes import FakeClock, FakeError, FakeMessage
 
 
-class Msg:
-    def __init__(self, topic, partition, value=b"", key=None, headers=None, error=None):
-        self._t, self._p, self._v, self._k, self._h, self._e = topic, partition, value, key, headers, error
-
-    def topic(self):
-        return self._t
-
-    def partition(self):
-        return self._p
-
-    def value(self):
-        return self._v
-
-    def key(self):
-        return self._k
-
-    def headers(self):
-        return self._h
-
-    def error(self):
-        return self._e
+def Msg(topic, partition, value=b"", key=None, headers=None, error=None):
+    """tests/unit/fakes.FakeMessage, without the key it gives by default (sizes are counted here)."""
+    return FakeMessage(topic, partition, 0, key=key, value=value, headers=headers, error=error)
 
 
 def eof(topic, partition):
-    return Msg(topic, partition, error=KafkaError(KafkaError._PARTITION_EOF))
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
+    return Msg(topic, partition, error=FakeError(KafkaError._PARTITION_EOF))
 
 
 class Reader:
@@ -92,7 +67,7 @@ def test_the_sample_spreads_over_topics_before_partitions():
 
 
 def test_the_tail_of_each_partition_is_read_and_averaged_until_each_is_done():
-    clock = Clock()
+    clock = FakeClock(step=0)  # moved by the reader's waits only
     full = [Msg("t", 0, b"x" * 100) for _ in range(SAMPLE_TAIL)]
     reader = Reader([full[:40], full[40:] + [Msg("t", 1, b"y" * 300)], [eof("t", 1)]], clock)
     mean = mean_record_bytes(reader, [("t", 0), ("t", 1)], timeout_s=5, clock=clock)
@@ -111,8 +86,8 @@ def test_empty_partitions_give_no_sample_at_once():
 
 
 def test_what_was_read_by_the_deadline_counts_and_other_errors_are_skipped():
-    clock = Clock()
-    other = Msg("t", 0, error=KafkaError(KafkaError._TRANSPORT))
+    clock = FakeClock(step=0)  # moved by the reader's waits only
+    other = Msg("t", 0, error=FakeError(KafkaError._TRANSPORT))
     reader = Reader([[Msg("t", 0, b"x" * 50), other]], clock, step=0.6)
     assert mean_record_bytes(reader, [("t", 0)], timeout_s=2, clock=clock) == 50 + RECORD_FRAMING_BYTES
     assert 3 <= reader.waits() <= 4  # kept asking until the deadline, never past it
