@@ -161,8 +161,8 @@ class BatchMirror:
                         stream.stash[:0] = batch[batch.index(msg):]
                         break
                     try:
-                        produce(dest_topic, value, key, dest_partition, timestamp=timestamp, headers=headers,
-                                on_delivery=on_delivery)
+                        # By position: named arguments cost ~0.5 us a record (clients/produce_positions.py).
+                        produce(dest_topic, value, key, dest_partition, on_delivery, None, timestamp, headers)
                     except BufferError:  # a producer's own queue.buffering.max.messages
                         stream.stash[:0] = batch[batch.index(msg):]
                         break

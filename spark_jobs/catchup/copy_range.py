@@ -216,7 +216,8 @@ def copy_until(task: CopyTask, settings: CopySettings, consumer, producer, error
                     key, value = rewrite_on_demand(settings.schemas, task, offset, msg.key(), msg.value(), id_headers)
             while True:
                 try:
-                    produce(destination_topic, value, key, destination_partition, timestamp=timestamp, headers=headers)
+                    # By position: named arguments cost ~0.5 us a record (clients/produce_positions.py).
+                    produce(destination_topic, value, key, destination_partition, None, None, timestamp, headers)
                     break
                 except BufferError:  # queue.buffering.max.messages in flight: wait for deliveries
                     waits += 1

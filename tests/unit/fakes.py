@@ -156,7 +156,10 @@ class FakeProducer:
         self.refusal = FakeError(KafkaError.MSG_SIZE_TOO_LARGE, "refused")
         self.produce_error: KafkaException | None = None
 
-    def produce(self, topic, value=None, key=None, partition=-1, timestamp=0, headers=None, on_delivery=None) -> None:
+    def produce(self, topic, value=None, key=None, partition=-1, on_delivery=None, callback=None, timestamp=0,
+                headers=None) -> None:
+        # confluent-kafka's order (mirror_worker/clients/produce_positions.py): the hot path passes them by position.
+        on_delivery = on_delivery or callback
         if self.produce_error is not None:
             raise self.produce_error
         if len(self.queue) >= self.capacity:

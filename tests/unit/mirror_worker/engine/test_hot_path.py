@@ -30,7 +30,8 @@ class FakeProducer:
         self.queue = []
         self.timestamps = []
 
-    def produce(self, topic, value, key, partition, timestamp=0, headers=None, on_delivery=None):
+    def produce(self, topic, value, key, partition, on_delivery=None, _alias=None, timestamp=0, headers=None):
+        # confluent-kafka's order: the hot path passes every argument by position (clients/produce_positions.py)
         self.queue.append((topic, partition, value, on_delivery, headers))
         self.timestamps.append(timestamp)
 

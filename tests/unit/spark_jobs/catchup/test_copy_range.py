@@ -48,7 +48,8 @@ class RecordingProducer:
         self.produced, self.calls = [], calls if calls is not None else []
         self.full_once, self.unflushed = full_once, unflushed
 
-    def produce(self, topic, value, key, partition, timestamp=0, headers=None):
+    def produce(self, topic, value, key, partition, _on_delivery=None, _alias=None, timestamp=0, headers=None):
+        # confluent-kafka's order: the copy passes every argument by position (clients/produce_positions.py)
         if self.full_once:
             self.full_once = False
             raise BufferError("queue full")
