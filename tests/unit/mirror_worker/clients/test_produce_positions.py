@@ -12,7 +12,7 @@ from mirror_worker.clients.produce_positions import POSITIONS
 
 @pytest.fixture
 def producer():
-    producer = Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0, "socket.connection.setup.timeout.ms": 1000})
+    producer = Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
     yield producer
     producer.purge()
     producer.poll(0)
