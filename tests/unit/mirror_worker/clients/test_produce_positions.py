@@ -23,8 +23,15 @@ def purged(producer) -> None:
     producer.poll(0)
 
 
-def test_the_order_is_the_one_the_hot_paths_pass():
-    assert POSITIONS == ("topic", "value", "key", "partition", "callback", "on_delivery", "timestamp", "headers")
+def test_a_call_built_in_the_order_of_positions_is_taken_with_its_callback(producer):
+    reported = []
+    values = {"topic": "t", "value": b"v", "key": b"k", "partition": 2,
+              "callback": lambda err, msg: reported.append((err.code(), msg.topic(), msg.partition(), msg.value())),
+              "on_delivery": None, "timestamp": 1700000000123, "headers": [("h", b"1")]}
+    producer.produce(*[values[name] for name in POSITIONS])
+    purged(producer)
+    assert reported == [(KafkaError._PURGE_QUEUE, "t", 2, b"v")]
+    assert len(POSITIONS) == len(set(POSITIONS)) == 8  # every parameter produce() has, once
 
 
 def test_the_fifth_is_the_delivery_callback_and_the_sixth_its_alias_unused_once_the_fifth_is_given(producer):
