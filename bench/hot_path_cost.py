@@ -11,7 +11,8 @@ median over `--repeats` of CPU nanoseconds per record. Single-threaded and broke
 neighbours move it far less than an end-to-end run (bench.compare), which also counts librdkafka's threads.
 
 The worker's admin client and destination topics, which the hot path does not use, are the unit tests' in-memory
-fakes (tests/unit/fakes.py). `--tree DIR` times the worker of another checkout (e.g. a git worktree of main) beside this one's, in one run.
+fakes (tests/unit/fakes.py). `--tree DIR` times the worker of another checkout (e.g. a git worktree of main) beside
+this one's, in one run.
 """
 
 from __future__ import annotations
