@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 BATCH = 10_000
 RUN = 500
@@ -55,12 +56,12 @@ def _producer():
                      "queue.buffering.max.messages": 2 * BATCH, "queue.buffering.max.kbytes": 2_000_000})
 
 
-def _timed(passes: list, batch_list: list, producer) -> float:
-    """CPU seconds of `passes(batch)` over every batch, the producer's queue purged between batches (untimed)."""
+def _timed(one_pass: Callable[[list], None], batch_list: list, producer) -> float:
+    """CPU seconds of `one_pass(batch)` over every batch, the producer's queue purged between batches (untimed)."""
     spent = 0.0
     for batch in batch_list:
         started = time.process_time()
-        passes(batch)
+        one_pass(batch)
         spent += time.process_time() - started
         producer.purge()
         producer.poll(0)
