@@ -93,6 +93,19 @@ def test_airflow_runs_each_mapped_worker_task_with_its_map_index_as_slot(stack, 
     assert sum(committed_offsets(src, group, topic, PARTITIONS).values()) == RECORDS
 
 
+def _first_record(consumer, partition, timeout_s: float = 30.0):
+    """The first record (or event) a hook's consumer reads from `partition` within `timeout_s`, None if none;
+    the consumer closed after."""
+    try:
+        consumer.assign([partition])
+        deadline, record = time.monotonic() + timeout_s, None
+        while record is None and time.monotonic() < deadline:
+            record = consumer.poll(1.0)
+        return record
+    finally:
+        consumer.close()
+
+
 def test_a_kafka_connection_that_takes_records_over_16_mib_passes_its_test_and_reads(stack, topic_name, monkeypatch):
     """The hook's consumers get 16 MiB fetch responses by default (config/librdkafka.py), and librdkafka refuses a
     consumer whose fetch.max.bytes is under its message.max.bytes: a connection whose extras took records of 20 MB
@@ -110,15 +123,8 @@ def test_a_kafka_connection_that_takes_records_over_16_mib_passes_its_test_and_r
     topic = topic_name("hook-large")
     create_topic(src, topic, partitions=1)
     produce(src, topic, [{"value": b"read with 20 MB records allowed", "partition": 0}])
-    consumer = hook.get_consumer(f"hook-large-{uuid.uuid4().hex[:8]}")
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline, record = time.monotonic() + 30, None
-        while record is None and time.monotonic() < deadline:
-            record = consumer.poll(1.0)
-        assert record is not None and record.error() is None and record.value() == b"read with 20 MB records allowed"
-    finally:
-        consumer.close()
+    record = _first_record(hook.get_consumer(f"hook-large-{uuid.uuid4().hex[:8]}"), TopicPartition(topic, 0, 0))
+    assert record is not None and record.error() is None and record.value() == b"read with 20 MB records allowed"
 
 
 def test_kafka_and_registry_hooks_on_the_stack(stack, topic_name, monkeypatch):
@@ -142,15 +148,8 @@ def test_kafka_and_registry_hooks_on_the_stack(stack, topic_name, monkeypatch):
     producer = hook.get_producer()
     producer.produce(topic, key=b"k", value=b"through the hook", partition=1)
     assert producer.flush(30) == 0
-    consumer = hook.get_consumer(f"hook-it-{uuid.uuid4().hex[:8]}")
-    try:
-        consumer.assign([TopicPartition(topic, 1, 0)])
-        deadline, message = time.monotonic() + 30, None
-        while message is None and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-        assert message is not None and message.error() is None and message.value() == b"through the hook"
-    finally:
-        consumer.close()
+    message = _first_record(hook.get_consumer(f"hook-it-{uuid.uuid4().hex[:8]}"), TopicPartition(topic, 1, 0))
+    assert message is not None and message.error() is None and message.value() == b"through the hook"
     registry = stack["source"].registry.url  # http://host:port/apis/ccompat/v7
     host, _, rest = registry.removeprefix("http://").partition("/")
     monkeypatch.setenv("AIRFLOW_CONN_REG_IT", json.dumps(
