@@ -144,10 +144,17 @@ class TransactionCommits:
         hold = hold_consumers and self.hold_consumers is not None
         started = last_log = self.clock()
         held = False
+        tx = stream.transactions
+        ended = tx.ended
         try:
             while True:
+                if tx.ended != ended:
+                    # A rebalance callback served by hold_consumers' poll ended the transaction that held the records
+                    # of `positions` (aborted at a loss, or committed): committed now, in the next one, those
+                    # positions would skip records no transaction carries any more.
+                    return TransactionAborted("the transaction ended while its commit waited (a rebalance meanwhile)")
                 try:
-                    return stream.transactions.commit(positions, released, self._attempt_timeout(deadline))
+                    return tx.commit(positions, released, self._attempt_timeout(deadline))
                 except (TransactionAborted, ProducerFenced) as exc:
                     return exc
                 except TransactionPending as exc:
@@ -157,7 +164,8 @@ class TransactionCommits:
                     deadline = self.state.shutdown_deadline()
                 if self.state.fatal is not None or (deadline is not None and now >= deadline):
                     return None
-                if hold and not held and now - started >= PAUSE_AFTER_S:
+                if hold and now - started >= PAUSE_AFTER_S:
+                    # Every round, not once: a wait past max.poll.interval.ms dropped this worker from its group.
                     self.hold_consumers()
                     held = True
                 if now - last_log > 10:

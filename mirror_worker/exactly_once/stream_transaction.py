@@ -87,6 +87,9 @@ class StreamTransaction:
         # (reopen, or open at an assignment the group just made).
         self.fenced = False
         self.closed = False
+        # Transactions ended (committed, aborted, or their producer replaced), counted: a commit that waited across
+        # a change of it would name records no longer in any open transaction (TransactionCommits._commit).
+        self.ended = 0
         self.live: dict[int, list[bool]] = {}  # id(producer) -> [still in use], read by its error callback
         # Replaced while their send_offsets_to_transaction still blocks; each is dropped by its own thread once
         # that call returns (never destroyed under it).
@@ -124,6 +127,8 @@ class StreamTransaction:
             raise
         for old in self.producers:
             self._retire(old)
+        if self.producers:
+            self.ended += 1  # the replaced producer's transaction is aborted by this one's init
         self.producers[:] = [producer]
         self.broken = self.fenced = False
         self.committing = None
@@ -258,6 +263,7 @@ class StreamTransaction:
                 self._send_offsets(producer, slots, timeout_s)
                 self.committing = dict(positions)
             producer.commit_transaction(timeout_s)
+            self.ended += 1
         except StuckCall:
             self.aborting = f"send_offsets_to_transaction did not return within {timeout_s + STUCK_AFTER_S:.0f}s"
             self.broken = True
@@ -308,6 +314,7 @@ class StreamTransaction:
             producer = self.producers[0]
             try:
                 producer.abort_transaction(timeout_s)
+                self.ended += 1
                 producer.begin_transaction()
                 self.aborting = None
                 self.committing = None

@@ -209,6 +209,7 @@ class FakeTransactions:
         self.broken = False
         self.closed = False
         self.reopened = 0
+        self.ended = 0  # transactions ended: committed, aborted or replaced (StreamTransaction.ended)
         self.commits: list[dict] = []  # the positions of each committed transaction
         self.aborts: list[str] = []
         self.opened: list = []
@@ -227,6 +228,7 @@ class FakeTransactions:
         self.reopened += 1
         self.fenced = self.broken = False
         if self.producers:
+            self.ended += 1
             self.producers[0].queue, self.producers[0].in_transaction = [], []
 
     def commit(self, positions: dict, released: set, timeout_s) -> dict:
@@ -238,11 +240,13 @@ class FakeTransactions:
         if self.abort_next:
             self.abort_next = False
             producer.queue, producer.in_transaction = [], []  # the aborted transaction's records are gone
+            self.ended += 1
             raise TransactionAborted("fake: aborted")
         producer.flush()
         producer.delivered += producer.in_transaction
         producer.in_transaction = []
         self.commits.append(dict(positions))
+        self.ended += 1
         for key, offset in positions.items():
             self.positions[key] = (offset, "")
             self.writers[key] = "" if key in released else "me"
@@ -252,6 +256,7 @@ class FakeTransactions:
         if self.fenced:
             raise ProducerFenced("fake: fenced")
         self.aborts.append(reason)
+        self.ended += 1
         if self.producers:
             self.producers[0].queue, self.producers[0].in_transaction = [], []
 

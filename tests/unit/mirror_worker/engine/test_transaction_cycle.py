@@ -23,6 +23,7 @@ class Destination:
         self.calls: list[tuple[dict, set]] = []
         self.closed = False
         self.reopened = 0
+        self.ended = 0  # transactions ended (StreamTransaction.ended)
 
     def commit(self, positions: dict, released: set, timeout_s: float) -> dict:
         self.calls.append((dict(positions), set(released)))
@@ -150,3 +151,50 @@ def test_records_of_a_transaction_left_open_are_counted_when_a_later_cycle_commi
     stream.pending = {"t": [3, 300, 1]}
     outcome = cycle.checkpoint_and_commit(only=(stream, set()), source_group=False)
     assert not outcome.complete and stream.pending == {"t": [3, 300, 1]}
+
+
+class _Clock:
+    """Time that moves 1 s each time it is read: a wait passes PAUSE_AFTER_S at once."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_a_transaction_aborted_while_its_commit_waited_is_not_committed_with_the_positions_of_its_records():
+    """A commit that waits on the destination polls the consumers (the group must keep this worker); a rebalance
+    callback served by that poll (partitions lost) aborted the open transaction. Its records are gone: a retry
+    that committed their positions in the next, empty transaction skipped them for good (the next owner, or this
+    worker once the partitions came back, started from those positions)."""
+    destination = Destination(TransactionPending("timed out"), None)
+
+    def abort(_reason: str) -> None:
+        destination.ended += 1
+
+    cycle, stream, _ = _cycle(destination)
+    clock = _Clock()
+    cycle.transactions.clock = clock
+    cycle.transactions.hold_consumers = lambda: abort("partitions lost with records in the open transaction")
+    cycle.transactions.release_consumers = lambda: None
+    outcome = cycle.checkpoint_and_commit(only=None, from_loop=True, source_group=False)
+    assert len(destination.calls) == 1, "the aborted records' positions were committed by a retry"
+    assert not outcome.complete
+    assert sorted(key for _, key, _ in outcome.aborted) == [KEYS[0], KEYS[1], KEYS[2]]  # re-sent
+    assert stream.ledger.committed == dict.fromkeys(KEYS, 5)
+
+
+def test_a_commit_that_waits_polls_the_consumers_on_every_round_not_once():
+    """A single poll at the start of a wait let a destination outage longer than max.poll.interval.ms drop this
+    worker from its source group (then its partitions were lost and fenced anew)."""
+    destination = Destination(*[TransactionPending("timed out")] * 4, None)
+    cycle, _, _ = _cycle(destination)
+    cycle.transactions.clock = _Clock()
+    polls: list[int] = []
+    cycle.transactions.hold_consumers = lambda: polls.append(1)
+    cycle.transactions.release_consumers = lambda: None
+    outcome = cycle.checkpoint_and_commit(only=None, from_loop=True, source_group=False)
+    assert outcome.complete
+    assert len(polls) >= 4

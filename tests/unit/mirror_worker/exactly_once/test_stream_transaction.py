@@ -230,3 +230,21 @@ def test_another_mirrors_partition_is_refused_even_when_the_producer_failed_to_s
     with pytest.raises(IdentityCollision, match="already written by another mirror"):
         make(store).open([A])
     assert fenced == []
+
+
+def test_every_end_of_a_transaction_is_counted_and_a_pending_commit_is_not_one(world):
+    """`ended` tells a commit that waited whether the transaction holding its records is still the open one
+    (engine/transaction_cycle.py): a commit, an abort and a replacement end it; a timed-out commit does not."""
+    make, _, _ = world
+    tx = make(Store({}), commit_errors=[KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True)])
+    tx.open([A])
+    assert tx.ended == 0  # the first producer replaced none
+    with pytest.raises(TransactionPending):
+        tx.commit({A: 5}, set(), 1.0)
+    assert tx.ended == 0
+    tx.commit({A: 5}, set(), 1.0)
+    assert tx.ended == 1
+    tx.abort("x")
+    assert tx.ended == 2
+    tx.reopen()
+    assert tx.ended == 3
