@@ -164,8 +164,10 @@ class TransactionCommits:
                     deadline = self.state.shutdown_deadline()
                 if self.state.fatal is not None or (deadline is not None and now >= deadline):
                     return None
-                if hold and now - started >= PAUSE_AFTER_S:
-                    # Every round, not once: a wait past max.poll.interval.ms dropped this worker from its group.
+                if hold and not held and now - started >= PAUSE_AFTER_S:
+                    # Once: a rebalance callback served by a poll mid-wait may read positions this worker's own
+                    # pending commit holds (a stable read then waits out its timeout). A wait past
+                    # max.poll.interval.ms drops the worker from its group; it rejoins once the commit is done.
                     self.hold_consumers()
                     held = True
                 if now - last_log > 10:

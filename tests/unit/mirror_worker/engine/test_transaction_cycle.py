@@ -185,16 +185,3 @@ def test_a_transaction_aborted_while_its_commit_waited_is_not_committed_with_the
     assert sorted(key for _, key, _ in outcome.aborted) == [KEYS[0], KEYS[1], KEYS[2]]  # re-sent
     assert stream.ledger.committed == dict.fromkeys(KEYS, 5)
 
-
-def test_a_commit_that_waits_polls_the_consumers_on_every_round_not_once():
-    """A single poll at the start of a wait let a destination outage longer than max.poll.interval.ms drop this
-    worker from its source group (then its partitions were lost and fenced anew)."""
-    destination = Destination(*[TransactionPending("timed out")] * 4, None)
-    cycle, _, _ = _cycle(destination)
-    cycle.transactions.clock = _Clock()
-    polls: list[int] = []
-    cycle.transactions.hold_consumers = lambda: polls.append(1)
-    cycle.transactions.release_consumers = lambda: None
-    outcome = cycle.checkpoint_and_commit(only=None, from_loop=True, source_group=False)
-    assert outcome.complete
-    assert len(polls) >= 4
