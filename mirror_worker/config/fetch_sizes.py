@@ -67,13 +67,19 @@ def is_near(round_trip_s: float | None) -> bool:
 # WAN_FETCH_MAX_BYTES (1 KiB records at 50 ms: the cap, as before). Unsampled (an empty topic, no answer in time):
 # the cap.
 RESPONSE_RATE = 4 * PREFETCH_RATE
+# ...and never more than RESPONSE_RECORDS records: one response per round trip of 200 ms still carries 340,000
+# records/s, above the loop's copy rate. Without it a source 200 ms away got the 16 MiB cap at 100 B (~135,000
+# records a response) and held the worker at 275.6 MiB of peak RSS copying 1M x 100 B; 8 MiB responses (named)
+# at 194.7 MiB, copying at 281,000 msgs/s against 320,000, 95 % of loopback's (bench.wan, 2026-12-01, stop 65;
+# docs/benchmarks/wan.md). Below ~57 ms the rate rule stays the smaller; 1 KiB records keep the cap.
+RESPONSE_RECORDS = 68_000
 
 
 def wan_fetch_max_bytes(round_trip_s: float | None, record_bytes: float | None) -> int:
     """A far source's fetch.max.bytes for records of `record_bytes` each on the wire (None: not sampled)."""
     if round_trip_s is None or not record_bytes:
         return WAN_FETCH_MAX_BYTES
-    wanted = math.ceil(RESPONSE_RATE * round_trip_s * record_bytes)
+    wanted = math.ceil(min(RESPONSE_RATE * round_trip_s, RESPONSE_RECORDS) * record_bytes)
     return min(WAN_FETCH_MAX_BYTES, max(LOOPBACK_FETCH_MAX_BYTES, wanted))
 
 

@@ -187,7 +187,9 @@ def test_reach_all_measures_every_cluster_and_exports_it(monkeypatch):
 @pytest.mark.parametrize("round_trip, record_bytes, expected", [
     (0.050, 116, 6_960_000),                 # 100 B values: 1.2M records/s over one round trip, ~7 MB
     (0.050, 1_040, WAN_FETCH_MAX_BYTES),     # 1 KiB: the cap, as before the sample
-    (0.200, 116, WAN_FETCH_MAX_BYTES),       # farther: more records per round trip, up to the cap
+    (0.100, 116, 7_888_000),                 # farther: at most 68,000 records a response (340,000/s at 200 ms)
+    (0.200, 116, 7_888_000),                 # (the 16 MiB cap, ~140,000 records, held 275.6 MiB of RSS at 200 ms)
+    (0.200, 1_040, WAN_FETCH_MAX_BYTES),     # 1 KiB far away: still the cap
     (0.050, 20, LOOPBACK_FETCH_MAX_BYTES),   # tiny records: never under a near source's response
     (0.050, None, WAN_FETCH_MAX_BYTES),      # not sampled (an empty topic, no answer): the cap
     (None, 116, WAN_FETCH_MAX_BYTES),        # round trip not measured: the cap
