@@ -116,14 +116,14 @@ def test_destination_down_longer_than_the_delivery_timeout(outage_stack, tmp_pat
         assert resends, "no record timed out: the outage did not outlast message.timeout.ms"
 
 
-
 def test_a_transaction_ended_while_its_commit_waited_on_the_destination_does_not_commit_its_positions(
         outage_stack, topic_name):
-    """The defect behind a CI run that lost 855 of 30,000 records (test above, exactly-once): a commit waiting on a
-    killed destination polls the consumers to keep the group; a rebalance callback that poll served (partitions
-    lost) ended the open transaction, aborting its records, and the commit's next attempt committed their positions
-    in the next, empty transaction. Real transactional producer and positions group on a real broker, killed -9;
-    the callback is played by the poll hook (as assignment._abort_with does, with the producer replaced)."""
+    """A defect that loses what a CI run lost (855 of 30,000 records, a window of those in flight at the kill; the
+    kill test above, exactly-once; whether it is what that run met is not known): a commit waiting on a killed
+    destination polls the consumers to keep the group; a rebalance callback that poll served (partitions lost) ended
+    the open transaction, aborting its records, and the commit's next attempt committed their positions in the
+    next, empty transaction. Real transactional producer and positions group on a real broker, killed -9; the
+    callback is played by the poll hook (as assignment._abort_with does, with the producer replaced)."""
     from types import SimpleNamespace
 
     from confluent_kafka import Consumer, KafkaException, TopicPartition

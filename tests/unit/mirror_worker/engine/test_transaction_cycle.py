@@ -184,4 +184,3 @@ def test_a_transaction_aborted_while_its_commit_waited_is_not_committed_with_the
     assert not outcome.complete
     assert sorted(key for _, key, _ in outcome.aborted) == [KEYS[0], KEYS[1], KEYS[2]]  # re-sent
     assert stream.ledger.committed == dict.fromkeys(KEYS, 5)
-
