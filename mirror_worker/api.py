@@ -16,7 +16,8 @@ of the copy themselves, have their own surface: `mirror_worker.batch_api`.
 - schema registries (config/registry.py): `registry_from_connection` (a registry client's config: URL, auth, TLS)
 - topics and schemas: `describe_topics`, `DestinationTopics`, `creation_configs`, `exclusion_pattern`,
   `sync_mirror_schemas`
-- consumer groups and log ends: `group_ids`, `active_members`, `held_partitions`, `list_offsets`, `log_bounds`, `reads_committed`
+- consumer groups and log ends: `group_ids`, `active_members`, `held_partitions`, `committed_offsets`, `list_offsets`,
+  `log_bounds`, `reads_committed`
 - failover: `source_cluster`, `translate_group`, `translated_offsets`, `apply_group_offsets`,
   `translation_report`, `failed_over`, `mark_failed_over`, `refuse_if_failed_over`, `unmark`, `mark_topic`
 - hand-over to the Spark catch-up: `lease_group`; exactly-once positions: `POSITIONS_GROUP`,
@@ -32,7 +33,7 @@ from mirror_worker.surface import lazy_names
 
 if TYPE_CHECKING:  # the same names, for readers and type checkers (the import graph counts these edges)
     from mirror_worker.clients.factory import admin_client, consumer, group_admin_client, producer, side_consumer
-    from mirror_worker.clients.groups import active_members, group_ids, held_partitions
+    from mirror_worker.clients.groups import active_members, committed_offsets, group_ids, held_partitions
     from mirror_worker.clients.log_ends import list_offsets, log_bounds, reads_committed
     from mirror_worker.config.librdkafka import (
         connection_settings, consumer_settings, producer_settings, settings_from_connection,
@@ -84,6 +85,7 @@ _HOME = {
     "group_ids": ("mirror_worker.clients.groups", "group_ids"),
     "active_members": ("mirror_worker.clients.groups", "active_members"),
     "held_partitions": ("mirror_worker.clients.groups", "held_partitions"),
+    "committed_offsets": ("mirror_worker.clients.groups", "committed_offsets"),
     "list_offsets": ("mirror_worker.clients.log_ends", "list_offsets"),
     "log_bounds": ("mirror_worker.clients.log_ends", "log_bounds"),
     "reads_committed": ("mirror_worker.clients.log_ends", "reads_committed"),

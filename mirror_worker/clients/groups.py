@@ -51,11 +51,25 @@ def held_partitions(admin, group: str, timeout: float = 30.0) -> set[tuple[str, 
             for tp in (member.assignment.topic_partitions if member.assignment else [])}
 
 
+def committed_offsets(consumer, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+    """`consumer.committed(partitions)`, asked again while the group's coordinator is not ready (a young cluster,
+    or one whose coordinator moves: a broker restarted), until `timeout` has passed: librdkafka hands that error
+    to the caller (a young one-node cluster answered it for several seconds, test_lag_measure.py)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.committed(partitions, timeout=max(1.0, deadline - time.monotonic()))
+        except KafkaException as exc:
+            if exc.args[0].code() not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def committed_positions(consumer, partitions: list[TopicPartition], timeout: float) -> dict[tuple[str, int], tuple[int, str]]:
     """The group's committed offset of each partition that has one, with the commit's metadata (the
     source topic's id, as the mirror writes it)."""
     return {(tp.topic, tp.partition): (tp.offset, tp.metadata)
-            for tp in consumer.committed(partitions, timeout=timeout) if tp.offset >= 0}
+            for tp in committed_offsets(consumer, partitions, timeout) if tp.offset >= 0}
 
 
 def group_commits(settings: dict, group: str, partitions: list[tuple[str, int]] | None,
@@ -76,13 +90,6 @@ def group_commits(settings: dict, group: str, partitions: list[tuple[str, int]] 
             partitions = sorted((name, p) for name, topic in metadata.topics.items() if topic.error is None
                                 for p in topic.partitions)
         wanted = [TopicPartition(t, p) for t, p in partitions]
-        while wanted:
-            try:
-                return consumer.committed(wanted, timeout=max(1.0, deadline - time.monotonic()))
-            except KafkaException as exc:
-                if exc.args[0].code() not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-        return []
+        return committed_offsets(consumer, wanted, max(1.0, deadline - time.monotonic())) if wanted else []
     finally:
         consumer.close()

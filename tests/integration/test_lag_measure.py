@@ -143,3 +143,22 @@ def test_heartbeats_are_timed_by_the_destination_broker_not_the_worker_clock(sta
     # 400 s of silence later (the sensor's clock moved on): stale, although the worker's stamp is still in the future.
     later = evaluate({}, heartbeats, time.time() + 400, limits)
     assert later.status is Status.LATENCY and "replication latency" in later.summary()
+
+
+def test_a_source_whose_group_coordinator_is_not_ready_is_measured_once_it_is(stack, topic_name, tmp_path):
+    """A young cluster (or one whose coordinator moves: a broker restarted) answers the group's offset fetch with
+    "not coordinator" for a few seconds. The measurement failed on it, and the lag DAG paged FAILED instead of the
+    stall it was there to see (CI, test_lag_faults.py, 2026-12-01); now it asks again within its timeout, as the
+    worker's tools do (clients/groups.py)."""
+    from tests.kafka_util import private_kafka
+
+    topic = topic_name("young")
+    with private_kafka(tmp_path / "young") as node:
+        src = node.bootstrap_servers
+        create_topic(src, topic, partitions=2)
+        produce(src, topic, [{"value": b"v", "partition": i % 2} for i in range(6)])
+        mirror = select_mirror(write_mirror_spec(tmp_path / "young.yaml", stack, "m-young", topic, source=src),
+                               "m-young")
+        samples = dict(measure_partitions(mirror))
+    assert sorted(samples) == [("east", topic, 0), ("east", topic, 1)]
+    assert [(s.committed, s.high) for _, s in sorted(samples.items())] == [(None, 3), (None, 3)]

@@ -19,8 +19,8 @@ from confluent_kafka import OFFSET_END, TIMESTAMP_LOG_APPEND_TIME, Consumer, Kaf
 
 from mirror_airflow.lag.rules import Heartbeat, PartitionKey, Sample
 from mirror_worker.api import (
-    POSITIONS_GROUP, MirrorConfig, admin_client, describe_topics, legacy_positions_group, log_bounds, reads_committed,
-    side_consumer,
+    POSITIONS_GROUP, MirrorConfig, admin_client, committed_offsets, describe_topics, legacy_positions_group,
+    log_bounds, reads_committed, side_consumer,
 )
 
 
@@ -62,7 +62,7 @@ def _committed(mirror: MirrorConfig, alias: str, consumer: Consumer, partitions:
     if not partitions:
         return {}
     if not mirror.exactly_once:
-        result = consumer.committed(partitions, timeout=timeout)
+        result = committed_offsets(consumer, partitions, timeout)  # asked again while the coordinator moves
         return {(tp.topic, tp.partition): tp.offset for tp in result if tp.offset >= 0}
     found: dict[tuple[str, int], int] = {}
     # A worker not restarted since the upgrade still keeps its positions in the earlier layout's group.
@@ -73,7 +73,7 @@ def _committed(mirror: MirrorConfig, alias: str, consumer: Consumer, partitions:
         positions = side_consumer(mirror.producer, group, {"isolation.level": "read_committed"})
         try:
             slots = [TopicPartition(policy.remote_topic(tp.topic), tp.partition) for tp in missing]
-            result = positions.committed(slots, timeout=timeout)
+            result = committed_offsets(positions, slots, timeout)
             found.update({(tp.topic, tp.partition): slot.offset for tp, slot in zip(missing, result) if slot.offset >= 0})
         finally:
             positions.close()
