@@ -107,7 +107,9 @@ def test_catchup_refuses_while_the_mirror_runs(stack, topic_name, tmp_path):
     src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
     topic = topic_name("busy")
     group = f"g-{topic}"
-    create_topic(src, topic, partitions=2)
+    # _produce writes to PARTITIONS partitions: with 2, a record for partition 2 failed at produce() whenever the
+    # producer already knew the topic (a full run, 2026-12-01), and was dropped unseen when it did not.
+    create_topic(src, topic, partitions=PARTITIONS)
     _produce(src, topic, 0, 100)
     consumer = write_properties(tmp_path / "source.properties", {"bootstrap.servers": src, "group.id": group})
     producer = write_properties(tmp_path / "destination.properties", {"bootstrap.servers": dst})
@@ -115,6 +117,7 @@ def test_catchup_refuses_while_the_mirror_runs(stack, topic_name, tmp_path):
                            tmp_path)
     try:
         worker.wait_started()
+        worker.wait_for_log("partitions assigned")  # a member of the group: "mirror started" comes before the join
         result = run_catchup("--source.bootstrap.servers", src, "--destination.bootstrap.servers", dst,
                           "--topics", topic, "--group.id", group)
     finally:
