@@ -4,10 +4,20 @@ source record ends on the destination in order per partition (exactly-once: once
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from mirror_worker.engine.ledger import OffsetLedger
+from mirror_worker.engine.run_state import RunState
+from mirror_worker.engine.transaction_cycle import CommitOutcome, TransactionCommits
+from mirror_worker.exactly_once.positions import POSITIONS_GROUP, Owner
+from mirror_worker.exactly_once.stream_transaction import StreamTransaction
+from mirror_worker.exceptions import MirrorError
+from mirror_worker.metrics import MirrorMetrics
 from tests.integration.test_worker_faults import LiveProducer, mirror_workers
+from tests.kafka_util import create_topic
 from tests.worker_util import loss_and_duplicates, read_topic, wait_for_count
 
 # kill -9 of the destination broker: one of the module's own (outage_stack), beside the shared source
@@ -124,19 +134,6 @@ def test_a_transaction_ended_while_its_commit_waited_on_the_destination_does_not
     the open transaction, aborting its records, and the commit's next attempt committed their positions in the
     next, empty transaction. Real transactional producer and positions group on a real broker, killed -9; the
     callback is played by the poll hook (as assignment._abort_with does, with the producer replaced)."""
-    from types import SimpleNamespace
-
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-    from mirror_worker.engine.ledger import OffsetLedger
-    from mirror_worker.engine.run_state import RunState
-    from mirror_worker.engine.transaction_cycle import CommitOutcome, TransactionCommits
-    from mirror_worker.exactly_once.positions import POSITIONS_GROUP, Owner
-    from mirror_worker.exactly_once.stream_transaction import StreamTransaction
-    from mirror_worker.exceptions import MirrorError
-    from mirror_worker.metrics import MirrorMetrics
-    from tests.kafka_util import create_topic
-
     broker = outage_stack["destination"].kafka
     dst, topic, positions_topic = broker.bootstrap_servers, topic_name("ended"), topic_name("positions")
     create_topic(dst, topic)
