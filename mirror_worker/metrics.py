@@ -155,12 +155,13 @@ class MirrorMetrics:
             "(the shortest of three): the source fetch sizes follow it", ["mirror", "cluster"], registry=self.registry,
         )
         self.inflight_budget = Gauge(
-            "mirror_inflight_budget_bytes", "Bytes of in-flight data (source prefetch, producer queues) the worker "
-            "sized its queues within", ["mirror"], registry=self.registry,
+            "mirror_inflight_budget_bytes", "Bytes of in-flight data (source prefetch, producer queues, the queued "
+            "records' overhead) the worker sized its queues within", ["mirror"], registry=self.registry,
         )
         self.inflight_limit = Gauge(
             "mirror_inflight_limit", "What the worker holds in flight, as sized at start: queue_size (records, every "
-            "producer), producer_queue_bytes (each producer), consumer_queue_bytes (every source's prefetch)",
+            "producer), producer_queue_bytes (each producer), consumer_queue_bytes (every source's prefetch), "
+            "records_overhead_bytes (what queue_size records cost beyond their bytes)",
             ["mirror", "limit"], registry=self.registry,
         )
         self.delivery_retries = Counter(

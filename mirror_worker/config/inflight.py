@@ -8,11 +8,14 @@ Three things hold records between the source and the destination's acknowledgeme
 - the records handed to the producers and not yet acknowledged: `queue_size` records across every producer
   (the worker's own bound, engine/backpressure.py), each producer's `queue.buffering.max.messages` equal to it;
 - the bytes of those records: each producer's `queue.buffering.max.kbytes` (librdkafka's default, 1 GiB, never
-  bound before: 10,000 records of 1 MB each would have been 10 GB).
+  bound before: 10,000 records of 1 MB each would have been 10 GB);
+- what each of those records costs librdkafka beyond its bytes (RECORD_OVERHEAD_BYTES), which no setting bounds
+  but the record count.
 
 A partition's records cross to its leader about one batch per round trip, so a destination far away needs more
 records in flight to keep the same rate: `queue_size` follows the round trip. The bytes follow the budget: the
-consumers' prefetch is counted as configured, the producers share what is left. Whatever the settings name wins.
+consumers' prefetch is counted as configured, then the records' overhead, and the producers share what is left
+for their bytes. Whatever the settings name wins.
 """
 
 from __future__ import annotations
@@ -42,6 +45,14 @@ QUEUE_ROUND_TRIPS = 3
 MAX_QUEUE_SIZE = 200_000  # 200 ms away: 180,000. Beyond, the bytes bound the copy anyway.
 # Not measured (the destination did not answer the probe): taken as a WAN this far away, as fetch_sizes_for does.
 UNMEASURED_ROUND_TRIP_S = 0.05
+# What each record handed to a producer costs beyond its key and value until it is acknowledged: librdkafka's
+# message (~180 B, with the allocator's header), the Python client's delivery state, its share of the request
+# and compression buffers of the batches in flight. queue.buffering.max.kbytes counts only the key and value, so
+# the budget counts this for every record queue_size allows. Measured on the bench with the destination 200 ms
+# away, 1M records (bench.wan, 2026-12-01, stop 66): 180,000 records of 100 B in flight took the worker's peak RSS
+# 75 MiB above loopback's 10,000 (~460 B a record, its 100 B included); records of 1 KiB, ~94,000 held by the
+# 96 MiB byte bound, 131 MiB above (~1,460 B a record).
+RECORD_OVERHEAD_BYTES = 400
 # What a producer's queue.buffering.max.kbytes never goes under: a record larger than a producer's byte bound
 # would be refused forever (librdkafka counts it against the bound even in an empty queue). The worker also keeps
 # it above twice the largest record the destination topics take (engine/worker.py _fitted).
@@ -62,6 +73,11 @@ class InflightSizes:
     @property
     def producers_queue_bytes(self) -> int:
         return self.producer_queue_kbytes * 1024
+
+    @property
+    def records_overhead_bytes(self) -> int:
+        """What the queue_size records in flight cost librdkafka beyond their keys and values."""
+        return self.queue_size * RECORD_OVERHEAD_BYTES
 
 
 def queue_size_for(round_trip_s: float | None) -> int:
@@ -92,19 +108,27 @@ def inflight_sizes(round_trip_s: float | None, budget_bytes: int, queue_size: in
     named = {"queue.size": queue_size is not None,
              "queue.buffering.max.kbytes": "queue.buffering.max.kbytes" in producer}
     consumer_bytes = sum(consumer_prefetch_bytes(c) for c in consumers)
+    producers = max(1, producers)
+    left = budget_bytes - consumer_bytes  # for the producers: their records' overhead, then their bytes
+    if queue_size is None:
+        # The records' overhead comes first: fewer records in flight, never fewer than near the destination,
+        # when the budget cannot hold the round trip's and each producer's floor of bytes besides.
+        fits = (left - producers * MIN_PRODUCER_QUEUE_BYTES) // RECORD_OVERHEAD_BYTES
+        queue_size = max(LOOPBACK_QUEUE_SIZE, min(queue_size_for(round_trip_s), fits))
     if named["queue.buffering.max.kbytes"]:
         kbytes = int(producer["queue.buffering.max.kbytes"])
     else:
-        share = (budget_bytes - consumer_bytes) // max(1, producers)
+        share = (left - queue_size * RECORD_OVERHEAD_BYTES) // producers
         kbytes = max(MIN_PRODUCER_QUEUE_BYTES, share) // 1024
     return InflightSizes(
-        round_trip_s=round_trip_s, budget_bytes=budget_bytes,
-        queue_size=queue_size if queue_size is not None else queue_size_for(round_trip_s),
+        round_trip_s=round_trip_s, budget_bytes=budget_bytes, queue_size=queue_size,
         producer_queue_kbytes=kbytes, consumer_queue_bytes=consumer_bytes, named=named,
     )
 
 
 def within_budget(sizes: InflightSizes, producers: int) -> bool:
-    """Whether the bytes these sizes allow in flight fit the budget (not when named settings, or a budget
-    smaller than the consumers' prefetch plus each producer's floor, exceed it)."""
-    return sizes.consumer_queue_bytes + producers * sizes.producers_queue_bytes <= sizes.budget_bytes
+    """Whether what these sizes allow in flight fits the budget: the consumers' prefetch, the producers' bytes and
+    their records' overhead (not when named settings, or a budget smaller than the prefetch plus each producer's
+    floor and the loopback queue's overhead, exceed it)."""
+    held = sizes.consumer_queue_bytes + producers * sizes.producers_queue_bytes + sizes.records_overhead_bytes
+    return held <= sizes.budget_bytes

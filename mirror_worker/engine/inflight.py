@@ -33,14 +33,16 @@ def choose_inflight(cfg: MirrorConfig, round_trips: dict[str, float | None], des
     sizes = inflight_sizes(round_trip, cfg.inflight_budget_bytes, cfg.queue_size, cfg.producer, consumers, producers)
     metrics.inflight_budget.labels(**label).set(sizes.budget_bytes)
     for limit, value in (("queue_size", sizes.queue_size), ("producer_queue_bytes", sizes.producers_queue_bytes),
-                         ("consumer_queue_bytes", sizes.consumer_queue_bytes)):
+                         ("consumer_queue_bytes", sizes.consumer_queue_bytes),
+                         ("records_overhead_bytes", sizes.records_overhead_bytes)):
         metrics.inflight_limit.labels(limit=limit, **label).set(value)
     fits = within_budget(sizes, producers)
     log.log(logging.INFO if fits else logging.WARNING, "in-flight sized for the destination's round trip", extra={
         **label, "round_trip_ms": None if round_trip is None else round(round_trip * 1000, 1),
         "budget_bytes": sizes.budget_bytes, "queue_size": sizes.queue_size,
         "producer_queue_kbytes": sizes.producer_queue_kbytes, "producers": producers,
-        "consumer_queue_bytes": sizes.consumer_queue_bytes, "within_budget": fits,
+        "consumer_queue_bytes": sizes.consumer_queue_bytes, "records_overhead_bytes": sizes.records_overhead_bytes,
+        "within_budget": fits,
         "named": sorted(k for k, v in sizes.named.items() if v),
     })
     return sizes

@@ -220,7 +220,7 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
         LOOPBACK_QUEUED_MIN_MESSAGES,
         WAN_FETCH_MAX_BYTES,
     )
-    from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, queue_size_for
+    from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, RECORD_OVERHEAD_BYTES, queue_size_for
 
     with _mirrored_across_a_wan(clusters, tmp_path, "destination", 200, "--metrics.port", "0") as worker:
         sized = worker.wait_for_log("in-flight sized for the destination's round trip", timeout=120)
@@ -244,7 +244,11 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     assert budget == {(): DEFAULT_INFLIGHT_BUDGET_BYTES}
     assert limits[(("limit", "queue_size"),)] == sized["queue_size"]
     assert limits[(("limit", "producer_queue_bytes"),)] == sized["producer_queue_kbytes"] * 1024
+    # The records' overhead beyond their bytes is counted too (stop 66: 200 ms away, a worker that left it out
+    # peaked at 266 MiB with records of 1 KiB under a budget of 128 MiB).
+    assert limits[(("limit", "records_overhead_bytes"),)] == sized["queue_size"] * RECORD_OVERHEAD_BYTES \
+        == sized["records_overhead_bytes"]
     assert limits[(("limit", "consumer_queue_bytes"),)] + limits[(("limit", "producer_queue_bytes"),)] \
-        <= DEFAULT_INFLIGHT_BUDGET_BYTES
+        + limits[(("limit", "records_overhead_bytes"),)] <= DEFAULT_INFLIGHT_BUDGET_BYTES
     copied = [m.value() for m in read_topic(clusters["destination"].bootstrap_servers, worker.topic, idle=1)]
     assert sorted(copied) == sorted(f"{worker.topic}-{i}".encode() for i in range(200))  # every record, each once

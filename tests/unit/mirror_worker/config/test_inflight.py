@@ -11,6 +11,7 @@ from mirror_worker.config.inflight import (
     MAX_QUEUE_SIZE,
     MIB,
     MIN_PRODUCER_QUEUE_BYTES,
+    RECORD_OVERHEAD_BYTES,
     consumer_prefetch_bytes,
     inflight_sizes,
     queue_size_for,
@@ -36,14 +37,39 @@ def test_the_records_in_flight_follow_the_destinations_round_trip(round_trip, ex
     assert queue_size_for(round_trip) == expected
 
 
-def test_the_producers_share_the_budget_left_by_the_consumers_prefetch():
+def test_the_producers_share_the_budget_left_by_the_consumers_prefetch_and_their_records_overhead():
     sizes = inflight_sizes(0.05, DEFAULT_INFLIGHT_BUDGET_BYTES, None, {}, [SOURCE, SOURCE], producers=2)
     prefetch = 2 * (16 * MIB + 1 * MIB)
     assert sizes.consumer_queue_bytes == prefetch
-    assert sizes.producer_queue_kbytes == (DEFAULT_INFLIGHT_BUDGET_BYTES - prefetch) // 2 // 1024
     assert sizes.queue_size == 45_000
+    assert sizes.records_overhead_bytes == 45_000 * RECORD_OVERHEAD_BYTES
+    assert sizes.producer_queue_kbytes == \
+        (DEFAULT_INFLIGHT_BUDGET_BYTES - prefetch - 45_000 * RECORD_OVERHEAD_BYTES) // 2 // 1024
     assert within_budget(sizes, 2)
     assert sizes.named == {"queue.size": False, "queue.buffering.max.kbytes": False}
+
+
+@pytest.mark.parametrize("round_trip", [0.001, 0.05, 0.1, 0.2])
+def test_the_records_in_flight_are_counted_with_what_they_cost_beyond_their_bytes(round_trip):
+    """The defect of the bench's far destination (stop 66): the producers' byte bound was the whole budget left by
+    the prefetch, and each queued record cost librdkafka ~400 B more: 200 ms away, 1 KiB records held the worker at
+    266 MiB of peak RSS with a budget of 128 MiB, 100 B records at 231."""
+    sizes = inflight_sizes(round_trip, DEFAULT_INFLIGHT_BUDGET_BYTES, None, {}, [SOURCE], producers=1)
+    assert sizes.queue_size == queue_size_for(round_trip)  # the default budget holds every round trip's records
+    held = sizes.consumer_queue_bytes + sizes.producers_queue_bytes + sizes.queue_size * RECORD_OVERHEAD_BYTES
+    assert DEFAULT_INFLIGHT_BUDGET_BYTES - 1024 < held <= DEFAULT_INFLIGHT_BUDGET_BYTES
+    assert within_budget(sizes, 1)
+
+
+def test_a_budget_too_small_for_the_round_trips_records_holds_fewer_of_them():
+    budget = 48 * MIB
+    sizes = inflight_sizes(0.2, budget, None, {}, [SOURCE], producers=1)
+    assert LOOPBACK_QUEUE_SIZE < sizes.queue_size < queue_size_for(0.2)
+    assert sizes.producers_queue_bytes >= MIN_PRODUCER_QUEUE_BYTES - 1024
+    assert within_budget(sizes, 1)
+    # Never fewer than near the destination: a budget under that says so.
+    tiny = inflight_sizes(0.2, 20 * MIB, None, {}, [SOURCE], producers=1)
+    assert tiny.queue_size == LOOPBACK_QUEUE_SIZE and not within_budget(tiny, 1)
 
 
 def test_hand_set_values_win_whatever_the_round_trip():
@@ -51,6 +77,9 @@ def test_hand_set_values_win_whatever_the_round_trip():
     sizes = inflight_sizes(0.2, DEFAULT_INFLIGHT_BUDGET_BYTES, 20_000, producer, [SOURCE], producers=1)
     assert (sizes.queue_size, sizes.producer_queue_kbytes) == (20_000, 4096)
     assert sizes.named == {"queue.size": True, "queue.buffering.max.kbytes": True}
+    # A named queue.size is kept even when its records' overhead takes the budget past its bound: it says so.
+    named = inflight_sizes(0.2, 32 * MIB, 200_000, {}, [SOURCE], producers=1)
+    assert named.queue_size == 200_000 and not within_budget(named, 1)
 
 
 def test_a_budget_smaller_than_the_prefetch_still_leaves_each_producer_its_floor_and_says_so():
