@@ -28,8 +28,9 @@ from mirror_worker.config.librdkafka import CONSUMER_DEFAULTS
 
 MIB = 1024 * 1024
 # In-flight data of one worker process, unless the spec (`inflight-budget-bytes`) or the flag
-# (--inflight.budget.bytes) says otherwise. The goal is a worker under 200 MiB of RSS; the interpreter,
-# librdkafka's threads and buffers and the worker's own state take about 60-80 MiB of it on the bench.
+# (--inflight.budget.bytes) says otherwise. The goal is a worker under 200 MiB of RSS; the interpreter and its
+# clients (~30 MiB), librdkafka's request and response buffers and what the allocator keeps take 60-100 MiB of it
+# on the bench (stop 66, docs/benchmarks/wan.md): a far destination with every queue full can pass 200.
 DEFAULT_INFLIGHT_BUDGET_BYTES = 128 * MIB
 MIN_INFLIGHT_BUDGET_BYTES = 16 * MIB
 
