@@ -49,8 +49,7 @@ def build_parser(prog: str = MODULE_COMMAND) -> argparse.ArgumentParser:
         help="records in flight (default: sized from the destination's round trip, 10000 when near)")
     add("--inflight.budget.bytes", dest="inflight_budget_bytes", type=int, metavar="BYTES",
         help="bytes of in-flight data (consumer prefetch, producer queues, the queued records' overhead) the "
-             "worker sizes within "
-             "(default 134217728)")
+             "worker sizes within (default 134217728)")
     add("--max.procs", dest="max_procs", type=int, metavar="N", help="cap on worker processes")
     add("--timings.producer.config", dest="timings_producer_config", metavar="FILE",
         help="producer .properties for heartbeat records (default: the producer's)")

@@ -47,12 +47,12 @@ MAX_QUEUE_SIZE = 200_000  # 200 ms away: 180,000. Beyond, the bytes bound the co
 # Not measured (the destination did not answer the probe): taken as a WAN this far away, as fetch_sizes_for does.
 UNMEASURED_ROUND_TRIP_S = 0.05
 # What each record handed to a producer costs beyond its key and value until it is acknowledged: librdkafka's
-# message (~180 B, with the allocator's header), the Python client's delivery state, its share of the request
-# and compression buffers of the batches in flight. queue.buffering.max.kbytes counts only the key and value, so
-# the budget counts this for every record queue_size allows. Measured on the bench with the destination 200 ms
-# away, 1M records (bench.wan, 2026-12-01, stop 66): 180,000 records of 100 B in flight took the worker's peak RSS
-# 75 MiB above loopback's 10,000 (~460 B a record, its 100 B included); records of 1 KiB, ~94,000 held by the
-# 96 MiB byte bound, 131 MiB above (~1,460 B a record).
+# message (~220 B with the allocator's share, at any record size; the delivery callback adds nothing measurable:
+# bench.record_cost), its share of the request and compression buffers of the batches in flight.
+# queue.buffering.max.kbytes counts only the key and value, so the budget counts this for every record queue_size
+# allows. Measured on the bench with the destination 200 ms away, 1M records (bench.wan, 2026-12-01, stop 66):
+# 180,000 records of 100 B in flight took the worker's peak RSS 75 MiB above loopback's 10,000 (~460 B a record,
+# its 100 B included); records of 1 KiB, ~94,000 held by the 96 MiB byte bound, 131 MiB above (~1,460 B a record).
 RECORD_OVERHEAD_BYTES = 400
 # What a producer's queue.buffering.max.kbytes never goes under: a record larger than a producer's byte bound
 # would be refused forever (librdkafka counts it against the bound even in an empty queue). The worker also keeps
