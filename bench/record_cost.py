@@ -14,27 +14,22 @@ Writes bench/results/record-cost.md.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from confluent_kafka import Producer
+
+from devstack.process import rss_mib
+
 RESULTS = Path(__file__).resolve().parent / "results"
 KEY_BYTES = 10
 
 
-def rss_kib() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
 def queued_cost(records: int, size: int) -> float:
     """Bytes of RSS a queued record of `size` bytes (key included) adds, in this process."""
-    from confluent_kafka import Producer
-
     producer = Producer({"bootstrap.servers": "127.0.0.1:1", "queue.buffering.max.messages": records + 10,
                          "queue.buffering.max.kbytes": 2 ** 21, "linger.ms": 60000, "enable.idempotence": True,
                          "logger": lambda *_: None})
@@ -44,12 +39,12 @@ def queued_cost(records: int, size: int) -> float:
     def delivered(err, msg) -> None:
         pass
 
-    before = rss_kib()
+    before = rss_mib(os.getpid())
     for i in range(records):
         produce("t", value, key, i % 6, delivered, None, 1_700_000_000_000 + i)
-    grown = rss_kib() - before
+    grown = rss_mib(os.getpid()) - before
     producer.purge()
-    return grown * 1024 / records
+    return grown * 1024 * 1024 / records
 
 
 def table(rows: list[tuple[int, int, float]]) -> str:
