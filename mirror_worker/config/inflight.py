@@ -54,6 +54,14 @@ UNMEASURED_ROUND_TRIP_S = 0.05
 # 180,000 records of 100 B in flight took the worker's peak RSS 75 MiB above loopback's 10,000 (~460 B a record,
 # its 100 B included); records of 1 KiB, ~94,000 held by the 96 MiB byte bound, 131 MiB above (~1,460 B a record).
 RECORD_OVERHEAD_BYTES = 400
+# Batches per partition the producers' bytes hold at most, where the partitions they write to were counted at start.
+# librdkafka's idempotent producer sends a partition's next request only once the one in flight is answered: the
+# destination takes one batch per partition per round trip, however far away it is. One batch in flight, one ready and
+# one filling keep every partition busy; bytes beyond only wait in the queue, and cost memory and the CPU of the
+# producer's broker thread, whose spin while a batch waits walks them (bench.wan, 1 KiB, 6 partitions, 18 MiB against
+# the budget's 62 / 27 MiB at 100 / 200 ms: the same copy rate, peak RSS 164 against 230 MiB and 162 against 189,
+# 7.6 against 8.5 CPU-s and 10.5 against 11.9; docs/benchmarks/wan.md, stop 67).
+BATCHES_PER_PARTITION = 3
 # What a producer's queue.buffering.max.kbytes never goes under: a record larger than a producer's byte bound
 # would be refused forever (librdkafka counts it against the bound even in an empty queue). The worker also keeps
 # it above twice the largest record the destination topics take (engine/worker.py _fitted).
@@ -125,6 +133,16 @@ def inflight_sizes(round_trip_s: float | None, budget_bytes: int, queue_size: in
         round_trip_s=round_trip_s, budget_bytes=budget_bytes, queue_size=queue_size,
         producer_queue_kbytes=kbytes, consumer_queue_bytes=consumer_bytes, named=named,
     )
+
+
+def producer_queue_kbytes_for(share_kbytes: int, partitions: int | None, batch_bytes: int) -> int:
+    """A producer's queue.buffering.max.kbytes: its share of the budget (`share_kbytes`), at most BATCHES_PER_PARTITION
+    batches of `batch_bytes` for each of the `partitions` it writes to (None or 0: not counted, the share), never
+    under MIN_PRODUCER_QUEUE_BYTES unless the share is."""
+    if not partitions:
+        return share_kbytes
+    held = max(MIN_PRODUCER_QUEUE_BYTES, BATCHES_PER_PARTITION * partitions * batch_bytes) // 1024
+    return min(share_kbytes, held)
 
 
 def within_budget(sizes: InflightSizes, producers: int) -> bool:

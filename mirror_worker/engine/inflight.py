@@ -1,12 +1,13 @@
 """The worker's in-flight sizes chosen at start, from the destination's measured round trip and the memory budget
 (config/inflight.py): logged as "in-flight sized for the destination's round trip" and exported as
-mirror_inflight_budget_bytes and mirror_inflight_limit{limit}."""
+mirror_inflight_budget_bytes and mirror_inflight_limit{limit}; each producer's bytes again once the partitions it writes
+to are counted ("producer bytes bounded by its partitions' batches")."""
 
 from __future__ import annotations
 
 import logging
 
-from mirror_worker.config.inflight import InflightSizes, inflight_sizes, within_budget
+from mirror_worker.config.inflight import BATCHES_PER_PARTITION, InflightSizes, inflight_sizes, within_budget
 from mirror_worker.config.model import MirrorConfig
 from mirror_worker.engine.streams import consumer_settings
 from mirror_worker.metrics import MirrorMetrics
@@ -46,3 +47,16 @@ def choose_inflight(cfg: MirrorConfig, round_trips: dict[str, float | None], des
         "named": sorted(k for k, v in sizes.named.items() if v),
     })
     return sizes
+
+
+def export_producer_bytes(metrics: MirrorMetrics, label: dict, kbytes: list[int], partitions: int) -> None:
+    """The mirrored records' producers' queue.buffering.max.kbytes as made (`kbytes`, one per producer setting; empty
+    when named: choose_inflight exported it), bounded by BATCHES_PER_PARTITION batches for each of the `partitions`
+    they write to (the largest count; 0: not counted, the budget's share)."""
+    if not kbytes:
+        return
+    largest = max(kbytes) * 1024
+    metrics.inflight_limit.labels(limit="producer_queue_bytes", **label).set(largest)
+    log.info("producer bytes bounded by its partitions' batches", extra={
+        **label, "producer_queue_kbytes": max(kbytes), "partitions": partitions,
+        "batches_per_partition": BATCHES_PER_PARTITION})

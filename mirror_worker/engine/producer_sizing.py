@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from mirror_worker.config.inflight import InflightSizes
+from mirror_worker.config.inflight import InflightSizes, producer_queue_kbytes_for
 from mirror_worker.config.librdkafka import KAFKA_MAX_MESSAGE_BYTES, LIBRDKAFKA_MESSAGE_MAX_BYTES, fitted_to_topics
 
 log = logging.getLogger("mirror_worker")
@@ -26,13 +26,15 @@ class ProducerSizing:
         # producers it had just made, 0.4-0.9 s before the first record at 100 ms. Raised by refit when needed.
         default_topics = fitted_to_topics(named, [KAFKA_MAX_MESSAGE_BYTES]).get("message.max.bytes")
         self.message_max_bytes: int | None = int(default_topics) if default_topics else None
+        self.made_kbytes: list[int] = []  # each producer's queue.buffering.max.kbytes as last made (made)
 
     def resize(self, sizes: InflightSizes) -> None:
         self.queue_size = sizes.queue_size
         self.producer_queue_kbytes = sizes.producer_queue_kbytes
 
-    def fitted(self) -> dict[str, str]:
-        """The settings a mirrored records' producer gets on top of the named ones."""
+    def fitted(self, partitions: int | None = None) -> dict[str, str]:
+        """The settings a mirrored records' producer gets on top of the named ones; `partitions`: how many it writes
+        to (None or 0: not counted), which bound its bytes to a few batches each."""
         fitted = {"batch.size": str(self.batch_bytes)}
         if self.message_max_bytes is not None:
             fitted["message.max.bytes"] = str(self.message_max_bytes)
@@ -41,8 +43,26 @@ class ProducerSizing:
         if self.producer_queue_kbytes is not None and "queue.buffering.max.kbytes" not in self.named:
             # Never under two of the largest records or batches: one larger than the bound is refused forever.
             largest = max(self.message_max_bytes or LIBRDKAFKA_MESSAGE_MAX_BYTES, self.batch_bytes)
-            fitted["queue.buffering.max.kbytes"] = str(max(self.producer_queue_kbytes, 2 * largest // 1024 + 1))
+            kbytes = producer_queue_kbytes_for(self.producer_queue_kbytes, partitions, self.batch_bytes)
+            fitted["queue.buffering.max.kbytes"] = str(max(kbytes, 2 * largest // 1024 + 1))
         return fitted
+
+    def kbytes(self, partitions: list[int]) -> list[int]:
+        """The queue.buffering.max.kbytes of producers writing to these `partitions` each, as they are made now
+        (empty when named, or not sized yet)."""
+        kbytes = [self.fitted(count).get("queue.buffering.max.kbytes") for count in partitions]
+        return [int(k) for k in kbytes if k is not None]
+
+    def made(self, partitions: list[int]) -> list[int]:
+        """The producers were made for these `partitions` each: their bytes, kept for outgrown."""
+        self.made_kbytes = self.kbytes(partitions)
+        return self.made_kbytes
+
+    def outgrown(self, partitions: list[int]) -> bool:
+        """Whether producers made now for these `partitions` would get more bytes than they were made with (topics
+        made or grown since with more partitions than counted at start): the caller then replaces them, as for a
+        refit. Fewer partitions never replace them."""
+        return any(now > made for now, made in zip(self.kbytes(partitions), self.made_kbytes))
 
     def refit(self, limits) -> bool:
         """Fit batch.size within the smallest max.message.bytes of the destination topics (`limits`, every one known

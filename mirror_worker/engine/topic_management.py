@@ -59,7 +59,7 @@ class TopicManagement:
         self.label = label
         self.before_subscribe = before_subscribe
         self.producers = producers  # every producer of mirrored records, now (they are replaced at times)
-        self.fit_batches = fit_batches  # called with the destination limits whenever they may have shrunk
+        self.fit_batches = fit_batches  # with the destination limits whenever they may have shrunk, or partitions grown
         self.clock = clock
         self.max_bytes: dict[str, int] = {}
         self.not_mirrored: dict[tuple[str, str], str] = {}  # (source, topic) -> why its destination topic is missing
@@ -117,10 +117,12 @@ class TopicManagement:
         # Read before the sync: a limit the sync sets is held as set, a read right after it may still give the old.
         self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
         self.sync_configs({stream.alias: list(changed)})
-        self.fit_batches(self.max_bytes.values())  # before any record of these topics is produced
         changed_counts = [t for t, c in counts.items() if self.router.destination_partitions.get(t) != c]
         for topic, count in counts.items():
             self.router.set_destination_partitions(topic, count)
+        # Before any record of these topics is produced (they are subscribed to after), and after the router counts
+        # their partitions: the producers' bytes follow them (ProducerSizing.outgrown).
+        self.fit_batches(self.max_bytes.values())
         self._refresh_producer_metadata(changed_counts)
         self._check_partition_room(changed, counts)
         return refused

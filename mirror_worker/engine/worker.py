@@ -52,7 +52,7 @@ from mirror_worker.engine.consume import take_available
 from mirror_worker.engine.delivery import RunDelivery, refusal_reason, undelivered
 from mirror_worker.engine.halts import Halts
 from mirror_worker.engine.housekeeping import Housekeeping
-from mirror_worker.engine.inflight import choose_inflight
+from mirror_worker.engine.inflight import choose_inflight, export_producer_bytes
 from mirror_worker.engine.hot_path import BatchMirror
 from mirror_worker.engine.producer_set import ProducerSet
 from mirror_worker.engine.producer_sizing import ProducerSizing
@@ -165,9 +165,6 @@ class MirrorWorker:
             self.positions_keepalive_s = keepalive_interval_s(retention.result())
         self.resize(choose_inflight(cfg, self.clients.round_trips, DESTINATION, self.stream_index, self.metrics,
                                     self._label, record_bytes))
-        if not cfg.exactly_once:
-            for _ in range(cfg.num_producers):
-                self.producers.append(factory.producer(self._producer_settings(cfg.producer)))
         if cfg.heartbeat_producer or cfg.exactly_once:
             # Exactly-once producers are transactional: heartbeats go through a plain one.
             self.heartbeat_producer = factory.producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
@@ -184,6 +181,11 @@ class MirrorWorker:
                 )
         open_streams(cfg, self.clients, self.stream_index, self.producers, self._cluster_id,
                      self.destination_cluster_id, transactions, streams=self.streams, record_bytes=record_bytes)
+        if not cfg.exactly_once:
+            # After the streams (which share this list): their partitions, counted at start, bound the producers' bytes.
+            for _ in range(cfg.num_producers):
+                self.producers.append(factory.producer(self._producer_settings(cfg.producer)))
+        self._export_producer_bytes()
         attach_schema_gates(cfg, self.streams, self.halts, self.metrics, self._label)
         self.source_contact = SourceContact([(s.alias, s.admin) for s in self.streams], self.metrics, self._label,
                                             after_s=cfg.stall_timeout_s)
@@ -236,6 +238,17 @@ class MirrorWorker:
         self.backpressure.queue_size = sizes.queue_size
         self.batch_size = self.backpressure.batch_size = _batch_size(sizes.queue_size)
 
+    def _export_producer_bytes(self) -> None:
+        """The producers' bytes as made, bounded by the partitions they write to (ProducerSizing.made)."""
+        kbytes = self.sizing.made(self._producers_partitions())
+        export_producer_bytes(self.metrics, self._label, kbytes, self._partitions())
+
+    def _producers_partitions(self) -> list[int]:
+        """The partitions each mirrored records' producer writes to (exactly-once: one producer per stream)."""
+        if self.config.exactly_once:
+            return [self._partitions(stream) for stream in self.streams]
+        return [self._partitions()]
+
     def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
         return (f"its exactly-once position is gone from the destination (group {POSITIONS_GROUP}, "
                 f"{self.router.policy.remote_topic(key[0])}[{key[1]}]) although one was committed "
@@ -246,14 +259,22 @@ class MirrorWorker:
     def _cluster_id(self, client, what: str) -> str:
         return self.clients.cluster_id(client, what, self.config.startup_timeout_s)
 
+    def _partitions(self, stream: SourceStream | None = None, counted: int | None = None) -> int:
+        """The partitions a mirrored records' producer writes to, which bound its bytes: `counted` at start (default:
+        `stream`'s, exactly-once, else every stream's), or the destination partitions found since when more (topics
+        made or grown later); 0 when not counted at start (the budget's share, whatever is found later)."""
+        if counted is None:
+            counted = sum(s.width or 0 for s in ([stream] if stream is not None else self.streams))
+        return max(counted, sum(self.router.destination_partitions.values())) if counted else 0
+
     def _producer_settings(self, settings: dict, width: int | None = None) -> dict:
-        """`width`: the partitions the producer writes to, for its statistics interval (default: every
-        stream's, as counted at start; 0 before)."""
-        # The mirrored records' producers get the fitted batch.size and message.max.bytes (see fit_batches).
-        fitted = self.sizing.fitted() if settings is self.config.producer else None
+        """`width`: the partitions the producer writes to, for its statistics interval and its bytes (default: every
+        stream's, as counted at start; 0 when not counted)."""
+        if width is None:
+            width = sum(stream.width or 0 for stream in self.streams)
+        # The mirrored records' producers get the fitted batch.size, message.max.bytes and bytes (see fit_batches).
+        fitted = self.sizing.fitted(self._partitions(counted=width)) if settings is self.config.producer else None
         if self.config.metrics_port is not None:  # what they see of the destination (clients/health.py)
-            if width is None:
-                width = sum(stream.width or 0 for stream in self.streams)
             settings = {"statistics.interval.ms": statistics_interval_ms(width), **settings}
         return self.clients.producer(settings, fitted)
 
@@ -261,22 +282,24 @@ class MirrorWorker:
         """Refit the producers to the destination topics' limits (engine/producer_sizing.py). The producers are
         replaced once everything they hold was delivered (a flush, or exactly-once a commit of every partition's
         transaction), so no record is lost or reordered."""
-        if not self.sizing.refit(limits):
+        if not self.sizing.refit(limits) and not self.sizing.outgrown(self._producers_partitions()):
             return
         if not self.config.exactly_once:
             if self.producers and self.commits.flush(None):
                 self.producers[:] = [factory.producer(self._producer_settings(self.config.producer))
                                      for _ in self.producers]
+                self._export_producer_bytes()
             return
         self.checkpoint_and_commit()
         if self.state.fatal is not None:
             return
         for stream in self.streams:
-            stream.transactions.producer_settings.update(self.sizing.fitted())
+            stream.transactions.producer_settings.update(self.sizing.fitted(self._partitions(stream)))
             stream.transactions.reopen()  # aborts a transaction whose commit did not finish: re-sent below
             for key in sorted(stream.assigned):
                 if stream.ledger.next_offsets.get(key, -1) > stream.ledger.committed.get(key, -1):
                     self.assignment.rewind(stream, key, "producer replaced before its transaction committed")
+        self._export_producer_bytes()
 
     # ---------------------------------------------------------------- main loop
     def run(self) -> None:

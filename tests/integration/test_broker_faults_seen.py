@@ -220,10 +220,16 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
         LOOPBACK_QUEUED_MIN_MESSAGES,
         WAN_FETCH_MAX_BYTES,
     )
-    from mirror_worker.config.inflight import DEFAULT_INFLIGHT_BUDGET_BYTES, RECORD_OVERHEAD_BYTES, queue_size_for
+    from mirror_worker.config.inflight import (
+        DEFAULT_INFLIGHT_BUDGET_BYTES,
+        MIN_PRODUCER_QUEUE_BYTES,
+        RECORD_OVERHEAD_BYTES,
+        queue_size_for,
+    )
 
     with _mirrored_across_a_wan(clusters, tmp_path, "destination", 200, "--metrics.port", "0") as worker:
         sized = worker.wait_for_log("in-flight sized for the destination's round trip", timeout=120)
+        bounded = worker.wait_for_log("producer bytes bounded by its partitions' batches", timeout=30)
         source_sized = worker.wait_for_log("source consumer sized for its round trip", timeout=5)
         url = worker.wait_for_log("metrics endpoint", timeout=30)["url"]
         limits = _samples(url, "mirror_inflight_limit", worker.topic)
@@ -243,7 +249,11 @@ def test_a_destination_across_a_wan_gets_more_records_in_flight_within_the_budge
     assert sized["within_budget"] and sized["named"] == [], sized
     assert budget == {(): DEFAULT_INFLIGHT_BUDGET_BYTES}
     assert limits[(("limit", "queue_size"),)] == sized["queue_size"]
-    assert limits[(("limit", "producer_queue_bytes"),)] == sized["producer_queue_kbytes"] * 1024
+    # Stop 67: the producer writes to the 2 partitions counted at start, whose three 1 MiB batches each are under the
+    # floor: it holds 8 MiB, not the budget's share (a far destination takes one batch per partition per round trip).
+    assert (bounded["partitions"], bounded["producer_queue_kbytes"]) == (2, MIN_PRODUCER_QUEUE_BYTES // 1024), bounded
+    assert bounded["producer_queue_kbytes"] < sized["producer_queue_kbytes"], (bounded, sized)
+    assert limits[(("limit", "producer_queue_bytes"),)] == bounded["producer_queue_kbytes"] * 1024
     # The records' overhead beyond their bytes is counted too (stop 66: 200 ms away, a worker that left it out
     # peaked at 266 MiB with records of 1 KiB under a budget of 128 MiB).
     assert limits[(("limit", "records_overhead_bytes"),)] == sized["queue_size"] * RECORD_OVERHEAD_BYTES \

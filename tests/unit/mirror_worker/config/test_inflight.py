@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mirror_worker.config.inflight import (
+    BATCHES_PER_PARTITION,
     DEFAULT_INFLIGHT_BUDGET_BYTES,
     LOOPBACK_QUEUE_SIZE,
     MAX_QUEUE_SIZE,
@@ -14,6 +15,7 @@ from mirror_worker.config.inflight import (
     RECORD_OVERHEAD_BYTES,
     consumer_prefetch_bytes,
     inflight_sizes,
+    producer_queue_kbytes_for,
     queue_size_for,
     within_budget,
 )
@@ -105,3 +107,21 @@ def test_unnamed_queue_size_leaves_the_producers_message_bound_to_the_worker():
         == "40000"
     named = {"bootstrap.servers": "b:1", "queue.buffering.max.messages": "7000"}
     assert producer_settings(named, "destination", None)["queue.buffering.max.messages"] == "7000"
+
+
+def test_a_far_destinations_producer_holds_a_few_batches_per_partition_not_the_whole_share():
+    """Stop 67: the destination takes one batch per partition per round trip from an idempotent producer, so bytes
+    beyond a few batches each only queue. With records of 1 KiB, 6 partitions and 1 MiB batches, the whole share (62
+    MiB 100 ms away) held the worker at 230 MiB of peak RSS; 18 MiB copied as fast at 164 MiB (bench.wan)."""
+    share = inflight_sizes(0.1, DEFAULT_INFLIGHT_BUDGET_BYTES, None, {}, [SOURCE], 1).producer_queue_kbytes
+    assert share > 60 * 1024
+    assert BATCHES_PER_PARTITION == 3
+    assert producer_queue_kbytes_for(share, 6, MIB) == 18 * 1024
+    # Batches of 8 MiB (destination topics that take them, docs/operations/wan.md): 144 MiB, the share binds.
+    assert producer_queue_kbytes_for(share, 6, 8 * MIB) == share
+    # Never under the floor a record larger than the bound needs, nor over the share; uncounted: the share.
+    assert producer_queue_kbytes_for(share, 1, MIB) == MIN_PRODUCER_QUEUE_BYTES // 1024
+    assert producer_queue_kbytes_for(4096, 1, MIB) == 4096
+    assert producer_queue_kbytes_for(share, None, MIB) == producer_queue_kbytes_for(share, 0, MIB) == share
+    # At width the budget's share binds long before: 1,000 partitions would take 3 GiB.
+    assert producer_queue_kbytes_for(share, 1000, MIB) == share
