@@ -58,9 +58,9 @@ RECORD_OVERHEAD_BYTES = 400
 # librdkafka's idempotent producer sends a partition's next request only once the one in flight is answered: the
 # destination takes one batch per partition per round trip, however far away it is. One batch in flight, one ready and
 # one filling keep every partition busy; bytes beyond only wait in the queue, and cost memory and the CPU of the
-# producer's broker thread, whose spin while a batch waits walks them (bench.wan, 1 KiB, 6 partitions, 18 MiB against
-# the budget's 62 / 27 MiB at 100 / 200 ms: the same copy rate, peak RSS 164 against 230 MiB and 162 against 189,
-# 7.6 against 8.5 CPU-s and 10.5 against 11.9; docs/benchmarks/wan.md, stop 67).
+# producer's broker thread, which spins while a batch waits (bench.wan, 1 KiB, 6 partitions copied, 18 MiB against the
+# budget's share of 73 / 39 MiB 100 / 200 ms away: the same copy rate, peak RSS 164 against 230 MiB and 162 against
+# 189, 7.6 against 8.5 CPU-s and 10.5 against 11.9; docs/benchmarks/wan.md, stop 67).
 BATCHES_PER_PARTITION = 3
 # What a producer's queue.buffering.max.kbytes never goes under: a record larger than a producer's byte bound
 # would be refused forever (librdkafka counts it against the bound even in an empty queue). The worker also keeps

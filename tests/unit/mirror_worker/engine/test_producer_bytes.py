@@ -11,7 +11,7 @@ from tests.unit.fakes import FakeProducer, make_worker, records
 
 def _worker(counted_at_start: int | None):
     worker, stream, _, _ = make_worker({("t", 0): records("t", 0, range(3))})
-    worker.resize(inflight_sizes(0.1, 128 * MIB, None, {}, [], 1))  # 100 ms away: a share of ~62 MiB
+    worker.resize(inflight_sizes(0.1, 128 * MIB, None, {}, [], 1))  # 100 ms away, no prefetch: a share of ~94 MiB
     stream.width = counted_at_start
     worker.router.set_destination_partitions("dst.t", counted_at_start or 2)
     worker._export_producer_bytes()  # as start() does once the producers are made
