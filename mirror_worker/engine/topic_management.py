@@ -46,6 +46,7 @@ class TopicManagement:
                  router: Router, assignment: PartitionAssignment, metrics: MirrorMetrics, label: dict,
                  before_subscribe: Callable[[SourceStream, list[str]], None],
                  producers: Callable[[], list] = list, fit_batches: Callable[[Iterable[int]], None] = lambda _: None,
+                 fit_partitions: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.streams = streams
@@ -59,7 +60,10 @@ class TopicManagement:
         self.label = label
         self.before_subscribe = before_subscribe
         self.producers = producers  # every producer of mirrored records, now (they are replaced at times)
-        self.fit_batches = fit_batches  # with the destination limits whenever they may have shrunk, or partitions grown
+        self.fit_batches = fit_batches  # called with the destination limits whenever they may have shrunk
+        # Called at the end of every refresh, in the main loop (never from a rebalance callback, as follow_growth
+        # is): the producers' bytes follow the partitions found (engine/worker.py fit_partitions).
+        self.fit_partitions = fit_partitions
         self.clock = clock
         self.max_bytes: dict[str, int] = {}
         self.not_mirrored: dict[tuple[str, str], str] = {}  # (source, topic) -> why its destination topic is missing
@@ -100,6 +104,7 @@ class TopicManagement:
                 else:
                     stream.consumer.unsubscribe()
             stream.topics = current
+        self.fit_partitions()
 
     def _follow_sources(self, stream: SourceStream, changed: dict[str, TopicInfo]) -> set[str]:
         """Create or grow the destination topics of new or changed source topics, and route to them.
@@ -117,12 +122,10 @@ class TopicManagement:
         # Read before the sync: a limit the sync sets is held as set, a read right after it may still give the old.
         self.max_bytes.update(self.destination.max_message_bytes(list(mapping)))
         self.sync_configs({stream.alias: list(changed)})
+        self.fit_batches(self.max_bytes.values())  # before any record of these topics is produced
         changed_counts = [t for t, c in counts.items() if self.router.destination_partitions.get(t) != c]
         for topic, count in counts.items():
             self.router.set_destination_partitions(topic, count)
-        # Before any record of these topics is produced (they are subscribed to after), and after the router counts
-        # their partitions: the producers' bytes follow them (ProducerSizing.outgrown).
-        self.fit_batches(self.max_bytes.values())
         self._refresh_producer_metadata(changed_counts)
         self._check_partition_room(changed, counts)
         return refused

@@ -222,7 +222,8 @@ class MirrorWorker:
         )
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,
-                                      producers=self.producer_set.all, fit_batches=self.fit_batches, clock=self.clock)
+                                      producers=self.producer_set.all, fit_batches=self.fit_batches,
+                                      fit_partitions=self.fit_partitions, clock=self.clock)
         self.housekeeping = Housekeeping(cfg, self.streams, self.metrics, self._label,
                                          acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic),
                                          group_syncs=worker_group_syncs(cfg, self.streams, admin))
@@ -261,11 +262,15 @@ class MirrorWorker:
 
     def _partitions(self, stream: SourceStream | None = None, counted: int | None = None) -> int:
         """The partitions a mirrored records' producer writes to, which bound its bytes: `counted` at start (default:
-        `stream`'s, exactly-once, else every stream's), or the destination partitions found since when more (topics
-        made or grown later); 0 when not counted at start (the budget's share, whatever is found later)."""
+        `stream`'s, exactly-once, else every stream's), or the destination partitions of their topics found since when
+        more (topics made or grown later); 0 when not counted at start (the budget's share, whatever is found later)."""
+        streams = self.streams if stream is None else [stream]
         if counted is None:
-            counted = sum(s.width or 0 for s in ([stream] if stream is not None else self.streams))
-        return max(counted, sum(self.router.destination_partitions.values())) if counted else 0
+            counted = sum(s.width or 0 for s in streams)
+        if not counted:
+            return 0
+        remote, found = self.router.policy.remote_topic, self.router.destination_partitions
+        return max(counted, sum(found.get(remote(topic), 0) for s in streams for topic in s.topics))
 
     def _producer_settings(self, settings: dict, width: int | None = None) -> dict:
         """`width`: the partitions the producer writes to, for its statistics interval and its bytes (default: every
@@ -282,8 +287,19 @@ class MirrorWorker:
         """Refit the producers to the destination topics' limits (engine/producer_sizing.py). The producers are
         replaced once everything they hold was delivered (a flush, or exactly-once a commit of every partition's
         transaction), so no record is lost or reordered."""
-        if not self.sizing.refit(limits) and not self.sizing.outgrown(self._producers_partitions()):
-            return
+        if self.sizing.refit(limits):
+            self._replace_producers()
+
+    def fit_partitions(self) -> None:
+        """After a topic refresh: topics made or grown with more partitions than counted at start give the producers
+        room for more bytes (ProducerSizing.outgrown), and they are replaced as for a refit. Only ever from the main
+        loop (the refresh), never from a rebalance callback: exactly-once commits every transaction first."""
+        if self.sizing.outgrown(self._producers_partitions()):
+            self._replace_producers()
+
+    def _replace_producers(self) -> None:
+        """Make the mirrored records' producers again with what the sizing says now, once everything they hold was
+        delivered (a flush, or exactly-once a commit of every partition's transaction): nothing lost or reordered."""
         if not self.config.exactly_once:
             if self.producers and self.commits.flush(None):
                 self.producers[:] = [factory.producer(self._producer_settings(self.config.producer))

@@ -109,3 +109,39 @@ def test_growth_met_in_a_rebalance_with_librdkafka_logging_keeps_the_worker_runn
         assert worker.terminate() == 0, worker.stderr[-2000:]
     finally:
         worker.stop_quietly()
+
+
+def test_a_topic_found_later_with_more_partitions_gives_the_producers_room_for_them(stack, topic_name, tmp_path):
+    """Stop 67: a producer's bytes hold three batches for each partition it writes to, counted at start (here 2: the
+    8 MiB floor). A topic found later by a refresh brings 12 more: the producers are made again (after a flush) with
+    room for 14 partitions' batches, logged and exported, and every record of both topics is copied once, in order."""
+    from mirror_worker.config.inflight import BATCHES_PER_PARTITION, MIN_PRODUCER_QUEUE_BYTES
+    from mirror_worker.engine.producer_sizing import ProducerSizing
+
+    src, dst = stack["source"].kafka.bootstrap_servers, stack["destination"].kafka.bootstrap_servers
+    first = topic_name("room")
+    wide = f"{first}-wide"
+    create_topic(src, first, partitions=2)
+    produce(src, first, _records("a", range(2), 10))
+    spec = write_mirror_spec(tmp_path / "mirrors.yaml", stack, "room", f"{first}.*", prefix="room.",
+                             **{"preserve-partitions": "true", "topic-refresh-interval-s": REFRESH_S,
+                                "commit-interval-s": 1})
+    worker = WorkerProcess(["--config", str(spec), "--mirror", "room"], tmp_path)
+    message = "producer bytes bounded by its partitions' batches"
+    try:
+        worker.wait_started()
+        assert len(wait_for_count(dst, f"room.{first}", 20, timeout=60)) == 20
+        create_topic(src, wide, partitions=12)
+        produce(src, wide, _records("w", range(12), 5))
+        produce(src, first, _records("b", range(2), 5))
+        assert len(wait_for_count(dst, f"room.{wide}", 60, timeout=WINDOW_S)) == 60
+        wait_for_count(dst, f"room.{first}", 30, timeout=30)
+        bounded = [e for e in worker.logs() if e.get("msg") == message]
+        assert worker.terminate() == 0, worker.stderr[-2000:]
+    finally:
+        worker.stop_quietly()
+    batch = ProducerSizing({}, 1, {}).batch_bytes  # topics at Kafka's default limit: the batches made at start
+    assert [(e["partitions"], e["producer_queue_kbytes"]) for e in bounded] == [
+        (2, MIN_PRODUCER_QUEUE_BYTES // 1024), (14, BATCHES_PER_PARTITION * 14 * batch // 1024)], bounded
+    for topic, partitions in ((first, 2), (wide, 12)):
+        assert _values(read_topic(dst, f"room.{topic}"), partitions) == _values(read_topic(src, topic), partitions)
