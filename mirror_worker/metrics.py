@@ -160,7 +160,8 @@ class MirrorMetrics:
         )
         self.inflight_limit = Gauge(
             "mirror_inflight_limit", "What the worker holds in flight, as sized at start: queue_size (records, every "
-            "producer), producer_queue_bytes (each producer), consumer_queue_bytes (every source's prefetch), "
+            "producer), producer_queue_bytes (each producer, as last made: at most three batches per partition), "
+            "consumer_queue_bytes (every source's prefetch), "
             "records_overhead_bytes (what queue_size records cost beyond their bytes)",
             ["mirror", "limit"], registry=self.registry,
         )
