@@ -32,7 +32,7 @@ def test_a_topic_taking_larger_records_still_raises_it_and_a_named_value_is_kept
 
 def _sized(named: dict) -> ProducerSizing:
     sizing = ProducerSizing(named, 10_000, {})
-    sizing.resize(inflight_sizes(0.1, 128 * 1024 * 1024, None, named, [], 1))  # 100 ms away: ~74 MiB of share
+    sizing.resize(inflight_sizes(0.1, 128 * 1024 * 1024, None, named, [], 1))  # 100 ms away, no prefetch: ~94 MiB
     return sizing
 
 
