@@ -81,7 +81,7 @@ def split_rtt(rtt_ms: int) -> tuple[int, int]:
 def allow_larger_batches(bootstrap: str, max_message_bytes: int) -> None:
     """Each broker's `message.max.bytes` (a dynamic broker setting): the largest record batch a
     topic without its own `max.message.bytes` accepts. The worker keeps its `batch.size` within it
-    (engine/worker.py fit_batches), so larger batches on a WAN need the destination to take them first."""
+    (engine/mirrored_producers.py fit_batches), so larger batches on a WAN need the destination to take them first."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resources = [ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=[
         ConfigEntry("message.max.bytes", str(max_message_bytes), incremental_operation=AlterConfigOpType.SET)])

@@ -55,7 +55,7 @@ UNMEASURED_ROUND_TRIP_S = 0.05
 # its 100 B included); records of 1 KiB, ~94,000 held by the 96 MiB byte bound, 131 MiB above (~1,460 B a record).
 RECORD_OVERHEAD_BYTES = 400
 # Batches per partition the producers' bytes hold at most, where the partitions they write to are counted (at start,
-# then as topic refreshes find more: engine/worker.py fit_partitions).
+# then as topic refreshes find more: engine/mirrored_producers.py fit_partitions).
 # librdkafka's idempotent producer sends a partition's next request only once the one in flight is answered: the
 # destination takes one batch per partition per round trip, however far away it is. One batch in flight, one ready and
 # one filling keep every partition busy; bytes beyond only wait in the queue, and cost memory and the CPU of the

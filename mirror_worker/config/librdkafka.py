@@ -246,7 +246,7 @@ def fitted_to_topics(settings: dict, topic_limits) -> dict[str, str]:
     """batch.size and, when needed, message.max.bytes for a producer of records bound for destination topics
     with these max.message.bytes (`settings`: the producer's, whose named values are kept or only lowered).
     The Spark catch-up and the bench's bare loop take them from here; the worker keeps them as state
-    (engine/worker.py fit_batches: its producers are replaced when they change)."""
+    (engine/mirrored_producers.py fit_batches: its producers are replaced when they change)."""
     limits = list(topic_limits)
     fitted = {"batch.size": str(batch_size_for(settings.get("batch.size"), limits))}
     configured = settings.get("message.max.bytes")

@@ -51,8 +51,9 @@ def choose_inflight(cfg: MirrorConfig, round_trips: dict[str, float | None], des
 
 def export_producer_bytes(metrics: MirrorMetrics, label: dict, kbytes: list[int], partitions: int) -> None:
     """The mirrored records' producers' queue.buffering.max.kbytes as made (`kbytes`, one per producer setting; empty
-    when named: choose_inflight exported it), bounded by BATCHES_PER_PARTITION batches for each of the `partitions`
-    they write to (the largest count; 0: not counted, the budget's share)."""
+    when named: choose_inflight exported it), bounded by BATCHES_PER_PARTITION batches for each partition they write
+    to; `partitions`: the most any of them writes to, the count behind the largest bound (0: not counted, the
+    budget's share)."""
     if not kbytes:
         return
     largest = max(kbytes) * 1024

@@ -62,7 +62,7 @@ class TopicManagement:
         self.producers = producers  # every producer of mirrored records, now (they are replaced at times)
         self.fit_batches = fit_batches  # called with the destination limits whenever they may have shrunk
         # Called at the end of every refresh, in the main loop (never from a rebalance callback, as follow_growth
-        # is): the producers' bytes follow the partitions found (engine/worker.py fit_partitions).
+        # is): the producers' bytes follow the partitions found (engine/mirrored_producers.py fit_partitions).
         self.fit_partitions = fit_partitions
         self.clock = clock
         self.max_bytes: dict[str, int] = {}

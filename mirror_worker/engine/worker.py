@@ -16,6 +16,7 @@ parts, each built from explicit collaborators:
     Halts                engine/halts.py           a refused record: dead letter or halt its partition
     Backpressure         engine/backpressure.py    queue.size records in flight, the wait for room, holding the consumers
     choose_inflight      engine/inflight.py        queue.size and the producers' bytes, from the round trip and budget
+    MirroredProducers    engine/mirrored_producers.py producers of mirrored records: made, sized, replaced when outgrown
     ClientSettings       clients/callbacks.py      client callbacks (errors, statistics), a bounded first contact
     StallWatch           engine/stalls.py          partitions whose records wait while none is copied: log + gauge
     SourceContact        engine/source_contact.py  a source cluster that does not answer: log + mirror_errors
@@ -34,7 +35,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from mirror_worker.clients import factory
 from mirror_worker.clients.callbacks import ClientSettings, error_text, fatal_reason
 from mirror_worker.clients.coordinator_admin import IsolatingAdmin
-from mirror_worker.clients.health import DESTINATION, statistics_interval_ms
+from mirror_worker.clients.health import DESTINATION
 from mirror_worker.config.inflight import LOOPBACK_QUEUE_SIZE, InflightSizes
 from mirror_worker.config.librdkafka import connection_settings
 from mirror_worker.config.model import MirrorConfig
@@ -51,9 +52,10 @@ from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.consume import take_available
 from mirror_worker.engine.delivery import RunDelivery, refusal_reason, undelivered
 from mirror_worker.engine.halts import Halts
-from mirror_worker.engine.housekeeping import Housekeeping
-from mirror_worker.engine.inflight import choose_inflight, export_producer_bytes
 from mirror_worker.engine.hot_path import BatchMirror
+from mirror_worker.engine.housekeeping import Housekeeping
+from mirror_worker.engine.inflight import choose_inflight
+from mirror_worker.engine.mirrored_producers import MirroredProducers
 from mirror_worker.engine.producer_set import ProducerSet
 from mirror_worker.engine.producer_sizing import ProducerSizing
 from mirror_worker.engine.run_state import RunState
@@ -122,6 +124,11 @@ class MirrorWorker:
         self.backpressure = Backpressure(self.streams, self.producer_set.all, self.sizing.queue_size, self.batch_size,
                                          self.metrics, self._label, self.state, clock, on_wait=self.stalls.check,
                                          serve=self.producer_set.serve, on_pause=self.backlog.paused)
+        # The mirrored records' producers, made and replaced with what self.sizing says (start() opens them).
+        self.mirrored_producers = MirroredProducers(
+            config, self.sizing, self.router, self.streams, self.producers, self.clients, self.metrics, self._label,
+            self.state, flush=lambda: self.commits.flush(None), commit_all=self.checkpoint_and_commit,
+            rewind=lambda stream, key, reason: self.assignment.rewind(stream, key, reason))
         self.positions_keepalive_s = KEEPALIVE_MAX_S  # exactly-once: set from the destination's retention
         # Built by start(): they need the clients.
         self.commits: CommitCycle
@@ -167,12 +174,13 @@ class MirrorWorker:
                                     self._label, record_bytes))
         if cfg.heartbeat_producer or cfg.exactly_once:
             # Exactly-once producers are transactional: heartbeats go through a plain one.
-            self.heartbeat_producer = factory.producer(self._producer_settings(cfg.heartbeat_producer or cfg.producer))
+            self.heartbeat_producer = factory.producer(
+                self.mirrored_producers.settings(cfg.heartbeat_producer or cfg.producer))
         transactions = None
         if cfg.exactly_once:
             def transactions(stream: SourceStream) -> StreamTransaction:
                 return StreamTransaction(
-                    cfg.name, stream.alias, self._producer_settings(cfg.producer, stream.width or 0),
+                    cfg.name, stream.alias, self.mirrored_producers.settings(cfg.producer, stream.width or 0),
                     connection_settings(cfg.producer),
                     self.router.policy.remote_topic, stream.topic_ids.get, cfg.startup_timeout_s,
                     cfg.positions_topic, lambda topic: Owner(stream.cluster_id, topic, cfg.group_id),
@@ -181,11 +189,7 @@ class MirrorWorker:
                 )
         open_streams(cfg, self.clients, self.stream_index, self.producers, self._cluster_id,
                      self.destination_cluster_id, transactions, streams=self.streams, record_bytes=record_bytes)
-        if not cfg.exactly_once:
-            # After the streams (which share this list): their partitions, counted at start, bound the producers' bytes.
-            for _ in range(cfg.num_producers):
-                self.producers.append(factory.producer(self._producer_settings(cfg.producer)))
-        self._export_producer_bytes()
+        self.mirrored_producers.open()  # after the streams (which share self.producers): they counted the partitions
         attach_schema_gates(cfg, self.streams, self.halts, self.metrics, self._label)
         self.source_contact = SourceContact([(s.alias, s.admin) for s in self.streams], self.metrics, self._label,
                                             after_s=cfg.stall_timeout_s)
@@ -222,8 +226,8 @@ class MirrorWorker:
         )
         self.topics = TopicManagement(cfg, self.streams, admin, destination, self.router, self.assignment,
                                       self.metrics, self._label, before_subscribe=_sync_schemas,
-                                      producers=self.producer_set.all, fit_batches=self.fit_batches,
-                                      fit_partitions=self.fit_partitions, clock=self.clock)
+                                      producers=self.producer_set.all, fit_batches=self.mirrored_producers.fit_batches,
+                                      fit_partitions=self.mirrored_producers.fit_partitions, clock=self.clock)
         self.housekeeping = Housekeeping(cfg, self.streams, self.metrics, self._label,
                                          acl_sync=worker_acl_sync(cfg, admin, self.router.policy.remote_topic),
                                          group_syncs=worker_group_syncs(cfg, self.streams, admin))
@@ -239,17 +243,6 @@ class MirrorWorker:
         self.backpressure.queue_size = sizes.queue_size
         self.batch_size = self.backpressure.batch_size = _batch_size(sizes.queue_size)
 
-    def _export_producer_bytes(self) -> None:
-        """The producers' bytes as made, bounded by the partitions they write to (ProducerSizing.made)."""
-        kbytes = self.sizing.made(self._producers_partitions())
-        export_producer_bytes(self.metrics, self._label, kbytes, self._partitions())
-
-    def _producers_partitions(self) -> list[int]:
-        """The partitions each mirrored records' producer writes to (exactly-once: one producer per stream)."""
-        if self.config.exactly_once:
-            return [self._partitions(stream) for stream in self.streams]
-        return [self._partitions()]
-
     def _vanished_reason(self, stream: SourceStream, key: tuple[str, int]) -> str:
         return (f"its exactly-once position is gone from the destination (group {POSITIONS_GROUP}, "
                 f"{self.router.policy.remote_topic(key[0])}[{key[1]}]) although one was committed "
@@ -259,63 +252,6 @@ class MirrorWorker:
 
     def _cluster_id(self, client, what: str) -> str:
         return self.clients.cluster_id(client, what, self.config.startup_timeout_s)
-
-    def _partitions(self, stream: SourceStream | None = None, counted: int | None = None) -> int:
-        """The partitions a mirrored records' producer writes to, which bound its bytes: `counted` at start (default:
-        `stream`'s, exactly-once, else every stream's), or the destination partitions of their topics found since when
-        more (topics made or grown later); 0 when not counted at start (the budget's share, whatever is found later)."""
-        streams = self.streams if stream is None else [stream]
-        if counted is None:
-            counted = sum(s.width or 0 for s in streams)
-        if not counted:
-            return 0
-        remote, found = self.router.policy.remote_topic, self.router.destination_partitions
-        return max(counted, sum(found.get(remote(topic), 0) for s in streams for topic in s.topics))
-
-    def _producer_settings(self, settings: dict, width: int | None = None) -> dict:
-        """`width`: the partitions the producer writes to, for its statistics interval and its bytes (default: every
-        stream's, as counted at start; 0 when not counted)."""
-        if width is None:
-            width = sum(stream.width or 0 for stream in self.streams)
-        # The mirrored records' producers get the fitted batch.size, message.max.bytes and bytes (see fit_batches).
-        fitted = self.sizing.fitted(self._partitions(counted=width)) if settings is self.config.producer else None
-        if self.config.metrics_port is not None:  # what they see of the destination (clients/health.py)
-            settings = {"statistics.interval.ms": statistics_interval_ms(width), **settings}
-        return self.clients.producer(settings, fitted)
-
-    def fit_batches(self, limits) -> None:
-        """Refit the producers to the destination topics' limits (engine/producer_sizing.py). The producers are
-        replaced once everything they hold was delivered (a flush, or exactly-once a commit of every partition's
-        transaction), so no record is lost or reordered."""
-        if self.sizing.refit(limits):
-            self._replace_producers()
-
-    def fit_partitions(self) -> None:
-        """After a topic refresh: topics made or grown with more partitions than counted at start give the producers
-        room for more bytes (ProducerSizing.outgrown), and they are replaced as for a refit. Only ever from the main
-        loop (the refresh), never from a rebalance callback: exactly-once commits every transaction first."""
-        if self.sizing.outgrown(self._producers_partitions()):
-            self._replace_producers()
-
-    def _replace_producers(self) -> None:
-        """Make the mirrored records' producers again with what the sizing says now, once everything they hold was
-        delivered (a flush, or exactly-once a commit of every partition's transaction): nothing lost or reordered."""
-        if not self.config.exactly_once:
-            if self.producers and self.commits.flush(None):
-                self.producers[:] = [factory.producer(self._producer_settings(self.config.producer))
-                                     for _ in self.producers]
-                self._export_producer_bytes()
-            return
-        self.checkpoint_and_commit()
-        if self.state.fatal is not None:
-            return
-        for stream in self.streams:
-            stream.transactions.producer_settings.update(self.sizing.fitted(self._partitions(stream)))
-            stream.transactions.reopen()  # aborts a transaction whose commit did not finish: re-sent below
-            for key in sorted(stream.assigned):
-                if stream.ledger.next_offsets.get(key, -1) > stream.ledger.committed.get(key, -1):
-                    self.assignment.rewind(stream, key, "producer replaced before its transaction committed")
-        self._export_producer_bytes()
 
     # ---------------------------------------------------------------- main loop
     def run(self) -> None:

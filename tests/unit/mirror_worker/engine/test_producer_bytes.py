@@ -1,5 +1,5 @@
-"""The mirrored records' producers' bytes follow the partitions they write to (stop 67, engine/worker.py
-_partitions and fit_partitions; engine/producer_sizing.py made, outgrown): three batches a partition, as counted at
+"""The mirrored records' producers' bytes follow the partitions they write to (stop 67, engine/mirrored_producers.py
+partitions and fit_partitions; engine/producer_sizing.py made, outgrown): three batches a partition, as counted at
 start, and room for topics found later."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def _worker(counted_at_start: int | None):
     stream.width = counted_at_start
     stream.topics = {"t": TopicInfo("t", 2, 1)}
     worker.router.set_destination_partitions("dst.t", 2)
-    worker._export_producer_bytes()  # as start() does once the producers are made
+    worker.mirrored_producers.export()  # as start() does once the producers are made
     return worker, stream
 
 
@@ -39,13 +39,13 @@ def test_topics_found_with_more_partitions_than_counted_at_start_remake_the_prod
     assert _limit(worker) == MIN_PRODUCER_QUEUE_BYTES
     made = []
     monkeypatch.setattr(factory, "producer", lambda settings: made.append(settings) or FakeProducer())
-    worker.fit_partitions()  # nothing new: the producers stay
+    worker.mirrored_producers.fit_partitions()  # nothing new: the producers stay
     assert made == []
     _found(worker, stream, "u", 8)  # 10 partitions now, 30 batches
     # The refit alone (which follow_growth reaches from a rebalance callback) never replaces them for partitions.
-    worker.fit_batches(worker.topics.max_bytes.values())
+    worker.mirrored_producers.fit_batches(worker.topics.max_bytes.values())
     assert made == []
-    worker.fit_partitions()
+    worker.mirrored_producers.fit_partitions()
     wanted = BATCHES_PER_PARTITION * 10 * batch // 1024
     assert wanted < share
     assert [int(s["queue.buffering.max.kbytes"]) for s in made] == [wanted]
@@ -53,10 +53,10 @@ def test_topics_found_with_more_partitions_than_counted_at_start_remake_the_prod
     assert worker.sizing.made_kbytes == [wanted] and _limit(worker) == wanted * 1024
     # A thousand partitions more: the budget's share binds. Fewer partitions again never remakes them.
     _found(worker, stream, "v", 1000)
-    worker.fit_partitions()
+    worker.mirrored_producers.fit_partitions()
     assert int(made[-1]["queue.buffering.max.kbytes"]) == share and len(made) == 2
     stream.topics.pop("v")
-    worker.fit_partitions()
+    worker.mirrored_producers.fit_partitions()
     assert len(made) == 2
 
 
@@ -68,7 +68,7 @@ def test_partitions_not_counted_at_start_leave_the_producers_the_budgets_share(m
     made = []
     monkeypatch.setattr(factory, "producer", lambda settings: made.append(settings) or FakeProducer())
     _found(worker, stream, "u", 4)
-    worker.fit_partitions()
+    worker.mirrored_producers.fit_partitions()
     assert made == []
 
 
@@ -80,14 +80,14 @@ def test_exactly_once_producers_follow_their_own_streams_partitions(monkeypatch)
     stream.width = 2
     worker.router.set_destination_partitions("dst.t", 2)
     worker.router.set_destination_partitions("dst.other", 500)  # another stream's topic: not this producer's
-    worker._export_producer_bytes()
+    worker.mirrored_producers.export()
     assert worker.sizing.made_kbytes == [MIN_PRODUCER_QUEUE_BYTES // 1024]
     reopened = []
     stream.transactions.producer_settings = {}  # StreamTransaction's, which its next producer is made with
     stream.transactions.reopen = lambda: reopened.append(dict(stream.transactions.producer_settings))
-    worker.fit_partitions()
+    worker.mirrored_producers.fit_partitions()
     assert reopened == []
     _found(worker, stream, "u", 8)
-    worker.fit_partitions()
+    worker.mirrored_producers.fit_partitions()
     assert [int(s["queue.buffering.max.kbytes"]) for s in reopened] == \
         [BATCHES_PER_PARTITION * 10 * worker.sizing.batch_bytes // 1024]

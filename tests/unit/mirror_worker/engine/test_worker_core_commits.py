@@ -148,7 +148,8 @@ def test_offset_syncs_go_through_the_producers_in_use_after_start_up_replaced_th
                     OffsetSyncWriter("syncs", FakeAdmin(watermarks=lambda tp: (0, 5)), lambda t: f"dst.{t}"))
     replacements = []
     monkeypatch.setattr(factory, "producer", lambda settings: replacements.append(FakeProducer()) or replacements[-1])
-    worker.fit_batches([8_000_000])  # a destination topic taking records larger than librdkafka's 1 MB default
+    # A destination topic taking records larger than librdkafka's 1 MB default.
+    worker.mirrored_producers.fit_batches([8_000_000])
     assert worker.producers == replacements and first not in worker.producers
     stream.producers = worker.producers
     assign(worker, stream, TP)
