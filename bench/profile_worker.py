@@ -1,11 +1,17 @@
 """Where the worker's time goes while it copies: py-spy on a running worker (issue #7's profile evidence).
 
     .venv/bin/python -m bench.profile_worker [--records 1500000] [--size 100] [--seconds 8] [--procs 1]
+    .venv/bin/python -m bench.profile_worker --perf [--system worker|bare] [--size 1024]
 
 Preloads records like bench.compare, starts the worker (at-least-once, --preserve.partitions), waits for
 the first mirrored record, then samples it (`py-spy record --pid`, native frames included, subprocesses
 of --num.streams too) for --seconds. Writes the collapsed stacks to bench/results/profile-worker-<size>.txt
 and prints the functions with the most samples, self and total.
+
+--perf samples every thread with `perf record` instead, librdkafka's too (bench/perf_split.py), and gives each kind
+of work (LZ4, copies, the kernel, the interpreter...) in CPU-seconds per million records, from the process's CPU time
+and the records copied over the same window: bench/results/perf-<system>-<size>.md. --system bare profiles the bare
+confluent-kafka loop (bench/bare_copy.py) the same way.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 from confluent_kafka import Consumer
 
+from bench import perf_split
 from bench.common import bench_stack
 from bench.harness import RESULTS, Clusters, delete_topics, end_total, launch, preload, stop
 
@@ -58,7 +66,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--consumer-props", default="", help="extra source consumer properties, k=v,k=v")
     parser.add_argument("--producer-props", default="", help="extra destination producer properties, k=v,k=v")
     parser.add_argument("--native", action="store_true", help="include C frames (librdkafka, CPython)")
+    parser.add_argument("--perf", action="store_true", help="every thread by native symbol, in CPU-s per 1M records")
+    parser.add_argument("--system", choices=["worker", "bare"], default="worker", help="with --perf: what to profile")
     return parser
+
+
+def perf_window(proc: subprocess.Popen, watcher: Consumer, topic: str, args) -> str:
+    """perf over --seconds of the copy: the split in CPU-s per 1M records (the process's own CPU time, the records
+    copied in the same window)."""
+    process = psutil.Process(proc.pid)
+    copied_before, cpu_before = end_total(watcher, topic, args.partitions), sum(process.cpu_times()[:2])
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "perf.data"
+        perf_split.record(proc.pid, args.seconds, data)
+        copied = end_total(watcher, topic, args.partitions) - copied_before
+        cpu = sum(process.cpu_times()[:2]) - cpu_before
+        result = perf_split.split(perf_split.script(data))
+    if copied <= 0 or result.samples == 0:
+        raise RuntimeError(f"nothing measured in {args.seconds}s: {copied} records copied, {result.samples} samples")
+    per_million = cpu / copied * 1e6
+    head = (f"{args.system}, {args.size} B records, {args.partitions} partitions: {copied:,} records copied in the "
+            f"{args.seconds:g}s window, {cpu:.2f} CPU-s ({per_million:.2f} per 1M records), {result.samples:,} samples")
+    return head + "\n\n" + perf_split.table(result, per_million) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,11 +98,17 @@ def main(argv: list[str] | None = None) -> int:
         preload(clusters.source, topic, args.records, args.size, args.partitions)
         alias = f"p{uuid.uuid4().hex[:6]}"
         watcher = Consumer({"bootstrap.servers": clusters.destination, "group.id": "bench-watch"})
-        proc = launch("worker", clusters, [topic], alias, Path(tmp), args)
+        proc = launch(args.system if args.perf else "worker", clusters, [topic], alias, Path(tmp), args)
         out = RESULTS / f"profile-worker-{args.size}.txt"
         try:
             while end_total(watcher, f"{alias}.{topic}", args.partitions) == 0 and proc.poll() is None:
                 time.sleep(0.05)
+            if args.perf:
+                report = perf_window(proc, watcher, f"{alias}.{topic}", args)
+                out = RESULTS / f"perf-{args.system}-{args.size}.md"
+                out.write_text(report)
+                print(report)
+                return 0
             spy = [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(proc.pid), "--duration",
                    str(int(args.seconds)), "--format", "raw", "--rate", "250", "--subprocesses", "-o", str(out)]
             if args.native:
