@@ -4,7 +4,7 @@ At-least-once rests on one rule, kept by `OffsetLedger`: offsets are committed f
 *before* a producer flush that completed with no delivery error. Everything else (backpressure, topic
 discovery, rebalances, shutdown) is arranged around that rule and never commits past it.
 
-`MirrorWorker` wires its parts at start-up and keeps the loop, the client callbacks and shutdown. The
+`MirrorWorker` wires its parts at start-up and keeps the loop and shutdown. The
 parts, each built from explicit collaborators:
 
     BatchMirror          engine/hot_path.py        the hot path: a batch's records to their producers, in order
@@ -18,6 +18,7 @@ parts, each built from explicit collaborators:
     choose_inflight      engine/inflight.py        queue.size and the producers' bytes, from the round trip and budget
     MirroredProducers    engine/mirrored_producers.py producers of mirrored records: made, sized, replaced when outgrown
     ClientSettings       clients/callbacks.py      client callbacks (errors, statistics), a bounded first contact
+    ClientErrors         engine/client_errors.py   a consumer's errors, failed deliveries, refused records
     StallWatch           engine/stalls.py          partitions whose records wait while none is copied: log + gauge
     SourceContact        engine/source_contact.py  a source cluster that does not answer: log + mirror_errors
     open_streams         engine/streams.py         one consumer per source cluster: its settings, admin, transactions
@@ -30,10 +31,10 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 
 from mirror_worker.clients import factory
-from mirror_worker.clients.callbacks import ClientSettings, error_text, fatal_reason
+from mirror_worker.clients.callbacks import ClientSettings, error_text
 from mirror_worker.clients.coordinator_admin import IsolatingAdmin
 from mirror_worker.clients.health import DESTINATION
 from mirror_worker.config.inflight import LOOPBACK_QUEUE_SIZE, InflightSizes
@@ -48,9 +49,9 @@ from mirror_worker.engine.assignment import PartitionAssignment
 from mirror_worker.engine.backpressure import Backpressure
 from mirror_worker.engine.cadence import FULL, Backlog, Cadence
 from mirror_worker.engine.catchup_lease import CatchupCheck
+from mirror_worker.engine.client_errors import ClientErrors
 from mirror_worker.engine.commits import CommitCycle
 from mirror_worker.engine.consume import take_available
-from mirror_worker.engine.delivery import RunDelivery, refusal_reason, undelivered
 from mirror_worker.engine.halts import Halts
 from mirror_worker.engine.hot_path import BatchMirror
 from mirror_worker.engine.housekeeping import Housekeeping
@@ -87,7 +88,7 @@ def _batch_size(queue_size: int) -> int:
 
 
 class MirrorWorker:
-    """One worker process: start-up wiring, the main loop, the client callbacks, shutdown."""
+    """One worker process: start-up wiring, the main loop, shutdown."""
 
     def __init__(self, config: MirrorConfig, metrics: MirrorMetrics | None = None, clock=time.monotonic,
                  stream_index: int = 0) -> None:
@@ -107,10 +108,16 @@ class MirrorWorker:
             config.naming_policy(), config.preserve_partitions, config.preserve_order,
             1 if config.exactly_once else config.num_producers,
         )
-        self.clients = ClientSettings(self.metrics, self._label, self.state, self._on_delivery_error)
+        self.clients = ClientSettings(self.metrics, self._label, self.state,
+                                      lambda err, msg: self.client_errors.delivery_error(err, msg))
         self.halts = Halts(self.metrics, self._label, config.dead_letter_topic,
                            lambda topic, partition: self.router.route(topic, partition).producer_index,
-                           self._on_refused_delivery)
+                           lambda run, err, msg: self.client_errors.refused_delivery(run, err, msg))
+        self.client_errors = ClientErrors(
+            config, self.metrics, self._label, self.state, self.halts,
+            position_reset=lambda stream, topic, partition, reason: self.assignment.on_position_reset(
+                stream, topic, partition, reason),
+            request_purge=lambda: setattr(self.commits, "purge_requested", True))
         self.streams: list[SourceStream] = []
         self.producers: list[Producer] = []
         self.heartbeat_producer: Producer | None = None
@@ -233,9 +240,10 @@ class MirrorWorker:
                                          group_syncs=worker_group_syncs(cfg, self.streams, admin))
         self.hot_path = BatchMirror(
             self.router, self.halts, self.backpressure, self.metrics, self._label, max_bytes=self.topics.max_bytes,
-            destination_cluster_id=lambda: self.destination_cluster_id, on_refused_delivery=self._on_refused_delivery,
-            on_consume_error=self._on_consume_error, provenance_headers=cfg.provenance_headers,
-            rewrite_ids=cfg.schema_id_rewrite != "off", skip_origin=cfg.origin_records == "skip")
+            destination_cluster_id=lambda: self.destination_cluster_id,
+            on_refused_delivery=self.client_errors.refused_delivery, on_consume_error=self.client_errors.consume_error,
+            provenance_headers=cfg.provenance_headers, rewrite_ids=cfg.schema_id_rewrite != "off",
+            skip_origin=cfg.origin_records == "skip")
 
     def resize(self, sizes: InflightSizes) -> None:
         """Take the in-flight sizes chosen for the destination's round trip, before any producer is made."""
@@ -349,50 +357,6 @@ class MirrorWorker:
         for stream, key, reason in outcome.aborted:
             self.assignment.rewind(stream, key, reason)
         return outcome.complete
-
-    # ---------------------------------------------------------------- consume errors
-    def _on_consume_error(self, stream: SourceStream, msg, err: KafkaError) -> None:
-        if err.code() == KafkaError._AUTO_OFFSET_RESET and msg.topic() and msg.partition() is not None:
-            self.assignment.on_position_reset(stream, msg.topic(), msg.partition(), err.str())
-            return
-        self.metrics.errors.labels(kind="consume", **self._label).inc()
-        if err.fatal() or err.code() == KafkaError._FATAL:  # the latter: a fenced static member, see fatal_reason
-            self.state.fail(fatal_reason(f"source {stream.alias!r} consumer failed", err, stream.instance_id))
-        log.warning("consume error", extra={**self._label, "source": stream.alias, "error": err.str(), "topic": msg.topic()})
-
-    # ---------------------------------------------------------------- callbacks from librdkafka threads / poll
-    def _on_delivery_error(self, err: KafkaError, msg) -> None:
-        """Records produced without a RunDelivery (heartbeats, offset syncs); only errors are reported."""
-        self.metrics.errors.labels(kind="delivery", **self._label).inc()
-        if msg.topic() in (self.config.heartbeat_topic, self.config.offset_syncs_topic, self.config.positions_topic):
-            log.warning("heartbeat or offset sync delivery failed", extra={**self._label, "error": err.str()})
-            return
-        # Not a mirrored record (those carry their RunDelivery): nothing to tie it to, stop.
-        self.state.fail(f"delivery to {msg.topic()}[{msg.partition()}] failed: {err.str()}")
-
-    def _on_refused_delivery(self, run: RunDelivery, err: KafkaError, msg) -> None:
-        """The destination refused a record of `run`: halt the run's source partition at the run's first offset.
-
-        Never dead-lettered, even with --dead.letter.topic: the broker refuses a whole batch, so the records
-        reported here include valid ones that only shared a batch with the bad one (measured: a null key on
-        a compacted topic took the next record with it). A restart mirrors them again from the halt.
-        """
-        self.metrics.errors.labels(kind="delivery", **self._label).inc()
-        if undelivered(err) and (run.topic, run.partition) in run.stream.assigned:
-            # Not refused, only not delivered in time: resent from the last commit, never skipped.
-            self.halts.resend(run.stream, run.topic, run.partition, run.first_offset, f"not delivered: {err.str()}")
-            self.commits.purge_requested = not self.config.exactly_once
-            return
-        reason = refusal_reason(err, msg, int(time.time() * 1000))  # wall clock, as the broker judges timestamps
-        if msg.topic() == self.config.dead_letter_topic:
-            reason = f"dead-letter topic refused a record: {err.str()}"
-        if (run.topic, run.partition) not in run.stream.assigned:
-            # Lost meanwhile (a revoke commits only after the flush that reports this): nothing of it is committed.
-            log.error("record refused after its partition was lost", extra={
-                **self._label, "source": run.stream.alias, "topic": run.topic, "partition": run.partition,
-                "error": err.str()})
-            return
-        self.halts.halt(run.stream, run.topic, run.partition, run.first_offset, reason)
 
     # ---------------------------------------------------------------- shutdown
     def close(self) -> None:

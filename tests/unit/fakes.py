@@ -391,10 +391,10 @@ def make_worker(logs: dict, *, committed: dict | None = None, low: dict | None =
                           admin=FakeAdmin(watermarks=consumer.get_watermark_offsets))
     producer = None
     if exactly_once:
-        stream.transactions = FakeTransactions(positions, lambda: FakeProducer(capacity, worker._on_delivery_error, transactional=True))
+        stream.transactions = FakeTransactions(positions, lambda: FakeProducer(capacity, worker.client_errors.delivery_error, transactional=True))
         stream.producers = stream.transactions.producers
     else:
-        producer = FakeProducer(capacity, worker._on_delivery_error)
+        producer = FakeProducer(capacity, worker.client_errors.delivery_error)
         worker.producers.append(producer)
     worker.streams.append(stream)
     worker.assemble(FakeAdmin(), FakeDestination())
