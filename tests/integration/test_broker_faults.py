@@ -334,16 +334,18 @@ def test_source_leader_killed_mid_stream(clusters, tmp_path, topic_name, record_
 
 
 def test_destination_cut_longer_than_delivery_timeout(clusters, tmp_path, topic_name, record_property):
-    """Every destination proxy refuses connections for 20 s, twice the producer's delivery timeout (the worker's
-    default never gives up on a record; an operator may set one). Order is not asserted: a record that timed
-    out just before the destination came back may land after later ones of its partition, before its resend."""
+    """Every destination proxy refuses connections for 30 s, three times the producer's delivery timeout (the
+    worker's default never gives up on a record; an operator may set one). Order is not asserted: a record that timed
+    out just before the destination came back may land after later ones of its partition, before its resend. A 20 s
+    cut once ended with no record timed out, on a machine starting other tests' clusters (the source itself stalled
+    10.1-13.4 s into the cut): the longer cut leaves the worker 20 s to hand a record over that then times out."""
     topic = topic_name("cut-dst")
     create_topic(clusters["source"].bootstrap_servers, topic, PARTITIONS, replication_factor=3)
 
     def cut() -> None:
         for proxy in proxies(clusters["destination"]):
             proxy.cut()
-        time.sleep(20)
+        time.sleep(30)
         for proxy in proxies(clusters["destination"]):
             proxy.restore()
 
