@@ -33,13 +33,18 @@ _LINE = re.compile(r"^\s*(?P<comm>.+?)\s+(?P<tid>\d+)\s+[0-9a-f]+\s+(?P<sym>.*?)
 
 def kind(symbol: str, library: str) -> str:
     """The kind of work a sample in `symbol` of `library` was doing ("other" when none matches)."""
-    library = Path(library).name if not library.startswith("[") else library
+    library = _library(library)
     for name, sym_pattern, dso_pattern in KINDS:
         if sym_pattern is not None and re.search(sym_pattern, symbol, re.IGNORECASE):
             return name
         if dso_pattern is not None and re.search(dso_pattern, library):
             return name
     return "other"
+
+
+def _library(dso: str) -> str:
+    """A library's file name; the kernel's and the vDSO's names ("[kernel.kallsyms]") as perf gives them."""
+    return dso if dso.startswith("[") else Path(dso).name
 
 
 def thread_group(comm: str) -> str:
@@ -70,7 +75,7 @@ def split(script: str) -> Split:
         out.samples += 1
         out.kinds[kind(sym, dso)] += 1
         out.threads[thread_group(match["comm"])] += 1
-        out.symbols[f"{sym} ({Path(dso).name if not dso.startswith('[') else dso})"] += 1
+        out.symbols[f"{sym} ({_library(dso)})"] += 1
     return out
 
 
