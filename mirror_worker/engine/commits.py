@@ -58,6 +58,11 @@ class CommitCycle:
         # Exactly-once: positions committed on the destination, not yet on the source group (see source_group).
         self.source_due: dict[str, set[tuple[str, int]]] = {}
 
+    def request_purge(self) -> None:
+        """At-least-once: a record was not delivered in time. What the producers still queue (not what is in flight)
+        is purged at the next round of a flush, so that nothing of its partition lands before the resend."""
+        self.purge_requested = True
+
     def flush(self, deadline: float | None, hold_consumers: bool = False) -> bool:
         """Wait until every producer delivered everything; False if the deadline came first.
 

@@ -117,7 +117,7 @@ class MirrorWorker:
             config, self.metrics, self._label, self.state, self.halts,
             position_reset=lambda stream, topic, partition, reason: self.assignment.on_position_reset(
                 stream, topic, partition, reason),
-            request_purge=lambda: setattr(self.commits, "purge_requested", True))
+            request_purge=lambda: self.commits.request_purge())
         self.streams: list[SourceStream] = []
         self.producers: list[Producer] = []
         self.heartbeat_producer: Producer | None = None
