@@ -38,12 +38,17 @@ MIN_INFLIGHT_BUDGET_BYTES = 16 * MIB
 # bench's loopback copy never waited on.
 LOOPBACK_QUEUE_SIZE = 10_000
 # Far from it: enough records for QUEUE_RATE records/s through QUEUE_ROUND_TRIPS round trips in flight
-# (docs/operations/wan.md's rule of 3 x rate x RTT). 300,000 records/s is about the loopback copy rate of 100 B
-# records on the bench; at 50 ms: 45,000 records (bench/wan.py, 1 KiB at 50 ms: 10,000 held the copy at 51 % of
-# loopback, 40,000 at 70 %, 50,000 at 69 %).
-QUEUE_RATE = 300_000
+# (docs/operations/wan.md's rule of 3 x rate x RTT). 450,000 records/s is about the loopback copy rate of 100 B
+# records on the bench since stop 64 (411,892-508,927 msgs/s copied, 2026-12-02); 300,000 before. With 300,000 the record
+# count held the copy of 100 B records 50 ms away at 254-268K msgs/s, each record in flight ~3.3 round trips; with
+# 450,000 (67,500 records at 50 ms) 294-299K, 5.3-5.8 against 6.0-6.7 CPU-s per million, 9 MiB more at the peak
+# (bench.wan side by side, 3 repeats each; bench/results/stop69-queue/). At 1 KiB the producers' bytes bind first.
+# Earlier, 1 KiB at 50 ms: 10,000 records held the copy at 51 % of loopback, 40,000 at 70 %, 50,000 at 69 %.
+QUEUE_RATE = 450_000
 QUEUE_ROUND_TRIPS = 3
-MAX_QUEUE_SIZE = 200_000  # 200 ms away: 180,000. Beyond, the bytes bound the copy anyway.
+# 200 ms away: 270,000 wanted, held at 180,000 (as with 300,000 records/s before): 100 B records there cost ~360 B
+# each beyond their bytes, and 180,000 of them already took the worker to ~230 MiB (stop 66).
+MAX_QUEUE_SIZE = 180_000
 # Not measured (the destination did not answer the probe): taken as a WAN this far away, as fetch_sizes_for does.
 UNMEASURED_ROUND_TRIP_S = 0.05
 # What each record handed to a producer costs beyond its key and value until it is acknowledged: librdkafka's

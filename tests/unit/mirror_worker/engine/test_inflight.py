@@ -26,14 +26,14 @@ def test_a_destination_50_ms_away_gets_more_records_in_flight_logged_and_exporte
     metrics = MirrorMetrics("m")
     with caplog.at_level(logging.INFO, logger="mirror_worker"):
         sizes = choose_inflight(_config(), {DESTINATION: 0.05, "east": 0.001}, DESTINATION, 0, metrics, {"mirror": "m"})
-    assert sizes.queue_size == 45_000
+    assert sizes.queue_size == 67_500
     assert _sample(metrics, "mirror_inflight_budget_bytes") == DEFAULT_INFLIGHT_BUDGET_BYTES
-    assert _sample(metrics, "mirror_inflight_limit", limit="queue_size") == 45_000
+    assert _sample(metrics, "mirror_inflight_limit", limit="queue_size") == 67_500
     assert _sample(metrics, "mirror_inflight_limit", limit="producer_queue_bytes") == sizes.producers_queue_bytes
     # The source 1 ms away gets responses of 4 MiB: one counted with its 16 MiB prefetch bound.
     assert _sample(metrics, "mirror_inflight_limit", limit="consumer_queue_bytes") == (16 + 4) * 1024 * 1024
     [record] = [r for r in caplog.records if r.getMessage() == "in-flight sized for the destination's round trip"]
-    assert (record.round_trip_ms, record.queue_size, record.within_budget, record.named) == (50.0, 45_000, True, [])
+    assert (record.round_trip_ms, record.queue_size, record.within_budget, record.named) == (50.0, 67_500, True, [])
 
 
 def test_a_far_sources_sampled_record_size_is_what_the_budget_counts():
@@ -56,9 +56,9 @@ def test_the_worker_applies_the_sizes_to_its_loop_and_producers():
     worker = MirrorWorker(_config())
     assert worker.sizing.queue_size == LOOPBACK_QUEUE_SIZE == worker.backpressure.queue_size  # before start: the near size
     worker.resize(choose_inflight(worker.config, {DESTINATION: 0.1}, DESTINATION, 0, worker.metrics, {"mirror": "m"}))
-    assert worker.backpressure.queue_size == 90_000 and worker.batch_size == worker.backpressure.batch_size == 5000
+    assert worker.backpressure.queue_size == 135_000 and worker.batch_size == worker.backpressure.batch_size == 5000
     fitted = worker.sizing.fitted()
-    assert fitted["queue.buffering.max.messages"] == "90000"
+    assert fitted["queue.buffering.max.messages"] == "135000"
     assert int(fitted["queue.buffering.max.kbytes"]) == worker.sizing.producer_queue_kbytes
 
 
