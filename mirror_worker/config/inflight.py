@@ -39,9 +39,9 @@ MIN_INFLIGHT_BUDGET_BYTES = 16 * MIB
 LOOPBACK_QUEUE_SIZE = 10_000
 # Far from it: enough records for QUEUE_RATE records/s through QUEUE_ROUND_TRIPS round trips in flight
 # (docs/operations/wan.md's rule of 3 x rate x RTT). 450,000 records/s is about the loopback copy rate of 100 B
-# records on the bench since stop 64 (411,892-508,927 msgs/s copied, 2026-12-02); 300,000 before. With 300,000 the record
-# count held the copy of 100 B records 50 ms away at 254-268K msgs/s, each record in flight ~3.3 round trips; with
-# 450,000 (67,500 records at 50 ms) 294-299K, 5.3-5.8 against 6.0-6.7 CPU-s per million, 9 MiB more at the peak
+# records on the bench since stop 64 (411,892-508,927 msgs/s copied, 2026-12-02); 300,000 before. With 300,000 the
+# record count held the copy of 100 B records 50 ms away at 254-268K msgs/s, each record in flight ~3.3 round trips;
+# with 450,000 (67,500 records at 50 ms) 294-299K, 5.3-5.8 against 6.0-6.7 CPU-s per million, 9 MiB more at the peak
 # (bench.wan side by side, 3 repeats each; bench/results/stop69-queue/). At 1 KiB the producers' bytes bind first.
 # Earlier, 1 KiB at 50 ms: 10,000 records held the copy at 51 % of loopback, 40,000 at 70 %, 50,000 at 69 %.
 QUEUE_RATE = 450_000
